@@ -1,0 +1,149 @@
+#include "session.hpp"
+
+#include "accounting.hpp"
+#include "bpf_session.hpp"
+#include "error.hpp"
+#include "fd_resolver.hpp"
+#include "preflight.hpp"
+#include "proc_stat.hpp"
+#include "target.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unistd.h>
+
+namespace sluice::trace {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_stop_signal(int) { g_stop = true; }
+
+// While a command runs, Ctrl-C belongs to it (it is in our process group): we keep tracing and
+// report once it exits. With -p, SIGINT/SIGTERM end the trace.
+struct SignalGuard {
+    explicit SignalGuard(bool attach_mode)
+    {
+        struct sigaction sa{};
+        sa.sa_handler = attach_mode ? on_stop_signal : SIG_IGN;
+        sigaction(SIGINT, &sa, &old_int_);
+        sigaction(SIGTERM, &sa, &old_term_);
+    }
+    ~SignalGuard()
+    {
+        sigaction(SIGINT, &old_int_, nullptr);
+        sigaction(SIGTERM, &old_term_, nullptr);
+    }
+    struct sigaction old_int_{}, old_term_{};
+};
+
+std::unique_ptr<BpfSession> load_probe(const Options &opts, Methods &methods)
+{
+    std::string lockdown = lockdown_mode();
+    if (opts.no_kernel_reads) {
+        methods.fallback_reason = "forced by --no-kernel-reads";
+    } else if (lockdown == "confidentiality") {
+        methods.fallback_reason = "lockdown=confidentiality refuses kernel reads";
+    } else {
+        try {
+            return std::make_unique<BpfSession>(true);
+        } catch (const TraceError &e) {
+            // A host may refuse kernel reads without saying so in securityfs: fall back, and say so.
+            methods.fallback_reason = std::string("the kernel-reads probe failed to load (") + e.what() + ")";
+        }
+    }
+    return std::make_unique<BpfSession>(false);
+}
+
+}  // namespace
+
+Report run_trace(const Options &opts)
+{
+    check_privileges();
+    check_btf();
+    ensure_tracefs();
+
+    Report report;
+    report.command = opts.command;
+    auto probe = load_probe(opts, report.methods);
+    bool kr = probe->kernel_reads();
+    report.methods.variant = kr ? "kernel-reads" : "no-kernel-reads";
+    report.methods.fd_class = kr ? "in the probe: task->files->fdt->fd[fd]->f_inode mode and rdev (BPF_CORE_READ)"
+                                 : "from user space: stat(/proc/PID/fd/N) when the probe first sees the fd "
+                                   "(no kernel reads; an fd closed before that stays unresolved)";
+    report.methods.user_sys = kr ? "on-CPU time split in the ratio of task_struct utime:stime (tick samples) summed at thread exit; "
+                                   "/proc/PID/stat samples for processes still running"
+                                 : "/proc/PID/stat utime/stime, last sample before exit (clock ticks)";
+
+    SignalGuard signals(!opts.pids.empty());
+    g_stop = false;
+    FdResolver resolver([&probe](uint32_t tgid, int32_t fd) {
+        return std::make_pair(probe->fd_gen(tgid, fd), probe->epoch(tgid));
+    });
+    std::map<uint32_t, ProcTimes> proc_times;  // last /proc sample per process
+    auto sample = [&](uint32_t pid) {
+        if (auto t = read_proc_times(static_cast<pid_t>(pid)))
+            proc_times[pid] = *t;
+    };
+    std::function<void(const sl_event &)> handler = [&](const sl_event &e) {
+        if (e.kind == SL_EV_FD_SEEN)
+            resolver.seen(e.tgid, e.fd, e.gen, e.epoch);
+        else if (e.kind == SL_EV_PROC_NEW || e.kind == SL_EV_PROC_EXIT)
+            sample(e.tgid);  // at exit the zombie's /proc entry still holds its final times
+    };
+
+    auto start = std::chrono::steady_clock::now();
+    std::optional<Target> target;
+    if (!opts.command.empty()) {
+        target.emplace(opts.command);
+        probe->track(target->pid(), getpid(), true);
+        target->go();
+    } else {
+        for (pid_t pid : opts.pids) {
+            if (!process_alive(pid))
+                throw TraceError("no running process with pid " + std::to_string(pid));
+            probe->track(pid, 0);
+            for (pid_t tid : list_threads(pid))
+                probe->track_thread(tid, pid);
+        }
+        report.attached_pids.assign(opts.pids.begin(), opts.pids.end());
+    }
+
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    double last_sample = -1;
+    for (;;) {
+        probe->poll(50, handler);
+        if (elapsed() - last_sample >= 0.2) {  // /proc CPU samples, for the no-kernel-reads variant
+            last_sample = elapsed();
+            for (const auto &[pid, p] : probe->procs())
+                if (!p.exited)
+                    sample(pid);
+        }
+        if (target) {
+            if (target->poll_exit())
+                break;
+        } else {
+            if (g_stop || (opts.duration_s > 0 && elapsed() >= opts.duration_s))
+                break;
+            bool any = false;
+            for (const auto &[pid, p] : probe->procs())
+                any = any || (!p.exited && process_alive(static_cast<pid_t>(pid)));
+            if (!any)
+                break;
+        }
+    }
+    probe->poll(0, handler);  // events still queued
+    report.wall_s = elapsed();
+    if (target)
+        report.exit_status = target->exit_status();
+
+    report.stages = build_stages(*probe, resolver, proc_times);
+    report.summary = summarize(report.stages);
+    return report;
+}
+
+}  // namespace sluice::trace

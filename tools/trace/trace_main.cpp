@@ -1,0 +1,55 @@
+// sluice trace: parse, trace, report. Errors surface here as "sluice trace: error: ...".
+#include "trace_main.hpp"
+
+#include "error.hpp"
+#include "options.hpp"
+#include "report.hpp"
+#include "session.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fmt/format.h>
+
+int sluice_trace_main(int argc, char **argv)
+{
+    using namespace sluice::trace;
+    try {
+        Options opts = parse_options(argc, argv);
+        if (opts.help) {
+            std::fputs(usage(), stdout);
+            return 0;
+        }
+        // Open the output before tracing, so a bad path fails before the command runs.
+        std::FILE *out = stderr;
+        if (!opts.output.empty()) {
+            out = std::fopen(opts.output.c_str(), "w");
+            if (!out)
+                throw_errno("cannot write " + opts.output, errno);
+        }
+        struct Closer {
+            std::FILE *f;
+            ~Closer()
+            {
+                if (f != stderr)
+                    std::fclose(f);
+            }
+        } closer{out};
+        Report report = run_trace(opts);
+        if (opts.json)
+            write_json(out, report);
+        else
+            write_table(out, report);
+        std::fflush(out);
+        return report.exit_status >= 0 ? report.exit_status : 0;
+    } catch (const TraceError &e) {
+        fmt::print(stderr, "sluice trace: error: {}\n", e.what());
+        if (std::strstr(e.what(), "give either") || std::strstr(e.what(), "option"))
+            std::fputs(usage(), stderr);
+        return e.status;
+    } catch (const std::exception &e) {
+        fmt::print(stderr, "sluice trace: error: {}\n", e.what());
+        return 2;
+    }
+}
