@@ -1,0 +1,37 @@
+#include "paths/block_sender.hpp"
+
+#include "wire/codec.hpp"
+
+namespace sluice {
+
+std::unique_ptr<BlockSender> make_splice_sender(int sock);
+std::unique_ptr<BlockSender> make_sendfile_sender(int sock);
+std::unique_ptr<BlockSender> make_read_send_sender(int sock);
+
+void BlockSender::frame_prefix(const Segment& seg, unsigned char out[32]) {
+    wire::BlockPrefix p;
+    p.file_id = seg.file->file_id;
+    p.offset = seg.offset;
+    p.checksum = reader_.checksum(*seg.file, seg.offset, seg.length);
+    wire::encode_block_prefix(out, p, static_cast<uint32_t>(seg.length));
+}
+
+SendPathChoice choose_send_path(SendPath wanted) {
+    if (wanted == SendPath::splice) {
+        const RingFeatures& f = probe_ring_features();
+        if (!f.op_splice || !f.op_send)
+            return {SendPath::sendfile, "io_uring splice unavailable (no IORING_OP_SPLICE/SEND or io_uring disabled): using sendfile"};
+    }
+    return {wanted, {}};
+}
+
+std::unique_ptr<BlockSender> make_block_sender(SendPath path, int sock) {
+    switch (path) {
+    case SendPath::splice: return make_splice_sender(sock);
+    case SendPath::sendfile: return make_sendfile_sender(sock);
+    case SendPath::read_send: return make_read_send_sender(sock);
+    }
+    return nullptr;
+}
+
+} // namespace sluice

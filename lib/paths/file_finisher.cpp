@@ -1,0 +1,47 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/sys_error.hpp"
+#include "paths/stream_receiver.hpp"
+
+namespace sluice {
+
+RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t len) {
+    RecvFile* f = files.find(p.file_id);
+    if (!f) throw Error(ErrorCode::protocol, "BLOCK for file id " + std::to_string(p.file_id) + " that the manifest did not announce");
+    if (f->entry.kind != wire::EntryKind::file)
+        throw Error(ErrorCode::protocol, "BLOCK for '" + f->entry.path + "', which is not a regular file");
+    if (p.offset > f->entry.size || len > f->entry.size - p.offset || len == 0)
+        throw Error(ErrorCode::protocol, "BLOCK [" + std::to_string(p.offset) + ", +" + std::to_string(len) + ") lies outside '" +
+                                             f->entry.path + "' of " + std::to_string(f->entry.size) + " bytes");
+    return *f;
+}
+
+UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f) {
+    int dir = dirs.get(f.parent);
+    UniqueFd fd(::openat(dir, f.temp.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd) throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
+    return fd;
+}
+
+void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync) {
+    const std::string& path = f.entry.path;
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::destination, "cannot stat '" + path + "'");
+    // A temporary file left by an earlier run may be longer than the file now is.
+    if (static_cast<uint64_t>(st.st_size) != f.entry.size && ::ftruncate(fd, static_cast<off_t>(f.entry.size)) != 0)
+        throw_errno(ErrorCode::destination, "cannot set the size of '" + path + "'");
+    // Set-id and sticky bits from the network are dropped: a transfer must not mint setuid files.
+    if (::fchmod(fd, f.entry.mode & 0777) != 0) throw_errno(ErrorCode::destination, "cannot set the mode of '" + path + "'");
+    timespec times[2];
+    times[0].tv_sec = times[1].tv_sec = f.entry.mtime_ns / 1'000'000'000;
+    times[0].tv_nsec = times[1].tv_nsec = f.entry.mtime_ns % 1'000'000'000;
+    if (::futimens(fd, times) != 0) throw_errno(ErrorCode::destination, "cannot set the mtime of '" + path + "'");
+    if (sync && ::fsync(fd) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + path + "'");
+    int dir = dirs.get(f.parent);
+    if (::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0)
+        throw_errno(ErrorCode::destination, "cannot rename '" + path + "' into place");
+}
+
+} // namespace sluice

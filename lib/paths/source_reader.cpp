@@ -1,0 +1,53 @@
+#include "paths/source_reader.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "io/mapped_region.hpp"
+#include "io/sys_error.hpp"
+
+namespace sluice {
+
+int SourceReader::open(const SourceFile& f) {
+    if (current_ == &f) return fd_.get();
+    fd_.reset(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    current_ = nullptr;
+    if (!fd_) throw_errno(ErrorCode::source, "cannot open source '" + f.path + "'");
+    struct stat st{};
+    if (::fstat(fd_.get(), &st) != 0) throw_errno(ErrorCode::source, "cannot stat source '" + f.path + "'");
+    int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    if (static_cast<uint64_t>(st.st_size) != f.size || mtime != f.mtime_ns)
+        throw Error(ErrorCode::source, "source '" + f.path + "' changed after it was listed (size " +
+                                           std::to_string(f.size) + " -> " + std::to_string(st.st_size) + ")");
+    current_ = &f;
+    return fd_.get();
+}
+
+uint64_t SourceReader::checksum(const SourceFile& f, uint64_t offset, uint64_t length) {
+    int fd = open(f);
+    MappedRegion map(fd, offset, length);
+    if (map.ok()) return XXH3_64bits(map.data(), length);
+    // Some file systems cannot be mapped: read the block once instead, and say so.
+    read_fallback_ = true;
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    fallback_buf_.resize(1 << 20);
+    uint64_t done = 0;
+    while (done < length) {
+        size_t want = static_cast<size_t>(std::min<uint64_t>(fallback_buf_.size(), length - done));
+        ssize_t n = ::pread(fd, fallback_buf_.data(), want, static_cast<off_t>(offset + done));
+        if (n <= 0) {
+            XXH3_freeState(st);
+            if (n == 0) throw Error(ErrorCode::source, "source '" + f.path + "' shrank while being sent");
+            throw_errno(ErrorCode::source, "cannot read source '" + f.path + "'");
+        }
+        XXH3_64bits_update(st, fallback_buf_.data(), static_cast<size_t>(n));
+        done += static_cast<uint64_t>(n);
+    }
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+} // namespace sluice

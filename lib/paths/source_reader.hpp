@@ -1,0 +1,30 @@
+#pragma once
+// Opens source files for a data stream (one open per file, not per block) and computes
+// block checksums by reading the page cache through a mapping, so that checksumming adds
+// no copy to a zero-copy send.
+#include <cstdint>
+#include <vector>
+
+#include "io/unique_fd.hpp"
+#include "plan/source_tree.hpp"
+
+namespace sluice {
+
+class SourceReader {
+public:
+    // The fd of f, opened on first use; checks that f still has the size and mtime the
+    // manifest announced (a changed source is an error, never sent torn).
+    int open(const SourceFile& f);
+    // XXH3-64 of [offset, offset+length) of the open file.
+    uint64_t checksum(const SourceFile& f, uint64_t offset, uint64_t length);
+    // Set when a mapping failed and the checksum was read through a buffer instead.
+    bool used_read_fallback() const { return read_fallback_; }
+
+private:
+    const SourceFile* current_ = nullptr;
+    UniqueFd fd_;
+    std::vector<unsigned char> fallback_buf_;
+    bool read_fallback_ = false;
+};
+
+} // namespace sluice

@@ -1,0 +1,47 @@
+#pragma once
+// A receive path: how one data stream turns BLOCK frames from its socket into verified bytes
+// of files under DIR. Each stream thread owns one StreamReceiver.
+#include <atomic>
+#include <memory>
+
+#include "sluice/sluice.hpp"
+#include "transfer/dest_tree.hpp"
+#include "transfer/file_table.hpp"
+#include "wire/protocol.hpp"
+
+namespace sluice {
+
+// What every stream shares with the session.
+struct RecvContext {
+    FileTable& files;
+    const DestTree& tree;
+    bool sync = false;
+    int idle_timeout_ms = 60000;
+    Progress* progress = nullptr;
+    std::atomic<uint64_t>& bytes_received;
+    std::atomic<uint64_t>& files_completed;
+};
+
+struct StreamReceipt {
+    uint64_t blocks = 0;
+    uint64_t bytes = 0;
+};
+
+class StreamReceiver {
+public:
+    virtual ~StreamReceiver() = default;
+    // Receives until STREAM_END. Throws Error naming the file or the rule broken.
+    virtual StreamReceipt run() = 0;
+};
+
+std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, unsigned stream_index, RecvContext& ctx);
+
+// Shared steps of every path (file_finisher.cpp).
+// The file a BLOCK names, checked against the manifest: known id, a regular file, in bounds.
+RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t data_length);
+// Opens (creating) the temporary file of f for writing at offsets.
+UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f);
+// Sets size, mode and mtime, optionally fsyncs, and renames f into place.
+void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync);
+
+} // namespace sluice

@@ -1,0 +1,72 @@
+#include <cstdio>
+#include <string>
+
+#include "sluice/stats.hpp"
+
+namespace sluice {
+
+namespace {
+
+std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        default:
+            if (c < 0x20) {
+                char b[8];
+                std::snprintf(b, sizeof b, "\\u%04x", c);
+                out += b;
+            } else {
+                out.push_back(static_cast<char>(c));
+            }
+        }
+    }
+    return out + "\"";
+}
+
+std::string num(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.6g", v);
+    return b;
+}
+
+} // namespace
+
+std::string Stats::to_json() const {
+    std::string j = "{";
+    auto field = [&](const char* k, const std::string& v) {
+        if (j.size() > 1) j += ",";
+        j += "\"";
+        j += k;
+        j += "\":" + v;
+    };
+    field("role", json_string(role));
+    field("bytes", std::to_string(bytes));
+    field("bytes_sent", std::to_string(bytes_sent));
+    field("bytes_skipped", std::to_string(bytes_skipped));
+    field("files", std::to_string(files));
+    field("dirs", std::to_string(dirs));
+    field("symlinks", std::to_string(symlinks));
+    field("skipped_entries", std::to_string(skipped_entries));
+    field("blocks", std::to_string(blocks));
+    field("checksum_failures", std::to_string(checksum_failures));
+    field("seconds", num(seconds));
+    field("throughput_mb_s", num(throughput_mb_s()));
+    field("streams", std::to_string(streams));
+    field("block_size", std::to_string(block_size));
+    field(role == "send" ? "send_path" : "recv_path", json_string(data_path));
+    std::string fb = "[";
+    for (size_t i = 0; i < fallbacks.size(); ++i) fb += (i ? "," : "") + json_string(fallbacks[i]);
+    field("fallbacks", fb + "]");
+    field("ring_mode", json_string(ring_mode));
+    field("cpu_user_s", num(cpu_user_s));
+    field("cpu_sys_s", num(cpu_sys_s));
+    field("peak_rss_kb", std::to_string(peak_rss_kb));
+    return j + "}";
+}
+
+} // namespace sluice

@@ -1,0 +1,59 @@
+#pragma once
+// The receiver's registry of manifest entries, indexed by file id. The control thread
+// appends and publishes; data streams look entries up without a lock (entries below the
+// published count never move) and record verified byte ranges under a striped lock.
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sluice/error.hpp"
+#include "wire/protocol.hpp"
+
+namespace sluice {
+
+struct RecvFile {
+    wire::ManifestEntry entry;
+    std::string parent;    // relative directory
+    std::string name;      // final name in parent
+    std::string temp;      // temporary name in parent
+    // Guarded by the table's stripe lock for this id:
+    std::vector<std::pair<uint64_t, uint64_t>> verified; // sorted, merged [begin, end)
+    uint64_t verified_bytes = 0;
+    bool complete = false; // renamed into place
+};
+
+class FileTable {
+public:
+    explicit FileTable(uint64_t max_files);
+
+    uint64_t size() const { return published_.load(std::memory_order_acquire); }
+    // Control thread only. Throws protocol Error if ids are not dense or the cap is hit.
+    RecvFile& append(wire::ManifestEntry&& e);
+    void publish() { published_.store(count_, std::memory_order_release); }
+    // nullptr for an id not (yet) announced.
+    RecvFile* find(uint64_t id) {
+        return id < size() ? &slot(id) : nullptr;
+    }
+    RecvFile& at(uint64_t id) { return slot(id); }
+
+    // Records [offset, offset+len) of f as verified. Returns true to the one caller whose
+    // range completes the file. Throws protocol Error on an overlap (a block sent twice).
+    bool mark_verified(RecvFile& f, uint64_t offset, uint64_t len);
+    bool is_complete(RecvFile& f);
+    void set_complete(RecvFile& f);
+
+private:
+    static constexpr uint64_t kSlab = 4096;
+    RecvFile& slot(uint64_t id) { return slabs_[id / kSlab][id % kSlab]; }
+    std::mutex& lock_for(const RecvFile& f) { return stripes_[f.entry.file_id % stripes_.size()]; }
+
+    uint64_t max_files_;
+    uint64_t count_ = 0;
+    std::atomic<uint64_t> published_{0};
+    std::vector<std::unique_ptr<RecvFile[]>> slabs_; // sized once: never reallocates
+    std::vector<std::mutex> stripes_;
+};
+
+} // namespace sluice

@@ -1,0 +1,406 @@
+// The sending side of a transfer (docs/design.md): the calling thread walks the sources and
+// streams the manifest on the control connection; a reader thread turns each MANIFEST_ACK
+// into planned work; one thread per data stream sends work items through its send path.
+#include <sys/socket.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "io/socket.hpp"
+#include "paths/block_sender.hpp"
+#include "plan/planner.hpp"
+#include "plan/source_tree.hpp"
+#include "sluice/sluice.hpp"
+#include "stats/process_usage.hpp"
+#include "transfer/frame_io.hpp"
+#include "transfer/handshake.hpp"
+#include "transfer/rate_limiter.hpp"
+#include "wire/auth.hpp"
+#include "wire/codec.hpp"
+
+namespace sluice {
+
+namespace {
+
+// First failure wins; everything after it is a consequence.
+class FailureLatch {
+public:
+    void fail(const Error& e) {
+        std::lock_guard lk(mu_);
+        if (!error_) error_ = e;
+        stop_ = true;
+    }
+    void peer_abort(const std::string& message) {
+        std::lock_guard lk(mu_);
+        peer_message_ = message;
+        stop_ = true;
+    }
+    bool stopped() const { return stop_.load(std::memory_order_relaxed); }
+    [[noreturn]] void rethrow() {
+        std::lock_guard lk(mu_);
+        if (peer_message_) throw Error(ErrorCode::destination, "receiver aborted the transfer: " + *peer_message_);
+        if (error_) throw *error_;
+        throw Error(ErrorCode::internal, "transfer stopped without a recorded error");
+    }
+
+private:
+    std::mutex mu_;
+    std::optional<Error> error_;
+    std::optional<std::string> peer_message_;
+    std::atomic<bool> stop_{false};
+};
+
+struct StreamTotals {
+    uint64_t blocks = 0;
+    uint64_t bytes = 0;
+    bool read_fallback = false;
+};
+
+class SendSession {
+public:
+    SendSession(const std::vector<std::string>& paths, const Endpoint& to, const SendOptions& o)
+        : opts_(o), to_(to), peer_(to.host + ":" + std::to_string(to.port)), limiter_(o.rate_limit), planner_(o.block_size) {
+        check_options();
+        roots_ = check_sources(paths); // before connecting: a typo costs no connection
+    }
+
+    Stats run() {
+        auto t0 = Clock::now();
+        SendPathChoice choice = choose_send_path(opts_.path);
+        log_verbose(std::string("send path: ") + send_path_name(choice.path) +
+                    (choice.fallback.empty() ? "" : " (" + choice.fallback + ")"));
+        connect_all();
+
+        std::vector<std::thread> streams;
+        std::vector<StreamTotals> totals(data_.size());
+        for (size_t i = 0; i < data_.size(); ++i)
+            streams.emplace_back([&, i] { stream_main(i, choice.path, totals[i]); });
+        std::thread reader([&] { control_reader(); });
+
+        try {
+            walk_and_announce();
+            wait_for_acks();
+        } catch (const Error& e) {
+            latch_.fail(e);
+        }
+        queue_.close();
+        for (auto& t : streams) t.join();
+
+        if (latch_.stopped()) {
+            abort_peer();
+            reader.join();
+            latch_.rethrow();
+        }
+        finish(totals);
+        reader.join();
+        if (latch_.stopped()) latch_.rethrow();
+        if (!final_) throw Error(ErrorCode::network, "receiver " + peer_ + " closed the connection without a final status");
+        if (final_->status != 0)
+            throw Error(ErrorCode::destination, "receiver " + peer_ + " reported failure: " + final_->message);
+
+        Stats s;
+        s.role = "send";
+        s.bytes = total_bytes_;
+        s.bytes_skipped = planner_.skipped_bytes();
+        for (auto& t : totals) {
+            s.bytes_sent += t.bytes;
+            s.blocks += t.blocks;
+            if (t.read_fallback) s.fallbacks.push_back("checksums read through a buffer: source could not be mapped");
+        }
+        s.files = files_.size();
+        s.dirs = dirs_;
+        s.symlinks = symlinks_;
+        s.skipped_entries = skipped_;
+        s.seconds = seconds_since(t0);
+        s.streams = static_cast<unsigned>(data_.size());
+        s.block_size = opts_.block_size;
+        s.data_path = send_path_name(choice.path);
+        if (!choice.fallback.empty()) s.fallbacks.insert(s.fallbacks.begin(), choice.fallback);
+        s.ring_mode = choice.path == SendPath::splice ? probe_ring_features().setup_mode() : "none";
+        auto u = ProcessUsage::now();
+        s.cpu_user_s = u.user_s;
+        s.cpu_sys_s = u.sys_s;
+        s.peak_rss_kb = static_cast<uint64_t>(u.peak_rss_kb);
+        return s;
+    }
+
+private:
+    void check_options() {
+        if (opts_.streams < 1 || opts_.streams > wire::kMaxStreams)
+            throw Error(ErrorCode::usage, "--streams " + std::to_string(opts_.streams) + ": must be 1 to " +
+                                              std::to_string(wire::kMaxStreams));
+        if (opts_.block_size < 64 * 1024 || opts_.block_size > wire::kMaxBlockData || opts_.block_size % 4096)
+            throw Error(ErrorCode::usage, "--block-size " + std::to_string(opts_.block_size) +
+                                              ": must be a multiple of 4 KiB from 64 KiB to 64 MiB");
+        if (to_.token.empty())
+            throw Error(ErrorCode::usage, "no token: use the receiver's sluice:// line or --token");
+    }
+
+    void log(std::string_view line) {
+        if (!opts_.log) return;
+        std::lock_guard lk(log_mu_);
+        opts_.log(line);
+    }
+    void log_verbose(const std::string& line) {
+        if (opts_.verbose) log(line);
+    }
+
+    void connect_all() {
+        wire::ClientHello hello;
+        wire::random_bytes(hello.transfer_id);
+        hello.stream_count = static_cast<uint16_t>(opts_.streams);
+        control_ = connect_tcp(to_.host, to_.port, opts_.connect_timeout_ms);
+        set_nodelay(control_.get());
+        set_io_timeout(control_.get(), opts_.idle_timeout_ms);
+        hello.role = wire::Role::control;
+        client_handshake(control_.get(), to_.token, hello, peer_);
+        set_io_timeout(control_.get(), 0); // acks may be far apart while data flows
+        for (unsigned i = 1; i <= opts_.streams; ++i) {
+            UniqueFd fd = connect_tcp(to_.host, to_.port, opts_.connect_timeout_ms);
+            set_io_timeout(fd.get(), opts_.idle_timeout_ms);
+            hello.role = wire::Role::data;
+            hello.stream_index = static_cast<uint16_t>(i);
+            client_handshake(fd.get(), to_.token, hello, peer_);
+            data_.push_back(std::move(fd));
+        }
+        log_verbose("connected to " + peer_ + " with " + std::to_string(opts_.streams) + " data streams");
+    }
+
+    void walk_and_announce() {
+        wire::ManifestChunk chunk;
+        std::vector<const SourceFile*> chunk_files;
+        size_t chunk_bytes = 0;
+        size_t chunk_limit = 64; // small first chunk: data starts flowing after one round trip
+        auto flush = [&] {
+            if (chunk.entries.empty()) return;
+            chunk.seq = chunks_sent_;
+            wire::Bytes out;
+            wire::encode_manifest(out, chunk);
+            {
+                std::lock_guard lk(chunks_mu_);
+                pending_chunks_[chunk.seq] = std::move(chunk_files);
+                ++chunks_sent_;
+            }
+            write_frame(control_.get(), out, "sending the manifest");
+            chunk.entries.clear();
+            chunk_files.clear();
+            chunk_bytes = 0;
+            chunk_limit = std::min<size_t>(chunk_limit * 4, 4096);
+        };
+        WalkSink sink;
+        sink.skipped = [&](std::string_view line) {
+            ++skipped_;
+            log(std::string("warning: ") + std::string(line));
+        };
+        sink.entry = [&](wire::ManifestEntry&& e, std::string&& src) {
+            if (opts_.cancel && opts_.cancel->load()) throw Error(ErrorCode::cancelled, "transfer cancelled");
+            if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
+            if (e.kind == wire::EntryKind::file) {
+                files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
+                chunk_files.push_back(&files_.back());
+                total_bytes_ += e.size;
+                if (opts_.progress) {
+                    opts_.progress->bytes_total += e.size;
+                    opts_.progress->files_total += 1;
+                }
+            } else if (e.kind == wire::EntryKind::directory) {
+                ++dirs_;
+            } else {
+                ++symlinks_;
+            }
+            chunk_bytes += 36 + e.path.size() + e.link_target.size();
+            chunk.entries.push_back(std::move(e));
+            if (chunk.entries.size() >= chunk_limit || chunk_bytes >= (1u << 20)) flush();
+        };
+        walk_sources(roots_, sink);
+        flush();
+        if (opts_.progress) opts_.progress->walk_done = true;
+        wire::Bytes out;
+        wire::encode_manifest_end(out, {chunks_sent_, static_cast<uint64_t>(entries_total()), total_bytes_});
+        write_frame(control_.get(), out, "sending the manifest");
+    }
+
+    size_t entries_total() const { return files_.size() + dirs_ + symlinks_; }
+
+    void wait_for_acks() {
+        std::unique_lock lk(chunks_mu_);
+        acks_cv_.wait(lk, [&] { return chunks_acked_ == chunks_sent_ || latch_.stopped(); });
+    }
+
+    void control_reader() {
+        try {
+            for (;;) {
+                Frame f = read_frame(control_.get(), "control connection");
+                switch (f.type()) {
+                case wire::FrameType::manifest_ack: on_ack(wire::decode_manifest_ack(f.payload)); break;
+                case wire::FrameType::final_status: final_ = wire::decode_final_status(f.payload); return;
+                case wire::FrameType::abort: {
+                    auto a = wire::decode_abort(f.payload);
+                    latch_.peer_abort(a.message);
+                    wake_all();
+                    return;
+                }
+                default:
+                    throw Error(ErrorCode::protocol, std::string("receiver sent an unexpected ") +
+                                                         wire::frame_type_name(f.header.type) + " frame");
+                }
+            }
+        } catch (const Error& e) {
+            if (!latch_.stopped() && !finished_) latch_.fail(e);
+            wake_all();
+        }
+    }
+
+    void on_ack(const wire::ManifestAck& ack) {
+        std::vector<const SourceFile*> files;
+        {
+            std::lock_guard lk(chunks_mu_);
+            auto it = pending_chunks_.find(ack.seq);
+            if (it == pending_chunks_.end())
+                throw Error(ErrorCode::protocol, "receiver acknowledged unknown manifest chunk " + std::to_string(ack.seq));
+            files = std::move(it->second);
+            pending_chunks_.erase(it);
+        }
+        std::vector<WorkItem> items;
+        for (const SourceFile* f : files) planner_.add(*f, ack.verified, items);
+        planner_.flush(items);
+        for (auto& w : items) queue_.push(std::move(w));
+        {
+            std::lock_guard lk(chunks_mu_);
+            ++chunks_acked_;
+        }
+        acks_cv_.notify_all();
+    }
+
+    void wake_all() {
+        queue_.close();
+        acks_cv_.notify_all();
+    }
+
+    void stream_main(size_t i, SendPath path, StreamTotals& t) {
+        try {
+            int sock = data_[i].get();
+            auto sender = make_block_sender(path, sock);
+            while (auto item = queue_.pop()) {
+                if (latch_.stopped()) return;
+                if (opts_.cancel && opts_.cancel->load()) throw Error(ErrorCode::cancelled, "transfer cancelled");
+                for (size_t k = 0; k < item->segments.size(); ++k) {
+                    const Segment& seg = item->segments[k];
+                    limiter_.acquire(seg.length);
+                    sender->send(seg, k + 1 < item->segments.size());
+                    ++t.blocks;
+                    t.bytes += seg.length;
+                    if (opts_.progress) {
+                        opts_.progress->bytes_done += seg.length;
+                        if (seg.offset + seg.length == seg.file->size) opts_.progress->files_done += 1;
+                    }
+                }
+            }
+            t.read_fallback = sender->reader().used_read_fallback();
+            wire::Bytes out;
+            wire::encode_stream_end(out, {t.blocks, t.bytes});
+            send_all(sock, out, "ending a data stream");
+        } catch (const Error& e) {
+            latch_.fail(e);
+            wake_all();
+        }
+    }
+
+    void finish(const std::vector<StreamTotals>& totals) {
+        wire::TransferEnd end;
+        end.data_streams = static_cast<uint32_t>(data_.size());
+        for (auto& t : totals) {
+            end.blocks += t.blocks;
+            end.bytes += t.bytes;
+        }
+        finished_ = true;
+        set_io_timeout(control_.get(), opts_.idle_timeout_ms);
+        wire::Bytes out;
+        wire::encode_transfer_end(out, end);
+        try {
+            write_frame(control_.get(), out, "ending the transfer");
+        } catch (const Error& e) {
+            latch_.fail(e);
+        }
+    }
+
+    // Best effort: tell the receiver why we stop, then unblock every thread still reading.
+    void abort_peer() {
+        try {
+            wire::Bytes out;
+            wire::encode_abort(out, {1, "sender stopped"});
+            send_all(control_.get(), out, "aborting");
+        } catch (const Error&) {
+        }
+        ::shutdown(control_.get(), SHUT_RDWR);
+        for (auto& d : data_) ::shutdown(d.get(), SHUT_RDWR);
+    }
+
+    SendOptions opts_;
+    Endpoint to_;
+    std::string peer_;
+    std::vector<SourceRoot> roots_;
+    UniqueFd control_;
+    std::vector<UniqueFd> data_;
+    RateLimiter limiter_;
+    FailureLatch latch_;
+    std::mutex log_mu_;
+
+    std::deque<SourceFile> files_; // stable addresses: work items point into it
+    uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
+
+    std::mutex chunks_mu_;
+    std::condition_variable acks_cv_;
+    std::map<uint32_t, std::vector<const SourceFile*>> pending_chunks_;
+    uint32_t chunks_sent_ = 0;
+    uint32_t chunks_acked_ = 0;
+
+    Planner planner_; // used by the control reader only
+    WorkQueue queue_;
+    std::optional<wire::FinalStatus> final_;
+    std::atomic<bool> finished_{false};
+};
+
+} // namespace
+
+Stats send(const std::vector<std::string>& paths, const Endpoint& to, const SendOptions& options) {
+    SendSession session(paths, to, options);
+    return session.run();
+}
+
+const char* send_path_name(SendPath p) {
+    switch (p) {
+    case SendPath::splice: return "splice";
+    case SendPath::sendfile: return "sendfile";
+    case SendPath::read_send: return "read_send";
+    }
+    return "?";
+}
+
+const char* recv_path_name(RecvPath p) {
+    switch (p) {
+    case RecvPath::recv_write: return "recv_write";
+    case RecvPath::splice: return "splice";
+    case RecvPath::null_sink: return "null";
+    }
+    return "?";
+}
+
+SendPath parse_send_path(std::string_view n) {
+    if (n == "splice") return SendPath::splice;
+    if (n == "sendfile") return SendPath::sendfile;
+    if (n == "read_send" || n == "read-send") return SendPath::read_send;
+    throw Error(ErrorCode::usage, "--send-path '" + std::string(n) + "': expected splice, sendfile or read_send");
+}
+
+RecvPath parse_recv_path(std::string_view n) {
+    if (n == "recv_write" || n == "recv-write") return RecvPath::recv_write;
+    if (n == "splice") return RecvPath::splice;
+    if (n == "null") return RecvPath::null_sink;
+    throw Error(ErrorCode::usage, "--recv-path '" + std::string(n) + "': expected recv_write, splice or null");
+}
+
+} // namespace sluice

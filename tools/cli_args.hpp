@@ -1,0 +1,27 @@
+#pragma once
+// A small command-line parser: long options with values (--opt V or --opt=V), flags, and
+// positionals. Unknown options are usage errors naming the option.
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace sluice::cli {
+
+class Args {
+public:
+    // value_options take a value; flag_options do not.
+    Args(int argc, char** argv, std::set<std::string> value_options, std::set<std::string> flag_options);
+    std::optional<std::string> value(const std::string& name) const;
+    bool flag(const std::string& name) const { return flags_.count(name) > 0; }
+    const std::vector<std::string>& positionals() const { return positionals_; }
+    unsigned uint_value(const std::string& name, unsigned fallback, unsigned lo, unsigned hi) const;
+
+private:
+    std::map<std::string, std::string> values_;
+    std::set<std::string> flags_;
+    std::vector<std::string> positionals_;
+};
+
+} // namespace sluice::cli
