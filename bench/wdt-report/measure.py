@@ -1,0 +1,121 @@
+"""Process control and CPU accounting for the bench: bounded waits on pidfds, process-group
+kills, whole-machine busy time from /proc/stat and per-process rusage of reaped children."""
+import os
+import resource
+import select
+import signal
+import subprocess
+import time
+
+USER_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s():
+    """Busy CPU seconds of the whole machine so far, all CPUs, both namespaces alike:
+    user + nice + system + irq + softirq from /proc/stat (idle, iowait, steal excluded)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+    return (user + nice + system + irq + softirq) / USER_HZ
+
+
+def children_cpu_s():
+    """user + sys seconds of every child this process has reaped (and their reaped children)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+class Proc:
+    """A command in its own session (process group) with stdout/stderr to files."""
+
+    def __init__(self, argv, out_path, err_path, env=None, cwd=None):
+        self.argv = argv
+        self.out_path = out_path
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                      env=env, cwd=cwd, start_new_session=True)
+        self.pidfd = os.pidfd_open(self.p.pid)
+        self.end = None  # monotonic time the exit was seen
+
+    @property
+    def rc(self):
+        return self.p.returncode
+
+    def done(self):
+        if self.p.returncode is None and self.p.poll() is not None:
+            self.end = time.monotonic()
+        return self.p.returncode is not None
+
+    def wait(self, deadline):
+        """Waits until exit or deadline (monotonic); True when exited."""
+        while not self.done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            select.select([self.pidfd], [], [], left)
+        return True
+
+    def kill(self, sig=signal.SIGTERM, grace=5.0):
+        """Signals the whole process group; SIGKILL after grace seconds; always reaps."""
+        if self.done():
+            return
+        try:
+            os.killpg(self.p.pid, sig)
+        except ProcessLookupError:
+            pass
+        if not self.wait(time.monotonic() + grace):
+            try:
+                os.killpg(self.p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.wait(time.monotonic() + 10)
+
+    def close(self):
+        self.kill(signal.SIGKILL, grace=1)
+        os.close(self.pidfd)
+
+    def first_line(self, deadline):
+        """The first complete stdout line, waiting until the deadline or the process's exit."""
+        while True:
+            with open(self.out_path, "rb") as f:
+                data = f.readline()
+            if data.endswith(b"\n"):
+                return data.decode(errors="replace").strip()
+            if self.done() or time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
+
+    def last_json_line(self):
+        import json
+        try:
+            with open(self.out_path, "rb") as f:
+                lines = f.read().decode(errors="replace").strip().splitlines()
+        except OSError:
+            return None
+        for line in reversed(lines[-3:]):
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    return None
+        return None
+
+
+def wait_listening(ns, port, proc, deadline):
+    """Polls `ss` in namespace ns until something listens on TCP port; False if proc died."""
+    while time.monotonic() < deadline:
+        if proc.done():
+            return False
+        out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hltn", f"sport = :{port}"],
+                             capture_output=True, text=True, timeout=10).stdout
+        if out.strip():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")

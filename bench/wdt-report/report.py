@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Turns results.json into results.md (tables per link) and plot.png (grouped bars).
+
+  report.py RESULTS_DIR      # rewrites RESULTS_DIR/results.md and plot.png
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SET_ORDER = ["large", "small", "minor", "mixed"]
+
+
+def recorded():
+    with open(os.path.join(HERE, "recorded.json")) as f:
+        return json.load(f)
+
+
+def fmt(x, nd=1):
+    if x is None:
+        return "-"
+    return f"{x:,.{nd}f}"
+
+
+def link_order(results):
+    return results["meta"].get("links") or sorted({r["link"] for r in results["summary"]})
+
+
+def tool_order(summary):
+    seen = []
+    for r in summary:
+        if r["tool"] not in seen:
+            seen.append(r["tool"])
+    return seen
+
+
+def markdown(results):
+    m = results["meta"]
+    rec = recorded()
+    wdt_here = rec["here_unbounded_1_16"]["WDT (recorded)"]
+    lines = [
+        f"# WDT-report bench, {m['date']}",
+        "",
+        f"Scale {m['scale']} (seed {m['seed']}), {'cold' if m['cold'] else 'warm'} page cache, "
+        f"{m['runs']} run(s) per tool (medians), kernel {m['kernel']}, {m['cpus']} CPUs; "
+        f"machine {100 * m['background_busy_frac']:.1f}% busy before the bench.",
+        "",
+        "| set | files | bytes |", "|---|---:|---:|",
+    ]
+    for s in SET_ORDER:
+        if s in results["sets"]:
+            d = results["sets"][s]
+            lines.append(f"| {s} | {d['files']:,} | {d['bytes'] / 2**30:.2f} GiB |")
+    lines += ["", "MB = 10^6 bytes. CPU s/GB: " + m["cpu_method"] + ".", ""]
+    summary = results["summary"]
+    tools = tool_order(summary)
+    for link in link_order(results):
+        rows = [r for r in summary if r["link"] == link]
+        if not rows:
+            continue
+        lines += [f"## {link}", "",
+                  "| set | tool | MB/s | files/s | CPU s/GB (machine) | CPU s/GB (procs) | % of iperf3 |"
+                  + (" vs WDT recorded |" if link == "unbounded" else ""),
+                  "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if link == "unbounded" else "")]
+        for s in SET_ORDER:
+            for t in tools:
+                r = next((x for x in rows if x["set"] == s and x["tool"] == t), None)
+                if not r:
+                    continue
+                ok = "" if r["ok_runs"] == r["runs"] else f" ({r['runs'] - r['ok_runs']} of {r['runs']} failed)"
+                if r.get("paths"):
+                    ok += f" ({', '.join(r['paths'])})"
+                line = (f"| {s} | {t}{ok} | {fmt(r['mb_s'])} | {fmt(r['files_s'], 0)} | "
+                        f"{fmt(r['cpu_s_per_gb'], 2)} | {fmt(r['cpu_proc_s_per_gb'], 2)} | {fmt(r['pct_iperf3'])} |")
+                if link == "unbounded":
+                    w = wdt_here.get(s)
+                    line += f" {fmt(100 * r['mb_s'] / w[0]) + '%' if w and r['mb_s'] else '-'} |"
+                lines.append(line)
+        lines.append("")
+    lines += ["## Recorded figures (not measured by this run)", "",
+              "WDT on this machine (shared/notes/peers.md, 1/16 scale, unbounded veth, 8 streams, no encryption), "
+              "MB/s (CPU s/GB): " + ", ".join(f"{s} {v[0]:,} ({v[1]})" for s, v in wdt_here.items()) + ".",
+              "The published report at 1 Gbit/s, full size: WDT " +
+              ", ".join(f"{s} {v}" for s, v in rec["report_1gbit_full"]["WDT (report)"].items()) +
+              " MB/s; lftp " + ", ".join(f"{s} {v}" for s, v in rec["report_1gbit_full"]["lftp (report)"].items()) +
+              " MB/s.", ""]
+    if results.get("skipped"):
+        lines += ["Skipped: " + "; ".join(f"{x['tool']}: {x['reason']}" for x in results["skipped"]), ""]
+    if results.get("failures"):
+        lines += ["Failed runs:", ""] + [f"- {f}" for f in results["failures"]] + [""]
+    lines += [f"Command: `{m['command']}`", ""]
+    return "\n".join(lines)
+
+
+def plot(results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = results["summary"]
+    links = [x for x in link_order(results) if any(r["link"] == x for r in summary)]
+    tools = tool_order(summary)
+    rec = recorded()
+    sets = [s for s in SET_ORDER if s in results["sets"]]
+    fig, axes = plt.subplots(len(links), 2, figsize=(13, 4.2 * len(links)), squeeze=False)
+    for i, link in enumerate(links):
+        extra = {}
+        if link == "unbounded" and results["meta"]["scale"] in ("1/16", "0.0625"):
+            extra = {"WDT (recorded)": {s: v[0] for s, v in rec["here_unbounded_1_16"]["WDT (recorded)"].items()}}
+        series = tools + list(extra)
+        width = 0.8 / max(1, len(series))
+        for j, (key, ylabel) in enumerate((("mb_s", "MB/s"), ("cpu_s_per_gb", "CPU s/GB (whole machine)"))):
+            ax = axes[i][j]
+            for k, t in enumerate(series):
+                vals = []
+                for s in sets:
+                    if t in extra:
+                        vals.append(extra[t].get(s, 0) if key == "mb_s" else
+                                    rec["here_unbounded_1_16"]["WDT (recorded)"].get(s, [0, 0])[1])
+                    else:
+                        r = next((x for x in summary if x["link"] == link and x["set"] == s and x["tool"] == t), None)
+                        vals.append((r or {}).get(key) or 0)
+                xs = [n + (k - (len(series) - 1) / 2) * width for n in range(len(sets))]
+                ax.bar(xs, vals, width, label=t, hatch="//" if t in extra else None,
+                       alpha=0.6 if t in extra else 1.0)
+            ax.set_xticks(range(len(sets)))
+            ax.set_xticklabels(sets)
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{link}: {ylabel}")
+            ax.grid(axis="y", alpha=0.3)
+            if j == 0:
+                ax.legend(fontsize=8, ncol=2)
+    m = results["meta"]
+    fig.suptitle(f"WDT-report data sets, scale {m['scale']}, {'cold' if m['cold'] else 'warm'} cache ({m['date']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(results, out_dir):
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write(markdown(results))
+    try:
+        plot(results, os.path.join(out_dir, "plot.png"))
+    except ImportError as e:
+        print(f"report: no plot ({e}); run bench/peers/setup", file=sys.stderr)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(os.path.join(sys.argv[1], "results.json")) as f:
+        write(json.load(f), sys.argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
