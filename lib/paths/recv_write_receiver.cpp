@@ -37,7 +37,7 @@ class RecvWriteReceiver final : public StreamReceiver, wire::DataFrameHandler {
         uint64_t offset;
         RecvFile* file;
     };
-    static constexpr uint64_t kRecvSlot = 0, kTimeoutSlot = 1;
+    static constexpr uint64_t kRecvSlot = 0, kTimeoutSlot = 1, kFirstWrite = 2;
 
 public:
     RecvWriteReceiver(int sock, unsigned index, RecvContext& ctx, bool discard)
@@ -45,7 +45,6 @@ public:
           dirs_(ctx.tree), xxh_(XXH3_createState()) {
         writes_.reserve(1024);
         done_.reserve(1024);
-        results_.reserve(1024);
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
         timeout_.tv_nsec = (ctx.idle_timeout_ms % 1000) * 1'000'000LL;
     }
@@ -54,17 +53,23 @@ public:
     StreamReceipt run() override {
         int cur = 0;
         queue_recv(cur);
-        size_t n = reap_recv_only();
+        ring_.submit();
+        size_t n = wait_recv();
         for (;;) {
             if (n == 0) {
                 if (parser_.ended()) break;
                 throw Error(ErrorCode::network, "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer");
             }
             parser_.feed(std::span<const unsigned char>(bufs_[cur].data(), n), *this);
-            bool more = !parser_.ended();
-            n = flush(more ? 1 - cur : -1);
+            const bool more = !parser_.ended();
+            // The next recv goes in with this buffer's writes (one submit), but blocks are
+            // verified and files finished as soon as their writes are reaped, not when the
+            // sender next sends something.
+            if (more) queue_recv(1 - cur);
+            write_and_reap();
             finish_blocks();
             if (!more) break;
+            n = wait_recv();
             cur = 1 - cur;
         }
         return receipt_;
@@ -113,12 +118,6 @@ private:
         io_uring_sqe_set_data64(sqe, kTimeoutSlot);
     }
 
-    size_t reap_recv_only() {
-        results_.assign(2, 0);
-        ring_.submit_and_reap(results_);
-        return recv_result(results_[kRecvSlot]);
-    }
-
     size_t recv_result(int r) {
         if (r == -ECANCELED)
             throw Error(ErrorCode::network, "no data from the sender on stream " + std::to_string(index_) + " for " +
@@ -127,22 +126,44 @@ private:
         return static_cast<size_t>(r);
     }
 
-    // Submits this buffer's writes (and the next recv into next_buf, if any) and waits for all.
-    // Completions land at their user_data index: recv and its timeout first, then the writes.
-    size_t flush(int next_buf) {
-        const size_t base = next_buf >= 0 ? 2 : 0;
-        results_.assign(base + writes_.size(), 0);
-        if (next_buf >= 0) queue_recv(next_buf);
+    // Submits this buffer's writes and reaps them; a recv completion seen meanwhile is kept.
+    void write_and_reap() {
         for (size_t i = 0; i < writes_.size(); ++i) {
             const PendingWrite& w = writes_[i];
             io_uring_sqe* sqe = ring_.next_sqe();
             io_uring_prep_write(sqe, w.fd, w.data, w.len, w.offset);
-            io_uring_sqe_set_data64(sqe, base + i);
+            io_uring_sqe_set_data64(sqe, kFirstWrite + i);
         }
-        ring_.submit_and_reap(results_);
-        for (size_t i = 0; i < writes_.size(); ++i) complete_write(writes_[i], results_[base + i]);
+        ring_.submit();
+        for (size_t left = writes_.size(); left > 0;) {
+            auto [slot, res] = ring_.wait_one();
+            if (slot >= kFirstWrite) {
+                complete_write(writes_[slot - kFirstWrite], res);
+                --left;
+            } else {
+                note_recv_slot(slot, res);
+            }
+        }
         writes_.clear();
-        return next_buf >= 0 ? recv_result(results_[kRecvSlot]) : 0;
+    }
+
+    // Waits until both the recv and its link timeout have completed; returns bytes received.
+    size_t wait_recv() {
+        while (!recv_seen_ || !timeout_seen_) {
+            auto [slot, res] = ring_.wait_one();
+            note_recv_slot(slot, res);
+        }
+        recv_seen_ = timeout_seen_ = false;
+        return recv_result(recv_res_);
+    }
+
+    void note_recv_slot(uint64_t slot, int res) {
+        if (slot == kRecvSlot) {
+            recv_seen_ = true;
+            recv_res_ = res;
+        } else if (slot == kTimeoutSlot) {
+            timeout_seen_ = true;
+        }
     }
 
     void complete_write(const PendingWrite& w, int r) {
@@ -200,7 +221,8 @@ private:
     std::vector<std::pair<RecvFile*, UniqueFd>> retired_; // closed once their writes are reaped
     std::vector<PendingWrite> writes_;
     std::vector<Verdict> done_;
-    std::vector<int> results_;
+    bool recv_seen_ = false, timeout_seen_ = false;
+    int recv_res_ = 0;
     StreamReceipt receipt_;
 };
 

@@ -89,6 +89,23 @@ void Ring::submit_and_reap(std::span<int> results) {
     }
 }
 
+void Ring::submit() {
+    int rc = io_uring_submit(&ring_);
+    if (rc < 0) throw_errno(ErrorCode::internal, "io_uring_submit", -rc);
+}
+
+std::pair<uint64_t, int> Ring::wait_one() {
+    io_uring_cqe* cqe = nullptr;
+    int rc;
+    do {
+        rc = io_uring_wait_cqe(&ring_, &cqe);
+    } while (rc == -EINTR);
+    if (rc < 0) throw_errno(ErrorCode::internal, "io_uring_wait_cqe", -rc);
+    std::pair<uint64_t, int> out{cqe->user_data, cqe->res};
+    io_uring_cqe_seen(&ring_, cqe);
+    return out;
+}
+
 const RingFeatures& probe_ring_features() {
     static const RingFeatures features = [] {
         try {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace sluice {
 
@@ -40,6 +41,11 @@ public:
     // result at the index given by its user_data. Completions are kernel-owned state, so a
     // user_data outside the span is a bug and aborts.
     void submit_and_reap(std::span<int> results);
+
+    // Submits what is queued without waiting.
+    void submit();
+    // Waits for one completion (submitting anything queued first): its user_data and result.
+    std::pair<uint64_t, int> wait_one();
 
     io_uring* raw() noexcept { return &ring_; }
     const RingFeatures& features() const noexcept { return features_; }

@@ -4,6 +4,7 @@
 #include <span>
 #include <vector>
 
+#include "sluice/error.hpp"
 #include "wire/protocol.hpp"
 
 namespace sluice::wire {

@@ -1,0 +1,134 @@
+"""Shared fixtures for end-to-end tests: the sluice binary, a receiver process, trees."""
+import os
+import random
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+SLUICE = os.environ.get("SLUICE_BIN", str(Path(__file__).resolve().parents[2] / "build" / "tools" / "sluice"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Receiver:
+    """`sluice recv` in the background; .url is the line it printed."""
+
+    def __init__(self, dest, *args, token="testtoken"):
+        self.port = free_port()
+        cmd = [SLUICE, "recv", str(dest), "--bind", "127.0.0.1", "--port", str(self.port), "--json"]
+        if token:
+            cmd += ["--token", token]
+        self.proc = subprocess.Popen(cmd + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.url = self.proc.stdout.readline().strip()
+        assert self.url.startswith("sluice://"), self.proc.stderr.read()
+
+    def wait(self, timeout=120):
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, err
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+@pytest.fixture
+def receiver_factory():
+    made = []
+
+    def make(dest, *args, **kw):
+        r = Receiver(dest, *args, **kw)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.kill()
+
+
+def run_sluice(*args, timeout=120, **kw):
+    return subprocess.run([SLUICE, *map(str, args)], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def write_random(path, size, seed):
+    """Incompressible content, fast: a random 1 MiB pattern rotated per MiB."""
+    rng = random.Random(seed)
+    pattern = rng.randbytes(1 << 20)
+    with open(path, "wb") as f:
+        left, i = size, 0
+        while left:
+            k = (i * 7919) % len(pattern)
+            chunk = (pattern[k:] + pattern[:k])[: min(left, 1 << 20)]
+            f.write(chunk)
+            left -= len(chunk)
+            i += 1
+
+
+def make_tree(root, big_size=1 << 30, small_files=2000, seed=1):
+    """The tree the mover's issue asks for: a large file, many small ones, empty files and
+    directories, a symlink, names with spaces and non-ASCII characters."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True)
+    write_random(root / "big.bin", big_size, seed)
+    for i in range(small_files):
+        d = root / f"small/d{i % 20:02d}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i:05d}").write_bytes(rng.randbytes(rng.randint(1, 20000)))
+    (root / "empty file").write_bytes(b"")
+    (root / "empty dir" / "nested empty").mkdir(parents=True)
+    (root / "naïve résumé — 日本語.txt").write_text("unicode name\n")
+    (root / "with space" ).mkdir()
+    (root / "with space" / "x y.dat").write_bytes(rng.randbytes(12345))
+    os.symlink("big.bin", root / "link to big")
+    os.symlink("/nonexistent/absolute", root / "dangling")
+    os.chmod(root / "with space" / "x y.dat", 0o640)
+    os.utime(root / "empty file", ns=(1_600_000_000_123_456_789, 1_600_000_000_123_456_789))
+    return root
+
+
+def tree_digest(root):
+    """Everything a transfer must preserve, per relative path."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            rel = str(p.relative_to(root))
+            st = p.lstat()
+            if p.is_symlink():
+                out[rel] = ("link", os.readlink(p), st.st_mtime_ns)
+            elif p.is_dir():
+                out[rel] = ("dir", st.st_mode & 0o777, st.st_mtime_ns)
+            else:
+                out[rel] = ("file", st.st_size, st.st_mode & 0o777, st.st_mtime_ns, file_hash(p))
+    return out
+
+
+def file_hash(p):
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    with open(p, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def leftovers(root):
+    """Temporary files a failed transfer must not leave behind."""
+    return [str(p) for p in Path(root).rglob(".sluice-part.*")]
+
+
+def wait_for(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False

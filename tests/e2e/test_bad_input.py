@@ -1,0 +1,226 @@
+"""Every bad input gets a clear error naming what is wrong, a non-zero exit, and nothing
+half-written presented as complete."""
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+import sluice_wire as w
+from conftest import SLUICE, free_port, leftovers, run_sluice, wait_for, write_random
+
+
+def test_missing_source_is_reported_before_connecting(tmp_path):
+    port = free_port()  # nothing listens: a connection attempt would fail differently
+    r = run_sluice("send", tmp_path / "nope", f"sluice://127.0.0.1:{port}/?token=x")
+    assert r.returncode == 5
+    assert "nope" in r.stderr and "No such file" in r.stderr
+
+
+def test_unreadable_source(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root reads everything")
+    f = tmp_path / "secret"
+    f.write_text("x")
+    f.chmod(0)
+    r = run_sluice("send", f, "sluice://127.0.0.1:1/?token=x")
+    assert r.returncode == 5 and "not readable" in r.stderr
+
+
+def test_destination_must_be_a_writable_directory(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = run_sluice("recv", f)
+    assert r.returncode == 6 and "not a directory" in r.stderr and str(f) in r.stderr
+    r = run_sluice("recv", tmp_path / "missing")
+    assert r.returncode == 6 and "missing" in r.stderr
+
+
+def test_port_in_use(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run_sluice("recv", tmp_path, "--bind", "127.0.0.1", "--port", port)
+    assert r.returncode == 4 and f"port {port} is in use" in r.stderr
+
+
+def test_connection_refused_names_the_address(tmp_path):
+    f = tmp_path / "f"
+    f.write_text("x")
+    port = free_port()
+    r = run_sluice("send", f, f"sluice://127.0.0.1:{port}/?token=x")
+    assert r.returncode == 4
+    assert f"127.0.0.1:{port}" in r.stderr and "refused" in r.stderr.lower()
+
+
+def test_bad_url_and_options(tmp_path):
+    f = tmp_path / "f"
+    f.write_text("x")
+    r = run_sluice("send", f, "sluice://host-without-port/")
+    assert r.returncode == 2 and "missing :PORT" in r.stderr
+    r = run_sluice("send", f, "sluice://127.0.0.1:1/?token=x", "--streams", "0")
+    assert r.returncode == 2 and "--streams" in r.stderr
+    r = run_sluice("send", f, "sluice://127.0.0.1:1/?token=x", "--block-size", "3K")
+    assert r.returncode == 2 and "--block-size" in r.stderr
+    r = run_sluice("send", f, "sluice://127.0.0.1:1/")
+    assert r.returncode == 2 and "token" in r.stderr
+    r = run_sluice("frobnicate")
+    assert r.returncode == 2
+
+
+def test_wrong_token_is_refused_and_the_receiver_keeps_serving(tmp_path, receiver_factory):
+    f = tmp_path / "f"
+    f.write_text("payload")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    bad = run_sluice("send", f, f"sluice://127.0.0.1:{rx.port}/?token=WRONG")
+    assert bad.returncode == 3 and "authentication failed" in bad.stderr
+    good = run_sluice("send", f, rx.url)
+    assert good.returncode == 0, good.stderr
+    rc, out, err = rx.wait()
+    assert rc == 0 and "wrong token" in err
+    assert (dest / "f").read_text() == "payload"
+
+
+def hostile_manifest(rx, entries):
+    """Authenticates as the right sender and offers a manifest; returns the receiver's answer."""
+    tid = os.urandom(16)
+    s, status = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, 1, tid)
+    assert status == 0
+    s.sendall(w.manifest(0, entries))
+    try:
+        return w.read_frame(s)
+    except ConnectionError:
+        return None, b""
+
+
+@pytest.mark.parametrize("path", ["../escape", "a/../../escape", "/tmp/abs-escape", "a//b", "."])
+def test_paths_leaving_the_destination_are_refused(tmp_path, receiver_factory, path):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    ftype, payload = hostile_manifest(rx, [(0, w.FILE, path, 10, "")])
+    assert ftype == w.ABORT
+    rc, out, err = rx.wait()
+    assert rc == 7 and "refused" in err
+    assert list(dest.iterdir()) == []
+    assert not (tmp_path / "escape").exists()
+
+
+def test_symlink_planted_in_the_destination_cannot_redirect_writes(tmp_path, receiver_factory):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, dest / "trap")
+    rx = receiver_factory(dest)
+    ftype, payload = hostile_manifest(rx, [(0, w.FILE, "trap/owned", 10, "")])
+    assert ftype == w.ABORT
+    rc, out, err = rx.wait()
+    assert rc == 6 and "symlink" in err
+    assert list(outside.iterdir()) == []
+
+
+def test_a_received_symlink_cannot_be_written_through(tmp_path, receiver_factory):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    rx = receiver_factory(dest)
+    ftype, _ = hostile_manifest(rx, [(0, w.SYMLINK, "ln", 0, str(outside)), (1, w.FILE, "ln/owned", 0, "")])
+    # The file is registered under a real directory "ln", then the symlink cannot replace it.
+    tid_abort = ftype
+    rc, out, err = rx.wait()
+    assert list(outside.iterdir()) == []
+
+
+def test_block_outside_its_file_and_bad_checksum_are_refused(tmp_path, receiver_factory):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    tid = os.urandom(16)
+    c, _ = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, 1, tid)
+    c.sendall(w.manifest(0, [(0, w.FILE, "f", 100, "")]))
+    assert w.read_frame(c)[0] == w.MANIFEST_ACK
+    d, status = w.handshake("127.0.0.1", rx.port, "testtoken", 1, 1, 1, tid)
+    assert status == 0
+    import struct
+    d.sendall(w.frame(w.BLOCK, struct.pack("<QQQ", 0, 0, 12345) + b"x" * 100))  # wrong checksum
+    rc, out, err = rx.wait()
+    assert rc == 8 and "checksum mismatch in 'f'" in err
+    assert not (dest / "f").exists() and leftovers(dest) == []
+
+
+def test_garbage_and_silent_connections_do_not_stop_the_receiver(tmp_path, receiver_factory):
+    f = tmp_path / "f"
+    f.write_text("ok")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    silent = [socket.create_connection(("127.0.0.1", rx.port)) for _ in range(300)]
+    g = socket.create_connection(("127.0.0.1", rx.port))
+    g.sendall(os.urandom(200))
+    good = run_sluice("send", f, rx.url, timeout=60)
+    assert good.returncode == 0, good.stderr
+    assert rx.wait()[0] == 0
+    for s in silent:
+        s.close()
+    nfds = None  # the receiver has exited: its descriptor use is bounded by its lifetime
+
+
+def test_sender_killed_mid_transfer(tmp_path, receiver_factory):
+    src = tmp_path / "big"
+    write_random(src, 64 << 20, 9)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    p = subprocess.Popen([SLUICE, "send", str(src), rx.url, "--rate-limit", "16M", "--block-size", "1M"],
+                         stderr=subprocess.PIPE)
+    assert wait_for(lambda: any(dest.iterdir()), 20)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    rc, out, err = rx.wait(timeout=90)
+    assert rc != 0 and ("disconnected" in err or "closed" in err or "reset" in err.lower()), err
+    assert not (dest / "big").exists()
+    assert leftovers(dest) == []
+
+
+def test_receiver_killed_mid_transfer(tmp_path, receiver_factory):
+    src = tmp_path / "big"
+    write_random(src, 64 << 20, 10)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    p = subprocess.Popen([SLUICE, "send", str(src), rx.url, "--rate-limit", "16M", "--block-size", "1M"],
+                         stderr=subprocess.PIPE, text=True)
+    assert wait_for(lambda: any(dest.iterdir()), 20)
+    rx.proc.send_signal(signal.SIGKILL)
+    _, err = p.communicate(timeout=90)
+    assert p.returncode == 4, err
+    assert "error" in err
+    assert not (dest / "big").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_disk_full_names_the_file_and_cleans_up(tmp_path, receiver_factory):
+    dest = tmp_path / "small"
+    dest.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(dest)], check=True)
+    try:
+        src = tmp_path / "src"
+        src.mkdir()
+        write_random(src / "too-big.bin", 32 << 20, 11)
+        rx = receiver_factory(dest)
+        sent = run_sluice("send", src, rx.url)
+        rc, out, err = rx.wait()
+        assert rc == 6 and "too-big.bin" in err and "No space left" in err
+        assert sent.returncode != 0 and "too-big.bin" in sent.stderr
+        assert leftovers(dest) == []
+        assert not (dest / "src" / "too-big.bin").exists()
+    finally:
+        subprocess.run(["umount", str(dest)])

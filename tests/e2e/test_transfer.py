@@ -1,0 +1,130 @@
+"""Loopback transfers checked byte for byte, with metadata, over 1, 4 and 16 streams."""
+import json
+import os
+import stat
+
+import pytest
+
+from conftest import leftovers, make_tree, run_sluice, tree_digest
+
+
+@pytest.fixture(scope="module")
+def source_tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("src") / "tree"
+    return make_tree(root)
+
+
+@pytest.mark.parametrize("streams", [1, 4, 16])
+def test_tree_arrives_identical(source_tree, tmp_path, receiver_factory, streams):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    sent = run_sluice("send", source_tree, rx.url, "--streams", streams, "--json")
+    assert sent.returncode == 0, sent.stderr
+    rc, out, err = rx.wait()
+    assert rc == 0, err
+    assert tree_digest(dest / "tree") == tree_digest(source_tree)
+    assert leftovers(dest) == []
+    s = json.loads(sent.stdout.strip().splitlines()[-1])
+    r = json.loads(out.strip().splitlines()[-1])
+    assert s["streams"] == streams and r["streams"] == streams
+    assert s["send_path"] == "splice" and s["fallbacks"] == []
+    assert r["recv_path"] == "recv_write"
+    assert s["files"] == r["files"] == 2000 + 4
+    assert s["bytes"] == r["bytes"] == r["bytes_sent"]
+    assert s["symlinks"] == 2
+    assert r["cpu_user_s"] + r["cpu_sys_s"] > 0
+
+
+@pytest.mark.parametrize("send_path,recv_path", [("sendfile", "splice"), ("read_send", "recv_write"), ("splice", "splice")])
+def test_every_path_pair_moves_the_same_bytes(tmp_path, receiver_factory, send_path, recv_path):
+    src = make_tree(tmp_path / "src", big_size=(40 << 20) + 4097, small_files=300, seed=2)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest, "--recv-path", recv_path)
+    sent = run_sluice("send", src, rx.url, "--streams", 3, "--block-size", "1M", "--send-path", send_path, "--json")
+    assert sent.returncode == 0, sent.stderr
+    rc, out, err = rx.wait()
+    assert rc == 0, err
+    assert tree_digest(dest / "src") == tree_digest(src)
+    assert json.loads(sent.stdout.splitlines()[-1])["send_path"] == send_path
+    assert json.loads(out.splitlines()[-1])["recv_path"] == recv_path
+
+
+def test_null_sink_verifies_but_writes_nothing(tmp_path, receiver_factory):
+    src = make_tree(tmp_path / "src", big_size=8 << 20, small_files=50, seed=3)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest, "--sink", "null")
+    assert run_sluice("send", src, rx.url).returncode == 0
+    rc, out, err = rx.wait()
+    assert rc == 0, err
+    assert list(dest.iterdir()) == []
+    assert json.loads(out.splitlines()[-1])["bytes_sent"] == json.loads(out.splitlines()[-1])["bytes"]
+
+
+def test_several_sources_and_a_single_file(tmp_path, receiver_factory):
+    a = tmp_path / "a.txt"
+    a.write_bytes(b"a" * 100)
+    b = make_tree(tmp_path / "b", big_size=1 << 20, small_files=5, seed=4)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    assert run_sluice("send", a, b, "--to", f"127.0.0.1:{rx.port}", "--token", "testtoken").returncode == 0
+    assert rx.wait()[0] == 0
+    assert (dest / "a.txt").read_bytes() == b"a" * 100
+    assert tree_digest(dest / "b") == tree_digest(b)
+
+
+def test_existing_files_are_replaced_whole(tmp_path, receiver_factory):
+    src = tmp_path / "f.bin"
+    src.write_bytes(b"new" * 1000)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "f.bin").write_bytes(b"old" * 100000)
+    rx = receiver_factory(dest)
+    assert run_sluice("send", src, rx.url).returncode == 0
+    assert rx.wait()[0] == 0
+    assert (dest / "f.bin").read_bytes() == b"new" * 1000
+
+
+def test_special_files_are_skipped_with_a_warning(tmp_path, receiver_factory):
+    src = tmp_path / "s"
+    src.mkdir()
+    (src / "regular").write_text("x")
+    os.mkfifo(src / "a fifo")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    sent = run_sluice("send", src, rx.url, "--json")
+    assert sent.returncode == 0, sent.stderr
+    assert "skipping fifo" in sent.stderr and "a fifo" in sent.stderr
+    assert rx.wait()[0] == 0
+    assert (dest / "s" / "regular").read_text() == "x"
+    assert not (dest / "s" / "a fifo").exists()
+    assert json.loads(sent.stdout.splitlines()[-1])["skipped_entries"] == 1
+
+
+def test_setuid_bits_from_the_network_are_dropped(tmp_path, receiver_factory):
+    src = tmp_path / "tool"
+    src.write_bytes(b"#!/bin/sh\n")
+    os.chmod(src, 0o4755)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    assert run_sluice("send", src, rx.url).returncode == 0
+    assert rx.wait()[0] == 0
+    assert stat.S_IMODE((dest / "tool").stat().st_mode) == 0o755
+
+
+def test_rate_limit_caps_the_rate(tmp_path, receiver_factory):
+    src = tmp_path / "f"
+    src.write_bytes(os.urandom(24 << 20))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    sent = run_sluice("send", src, rx.url, "--rate-limit", "16M", "--streams", "4", "--block-size", "1M", "--json")
+    assert sent.returncode == 0, sent.stderr
+    assert rx.wait()[0] == 0
+    # 24 MiB at 16 MiB/s with a quarter-second burst cannot finish in under ~1.25 s.
+    assert json.loads(sent.stdout.splitlines()[-1])["seconds"] >= 1.2
