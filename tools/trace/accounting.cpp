@@ -245,7 +245,7 @@ std::vector<Stage> build_stages(const BpfSession &probe, const FdResolver &resol
     return out;
 }
 
-Summary summarize(const std::vector<Stage> &stages)
+Summary summarize(const std::vector<Stage> &stages, uint64_t payload_override)
 {
     Summary sum;
     uint64_t in_ext = 0, out_ext = 0, in_pipe = 0, out_pipe = 0;
@@ -272,6 +272,8 @@ Summary summarize(const std::vector<Stage> &stages)
     sum.payload_bytes = std::max(in_ext, out_ext);
     if (sum.payload_bytes == 0)
         sum.payload_bytes = std::max(in_pipe, out_pipe);
+    if (payload_override > 0)
+        sum.payload_bytes = payload_override;
     if (sum.payload_bytes > 0) {
         double gb = static_cast<double>(sum.payload_bytes) / 1e9;
         sum.copies_per_byte = static_cast<double>(sum.copied_bytes + sum.kernel_copy_bytes) /

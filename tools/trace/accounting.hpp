@@ -29,6 +29,7 @@ void add_flow(Stage &stage, Flow flow);
 
 std::vector<Stage> build_stages(const BpfSession &probe, const FdResolver &resolver,
                                 const std::map<uint32_t, ProcTimes> &proc_times);
-Summary summarize(const std::vector<Stage> &stages);
+// payload_override > 0 replaces the derived payload (see Methods::payload).
+Summary summarize(const std::vector<Stage> &stages, uint64_t payload_override = 0);
 
 }  // namespace sluice::trace

@@ -76,7 +76,8 @@ struct Methods {
     std::string user_sys;    // how user/system seconds were found
     std::string syscalls = "raw_syscalls:sys_enter";
     std::string context_switches = "sched:sched_switch (prev_state running = involuntary)";
-    std::string payload = "max(bytes in from, bytes out to non-pipe fds) over all stages; pipes if nothing else";
+    std::string payload = "max(bytes in from, bytes out to non-pipe fds, summed over stages); pipes if nothing "
+                          "else; a socket or file between two traced stages counts twice (use --payload)";
     std::string fallback_reason;  // why the no-kernel-reads variant ran, when it was not forced
 };
 

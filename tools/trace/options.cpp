@@ -19,7 +19,9 @@ const char *usage()
            "  -o FILE            write the report to FILE\n"
            "  --no-kernel-reads  use the probe that reads no kernel memory (fd classes from /proc)\n"
            "  -p PID[,PID...]    attach to running processes (and the processes they start)\n"
-           "  --duration S       with -p: stop after S seconds (default: when they have all exited)\n";
+           "  --duration S       with -p: stop after S seconds (default: when they have all exited)\n"
+           "  --payload BYTES    payload size for the summary, when the trace holds both ends of a\n"
+           "                     socket or file (the derived figure would count it twice)\n";
 }
 
 namespace {
@@ -69,6 +71,13 @@ Options parse_options(int argc, char **argv)
             o.duration_s = std::strtod(v.c_str(), &end);
             if (!end || *end || o.duration_s <= 0)
                 throw TraceError("bad --duration '" + v + "'");
+        } else if (a == "--payload") {
+            std::string v = value("--payload");
+            uint64_t n = 0;
+            auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+            if (ec != std::errc{} || p != v.data() + v.size() || n == 0)
+                throw TraceError("bad --payload '" + v + "' (bytes)");
+            o.payload_bytes = n;
         } else if (a == "-h" || a == "--help") {
             o.help = true;
             return o;

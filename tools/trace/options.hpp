@@ -1,5 +1,6 @@
 // Command line of `sluice trace`.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -11,7 +12,8 @@ struct Options {
     bool no_kernel_reads = false;   // force the probe variant that works under lockdown=confidentiality
     std::string output;             // report destination; empty = stderr
     std::vector<pid_t> pids;        // -p: attach to running processes
-    double duration_s = 0;          // -p: stop after this long (0 = until they exit or SIGINT)
+    double duration_s = 0;
+    uint64_t payload_bytes = 0;     // --payload: the payload size when it cannot be derived          // -p: stop after this long (0 = until they exit or SIGINT)
     std::vector<std::string> command;  // -- COMMAND...: run and trace it
     bool help = false;
 };

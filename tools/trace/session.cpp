@@ -142,7 +142,9 @@ Report run_trace(const Options &opts)
         report.exit_status = target->exit_status();
 
     report.stages = build_stages(*probe, resolver, proc_times);
-    report.summary = summarize(report.stages);
+    report.summary = summarize(report.stages, opts.payload_bytes);
+    if (opts.payload_bytes > 0)
+        report.methods.payload = "given with --payload";
     return report;
 }
 

@@ -31,7 +31,8 @@ Target::Target(const std::vector<std::string> &command)
         // so check the byte: only "g" means go.
         if (read(gate[0], &c, 1) != 1 || c != 'g')
             _exit(127);
-        signal(SIGINT, SIG_DFL);
+        signal(SIGINT, SIG_DFL);  // the tracer ignores these while the command runs
+        signal(SIGTERM, SIG_DFL);
         execvp(argv[0], argv.data());
         int e = errno;
         (void)!write(err[1], &e, sizeof(e));
