@@ -142,7 +142,9 @@ class Bench:
         os.sync()
         if a.cold:
             measure.drop_caches()
-        time.sleep(a.settle)
+        # The settle pause doubles as a sample of what else the machine is doing: the CPU
+        # figures are whole-machine, so a run started on a busy machine is flagged.
+        bg = background_busy(a.settle) if a.settle > 0 else None
         v = {"src": os.path.join(a.data, set_name), "dst": self.dst, "set": set_name,
              "host": self.ns["IP_RCV"], "port": self.port, "bytes": manifest["bytes"],
              "work": self.tmp, "url": ""}
@@ -153,7 +155,7 @@ class Bench:
         timeout = a.timeout or (60 + manifest["bytes"] / 20e6)
         rec = {"link": link, "set": set_name, "tool": peer.name, "run": run_no, "ok": False,
                "bytes": manifest["bytes"], "files": manifest["count"] if peer.tree else 0,
-               "timeout_s": round(timeout, 1), "port": self.port}
+               "timeout_s": round(timeout, 1), "port": self.port, "background_busy_frac": bg}
         lg = lambda side, s: os.path.join(self.logs, f"{tag}.{side}.{s}")  # noqa: E731
         ip_ns = lambda side: ["ip", "netns", "exec", self.ns["NS_SND" if side == "snd" else "NS_RCV"]]  # noqa: E731
         recv = send = None
@@ -262,7 +264,7 @@ def summarize(runs):
     for (link, set_name, tool), rs in groups.items():
         ok = [r for r in rs if r["ok"]]
         row = {"link": link, "set": set_name, "tool": tool, "runs": len(rs), "ok_runs": len(ok)}
-        for k in ("mb_s", "files_s", "seconds", "cpu_s_per_gb", "cpu_proc_s_per_gb"):
+        for k in ("mb_s", "files_s", "seconds", "cpu_s_per_gb", "cpu_proc_s_per_gb", "background_busy_frac"):
             vals = [r[k] for r in ok if r.get(k) is not None]
             row[k] = round(statistics.median(vals), 3) if vals else None
         paths = sorted({f"{r.get('stats_send', {}).get('send_path', '?')}/{r.get('stats_recv', {}).get('recv_path', '?')}"

@@ -9,6 +9,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SET_ORDER = ["large", "small", "minor", "mixed"]
+BUSY = 0.05  # background CPU share before a run above which its machine CPU figure is flagged
 
 
 def recorded():
@@ -51,7 +52,9 @@ def markdown(results):
         if s in results["sets"]:
             d = results["sets"][s]
             lines.append(f"| {s} | {d['files']:,} | {d['bytes'] / 2**30:.2f} GiB |")
-    lines += ["", "MB = 10^6 bytes. CPU s/GB: " + m["cpu_method"] + ".", ""]
+    lines += ["", "MB = 10^6 bytes. CPU s/GB: " + m["cpu_method"] + ". A * marks a machine figure taken "
+              f"while the machine was more than {100 * BUSY:.0f}% busy with something else just before the "
+              "run (other work on the machine inflates it; the procs figure does not see it).", ""]
     summary = results["summary"]
     tools = tool_order(summary)
     for link in link_order(results):
@@ -70,8 +73,9 @@ def markdown(results):
                 ok = "" if r["ok_runs"] == r["runs"] else f" ({r['runs'] - r['ok_runs']} of {r['runs']} failed)"
                 if r.get("paths"):
                     ok += f" ({', '.join(r['paths'])})"
+                busy = (r.get("background_busy_frac") or 0) > BUSY
                 line = (f"| {s} | {t}{ok} | {fmt(r['mb_s'])} | {fmt(r['files_s'], 0)} | "
-                        f"{fmt(r['cpu_s_per_gb'], 2)} | {fmt(r['cpu_proc_s_per_gb'], 2)} | {fmt(r['pct_iperf3'])} |")
+                        f"{fmt(r['cpu_s_per_gb'], 2)}{' *' if busy else ''} | {fmt(r['cpu_proc_s_per_gb'], 2)} | {fmt(r['pct_iperf3'])} |")
                 if link == "unbounded":
                     w = wdt_here.get(s)
                     line += f" {fmt(100 * r['mb_s'] / w[0]) + '%' if w and r['mb_s'] else '-'} |"
