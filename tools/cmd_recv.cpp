@@ -22,7 +22,8 @@ options:
   --bind ADDR          address to listen on (default: all)
   --host NAME          host name or address to print in the connection string
   --token SECRET       use this token instead of a random one (lets a resume reuse it)
-  --recv-path PATH     recv_write (default), splice, or null (discard the data)
+  --recv-path PATH     direct (default: O_DIRECT writes from the receive buffers),
+                       recv_write (buffered writes), splice, or null (discard the data)
   --sink null          same as --recv-path null: measure the sender alone
   --sync               fsync files and directories before reporting success
   --max-files N        refuse manifests with more entries (default 10000000)

@@ -5,7 +5,7 @@ alternate the tool order (the VM's page allocation is noisy); each run's wall ti
 the sender's start to both processes' exit, and CPU is each process's own rusage (wait4),
 sender and receiver, so nothing else on the machine is counted.
 
-usage: run.py [--size 2G] [--rounds 3] [--streams 4] [--sluice PATH] [--out DIR] [--extra ARGS]
+usage: run.py [--size 2G] [--rounds 3] [--streams 4] [--sluice PATH] [--out DIR] [--extra SEND_ARGS] [--recv-extra RECV_ARGS]
 """
 import argparse
 import json
@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--sluice", default=str(ROOT / "build/tools/sluice"))
     ap.add_argument("--out", default=str(ROOT / "bench/out/mover-vs-nc"))
     ap.add_argument("--extra", default="", help="extra arguments for sluice send")
+    ap.add_argument("--recv-extra", default="", help="extra arguments for sluice recv")
     a = ap.parse_args()
     size = int(a.size[:-1]) << {"K": 10, "M": 20, "G": 30}[a.size[-1]] if a.size[-1] in "KMG" else int(a.size)
     out = Path(a.out)
@@ -79,7 +80,7 @@ def main():
         clean()
         port = free_port()
         return run_pair(
-            [a.sluice, "recv", str(dst), "--bind", "127.0.0.1", "--port", str(port)],
+            [a.sluice, "recv", str(dst), "--bind", "127.0.0.1", "--port", str(port), *a.recv_extra.split()],
             [a.sluice, "send", str(src), "{url}", "--streams", str(a.streams), *a.extra.split()],
             ready=lambda p: p.stdout.readline().strip())
 
@@ -122,7 +123,7 @@ def main():
         lines.append(f"| {name} | {r['mb_s']:.0f} | {r['mb_s'] / nc['mb_s']:.2f} | {r['cpu_s_per_gb_send']:.2f} | "
                      f"{r['cpu_s_per_gb_recv']:.2f} | {r['cpu_s_per_gb_total']:.2f} | {r['cpu_s_per_gb_total'] / nc['cpu_s_per_gb_total']:.2f} |")
     table = "\n".join(lines)
-    (out / "results.json").write_text(json.dumps({"size": size, "streams": a.streams, "extra": a.extra, "rows": rows}, indent=1))
+    (out / "results.json").write_text(json.dumps({"size": size, "streams": a.streams, "extra": a.extra, "recv_extra": a.recv_extra, "rows": rows}, indent=1))
     (out / "results.md").write_text(table + "\n")
     print(table)
 

@@ -3,6 +3,7 @@
 // of files under DIR. Each stream thread owns one StreamReceiver.
 #include <atomic>
 #include <memory>
+#include <string>
 
 #include "sluice/sluice.hpp"
 #include "transfer/dest_tree.hpp"
@@ -32,6 +33,8 @@ public:
     virtual ~StreamReceiver() = default;
     // Receives until STREAM_END. Throws Error naming the file or the rule broken.
     virtual StreamReceipt run() = 0;
+    // Why a slower way than the path's own was used, if it was (empty otherwise).
+    virtual std::string fallback() const { return {}; }
 };
 
 std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, unsigned stream_index, RecvContext& ctx);

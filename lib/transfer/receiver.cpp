@@ -77,6 +77,7 @@ struct Receiver::Impl {
     unsigned streams_ended = 0;
     uint64_t blocks_received = 0, data_bytes = 0;
     std::optional<Error> failure;
+    std::vector<std::string> fallbacks;
     bool done = false;
     std::mutex control_write_mu;
 
@@ -286,6 +287,10 @@ struct Receiver::Impl {
             StreamReceipt r = rx->run();
             {
                 std::lock_guard lk(mu);
+                if (auto fb = rx->fallback(); !fb.empty() && std::find(fallbacks.begin(), fallbacks.end(), fb) == fallbacks.end()) {
+                    fallbacks.push_back(fb);
+                    if (opts.verbose) log("slower path: " + fb);
+                }
                 ++streams_ended;
                 blocks_received += r.blocks;
                 data_bytes += r.bytes;
@@ -511,7 +516,7 @@ struct Receiver::Impl {
         s.streams = stream_count;
         s.data_path = recv_path_name(opts.path);
         s.ring_mode = probe_ring_features().setup_mode();
-        if (opts.sync) s.fallbacks.clear();
+        s.fallbacks = fallbacks;
         auto u = ProcessUsage::now();
         s.cpu_user_s = u.user_s;
         s.cpu_sys_s = u.sys_s;

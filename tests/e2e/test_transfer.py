@@ -29,14 +29,14 @@ def test_tree_arrives_identical(source_tree, tmp_path, receiver_factory, streams
     r = json.loads(out.strip().splitlines()[-1])
     assert s["streams"] == streams and r["streams"] == streams
     assert s["send_path"] == "splice" and s["fallbacks"] == []
-    assert r["recv_path"] == "recv_write"
+    assert r["recv_path"] == "direct" and r["fallbacks"] == []
     assert s["files"] == r["files"] == 2000 + 4
     assert s["bytes"] == r["bytes"] == r["bytes_sent"]
     assert s["symlinks"] == 2
     assert r["cpu_user_s"] + r["cpu_sys_s"] > 0
 
 
-@pytest.mark.parametrize("send_path,recv_path", [("sendfile", "splice"), ("read_send", "recv_write"), ("splice", "splice")])
+@pytest.mark.parametrize("send_path,recv_path", [("sendfile", "splice"), ("read_send", "recv_write"), ("splice", "splice"), ("sendfile", "direct")])
 def test_every_path_pair_moves_the_same_bytes(tmp_path, receiver_factory, send_path, recv_path):
     src = make_tree(tmp_path / "src", big_size=(40 << 20) + 4097, small_files=300, seed=2)
     dest = tmp_path / "dest"
@@ -128,3 +128,25 @@ def test_rate_limit_caps_the_rate(tmp_path, receiver_factory):
     assert rx.wait()[0] == 0
     # 24 MiB at 16 MiB/s with a quarter-second burst cannot finish in under ~1.25 s.
     assert json.loads(sent.stdout.splitlines()[-1])["seconds"] >= 1.2
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_fallback_from_direct_writes_is_reported(tmp_path, receiver_factory):
+    import subprocess
+
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(3 << 20))
+    dest = tmp_path / "tmpfs"
+    dest.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(dest)], check=True)
+    try:
+        rx = receiver_factory(dest, "-v")
+        assert run_sluice("send", src, rx.url).returncode == 0
+        rc, out, err = rx.wait()
+        assert rc == 0, err
+        stats = json.loads(out.splitlines()[-1])
+        assert any("O_DIRECT" in f for f in stats["fallbacks"]), stats
+        assert "slower path" in err
+        assert (dest / "f.bin").read_bytes() == src.read_bytes()
+    finally:
+        subprocess.run(["umount", str(dest)])

@@ -26,7 +26,7 @@
 namespace sluice {
 
 enum class SendPath { splice, sendfile, read_send };
-enum class RecvPath { recv_write, splice, null_sink };
+enum class RecvPath { recv_write, splice, direct, null_sink };
 const char* send_path_name(SendPath p);
 const char* recv_path_name(RecvPath p);
 SendPath parse_send_path(std::string_view name);
@@ -61,7 +61,7 @@ struct RecvOptions {
     std::string advertise_host;       // host put into url(); empty: this host's primary address
     uint16_t port = 0;                // 0: the kernel picks one
     std::string token;                // empty: a random one
-    RecvPath path = RecvPath::recv_write;
+    RecvPath path = RecvPath::direct;
     bool sync = false;                // fsync files and directories before reporting success
     uint64_t max_files = 10'000'000;
     int idle_timeout_ms = 60000;

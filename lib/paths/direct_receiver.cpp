@@ -1,0 +1,241 @@
+// Receive path "direct": block data is received straight into page-aligned 2 MiB chunks
+// (the one CPU copy, socket -> user), hashed there while hot, and written with O_DIRECT from
+// the same memory: the disk's DMA reads it, so there is no second copy into the page cache.
+// Up to kChunks writes are in flight while the next chunk is received. Files under
+// kDirectMinBytes, and destinations that refuse O_DIRECT, use buffered writes (reported).
+#include <fcntl.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <deque>
+
+#include "io/aligned_buffer.hpp"
+#include "io/sys_error.hpp"
+#include "paths/stream_receiver.hpp"
+#include "ring/ring.hpp"
+#include "wire/codec.hpp"
+
+namespace sluice {
+
+namespace {
+
+constexpr size_t kChunkBytes = 2 << 20;
+constexpr int kChunks = 4;
+constexpr uint64_t kDirectMinBytes = 1 << 20;
+constexpr uint64_t kAlign = 4096;
+
+class DirectReceiver final : public StreamReceiver {
+    static constexpr uint64_t kRecvSlot = 100, kTimeoutSlot = 101; // writes use 0..kChunks-1
+
+    // A block whose data has all arrived; verified once its writes are on disk.
+    struct PendingBlock {
+        RecvFile* file;
+        uint64_t offset, length;
+        bool checksum_ok;
+        int writes_left;
+        bool received; // all chunks submitted
+    };
+
+public:
+    DirectReceiver(int sock, unsigned index, RecvContext& ctx)
+        : sock_(sock), index_(index), ctx_(ctx), ring_(64),
+          chunks_{AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes)},
+          dirs_(ctx.tree), xxh_(XXH3_createState()) {
+        timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
+        timeout_.tv_nsec = (ctx.idle_timeout_ms % 1000) * 1'000'000LL;
+    }
+    ~DirectReceiver() override { XXH3_freeState(xxh_); }
+
+    StreamReceipt run() override {
+        for (;;) {
+            unsigned char h[wire::kFrameHeaderBytes];
+            recv_exact(h, sizeof h);
+            wire::FrameHeader hdr = wire::decode_frame_header(h);
+            if (hdr.type == static_cast<uint8_t>(wire::FrameType::stream_end)) {
+                if (hdr.length != 16) throw Error(ErrorCode::protocol, "STREAM_END frame with length " + std::to_string(hdr.length));
+                unsigned char p[16];
+                recv_exact(p, sizeof p);
+                auto e = wire::decode_stream_end(p);
+                drain();
+                if (e.blocks != receipt_.blocks || e.bytes != receipt_.bytes)
+                    throw Error(ErrorCode::protocol, "data stream " + std::to_string(index_) + " ended with counts that do not match what it carried");
+                return receipt_;
+            }
+            if (hdr.type != static_cast<uint8_t>(wire::FrameType::block))
+                throw Error(ErrorCode::protocol, std::string(wire::frame_type_name(hdr.type)) + " frame is not allowed on a data stream");
+            unsigned char p[wire::kBlockPrefixBytes];
+            recv_exact(p, sizeof p);
+            receive_block(wire::decode_block_prefix(p), hdr.length - wire::kBlockPrefixBytes);
+        }
+    }
+
+private:
+    void receive_block(const wire::BlockPrefix& p, uint64_t len) {
+        RecvFile& f = file_for_block(ctx_.files, p, len);
+        if (open_file_ != &f) switch_file(f);
+        XXH3_64bits_reset(xxh_);
+        pending_.push_back({&f, p.offset, len, false, 0, false});
+        for (uint64_t pos = 0; pos < len;) {
+            int c = free_chunk();
+            size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, len - pos));
+            unsigned char* buf = chunks_[c].data();
+            recv_exact(buf, n);
+            XXH3_64bits_update(xxh_, buf, n);
+            size_t write_len = n;
+            if (direct_ && n % kAlign) {
+                // Only a file's last chunk is unaligned: pad it; finish_file truncates.
+                write_len = (n + kAlign - 1) / kAlign * kAlign;
+                std::memset(buf + n, 0, write_len - n);
+            }
+            io_uring_sqe* sqe = ring_.next_sqe();
+            io_uring_prep_write(sqe, fd_.get(), buf, static_cast<unsigned>(write_len), p.offset + pos);
+            io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(c));
+            ring_.submit();
+            chunk_block_[c] = &pending_.back();
+            chunk_len_[c] = n;
+            chunk_busy_[c] = true;
+            pending_.back().writes_left++;
+            pos += n;
+            ctx_.bytes_received.fetch_add(n, std::memory_order_relaxed);
+            if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);
+        }
+        PendingBlock& b = pending_.back();
+        b.checksum_ok = XXH3_64bits_digest(xxh_) == p.checksum;
+        b.received = true;
+        ++receipt_.blocks;
+        receipt_.bytes += len;
+        if (!b.checksum_ok)
+            throw Error(ErrorCode::integrity, "checksum mismatch in '" + f.entry.path + "' at offset " + std::to_string(p.offset) +
+                                                  " (" + std::to_string(len) + " bytes)");
+        retire_blocks();
+    }
+
+    // Writes in flight use the current fd: they must finish before it is closed.
+    void switch_file(RecvFile& f) {
+        drain();
+        fd_.reset();
+        open_file_ = nullptr;
+        int dir = dirs_.get(f.parent);
+        direct_ = f.entry.size >= kDirectMinBytes && !direct_refused_;
+        int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
+        fd_.reset(::openat(dir, f.temp.c_str(), flags | (direct_ ? O_DIRECT : 0), 0600));
+        if (!fd_ && direct_ && errno == EINVAL) {
+            direct_refused_ = true; // e.g. tmpfs: said in the stats as a fallback
+            direct_ = false;
+            fd_.reset(::openat(dir, f.temp.c_str(), flags, 0600));
+        }
+        if (!fd_) throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
+        open_file_ = &f;
+    }
+
+    int free_chunk() {
+        for (;;) {
+            for (int i = 0; i < kChunks; ++i)
+                if (!chunk_busy_[i]) return i;
+            handle(ring_.wait_one());
+        }
+    }
+
+    void drain() {
+        for (;;) {
+            bool busy = false;
+            for (int i = 0; i < kChunks; ++i) busy |= chunk_busy_[i];
+            if (!busy) break;
+            handle(ring_.wait_one());
+        }
+        retire_blocks();
+    }
+
+    void handle(std::pair<uint64_t, int> cqe) {
+        auto [slot, res] = cqe;
+        if (slot == kRecvSlot) {
+            recv_seen_ = true;
+            recv_res_ = res;
+            return;
+        }
+        if (slot == kTimeoutSlot) {
+            timeout_seen_ = true;
+            return;
+        }
+        int c = static_cast<int>(slot);
+        PendingBlock* b = chunk_block_[c];
+        if (res < 0) throw_errno(ErrorCode::destination, "cannot write '" + b->file->entry.path + "'", -res);
+        if (static_cast<size_t>(res) < chunk_len_[c])
+            throw Error(ErrorCode::destination, "cannot write '" + b->file->entry.path + "': short write (no space left?)");
+        chunk_busy_[c] = false;
+        b->writes_left--;
+    }
+
+    // Blocks retire in order once received and written: the one that completes a file finishes it.
+    void retire_blocks() {
+        while (!pending_.empty() && pending_.front().received && pending_.front().writes_left == 0) {
+            PendingBlock b = pending_.front();
+            pending_.pop_front();
+            if (ctx_.files.mark_verified(*b.file, b.offset, b.length)) {
+                if (b.file != open_file_) throw Error(ErrorCode::internal, "finishing a file that is not open");
+                finish_file(dirs_, *b.file, fd_.get(), ctx_.sync);
+                ctx_.files.set_complete(*b.file);
+                ctx_.files_completed.fetch_add(1, std::memory_order_relaxed);
+                if (ctx_.progress) ctx_.progress->files_done.fetch_add(1, std::memory_order_relaxed);
+            }
+        }
+    }
+
+    // Receives exactly n bytes, handling write completions while it waits.
+    void recv_exact(unsigned char* p, size_t n) {
+        size_t got = 0;
+        while (got < n) {
+            io_uring_sqe* sqe = ring_.next_sqe();
+            io_uring_prep_recv(sqe, sock_, p + got, n - got, MSG_WAITALL);
+            io_uring_sqe_set_data64(sqe, kRecvSlot);
+            sqe->flags |= IOSQE_IO_LINK;
+            sqe = ring_.next_sqe();
+            io_uring_prep_link_timeout(sqe, &timeout_, 0);
+            io_uring_sqe_set_data64(sqe, kTimeoutSlot);
+            ring_.submit();
+            while (!recv_seen_ || !timeout_seen_) handle(ring_.wait_one());
+            recv_seen_ = timeout_seen_ = false;
+            int r = recv_res_;
+            if (r == -ECANCELED)
+                throw Error(ErrorCode::network, "no data from the sender on stream " + std::to_string(index_) + " for " +
+                                                    std::to_string(ctx_.idle_timeout_ms / 1000) + " s");
+            if (r == -EINTR || r == -EAGAIN) continue;
+            if (r < 0) throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), -r);
+            if (r == 0) throw Error(ErrorCode::network, "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer");
+            got += static_cast<size_t>(r);
+        }
+    }
+
+    int sock_;
+    unsigned index_;
+    RecvContext& ctx_;
+    Ring ring_;
+    AlignedBuffer chunks_[kChunks];
+    bool chunk_busy_[kChunks] = {};
+    size_t chunk_len_[kChunks] = {};
+    PendingBlock* chunk_block_[kChunks] = {};
+    std::deque<PendingBlock> pending_; // deque: pointers stay valid as blocks are added
+    ParentDirCache dirs_;
+    XXH3_state_t* xxh_;
+    __kernel_timespec timeout_{};
+    bool recv_seen_ = false, timeout_seen_ = false;
+    int recv_res_ = 0;
+    RecvFile* open_file_ = nullptr;
+    UniqueFd fd_;
+    bool direct_ = false;
+    bool direct_refused_ = false;
+    StreamReceipt receipt_;
+
+public:
+    std::string fallback() const override {
+        return direct_refused_ ? "direct: the destination refuses O_DIRECT (EINVAL): buffered writes" : std::string();
+    }
+};
+
+} // namespace
+
+std::unique_ptr<StreamReceiver> make_direct_receiver(int sock, unsigned index, RecvContext& ctx) {
+    return std::make_unique<DirectReceiver>(sock, index, ctx);
+}
+
+} // namespace sluice
