@@ -120,7 +120,7 @@ private:
         int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
         fd_.reset(::openat(dir, f.temp.c_str(), flags | (direct_ ? O_DIRECT : 0), 0600));
         if (!fd_ && direct_ && errno == EINVAL) {
-            direct_refused_ = true; // e.g. tmpfs: said in the stats as a fallback
+            direct_refused_ = true; // e.g. ramfs: said in the stats as a fallback
             direct_ = false;
             fd_.reset(::openat(dir, f.temp.c_str(), flags, 0600));
         }
