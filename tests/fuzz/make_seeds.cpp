@@ -1,0 +1,64 @@
+// Writes a seed corpus of valid frames (one file each, first byte = the target selector of
+// fuzz_entry.cpp) into the directory given, so the fuzzer starts from real protocol shapes.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "wire/codec.hpp"
+
+using namespace sluice::wire;
+
+static void put(const std::string& dir, const std::string& name, unsigned char selector, const Bytes& body) {
+    std::string path = dir + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) return;
+    std::fputc(selector, f);
+    std::fwrite(body.data(), 1, body.size(), f);
+    std::fclose(f);
+}
+
+int main(int argc, char** argv) {
+    if (argc != 2) return 2;
+    std::string dir = argv[1];
+    ManifestChunk c;
+    c.seq = 1;
+    ManifestEntry e;
+    e.file_id = 0, e.kind = EntryKind::directory, e.path = "d", e.mode = 0755;
+    c.entries.push_back(e);
+    e.file_id = 1, e.kind = EntryKind::file, e.path = "d/file name", e.size = 12345, e.mode = 0644;
+    c.entries.push_back(e);
+    e.file_id = 2, e.kind = EntryKind::symlink, e.path = "d/link", e.size = 0, e.link_target = "../x";
+    c.entries.push_back(e);
+    Bytes b;
+    encode_manifest(b, c);
+    put(dir, "manifest", 0, b);
+    put(dir, "manifest-payload", 4, Bytes(b.begin() + kFrameHeaderBytes, b.end()));
+    b.clear();
+    encode_manifest_ack(b, {1, {{1, 0, 4096}}});
+    put(dir, "ack", 0, b);
+    b.clear();
+    encode_final_status(b, {1, 2, 3, 4, "message"});
+    put(dir, "status", 0, b);
+    b.clear();
+    encode_abort(b, {1, "why"});
+    put(dir, "abort", 0, b);
+    b.clear();
+    encode_transfer_end(b, {4, 10, 1000});
+    put(dir, "transfer-end", 0, b);
+    Bytes stream{7}; // piece size selector
+    unsigned char prefix[32];
+    encode_block_prefix(prefix, {1, 0, 99}, 10);
+    stream.insert(stream.end(), prefix, prefix + 32);
+    stream.insert(stream.end(), 10, 'x');
+    encode_stream_end(stream, {1, 10});
+    put(dir, "data-stream", 1, stream);
+    b.clear();
+    ClientHello h;
+    h.role = Role::data, h.stream_index = 1, h.stream_count = 2;
+    encode_client_hello(b, h);
+    put(dir, "client-hello", 2, b);
+    b.clear();
+    encode_server_hello(b, {});
+    put(dir, "server-hello", 3, b);
+    return 0;
+}
