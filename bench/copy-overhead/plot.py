@@ -34,6 +34,7 @@ def main():
     ax1.bar(x, copies, label="user<->kernel copies")
     ax1.bar(x, kcopies, bottom=copies, label="in-kernel copies")
     ax1.set_ylabel("CPU copies per payload byte")
+    ax1.set_ylim(0, max([c + k for c, k in zip(copies, kcopies)] + [1]) * 1.2)
     ax1.legend()
     ax2.bar(x, cpu, color="tab:red")
     ax2.set_ylabel("on-CPU s per GB")

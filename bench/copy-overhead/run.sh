@@ -81,12 +81,15 @@ rows=(dd0 ddf nc)
 if ((have_mover)); then rows+=(sluice); else echo "copy-overhead: sluice send/recv not available: the sluice row is skipped" >&2; fi
 
 for row in "${rows[@]}"; do
-  P=$((port++))
   echo "copy-overhead: $row" >&2
-  # 1. Throughput: hyperfine times the sender; the receiver is started fresh before each run.
-  hyperfine --runs "$runs" --warmup 1 --export-json "$out/$row.hyperfine.json" --style basic \
-    --prepare "$(declare -f wait_port_free wait_listening die start_receiver receiver); out=$out; sluice=$sluice; step_timeout=$step_timeout; start_receiver $row $P" \
-    "P=$P; $(sender "$row")" >&2
+  # 1. Throughput: hyperfine times the sender; a fresh receiver on a fresh port (a receiver may
+  #    not rebind a port in TIME_WAIT) is started before each run; $out/port passes the port on.
+  echo "$port" > "$out/port"
+  hyperfine --shell bash --runs "$runs" --warmup 1 --export-json "$out/$row.hyperfine.json" --style basic \
+    --prepare "$(declare -f wait_port_free wait_listening die start_receiver receiver); out=$out; sluice=$sluice; step_timeout=$step_timeout; P=\$((\$(cat $out/port) + 1)); echo \$P > $out/port; start_receiver $row \$P" \
+    "P=\$(cat $out/port); $(sender "$row")" >&2
+  port=$(( $(cat "$out/port") + 1 ))
+  P=$((port++))
 
   # 2. Traces: one tracer on the receiver, one on the sender, both outside the timed runs.
   wait_port_free "$P"
