@@ -171,13 +171,8 @@ private:
         while (!pending_.empty() && pending_.front().received && pending_.front().writes_left == 0) {
             PendingBlock b = pending_.front();
             pending_.pop_front();
-            if (ctx_.files.mark_verified(*b.file, b.offset, b.length)) {
-                if (b.file != open_file_) throw Error(ErrorCode::internal, "finishing a file that is not open");
-                finish_file(dirs_, *b.file, fd_.get(), ctx_.sync);
-                ctx_.files.set_complete(*b.file);
-                ctx_.files_completed.fetch_add(1, std::memory_order_relaxed);
-                if (ctx_.progress) ctx_.progress->files_done.fetch_add(1, std::memory_order_relaxed);
-            }
+            if (b.file != open_file_) throw Error(ErrorCode::internal, "a block retired after its file was closed");
+            block_verified(ctx_, dirs_, *b.file, fd_.get(), b.offset, b.length);
         }
     }
 

@@ -4,6 +4,7 @@
 
 #include "io/sys_error.hpp"
 #include "paths/stream_receiver.hpp"
+#include "transfer/journal.hpp"
 
 namespace sluice {
 
@@ -42,6 +43,28 @@ void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync) {
     int dir = dirs.get(f.parent);
     if (::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0)
         throw_errno(ErrorCode::destination, "cannot rename '" + path + "' into place");
+}
+
+void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd, uint64_t offset, uint64_t length) {
+    bool complete;
+    if (fd < 0) {
+        complete = ctx.files.mark_verified(f, offset, length);
+    } else {
+        complete = ctx.files.mark_verified(f, offset, length, [&](bool first) {
+            if (ctx.sync && ::fdatasync(fd) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + f.entry.path + "'");
+            int dir = dirs.get(f.parent);
+            if (first) journal::create(dir, f.temp, f.entry.size, f.entry.mtime_ns);
+            journal::append(dir, f.temp, f.entry.size, f.entry.mtime_ns, offset, length);
+        });
+    }
+    if (!complete) return;
+    if (fd >= 0) {
+        finish_file(dirs, f, fd, ctx.sync);
+        if (f.journaled) journal::remove(dirs.get(f.parent), f.temp);
+    }
+    ctx.files.set_complete(f);
+    ctx.files_completed.fetch_add(1, std::memory_order_relaxed);
+    if (ctx.progress) ctx.progress->files_done.fetch_add(1, std::memory_order_relaxed);
 }
 
 } // namespace sluice

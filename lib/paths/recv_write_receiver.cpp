@@ -185,11 +185,7 @@ private:
             if (v.digest != b.checksum)
                 throw Error(ErrorCode::integrity, "checksum mismatch in '" + b.file->entry.path + "' at offset " +
                                                       std::to_string(b.offset) + " (" + std::to_string(b.length) + " bytes)");
-            if (!ctx_.files.mark_verified(*b.file, b.offset, b.length)) continue;
-            if (!discard_) finish_file(dirs_, *b.file, fd_of(b.file), ctx_.sync);
-            ctx_.files.set_complete(*b.file);
-            ctx_.files_completed.fetch_add(1, std::memory_order_relaxed);
-            if (ctx_.progress) ctx_.progress->files_done.fetch_add(1, std::memory_order_relaxed);
+            block_verified(ctx_, dirs_, *b.file, discard_ ? -1 : fd_of(b.file), b.offset, b.length);
         }
         done_.clear();
         retired_.clear();

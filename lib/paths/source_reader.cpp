@@ -9,22 +9,38 @@
 
 namespace sluice {
 
+namespace {
+
+void check_identity(int fd, const SourceFile& f, const char* when) {
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::source, "cannot stat source '" + f.path + "'");
+    int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    if (static_cast<uint64_t>(st.st_size) != f.size || mtime != f.mtime_ns)
+        throw Error(ErrorCode::source, "source '" + f.path + "' changed " + when + " (size " + std::to_string(f.size) +
+                                           " -> " + std::to_string(st.st_size) +
+                                           (mtime != f.mtime_ns ? ", mtime changed" : "") + "); run the transfer again");
+}
+
+} // namespace
+
 int SourceReader::open(const SourceFile& f) {
     if (current_ == &f) return fd_.get();
+    check_unchanged();
     fd_.reset(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     current_ = nullptr;
     if (!fd_) throw_errno(ErrorCode::source, "cannot open source '" + f.path + "'");
-    struct stat st{};
-    if (::fstat(fd_.get(), &st) != 0) throw_errno(ErrorCode::source, "cannot stat source '" + f.path + "'");
-    int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-    if (static_cast<uint64_t>(st.st_size) != f.size || mtime != f.mtime_ns)
-        throw Error(ErrorCode::source, "source '" + f.path + "' changed after it was listed (size " +
-                                           std::to_string(f.size) + " -> " + std::to_string(st.st_size) + ")");
+    check_identity(fd_.get(), f, "after it was listed");
     current_ = &f;
     return fd_.get();
 }
 
+void SourceReader::check_unchanged() {
+    if (current_) check_identity(fd_.get(), *current_, "while it was being sent");
+}
+
 uint64_t SourceReader::checksum(const SourceFile& f, uint64_t offset, uint64_t length) {
+    // A block after the file's first was opened for: check the file has not changed since.
+    if (current_ == &f) check_unchanged();
     int fd = open(f);
     MappedRegion map(fd, offset, length);
     if (map.ok()) return XXH3_64bits(map.data(), length);

@@ -17,6 +17,10 @@ public:
     int open(const SourceFile& f);
     // XXH3-64 of [offset, offset+length) of the open file.
     uint64_t checksum(const SourceFile& f, uint64_t offset, uint64_t length);
+    // Checks that the file this reader has open still has its listed size and mtime: a file
+    // written to while it was being sent is reported, never delivered torn. Called when the
+    // reader moves to another file and when the stream ends.
+    void check_unchanged();
     // Set when a mapping failed and the checksum was read through a buffer instead.
     bool used_read_fallback() const { return read_fallback_; }
 

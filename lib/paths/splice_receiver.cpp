@@ -69,12 +69,7 @@ private:
         receipt_.bytes += len;
         ctx_.bytes_received.fetch_add(len, std::memory_order_relaxed);
         if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(len, std::memory_order_relaxed);
-        if (ctx_.files.mark_verified(f, p.offset, len)) {
-            finish_file(dirs_, f, open_fd_.get(), ctx_.sync);
-            ctx_.files.set_complete(f);
-            ctx_.files_completed.fetch_add(1, std::memory_order_relaxed);
-            if (ctx_.progress) ctx_.progress->files_done.fetch_add(1, std::memory_order_relaxed);
-        }
+        block_verified(ctx_, dirs_, f, open_fd_.get(), p.offset, len);
     }
 
     // Same accounting as the splice sender: a short step breaks the chain; what each step

@@ -46,5 +46,9 @@ RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t 
 UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f);
 // Sets size, mode and mtime, optionally fsyncs, and renames f into place.
 void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync);
+// Records a block whose data is written (fd) and whose checksum matched. The block that
+// completes its file finishes it (and drops its journal); any other is journaled, after an
+// fdatasync with --sync, so that a resume skips it. fd < 0: nothing was written (null sink).
+void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd, uint64_t offset, uint64_t length);
 
 } // namespace sluice

@@ -25,7 +25,7 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     return f;
 }
 
-bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len) {
+bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const std::function<void(bool first)>& on_partial) {
     std::lock_guard lk(lock_for(f));
     uint64_t end = offset + len;
     auto& v = f.verified;
@@ -47,7 +47,12 @@ bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len) {
         v.insert(it, {offset, end});
     }
     f.verified_bytes += len;
-    return f.verified_bytes == f.entry.size;
+    bool complete = f.verified_bytes == f.entry.size;
+    if (!complete && on_partial) {
+        on_partial(!f.journaled);
+        f.journaled = true;
+    }
+    return complete;
 }
 
 bool FileTable::is_complete(RecvFile& f) {

@@ -3,6 +3,7 @@
 // appends and publishes; data streams look entries up without a lock (entries below the
 // published count never move) and record verified byte ranges under a striped lock.
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@ struct RecvFile {
     std::vector<std::pair<uint64_t, uint64_t>> verified; // sorted, merged [begin, end)
     uint64_t verified_bytes = 0;
     bool complete = false; // renamed into place
+    bool journaled = false; // a journal of verified ranges exists beside the temp file
 };
 
 class FileTable {
@@ -40,7 +42,10 @@ public:
 
     // Records [offset, offset+len) of f as verified. Returns true to the one caller whose
     // range completes the file. Throws protocol Error on an overlap (a block sent twice).
-    bool mark_verified(RecvFile& f, uint64_t offset, uint64_t len);
+    // `on_partial(first)` runs under the file's lock when the range leaves the file
+    // incomplete (first: no journal yet), so journal records of one file never race.
+    bool mark_verified(RecvFile& f, uint64_t offset, uint64_t len,
+                       const std::function<void(bool first)>& on_partial = {});
     bool is_complete(RecvFile& f);
     void set_complete(RecvFile& f);
 

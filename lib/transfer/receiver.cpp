@@ -26,6 +26,7 @@
 #include "transfer/dest_tree.hpp"
 #include "transfer/file_table.hpp"
 #include "transfer/frame_io.hpp"
+#include "transfer/journal.hpp"
 #include "wire/auth.hpp"
 #include "wire/codec.hpp"
 
@@ -84,7 +85,7 @@ struct Receiver::Impl {
     // Manifest bookkeeping (control thread only).
     std::unordered_set<std::string> paths;
     std::vector<RecvFile*> dirs, links;
-    uint64_t n_files = 0, n_dirs = 0, n_links = 0, total_bytes = 0;
+    uint64_t n_files = 0, n_dirs = 0, n_links = 0, total_bytes = 0, bytes_skipped = 0;
     uint32_t chunks = 0;
     bool manifest_ended = false;
     std::string last_parent = "\x01"; // no real path equals this
@@ -334,16 +335,16 @@ struct Receiver::Impl {
         if (manifest_ended) throw Error(ErrorCode::protocol, "MANIFEST after MANIFEST_END");
         if (chunk.seq != chunks) throw Error(ErrorCode::protocol, "manifest chunk " + std::to_string(chunk.seq) + " out of order");
         ++chunks;
-        for (auto& e : chunk.entries) register_entry(std::move(e));
-        files.publish();
         wire::ManifestAck ack;
         ack.seq = chunk.seq;
+        for (auto& e : chunk.entries) register_entry(std::move(e), ack.verified);
+        files.publish();
         wire::Bytes out;
         wire::encode_manifest_ack(out, ack);
         send_control(out);
     }
 
-    void register_entry(wire::ManifestEntry&& e) {
+    void register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already) {
         if (!paths.insert(e.path).second) throw Error(ErrorCode::protocol, "manifest lists '" + e.path + "' twice");
         const bool write = opts.path != RecvPath::null_sink;
         RecvFile& f = files.append(std::move(e));
@@ -368,9 +369,45 @@ struct Receiver::Impl {
                 opts.progress->bytes_total += f.entry.size;
                 opts.progress->files_total += 1;
             }
+            if (write && resume_file(f, already)) break;
             if (f.entry.size == 0) finish_empty_file(f, write);
             break;
         }
+    }
+
+    // What an earlier run of the same transfer left: the file complete under its final name
+    // (same size and mtime: sluice sets the mtime only after verifying every block), or a
+    // journal of verified ranges beside its temporary file. Returns true if f is complete.
+    bool resume_file(RecvFile& f, std::vector<wire::ByteRange>& already) {
+        UniqueFd dir = tree.open_dir(f.parent);
+        struct stat st{};
+        if (::fstatat(dir.get(), f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            static_cast<uint64_t>(st.st_size) == f.entry.size &&
+            static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec == f.entry.mtime_ns) {
+            if (f.entry.size) already.push_back({f.entry.file_id, 0, f.entry.size});
+            bytes_skipped += f.entry.size;
+            files.set_complete(f);
+            files_completed.fetch_add(1, std::memory_order_relaxed);
+            if (opts.progress) {
+                opts.progress->files_done += 1;
+                opts.progress->bytes_done += f.entry.size;
+            }
+            return true;
+        }
+        if (f.entry.size == 0) return false;
+        journal::Ranges ranges = journal::load(dir.get(), f.temp, f.entry.size, f.entry.mtime_ns);
+        if (ranges.empty()) {
+            journal::remove(dir.get(), f.temp); // another version of the file, or nothing verified
+            return false;
+        }
+        for (auto [b, e] : ranges) {
+            files.mark_verified(f, b, e - b);
+            already.push_back({f.entry.file_id, b, e - b});
+            bytes_skipped += e - b;
+            if (opts.progress) opts.progress->bytes_done += e - b;
+        }
+        f.journaled = true;
+        return false;
     }
 
     void finish_empty_file(RecvFile& f, bool write) {
@@ -472,15 +509,19 @@ struct Receiver::Impl {
         }
     }
 
-    // After a failure nothing incomplete may look complete: temporary files go.
-    void remove_partial_files() {
+    // After a failure nothing incomplete may look complete. Partial files with a journal are
+    // kept for a resume (running the same transfer again), unless the destination itself
+    // failed (disk full, permissions): then every temporary file goes, freeing the space.
+    void remove_partial_files(bool keep_journaled) {
         if (opts.path == RecvPath::null_sink) return;
         for (uint64_t id = 0; id < files.size(); ++id) {
             RecvFile& f = files.at(id);
             if (f.entry.kind != wire::EntryKind::file || files.is_complete(f)) continue;
+            if (keep_journaled && f.journaled) continue;
             try {
                 UniqueFd dir = tree.open_dir(f.parent);
                 ::unlinkat(dir.get(), f.temp.c_str(), 0);
+                journal::remove(dir.get(), f.temp);
             } catch (const Error&) {
             }
         }
@@ -501,13 +542,14 @@ struct Receiver::Impl {
             err = failure;
         }
         if (err) {
-            remove_partial_files();
+            remove_partial_files(err->code() != ErrorCode::destination);
             throw *err;
         }
         Stats s;
         s.role = "recv";
         s.bytes = total_bytes;
         s.bytes_sent = bytes_received.load();
+        s.bytes_skipped = bytes_skipped;
         s.files = n_files;
         s.dirs = n_dirs;
         s.symlinks = n_links;

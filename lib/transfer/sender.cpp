@@ -35,8 +35,12 @@ public:
     }
     void peer_abort(const std::string& message) {
         std::lock_guard lk(mu_);
-        peer_message_ = message;
+        if (!error_) peer_message_ = message; // an echo of our own abort adds nothing
         stop_ = true;
+    }
+    std::string message() {
+        std::lock_guard lk(mu_);
+        return error_ ? error_->what() : "sender stopped";
     }
     bool stopped() const { return stop_.load(std::memory_order_relaxed); }
     [[noreturn]] void rethrow() {
@@ -299,6 +303,7 @@ private:
                     }
                 }
             }
+            sender->reader().check_unchanged();
             t.read_fallback = sender->reader().used_read_fallback();
             wire::Bytes out;
             wire::encode_stream_end(out, {t.blocks, t.bytes});
@@ -331,7 +336,7 @@ private:
     void abort_peer() {
         try {
             wire::Bytes out;
-            wire::encode_abort(out, {1, "sender stopped"});
+            wire::encode_abort(out, {1, latch_.message()});
             send_all(control_.get(), out, "aborting");
         } catch (const Error&) {
         }

@@ -187,7 +187,8 @@ def test_sender_killed_mid_transfer(tmp_path, receiver_factory):
     rc, out, err = rx.wait(timeout=90)
     assert rc != 0 and ("disconnected" in err or "closed" in err or "reset" in err.lower()), err
     assert not (dest / "big").exists()
-    assert leftovers(dest) == []
+    # What was verified is kept, with its journal, for a resume; nothing else.
+    assert all(p.endswith(".j") or os.path.exists(p + ".j") for p in leftovers(dest))
 
 
 def test_receiver_killed_mid_transfer(tmp_path, receiver_factory):
@@ -224,3 +225,22 @@ def test_disk_full_names_the_file_and_cleans_up(tmp_path, receiver_factory):
         assert not (dest / "src" / "too-big.bin").exists()
     finally:
         subprocess.run(["umount", str(dest)])
+
+
+def test_source_changed_during_the_transfer_is_reported(tmp_path, receiver_factory):
+    src = tmp_path / "growing.log"
+    write_random(src, 32 << 20, 12)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    p = subprocess.Popen([SLUICE, "send", str(src), rx.url, "--rate-limit", "8M", "--block-size", "1M", "--streams", "1"],
+                         stderr=subprocess.PIPE, text=True)
+    assert wait_for(lambda: any(dest.iterdir()), 20)
+    with open(src, "ab") as f:
+        f.write(b"appended while sending")
+    _, err = p.communicate(timeout=90)
+    assert p.returncode == 5, err
+    assert "growing.log" in err and "changed while it was being sent" in err
+    rc, out, rerr = rx.wait(timeout=90)
+    assert rc != 0
+    assert not (dest / "growing.log").exists()
