@@ -27,6 +27,7 @@ import verify  # noqa: E402
 
 NETNS = os.path.join(BENCH, "testbed", "netns.sh")
 PEERS = os.path.join(BENCH, "peers")
+QUIET = 0.05  # background CPU share below which the machine counts as quiet
 BUILTIN = ["iperf3", "cp", "sluice", "rsync", "tarnc", "lftp"]
 SETS = ["large", "small", "minor", "mixed"]
 
@@ -145,6 +146,17 @@ class Bench:
         # The settle pause doubles as a sample of what else the machine is doing: the CPU
         # figures are whole-machine, so a run started on a busy machine is flagged.
         bg = background_busy(a.settle) if a.settle > 0 else None
+        waited, limit = 0.0, a.wait_quiet
+        while bg is not None and bg > QUIET and waited < limit:
+            # Other work on this (shared) machine: wait, bounded, for a quiet second.
+            bg = background_busy(1.0)
+            waited += 1.0
+        if waited:
+            log(f"waited {waited:.0f} s for a quiet machine (now {100 * bg:.0f}% busy)")
+        if a.prefault:
+            # dst pages, plus the sender's page cache when it has just been dropped.
+            measure.prefault(os.path.join(a.work, "prefault.tmp"),
+                             manifest["bytes"] * (2 if a.cold else 1) + (256 << 20))
         v = {"src": os.path.join(a.data, set_name), "dst": self.dst, "set": set_name,
              "host": self.ns["IP_RCV"], "port": self.port, "bytes": manifest["bytes"],
              "work": self.tmp, "url": ""}
@@ -155,7 +167,8 @@ class Bench:
         timeout = a.timeout or (60 + manifest["bytes"] / 20e6)
         rec = {"link": link, "set": set_name, "tool": peer.name, "run": run_no, "ok": False,
                "bytes": manifest["bytes"], "files": manifest["count"] if peer.tree else 0,
-               "timeout_s": round(timeout, 1), "port": self.port, "background_busy_frac": bg}
+               "timeout_s": round(timeout, 1), "port": self.port, "background_busy_frac": bg,
+               "waited_quiet_s": waited}
         lg = lambda side, s: os.path.join(self.logs, f"{tag}.{side}.{s}")  # noqa: E731
         ip_ns = lambda side: ["ip", "netns", "exec", self.ns["NS_SND" if side == "snd" else "NS_RCV"]]  # noqa: E731
         recv = send = None
@@ -275,7 +288,8 @@ def summarize(runs):
     base = {(r["link"], r["set"]): r["mb_s"] for r in out if r["tool"] == "iperf3" and r["mb_s"]}
     for r in out:
         b = base.get((r["link"], r["set"]))
-        r["pct_iperf3"] = round(100 * r["mb_s"] / b, 1) if b and r["mb_s"] else None
+        on_link = r["tool"] != "cp"  # cp is a local reference, not on the link
+        r["pct_iperf3"] = round(100 * r["mb_s"] / b, 1) if b and r["mb_s"] and on_link else None
     return out
 
 
@@ -295,6 +309,11 @@ def main():
     ap.add_argument("--runs", type=int, default=1, help="repeats per tool; the tables show medians")
     ap.add_argument("--cold", action="store_true", help="drop the page cache before every run")
     ap.add_argument("--timeout", type=float, default=0, help="per-transfer limit, s (default 60 + bytes/20 MB/s)")
+    ap.add_argument("--no-prefault", dest="prefault", action="store_false",
+                    help="do not write and free a scratch file of the set's size before each run "
+                         "(see docs/bench-wdt-report.md: fresh memory is slow on this VM)")
+    ap.add_argument("--wait-quiet", type=float, default=30,
+                    help="before each run, wait up to this many s for the machine to be <5%% busy")
     ap.add_argument("--settle", type=float, default=1.0, help="pause before each run, s")
     ap.add_argument("--sluice", default=os.path.join(REPO, "build", "tools", "sluice"))
     ap.add_argument("--streams", type=int, default=8, help="sluice --streams (0: sluice's default)")
@@ -342,7 +361,7 @@ def main():
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "kernel": platform.release(), "cpus": os.cpu_count(), "scale": a.scale, "seed": a.seed,
-        "cold": a.cold, "runs": a.runs, "streams_sluice": a.streams, "sluice": a.sluice,
+        "cold": a.cold, "runs": a.runs, "prefault": a.prefault, "streams_sluice": a.streams, "sluice": a.sluice,
         "links": links, "command": " ".join(sys.argv),
         "cpu_method": "whole machine: delta of /proc/stat busy jiffies (user+nice+system+irq+softirq) "
                       "over each transfer; cpu_proc = rusage (user+sys) of the started sender and "
@@ -360,8 +379,9 @@ def main():
         for link in links:
             netns("rate", "none" if link == "unbounded" else link)
             for s in sets:
-                for p in peers:
-                    for r in range(1, a.runs + 1):
+                # Round robin: repeats interleave the tools, so slow drifts spread over all.
+                for r in range(1, a.runs + 1):
+                    for p in peers:
                         b.one(link, s, manifests[s], p, r)
     finally:
         netns("down")
