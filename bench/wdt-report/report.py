@@ -106,37 +106,46 @@ def plot(results, path):
     tools = tool_order(summary)
     rec = recorded()
     sets = [s for s in SET_ORDER if s in results["sets"]]
-    fig, axes = plt.subplots(len(links), 2, figsize=(13, 4.2 * len(links)), squeeze=False)
+    handles = {}
+    fig, axes = plt.subplots(len(links), 3, figsize=(18, 4.2 * len(links)), squeeze=False)
     for i, link in enumerate(links):
         extra = {}
         if link == "unbounded" and results["meta"]["scale"] in ("1/16", "0.0625"):
             extra = {"WDT (recorded)": {s: v[0] for s, v in rec["here_unbounded_1_16"]["WDT (recorded)"].items()}}
-        series = tools + list(extra)
+        # cp is a local reference: off the link, it would only squash the rate-limited bars.
+        series = [t for t in tools if link == "unbounded" or t != "cp"] + list(extra)
         width = 0.8 / max(1, len(series))
-        for j, (key, ylabel) in enumerate((("mb_s", "MB/s"), ("cpu_s_per_gb", "CPU s/GB (whole machine)"))):
+        panels = (("mb_s", "MB/s"), ("cpu_s_per_gb", "CPU s/GB (whole machine)"),
+                  ("cpu_proc_s_per_gb", "CPU s/GB (tool processes)"))
+        for j, (key, ylabel) in enumerate(panels):
             ax = axes[i][j]
             for k, t in enumerate(series):
                 vals = []
                 for s in sets:
                     if t in extra:
-                        vals.append(extra[t].get(s, 0) if key == "mb_s" else
-                                    rec["here_unbounded_1_16"]["WDT (recorded)"].get(s, [0, 0])[1])
+                        if key == "mb_s":
+                            vals.append(extra[t].get(s, 0))
+                        elif key == "cpu_s_per_gb":
+                            vals.append(rec["here_unbounded_1_16"]["WDT (recorded)"].get(s, [0, 0])[1])
+                        else:
+                            vals.append(0)
                     else:
                         r = next((x for x in summary if x["link"] == link and x["set"] == s and x["tool"] == t), None)
                         vals.append((r or {}).get(key) or 0)
                 xs = [n + (k - (len(series) - 1) / 2) * width for n in range(len(sets))]
-                ax.bar(xs, vals, width, label=t, hatch="//" if t in extra else None,
-                       alpha=0.6 if t in extra else 1.0)
+                color = f"C{tools.index(t)}" if t in tools else f"C{len(tools) + list(extra).index(t)}"
+                bar = ax.bar(xs, vals, width, label=t, color=color, hatch="//" if t in extra else None,
+                             alpha=0.6 if t in extra else 1.0)
+                handles.setdefault(t, bar)
             ax.set_xticks(range(len(sets)))
             ax.set_xticklabels(sets)
             ax.set_ylabel(ylabel)
             ax.set_title(f"{link}: {ylabel}")
             ax.grid(axis="y", alpha=0.3)
-            if j == 0:
-                ax.legend(fontsize=8, ncol=2)
     m = results["meta"]
     fig.suptitle(f"WDT-report data sets, scale {m['scale']}, {'cold' if m['cold'] else 'warm'} cache ({m['date']})")
-    fig.tight_layout()
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=len(handles), fontsize=9)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
