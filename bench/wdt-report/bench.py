@@ -10,6 +10,7 @@ import os
 import platform
 import select
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -293,13 +294,40 @@ def summarize(runs):
     return out
 
 
+def snapshot_sluice(a):
+    """Copies the sluice binary to the work directory and runs that copy, so a rebuild in the
+    work tree during the bench cannot swap it mid-run; records what was measured."""
+    import hashlib
+    os.makedirs(a.work, exist_ok=True)
+    copy = os.path.join(a.work, "sluice")
+    shutil.copy2(a.sluice, copy)
+    with open(copy, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    info = {"binary": a.sluice, "sha256": digest,
+            "mtime": datetime.datetime.fromtimestamp(os.stat(a.sluice).st_mtime).isoformat(timespec="seconds")}
+    try:
+        info["repo_head"] = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                           text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    a.sluice = copy
+    log(f"sluice: measuring a copy of {info['binary']} ({info['mtime']}, sha256 {digest[:12]})")
+    return info
+
+
 def background_busy(seconds=2.0):
     b0, t0 = measure.machine_busy_s(), time.monotonic()
     time.sleep(seconds)
     return round((measure.machine_busy_s() - b0) / (time.monotonic() - t0) / os.cpu_count(), 3)
 
 
+def on_sigterm(*_):
+    raise KeyboardInterrupt
+
+
 def main():
+    # SIGTERM unwinds like Ctrl-C: the finally below writes what was measured and tears down.
+    signal.signal(signal.SIGTERM, on_sigterm)
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--scale", default="1/16", help="data set scale (default 1/16; 1 = the report's sizes)")
     ap.add_argument("--seed", type=int, default=1)
@@ -325,6 +353,7 @@ def main():
     ap.add_argument("--out", default="", help="results directory (default bench/out/wdt-report-DATE)")
     a = ap.parse_args()
     a.sluice = os.path.abspath(a.sluice)
+    a.sluice_info = None
     tag = a.scale.replace("/", "_")
     a.data = os.path.join(a.work, f"data-{tag}-seed{a.seed}")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -342,6 +371,8 @@ def main():
             log(msg)
             skipped.append({"tool": "sluice", "reason": msg})
             continue
+        if t == "sluice":
+            a.sluice_info = snapshot_sluice(a)
         peers.append(Peer(t, script=os.path.join(PEERS, f"{t}.sh")))
     peers += [parse_peer(s, True) for s in a.peer] + [parse_peer(s, False) for s in a.peer_daemon]
     if peers and peers[0].name != "iperf3" and any(p.name == "iperf3" for p in peers):
@@ -362,7 +393,7 @@ def main():
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "kernel": platform.release(), "cpus": os.cpu_count(), "scale": a.scale, "seed": a.seed,
         "cold": a.cold, "runs": a.runs, "prefault": a.prefault, "streams_sluice": a.streams, "sluice": a.sluice,
-        "links": links, "command": " ".join(sys.argv),
+        "links": links, "command": " ".join(sys.argv), "sluice_build": a.sluice_info,
         "cpu_method": "whole machine: delta of /proc/stat busy jiffies (user+nice+system+irq+softirq) "
                       "over each transfer; cpu_proc = rusage (user+sys) of the started sender and "
                       "receiver and their reaped children",
@@ -401,4 +432,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        log("interrupted: partial results written, test bed torn down")
+        sys.exit(130)

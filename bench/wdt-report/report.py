@@ -92,6 +92,10 @@ def markdown(results):
         lines += ["Skipped: " + "; ".join(f"{x['tool']}: {x['reason']}" for x in results["skipped"]), ""]
     if results.get("failures"):
         lines += ["Failed runs:", ""] + [f"- {f}" for f in results["failures"]] + [""]
+    if m.get("sluice_build"):
+        sb = m["sluice_build"]
+        lines += [f"sluice measured: {sb['binary']} built {sb['mtime']}, sha256 {sb['sha256'][:16]}, "
+                  f"repository at {sb.get('repo_head', '?')}.", ""]
     lines += [f"Command: `{m['command']}`", ""]
     return "\n".join(lines)
 
@@ -106,6 +110,8 @@ def plot(results, path):
     tools = tool_order(summary)
     rec = recorded()
     sets = [s for s in SET_ORDER if s in results["sets"]]
+    if not links or not sets:
+        return  # nothing measured (e.g. stopped before the first run)
     handles = {}
     fig, axes = plt.subplots(len(links), 3, figsize=(18, 4.2 * len(links)), squeeze=False)
     for i, link in enumerate(links):
