@@ -104,9 +104,6 @@ private:
         b.received = true;
         ++receipt_.blocks;
         receipt_.bytes += len;
-        if (!b.checksum_ok)
-            throw Error(ErrorCode::integrity, "checksum mismatch in '" + f.entry.path + "' at offset " + std::to_string(p.offset) +
-                                                  " (" + std::to_string(len) + " bytes)");
         retire_blocks();
     }
 
@@ -164,6 +161,9 @@ private:
             throw Error(ErrorCode::destination, "cannot write '" + b->file->entry.path + "': short write (no space left?)");
         chunk_busy_[c] = false;
         b->writes_left--;
+        // Verified the moment its data is on disk, not when the sender next sends something:
+        // the sender ends its streams only once everything is verified.
+        retire_blocks();
     }
 
     // Blocks retire in order once received and written: the one that completes a file finishes it.
@@ -171,6 +171,12 @@ private:
         while (!pending_.empty() && pending_.front().received && pending_.front().writes_left == 0) {
             PendingBlock b = pending_.front();
             pending_.pop_front();
+            if (!b.checksum_ok) {
+                // Asked for only now that the bad data's writes are done, so the resent block,
+                // which may come on another stream, cannot be overwritten by them.
+                ctx_.block_failed(*b.file, b.offset, b.length);
+                continue;
+            }
             if (b.file != open_file_) throw Error(ErrorCode::internal, "a block retired after its file was closed");
             block_verified(ctx_, dirs_, *b.file, fd_.get(), b.offset, b.length);
         }

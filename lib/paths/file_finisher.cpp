@@ -65,6 +65,7 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
     ctx.files.set_complete(f);
     ctx.files_completed.fetch_add(1, std::memory_order_relaxed);
     if (ctx.progress) ctx.progress->files_done.fetch_add(1, std::memory_order_relaxed);
+    if (ctx.file_completed) ctx.file_completed();
 }
 
 } // namespace sluice

@@ -182,9 +182,10 @@ private:
     void finish_blocks() {
         for (const Verdict& v : done_) {
             const Block& b = v.block;
-            if (v.digest != b.checksum)
-                throw Error(ErrorCode::integrity, "checksum mismatch in '" + b.file->entry.path + "' at offset " +
-                                                      std::to_string(b.offset) + " (" + std::to_string(b.length) + " bytes)");
+            if (v.digest != b.checksum) {
+                ctx_.block_failed(*b.file, b.offset, b.length);
+                continue;
+            }
             block_verified(ctx_, dirs_, *b.file, discard_ ? -1 : fd_of(b.file), b.offset, b.length);
         }
         done_.clear();

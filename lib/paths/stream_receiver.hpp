@@ -2,6 +2,7 @@
 // A receive path: how one data stream turns BLOCK frames from its socket into verified bytes
 // of files under DIR. Each stream thread owns one StreamReceiver.
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,11 @@ struct RecvContext {
     Progress* progress = nullptr;
     std::atomic<uint64_t>& bytes_received;
     std::atomic<uint64_t>& files_completed;
+    // A block failed its checksum: asks the sender for it again, or throws an integrity
+    // Error naming the file once it has failed too often.
+    std::function<void(RecvFile& f, uint64_t offset, uint64_t length)> block_failed;
+    // A file became complete (after it is in place).
+    std::function<void()> file_completed;
 };
 
 struct StreamReceipt {

@@ -14,6 +14,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <map>
 #include <thread>
 #include <unordered_set>
 
@@ -79,6 +80,10 @@ struct Receiver::Impl {
     uint64_t blocks_received = 0, data_bytes = 0;
     std::optional<Error> failure;
     std::vector<std::string> fallbacks;
+    std::map<std::pair<uint64_t, uint64_t>, int> resends; // (file id, offset) -> times asked
+    uint64_t checksum_failures = 0;
+    std::atomic<uint64_t> files_expected{UINT64_MAX}; // set at MANIFEST_END
+    std::atomic<bool> all_verified_sent{false};
     bool done = false;
     std::mutex control_write_mu;
 
@@ -92,7 +97,9 @@ struct Receiver::Impl {
 
     Impl(const std::filesystem::path& dir, RecvOptions o)
         : opts(std::move(o)), tree(dir), files(opts.max_files),
-          ctx{files, tree, opts.sync, opts.idle_timeout_ms, opts.progress, bytes_received, files_completed} {
+          ctx{files, tree, opts.sync, opts.idle_timeout_ms, opts.progress, bytes_received, files_completed, {}, {}} {
+        ctx.block_failed = [this](RecvFile& f, uint64_t off, uint64_t len) { on_block_failed(f, off, len); };
+        ctx.file_completed = [this] { maybe_all_verified(); };
         token = opts.token.empty() ? wire::random_token() : opts.token;
         listener = listen_tcp(opts.bind_address, opts.port);
         port = local_port(listener.get());
@@ -410,6 +417,34 @@ struct Receiver::Impl {
         return false;
     }
 
+    static constexpr int kMaxResends = 3;
+
+    void on_block_failed(RecvFile& f, uint64_t off, uint64_t len) {
+        int times;
+        {
+            std::lock_guard lk(mu);
+            ++checksum_failures;
+            times = ++resends[{f.entry.file_id, off}];
+        }
+        if (times > kMaxResends)
+            throw Error(ErrorCode::integrity, "checksum mismatch in '" + f.entry.path + "' at offset " + std::to_string(off) + " (" +
+                                                  std::to_string(len) + " bytes), still wrong after " + std::to_string(kMaxResends) +
+                                                  " resends");
+        log("warning: checksum mismatch in '" + f.entry.path + "' at offset " + std::to_string(off) + ": asking the sender again");
+        wire::Bytes out;
+        wire::encode_resend(out, {f.entry.file_id, off, len});
+        send_control(out);
+    }
+
+    // Once the manifest has ended and every file is complete, the sender may end its streams.
+    void maybe_all_verified() {
+        if (files_completed.load() < files_expected.load()) return;
+        if (all_verified_sent.exchange(true)) return;
+        wire::Bytes out;
+        wire::encode_all_verified(out);
+        send_control(out);
+    }
+
     void finish_empty_file(RecvFile& f, bool write) {
         if (write) {
             ParentDirCache dirs_cache(tree);
@@ -428,6 +463,8 @@ struct Receiver::Impl {
                                                  " arrived in " + std::to_string(chunks));
         manifest_ended = true;
         if (opts.progress) opts.progress->walk_done = true;
+        files_expected = n_files;
+        maybe_all_verified();
     }
 
     void on_transfer_end(const wire::TransferEnd& end) {
@@ -550,6 +587,7 @@ struct Receiver::Impl {
         s.bytes = total_bytes;
         s.bytes_sent = bytes_received.load();
         s.bytes_skipped = bytes_skipped;
+        s.checksum_failures = checksum_failures;
         s.files = n_files;
         s.dirs = n_dirs;
         s.symlinks = n_links;

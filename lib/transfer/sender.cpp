@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "io/socket.hpp"
 #include "paths/block_sender.hpp"
@@ -118,6 +119,7 @@ public:
         s.dirs = dirs_;
         s.symlinks = symlinks_;
         s.skipped_entries = skipped_;
+        s.checksum_failures = resent_.load();
         s.seconds = seconds_since(t0);
         s.streams = static_cast<unsigned>(data_.size());
         s.block_size = opts_.block_size;
@@ -205,6 +207,10 @@ private:
             if (e.kind == wire::EntryKind::file) {
                 files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
                 chunk_files.push_back(&files_.back());
+                {
+                    std::lock_guard lk(chunks_mu_);
+                    by_id_[e.file_id] = &files_.back();
+                }
                 total_bytes_ += e.size;
                 if (opts_.progress) {
                     opts_.progress->bytes_total += e.size;
@@ -229,9 +235,11 @@ private:
 
     size_t entries_total() const { return files_.size() + dirs_ + symlinks_; }
 
+    // Streams stay open until the receiver has verified everything: it may still ask for a
+    // block again after the last one was planned.
     void wait_for_acks() {
         std::unique_lock lk(chunks_mu_);
-        acks_cv_.wait(lk, [&] { return chunks_acked_ == chunks_sent_ || latch_.stopped(); });
+        acks_cv_.wait(lk, [&] { return (chunks_acked_ == chunks_sent_ && all_verified_) || latch_.stopped(); });
     }
 
     void control_reader() {
@@ -240,6 +248,13 @@ private:
                 Frame f = read_frame(control_.get(), "control connection");
                 switch (f.type()) {
                 case wire::FrameType::manifest_ack: on_ack(wire::decode_manifest_ack(f.payload)); break;
+                case wire::FrameType::resend: on_resend(wire::decode_resend(f.payload)); break;
+                case wire::FrameType::all_verified: {
+                    std::lock_guard lk(chunks_mu_);
+                    all_verified_ = true;
+                    acks_cv_.notify_all();
+                    break;
+                }
                 case wire::FrameType::final_status: final_ = wire::decode_final_status(f.payload); return;
                 case wire::FrameType::abort: {
                     auto a = wire::decode_abort(f.payload);
@@ -277,6 +292,20 @@ private:
             ++chunks_acked_;
         }
         acks_cv_.notify_all();
+    }
+
+    void on_resend(const wire::ByteRange& r) {
+        const SourceFile* f = nullptr;
+        {
+            std::lock_guard lk(chunks_mu_);
+            auto it = by_id_.find(r.file_id);
+            if (it != by_id_.end()) f = it->second;
+        }
+        if (!f || r.offset > f->size || r.length > f->size - r.offset || r.length == 0 || r.length > opts_.block_size)
+            throw Error(ErrorCode::protocol, "receiver asked to resend a block that was never sent (file id " + std::to_string(r.file_id) + ")");
+        ++resent_;
+        log("warning: receiver found a checksum mismatch in '" + f->rel + "' at offset " + std::to_string(r.offset) + ": sending it again");
+        queue_.push(WorkItem{{Segment{f, r.offset, r.length}}});
     }
 
     void wake_all() {
@@ -362,6 +391,9 @@ private:
     std::map<uint32_t, std::vector<const SourceFile*>> pending_chunks_;
     uint32_t chunks_sent_ = 0;
     uint32_t chunks_acked_ = 0;
+    bool all_verified_ = false;
+    std::unordered_map<uint64_t, const SourceFile*> by_id_;
+    std::atomic<uint64_t> resent_{0};
 
     Planner planner_; // used by the control reader only
     WorkQueue queue_;

@@ -57,6 +57,7 @@ const char* frame_type_name(uint8_t type) {
     case FrameType::block: return "BLOCK";
     case FrameType::stream_end: return "STREAM_END";
     case FrameType::resend: return "RESEND";
+    case FrameType::all_verified: return "ALL_VERIFIED";
     case FrameType::transfer_end: return "TRANSFER_END";
     case FrameType::final_status: return "FINAL_STATUS";
     case FrameType::abort: return "ABORT";
@@ -170,6 +171,7 @@ FrameHeader decode_frame_header(Span in) {
     case FrameType::manifest_end:
     case FrameType::stream_end:
     case FrameType::resend:
+    case FrameType::all_verified:
     case FrameType::transfer_end:
     case FrameType::final_status:
     case FrameType::abort: limit = kMaxControlPayload; break;
@@ -368,6 +370,11 @@ void encode_resend(Bytes& out, const ByteRange& v) {
     w.u64(v.file_id);
     w.u64(v.offset);
     w.u64(v.length);
+    end_frame(out, at);
+}
+
+void encode_all_verified(Bytes& out) {
+    size_t at = begin_frame(out, FrameType::all_verified);
     end_frame(out, at);
 }
 

@@ -149,9 +149,19 @@ def test_block_outside_its_file_and_bad_checksum_are_refused(tmp_path, receiver_
     d, status = w.handshake("127.0.0.1", rx.port, "testtoken", 1, 1, 1, tid)
     assert status == 0
     import struct
-    d.sendall(w.frame(w.BLOCK, struct.pack("<QQQ", 0, 0, 12345) + b"x" * 100))  # wrong checksum
+    bad_block = w.frame(w.BLOCK, struct.pack("<QQQ", 0, 0, 12345) + b"x" * 100)  # wrong checksum
+    d.sendall(bad_block)
+    resends = 0
+    while True:  # a corrupt block is asked for again, a bounded number of times
+        ftype, payload = w.read_frame(c)
+        if ftype != w.RESEND:
+            break
+        assert struct.unpack("<QQQ", payload) == (0, 0, 100)
+        resends += 1
+        d.sendall(bad_block)
+    assert ftype == w.ABORT and resends == 3
     rc, out, err = rx.wait()
-    assert rc == 8 and "checksum mismatch in 'f'" in err
+    assert rc == 8 and "checksum mismatch in 'f'" in err and "after 3 resends" in err
     assert not (dest / "f").exists() and leftovers(dest) == []
 
 

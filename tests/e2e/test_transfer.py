@@ -150,3 +150,29 @@ def test_fallback_from_direct_writes_is_reported(tmp_path, receiver_factory):
         assert (dest / "f.bin").read_bytes() == src.read_bytes()
     finally:
         subprocess.run(["umount", str(dest)])
+
+
+@pytest.mark.parametrize("recv_path", ["direct", "recv_write", "splice"])
+def test_a_block_corrupted_in_flight_is_sent_again(tmp_path, receiver_factory, recv_path):
+    from corrupting_proxy import CorruptingProxy
+
+    src = tmp_path / "f.bin"
+    src.write_bytes(os.urandom(6 << 20))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest, "--recv-path", recv_path)
+    proxy = CorruptingProxy(rx.port, at=500_000)  # inside the first 1 MiB block's data
+    try:
+        sent = run_sluice("send", src, "--to", f"127.0.0.1:{proxy.port}", "--token", "testtoken",
+                          "--block-size", "1M", "--streams", "1", "--json")
+        assert sent.returncode == 0, sent.stderr
+        rc, out, err = rx.wait()
+        assert rc == 0, err
+    finally:
+        proxy.close()
+    assert proxy.flipped
+    assert (dest / "f.bin").read_bytes() == src.read_bytes()
+    s = json.loads(sent.stdout.splitlines()[-1])
+    r = json.loads(out.splitlines()[-1])
+    assert r["checksum_failures"] == 1 and s["checksum_failures"] == 1
+    assert "checksum mismatch in 'f.bin'" in err

@@ -129,6 +129,17 @@ TEST_CASE("control frames round trip") {
     CHECK(a.verified[1].offset == 16 << 20);
 
     out.clear();
+    encode_resend(out, {5, 8 << 20, 1 << 20});
+    auto rs = decode_resend(payload_of(out));
+    CHECK(rs.file_id == 5);
+    CHECK(rs.length == 1 << 20);
+
+    out.clear();
+    encode_all_verified(out);
+    CHECK(decode_frame_header(Span(out).first(8)).type == static_cast<uint8_t>(FrameType::all_verified));
+    CHECK(out.size() == kFrameHeaderBytes);
+
+    out.clear();
     encode_transfer_end(out, {16, 99, 1ull << 33});
     auto t = decode_transfer_end(payload_of(out));
     CHECK(t.data_streams == 16);

@@ -1,0 +1,49 @@
+"""A TCP proxy that flips one byte, once, in the first connection that carries more than
+`at` bytes towards the receiver: a faulty network stage for integrity tests."""
+import socket
+import threading
+
+
+class CorruptingProxy:
+    def __init__(self, upstream_port, at=500_000):
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.at = at
+        self.flipped = False
+        self.lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            up = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pump, args=(down, up, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(up, down, False), daemon=True).start()
+
+    def _pump(self, src, dst, towards_receiver):
+        seen = 0
+        try:
+            while chunk := src.recv(1 << 16):
+                if towards_receiver and seen <= self.at < seen + len(chunk):
+                    with self.lock:
+                        if not self.flipped:
+                            self.flipped = True
+                            i = self.at - seen
+                            chunk = chunk[:i] + bytes([chunk[i] ^ 0xFF]) + chunk[i + 1:]
+                seen += len(chunk)
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.listener.close()
