@@ -144,6 +144,11 @@ struct Receiver::Impl {
         notify_wake();
     }
 
+    bool started_unlocked() {
+        std::lock_guard lk(mu);
+        return started;
+    }
+
     bool finished() {
         std::lock_guard lk(mu);
         return done || failure.has_value();
@@ -167,6 +172,7 @@ struct Receiver::Impl {
                 int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count());
                 timeout = timeout < 0 ? std::max(ms, 0) : std::min(timeout, std::max(ms, 0));
             }
+            if (started_unlocked() && (timeout < 0 || timeout > 1000)) timeout = 1000;
             int rc = ::poll(pfds.data(), pfds.size(), timeout);
             if (rc < 0 && errno != EINTR) throw_errno(ErrorCode::internal, "poll");
             if (pfds[0].revents) {
@@ -187,7 +193,22 @@ struct Receiver::Impl {
                 }
             }
             if (pfds[1].revents & POLLIN) accept_new(pending);
+            check_streams_connected();
         }
+    }
+
+    // A transfer whose data streams do not all arrive within the idle timeout cannot finish.
+    void check_streams_connected() {
+        unsigned connected;
+        {
+            std::lock_guard lk(mu);
+            if (!started) return;
+            connected = static_cast<unsigned>(std::count(stream_seen.begin(), stream_seen.end(), true));
+            if (connected == stream_count) return;
+        }
+        if (seconds_since(t0) * 1000 < opts.idle_timeout_ms) return;
+        fail(Error(ErrorCode::network, "only " + std::to_string(connected) + " of " + std::to_string(stream_count) +
+                                           " data streams connected within the idle timeout"));
     }
 
     void accept_new(std::deque<PendingConnection>& pending) {
@@ -275,7 +296,9 @@ struct Receiver::Impl {
         stream_count = h.stream_count;
         stream_seen.assign(stream_count + 1u, false);
         data.resize(stream_count + 1u);
-        set_io_timeout(fd.get(), 0); // the control connection is quiet while data flows
+        // Until the manifest has ended the sender must keep talking; after that the control
+        // connection is quiet while data flows (the data streams have their own timeouts).
+        set_io_timeout(fd.get(), opts.idle_timeout_ms);
         set_nodelay(fd.get());
         control = std::move(fd);
         if (opts.verbose) log("transfer started: " + std::to_string(stream_count) + " data streams");
@@ -331,8 +354,12 @@ struct Receiver::Impl {
                 }
             }
         } catch (const Error& e) {
-            if (!finished() && std::string_view(e.what()).find("connection closed by peer") != std::string_view::npos)
+            std::string_view what = e.what();
+            if (!finished() && what.find("connection closed by peer") != std::string_view::npos)
                 fail(Error(ErrorCode::network, "sender disconnected before the transfer was complete"));
+            else if (!finished() && what.find("timed out") != std::string_view::npos)
+                fail(Error(ErrorCode::network, "the sender went silent for " + std::to_string(opts.idle_timeout_ms / 1000) +
+                                                   " s on the control connection (idle timeout)"));
             else
                 fail(e);
         }
@@ -462,6 +489,7 @@ struct Receiver::Impl {
                                                  std::to_string(e.chunk_count) + " chunks, but " + std::to_string(files.size()) +
                                                  " arrived in " + std::to_string(chunks));
         manifest_ended = true;
+        set_io_timeout(control.get(), 0);
         if (opts.progress) opts.progress->walk_done = true;
         files_expected = n_files;
         maybe_all_verified();

@@ -171,15 +171,62 @@ def test_garbage_and_silent_connections_do_not_stop_the_receiver(tmp_path, recei
     dest = tmp_path / "dest"
     dest.mkdir()
     rx = receiver_factory(dest)
-    silent = [socket.create_connection(("127.0.0.1", rx.port)) for _ in range(300)]
+    silent = []
+    for _ in range(1000):
+        silent.append(socket.create_connection(("127.0.0.1", rx.port)))
     g = socket.create_connection(("127.0.0.1", rx.port))
     g.sendall(os.urandom(200))
+    time.sleep(0.5)
+    pid = rx.proc.pid
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    rss_kb = int([l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")][0].split()[1])
+    assert fds <= 256 + 16, fds  # pending handshakes are capped at 256
+    assert rss_kb < 64 * 1024, rss_kb
     good = run_sluice("send", f, rx.url, timeout=60)
     assert good.returncode == 0, good.stderr
     assert rx.wait()[0] == 0
     for s in silent:
         s.close()
-    nfds = None  # the receiver has exited: its descriptor use is bounded by its lifetime
+
+
+def test_a_silent_sender_times_out_with_a_clear_message(tmp_path, receiver_factory):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest, "--idle-timeout", "2")
+    c, status = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, 2, os.urandom(16))
+    assert status == 0
+    rc, out, err = rx.wait(timeout=30)  # then says nothing
+    # Either clock may ring first; both name the timeout.
+    assert rc == 4 and ("went silent for 2 s" in err or "only 0 of 2 data streams connected" in err), err
+
+
+def test_data_streams_that_never_connect_time_out(tmp_path, receiver_factory):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest, "--idle-timeout", "2")
+    tid = os.urandom(16)
+    c, _ = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, 3, tid)
+    d, _ = w.handshake("127.0.0.1", rx.port, "testtoken", 1, 1, 3, tid)
+    c.sendall(w.manifest(0, [(0, w.FILE, "f", 10, "")]))
+    rc, out, err = rx.wait(timeout=30)
+    assert rc == 4 and ("only 1 of 3 data streams connected" in err or "no data from the sender on stream 1 for 2 s" in err), err
+
+
+def test_a_stalled_data_stream_times_out(tmp_path, receiver_factory):
+    import struct
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest, "--idle-timeout", "2")
+    tid = os.urandom(16)
+    c, _ = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, 1, tid)
+    c.sendall(w.manifest(0, [(0, w.FILE, "f", 1000, "")]))
+    assert w.read_frame(c)[0] == w.MANIFEST_ACK
+    c.sendall(w.frame(w.MANIFEST_END, struct.pack("<IIQQ", 1, 0, 1, 1000)))
+    d, _ = w.handshake("127.0.0.1", rx.port, "testtoken", 1, 1, 1, tid)
+    d.sendall(w.frame(w.BLOCK, struct.pack("<QQQ", 0, 0, 0) + b"x" * 10)[:40])  # half a block, then silence
+    rc, out, err = rx.wait(timeout=30)
+    assert rc == 4 and "no data from the sender on stream 1 for 2 s" in err
+    assert not (dest / "f").exists()
 
 
 def test_sender_killed_mid_transfer(tmp_path, receiver_factory):
@@ -233,6 +280,13 @@ def test_disk_full_names_the_file_and_cleans_up(tmp_path, receiver_factory):
         assert sent.returncode != 0 and "too-big.bin" in sent.stderr
         assert leftovers(dest) == []
         assert not (dest / "src" / "too-big.bin").exists()
+        # Space freed: the same commands complete the transfer.
+        subprocess.run(["mount", "-o", "remount,size=64m", str(dest)], check=True)
+        rx = receiver_factory(dest)
+        again = run_sluice("send", src, rx.url)
+        assert again.returncode == 0, again.stderr
+        assert rx.wait()[0] == 0
+        assert (dest / "src" / "too-big.bin").read_bytes() == (src / "too-big.bin").read_bytes()
     finally:
         subprocess.run(["umount", str(dest)])
 
