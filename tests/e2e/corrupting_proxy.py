@@ -1,13 +1,15 @@
 """A TCP proxy that flips one byte, once, in the first connection that carries more than
-`at` bytes towards the receiver: a faulty network stage for integrity tests."""
+`at` bytes towards the receiver (or, with cut=True, closes that connection there instead):
+a faulty network stage for integrity and failure tests."""
 import socket
 import threading
 
 
 class CorruptingProxy:
-    def __init__(self, upstream_port, at=500_000):
+    def __init__(self, upstream_port, at=500_000, cut=False):
         self.upstream = ("127.0.0.1", upstream_port)
         self.at = at
+        self.cut = cut
         self.flipped = False
         self.lock = threading.Lock()
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -33,6 +35,9 @@ class CorruptingProxy:
                         if not self.flipped:
                             self.flipped = True
                             i = self.at - seen
+                            if self.cut:
+                                dst.sendall(chunk[:i])
+                                break
                             chunk = chunk[:i] + bytes([chunk[i] ^ 0xFF]) + chunk[i + 1:]
                 seen += len(chunk)
                 dst.sendall(chunk)

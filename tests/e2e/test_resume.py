@@ -102,3 +102,33 @@ def test_a_source_changed_since_the_interruption_is_sent_whole(tmp_path):
     s = json.loads(again.stdout.splitlines()[-1])
     assert s["bytes_skipped"] == 0 and s["bytes_sent"] == 24 << 20
     assert (dest / "data.bin").read_bytes() == src.read_bytes()
+
+
+def test_a_connection_cut_mid_block_fails_cleanly_and_resumes(tmp_path):
+    from conftest import free_port
+    from corrupting_proxy import CorruptingProxy
+
+    src = tmp_path / "f.bin"
+    write_random(src, 24 << 20, 31)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    port = free_port()
+    rx = start_recv(dest, port)
+    proxy = CorruptingProxy(port, at=(5 << 20) + 12345, cut=True)  # inside a block's data
+    try:
+        cut = subprocess.run([SLUICE, "send", str(src), "--to", f"127.0.0.1:{proxy.port}", "--token", "resume",
+                              "--block-size", "1M", "--streams", "2"], capture_output=True, text=True, timeout=120)
+        out, err = rx.proc.communicate(timeout=120)
+    finally:
+        proxy.close()
+    assert proxy.flipped and cut.returncode != 0 and rx.proc.returncode == 4, (cut.stderr, err)
+    assert "in the middle" in err or "disconnected" in err, err
+    assert not (dest / "f.bin").exists()
+
+    rx2 = start_recv(dest, port)
+    again = subprocess.run([SLUICE, "send", str(src), rx2.url, "--block-size", "1M", "--streams", "2", "--json"],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert rx2.proc.wait(timeout=60) == 0
+    assert json.loads(again.stdout.splitlines()[-1])["bytes_skipped"] > 0
+    assert (dest / "f.bin").read_bytes() == src.read_bytes()
