@@ -26,6 +26,8 @@ options:
                        recv_write (buffered writes), splice, or null (discard the data)
   --sink null          same as --recv-path null: measure the sender alone
   --sync               fsync files and directories before reporting success
+  --verify             before renaming a file into place, read it back from disk (O_DIRECT)
+                       and check every block received in this run against the sender's checksum
   --max-files N        refuse manifests with more entries (default 10000000)
   --idle-timeout S     fail if the sender is silent this long (default 60)
   --json               print final stats as one JSON object (last line of stdout)
@@ -34,7 +36,7 @@ options:
 
 int cmd_recv(int argc, char** argv) {
     Args a(argc, argv, {"--port", "--bind", "--host", "--token", "--recv-path", "--sink", "--idle-timeout", "--max-files"},
-           {"--json", "--sync", "--verbose", "-v", "--help", "-h"});
+           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
         return 0;
@@ -54,6 +56,7 @@ int cmd_recv(int argc, char** argv) {
         o.path = RecvPath::null_sink;
     }
     o.sync = a.flag("--sync");
+    o.verify = a.flag("--verify");
     o.max_files = a.uint_value("--max-files", 10'000'000, 1, 1'000'000'000);
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     o.verbose = a.flag("--verbose") || a.flag("-v");

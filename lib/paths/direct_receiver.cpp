@@ -31,6 +31,7 @@ class DirectReceiver final : public StreamReceiver {
     struct PendingBlock {
         RecvFile* file;
         uint64_t offset, length;
+        uint64_t checksum;
         bool checksum_ok;
         int writes_left;
         bool received; // all chunks submitted
@@ -74,7 +75,7 @@ private:
         RecvFile& f = file_for_block(ctx_.files, p, len);
         if (open_file_ != &f) switch_file(f);
         XXH3_64bits_reset(xxh_);
-        pending_.push_back({&f, p.offset, len, false, 0, false});
+        pending_.push_back({&f, p.offset, len, p.checksum, false, 0, false});
         for (uint64_t pos = 0; pos < len;) {
             int c = free_chunk();
             size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, len - pos));
@@ -178,7 +179,7 @@ private:
                 continue;
             }
             if (b.file != open_file_) throw Error(ErrorCode::internal, "a block retired after its file was closed");
-            block_verified(ctx_, dirs_, *b.file, fd_.get(), b.offset, b.length);
+            block_verified(ctx_, dirs_, *b.file, fd_.get(), b.offset, b.length, b.checksum);
         }
     }
 

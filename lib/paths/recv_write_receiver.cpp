@@ -186,7 +186,7 @@ private:
                 ctx_.block_failed(*b.file, b.offset, b.length);
                 continue;
             }
-            block_verified(ctx_, dirs_, *b.file, discard_ ? -1 : fd_of(b.file), b.offset, b.length);
+            block_verified(ctx_, dirs_, *b.file, discard_ ? -1 : fd_of(b.file), b.offset, b.length, b.checksum);
         }
         done_.clear();
         retired_.clear();

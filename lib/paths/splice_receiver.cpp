@@ -68,7 +68,7 @@ private:
         ctx_.bytes_received.fetch_add(len, std::memory_order_relaxed);
         if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(len, std::memory_order_relaxed);
         if (ok)
-            block_verified(ctx_, dirs_, f, open_fd_.get(), p.offset, len);
+            block_verified(ctx_, dirs_, f, open_fd_.get(), p.offset, len, p.checksum);
         else
             ctx_.block_failed(f, p.offset, len);
     }

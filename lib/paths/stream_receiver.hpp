@@ -18,10 +18,12 @@ struct RecvContext {
     FileTable& files;
     const DestTree& tree;
     bool sync = false;
+    bool verify = false;
     int idle_timeout_ms = 60000;
     Progress* progress = nullptr;
     std::atomic<uint64_t>& bytes_received;
     std::atomic<uint64_t>& files_completed;
+    std::atomic<uint64_t>& bytes_verified_from_disk;
     // A block failed its checksum: asks the sender for it again, or throws an integrity
     // Error naming the file once it has failed too often.
     std::function<void(RecvFile& f, uint64_t offset, uint64_t length)> block_failed;
@@ -55,6 +57,7 @@ void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync);
 // Records a block whose data is written (fd) and whose checksum matched. The block that
 // completes its file finishes it (and drops its journal); any other is journaled, after an
 // fdatasync with --sync, so that a resume skips it. fd < 0: nothing was written (null sink).
-void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd, uint64_t offset, uint64_t length);
+void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd, uint64_t offset, uint64_t length,
+                    uint64_t checksum);
 
 } // namespace sluice

@@ -55,6 +55,11 @@ bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const 
     return complete;
 }
 
+void FileTable::record_checksum(RecvFile& f, uint64_t offset, uint64_t len, uint64_t checksum) {
+    std::lock_guard lk(lock_for(f));
+    f.sums.push_back({offset, len, checksum});
+}
+
 bool FileTable::is_complete(RecvFile& f) {
     std::lock_guard lk(lock_for(f));
     return f.complete;

@@ -2,6 +2,7 @@
 // The receiver's registry of manifest entries, indexed by file id. The control thread
 // appends and publishes; data streams look entries up without a lock (entries below the
 // published count never move) and record verified byte ranges under a striped lock.
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -24,6 +25,8 @@ struct RecvFile {
     uint64_t verified_bytes = 0;
     bool complete = false; // renamed into place
     bool journaled = false; // a journal of verified ranges exists beside the temp file
+    // With --verify: every block's (offset, length, checksum), re-checked from disk at the end.
+    std::vector<std::array<uint64_t, 3>> sums;
 };
 
 class FileTable {
@@ -46,6 +49,7 @@ public:
     // incomplete (first: no journal yet), so journal records of one file never race.
     bool mark_verified(RecvFile& f, uint64_t offset, uint64_t len,
                        const std::function<void(bool first)>& on_partial = {});
+    void record_checksum(RecvFile& f, uint64_t offset, uint64_t len, uint64_t checksum);
     bool is_complete(RecvFile& f);
     void set_complete(RecvFile& f);
 

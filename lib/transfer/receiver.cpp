@@ -72,6 +72,7 @@ struct Receiver::Impl {
     FileTable files;
     std::atomic<uint64_t> bytes_received{0};
     std::atomic<uint64_t> files_completed{0};
+    std::atomic<uint64_t> bytes_verified_from_disk{0};
     RecvContext ctx;
 
     std::mutex mu; // guards everything below
@@ -97,7 +98,8 @@ struct Receiver::Impl {
 
     Impl(const std::filesystem::path& dir, RecvOptions o)
         : opts(std::move(o)), tree(dir), files(opts.max_files),
-          ctx{files, tree, opts.sync, opts.idle_timeout_ms, opts.progress, bytes_received, files_completed, {}, {}} {
+          ctx{files, tree, opts.sync, opts.verify, opts.idle_timeout_ms, opts.progress, bytes_received, files_completed,
+              bytes_verified_from_disk, {}, {}} {
         ctx.block_failed = [this](RecvFile& f, uint64_t off, uint64_t len) { on_block_failed(f, off, len); };
         ctx.file_completed = [this] { maybe_all_verified(); };
         token = opts.token.empty() ? wire::random_token() : opts.token;
@@ -616,6 +618,7 @@ struct Receiver::Impl {
         s.bytes_sent = bytes_received.load();
         s.bytes_skipped = bytes_skipped;
         s.checksum_failures = checksum_failures;
+        s.bytes_verified_from_disk = bytes_verified_from_disk.load();
         s.files = n_files;
         s.dirs = n_dirs;
         s.symlinks = n_links;

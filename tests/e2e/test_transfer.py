@@ -176,3 +176,17 @@ def test_a_block_corrupted_in_flight_is_sent_again(tmp_path, receiver_factory, r
     r = json.loads(out.splitlines()[-1])
     assert r["checksum_failures"] == 1 and s["checksum_failures"] == 1
     assert "checksum mismatch in 'f.bin'" in err
+
+
+@pytest.mark.parametrize("recv_path", ["direct", "recv_write"])
+def test_verify_reads_every_block_back_from_disk(tmp_path, receiver_factory, recv_path):
+    src = make_tree(tmp_path / "src", big_size=(20 << 20) + 777, small_files=40, seed=41)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest, "--verify", "--recv-path", recv_path)
+    assert run_sluice("send", src, rx.url, "--block-size", "1M").returncode == 0
+    rc, out, err = rx.wait()
+    assert rc == 0, err
+    r = json.loads(out.splitlines()[-1])
+    assert r["bytes_verified_from_disk"] == r["bytes"] > 0
+    assert tree_digest(dest / "src") == tree_digest(src)

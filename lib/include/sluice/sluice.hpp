@@ -63,6 +63,7 @@ struct RecvOptions {
     std::string token;                // empty: a random one
     RecvPath path = RecvPath::direct;
     bool sync = false;                // fsync files and directories before reporting success
+    bool verify = false;              // re-read each file from disk (O_DIRECT) and check every block before renaming it
     uint64_t max_files = 10'000'000;
     int idle_timeout_ms = 60000;
     bool verbose = false;

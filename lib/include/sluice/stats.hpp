@@ -17,6 +17,7 @@ struct Stats {
     uint64_t skipped_entries = 0; // fifos, sockets, devices (sender)
     uint64_t blocks = 0;
     uint64_t checksum_failures = 0;
+    uint64_t bytes_verified_from_disk = 0; // receiver with --verify
     double seconds = 0;
     unsigned streams = 0;
     uint64_t block_size = 0;
