@@ -441,6 +441,20 @@ int sl_process_exit(struct trace_event_raw_sched_process_template *ctx)
 
 	if (!p)
 		return 0;
+	{
+		/* Close the slice the thread is running now: user space reads the totals when the
+		 * exit event arrives, before the dying task's last sched_switch, so a process that
+		 * never got switched out would otherwise show no CPU time at all. */
+		struct sl_thread_val *th = bpf_map_lookup_elem(&threads, &tid);
+
+		if (th && th->last_in_ns) {
+			__u64 d = bpf_ktime_get_ns() - th->last_in_ns;
+
+			__sync_fetch_and_add(&th->cpu_ns, d);
+			__sync_fetch_and_add(&p->cpu_ns, d);
+			th->last_in_ns = 0;
+		}
+	}
 #ifndef SL_NO_KERNEL_READS
 	{
 		struct task_struct *t = (struct task_struct *)bpf_get_current_task();

@@ -42,6 +42,18 @@ class Env:
                 pass
 
     def trace(self, argv, pre=(), expect_rc=0):
+        # The no-kernel-reads variant classifies an fd from /proc in user space; on a loaded
+        # machine a process that lives a few milliseconds can exit first, and the report then
+        # says how many bytes stayed unresolved (a documented limit of that variant). Such a
+        # run is repeated, at most 3 times; a miss the report does not own up to still fails.
+        for attempt in range(3):
+            rep, r = self._trace_once(argv, pre, expect_rc)
+            if "--no-kernel-reads" not in self.extra or rep["summary"].get("unresolved_bytes", 0) == 0:
+                break
+            print(f"note: attempt {attempt + 1} left {rep['summary']['unresolved_bytes']} bytes unresolved; retrying")
+        return rep, r
+
+    def _trace_once(self, argv, pre, expect_rc):
         out = os.path.join(self.tmp, "trace.json")
         cmd = list(pre) + [self.cli, "--json", "-o", out] + self.extra + ["--"] + argv
         r = subprocess.run(cmd, timeout=TIMEOUT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -145,16 +157,33 @@ def case_exit_status(env):
 
 
 def case_attach(env):
-    # A process started outside the tracer, attached to with -p; the pause lets the tracer attach.
-    proc = subprocess.Popen(["sh", "-c", f"sleep 1; dd if={env.file} of=/dev/null bs=1M 2>/dev/null"])
+    # A process started outside the tracer, attached to with -p. It starts its child only once
+    # the tracer says it is tracing (loading the probe can take over a second on a busy machine).
+    for attempt in range(3):
+        rep = attach_once(env, attempt)
+        if "--no-kernel-reads" not in env.extra or rep["summary"].get("unresolved_bytes", 0) == 0:
+            break
+        print(f"note: attempt {attempt + 1} left {rep['summary']['unresolved_bytes']} bytes unresolved; retrying")
+    dd = stage(rep, "dd")
+    near(cls(dd, "file", "copied_read"), SIZE, "a child of the attached process is traced")
+
+
+def attach_once(env, attempt):
+    go = os.path.join(env.tmp, f"attach.go.{attempt}")
+    proc = subprocess.Popen(["sh", "-c", f"i=0; while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; "
+                                         f"dd if={env.file} of=/dev/null bs=1M 2>/dev/null"])
     try:
         out = os.path.join(env.tmp, "attach.json")
-        r = subprocess.run([env.cli, "--json", "-o", out] + env.extra + ["-p", str(proc.pid), "--duration", "20"],
-                           timeout=TIMEOUT, capture_output=True, text=True)
-        check(r.returncode == 0, f"attach run succeeded ({r.stderr.strip()})")
-        rep = json.load(open(out))
-        dd = stage(rep, "dd")
-        near(cls(dd, "file", "copied_read"), SIZE, "a child of the attached process is traced")
+        tracer = subprocess.Popen([env.cli, "--json", "-o", out] + env.extra + ["-p", str(proc.pid), "--duration", "20"],
+                                  stderr=subprocess.PIPE, text=True)
+        first = tracer.stderr.readline()
+        check("tracing" in first, f"the tracer says when it is attached ({first.strip()})")
+        open(go, "w").close()
+        err = tracer.stderr.read()
+        tracer.wait(timeout=TIMEOUT)
+        check(tracer.returncode == 0, f"attach run succeeded ({(first + err).strip()})")
+        with open(out) as f:
+            return json.load(f)
     finally:
         proc.kill()
         proc.wait(timeout=TIMEOUT)

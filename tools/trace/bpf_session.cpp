@@ -1,3 +1,4 @@
+#include <ctime>
 #include "bpf_session.hpp"
 
 #include "error.hpp"
@@ -120,6 +121,12 @@ void BpfSession::track_thread(pid_t tid, pid_t tgid)
 {
     sl_thread_val t{};
     t.tgid = static_cast<uint32_t>(tgid);
+    // The thread may be on a CPU right now and stay there until it exits: start its slice
+    // here (bpf_ktime_get_ns is CLOCK_MONOTONIC), or its CPU time would read 0. If it is not
+    // running, its next switch-in overwrites this.
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    t.last_in_ns = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
     uint32_t key = static_cast<uint32_t>(tid);
     bpf_map_update_elem(map_fd("threads"), &key, &t, BPF_NOEXIST);
 }

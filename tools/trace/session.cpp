@@ -1,3 +1,4 @@
+#include <cstdio>
 #include "session.hpp"
 
 #include "accounting.hpp"
@@ -111,6 +112,9 @@ Report run_trace(const Options &opts)
                 probe->track_thread(tid, pid);
         }
         report.attached_pids.assign(opts.pids.begin(), opts.pids.end());
+        // Tells a user (or a script) that what happens from now on is counted.
+        std::fprintf(stderr, "sluice trace: attached to %zu process(es); tracing\n", opts.pids.size());
+        std::fflush(stderr);
     }
 
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
