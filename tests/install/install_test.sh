@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs the build into a staging directory and proves the installed artefacts work on
+# their own: the examples build from the installed headers and library through pkg-config
+# and move a file; the man page documents every option `--help` lists.
+# usage: install_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1 src=$2
+stage=$(mktemp -d /tmp/sluice-install.XXXXXX)
+trap 'kill $rx 2>/dev/null || true; rm -rf "$stage"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+meson install -C "$build" --no-rebuild --destdir "$stage" --quiet
+pc=$(find "$stage" -name sluice.pc | head -1)
+[[ -n "$pc" ]] || fail "no sluice.pc installed"
+hdr=$(find "$stage" -path '*/include/sluice/sluice.hpp' | head -1)
+[[ -n "$hdr" ]] || fail "public header not installed"
+libdir=$(dirname "$(find "$stage" -name 'libsluice.so*' | head -1)")
+[[ -d "$libdir" ]] || fail "libsluice.so not installed"
+find "$stage" -name 'libsluice.a' | grep -q . || fail "static libsluice.a not installed"
+man=$(find "$stage" -name sluice.1 | head -1)
+[[ -n "$man" ]] || fail "man page not installed"
+echo "ok: installed library (shared and static), headers, sluice.pc, man page"
+
+export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$stage
+flags=$(pkg-config --cflags --libs sluice) || fail "pkg-config cannot resolve sluice"
+for ex in send_tree receive_once; do
+  c++ -std=c++20 -O1 -o "$stage/$ex" "$src/examples/$ex.cpp" $flags -pthread || fail "$ex does not build against the installed library"
+done
+echo "ok: examples build through pkg-config ($flags)"
+
+export LD_LIBRARY_PATH=$libdir
+mkdir -p "$stage/in" "$stage/out"
+head -c 3000000 /dev/urandom > "$stage/out/payload.bin"
+"$stage/receive_once" "$stage/in" > "$stage/rx.out" &
+rx=$!
+for _ in $(seq 100); do [[ -s "$stage/rx.out" ]] && break; sleep 0.05; done
+url=$(head -1 "$stage/rx.out")
+[[ "$url" == sluice://* ]] || fail "receive_once printed no URL"
+timeout 60 "$stage/send_tree" "$url" "$stage/out/payload.bin" > "$stage/tx.out" || fail "send_tree failed"
+wait $rx || fail "receive_once failed"
+cmp "$stage/out/payload.bin" "$stage/in/payload.bin" || fail "received file differs"
+ldd "$stage/send_tree" | grep -q "$libdir/libsluice.so" || fail "example not linked to the installed library"
+echo "ok: the examples moved a file using the installed library"
+
+sluice=$(find "$stage" -path '*/bin/sluice' | head -1)
+for cmd in send recv; do
+  for opt in $("$sluice" "$cmd" --help | grep -oE '^ +--[a-z-]+' | tr -d ' '); do
+    grep -q -- "$(echo "$opt" | sed 's/-/\\\\-/g')" "$man" || fail "sluice $cmd $opt is missing from the man page"
+  done
+done
+n=$( { "$sluice" send --help; "$sluice" recv --help; } | grep -cE "^ +--[a-z-]+")
+(( n >= 20 )) || fail "found only $n options in --help"
+echo "ok: the man page documents all $n options of sluice send --help and sluice recv --help"
+echo "4 passed, 0 failed"
