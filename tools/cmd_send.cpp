@@ -6,6 +6,7 @@
 #include "cli_args.hpp"
 #include "commands.hpp"
 #include "progress_line.hpp"
+#include "summary_line.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice::cli {
@@ -70,9 +71,7 @@ int cmd_send(int argc, char** argv) {
     if (a.flag("--json")) {
         std::cout << s.to_json() << std::endl;
     } else {
-        std::fprintf(stderr, "sent %llu files (%.1f MB) in %.2f s: %.0f MB/s over %u streams, path %s, cpu %.2fs user %.2fs sys\n",
-                     static_cast<unsigned long long>(s.files), s.bytes_sent / 1e6, s.seconds, s.throughput_mb_s(), s.streams,
-                     s.data_path.c_str(), s.cpu_user_s, s.cpu_sys_s);
+        print_summary(s, "sent");
     }
     for (const auto& f : s.fallbacks) std::cerr << "sluice: slower path: " << f << "\n";
     return 0;

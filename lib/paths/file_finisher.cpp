@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "io/aligned_buffer.hpp"
+#include "io/file_times.hpp"
 #include "paths/stream_receiver.hpp"
 #include "transfer/journal.hpp"
 
@@ -40,10 +41,7 @@ void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync) {
         throw_errno(ErrorCode::destination, "cannot set the size of '" + path + "'");
     // Set-id and sticky bits from the network are dropped: a transfer must not mint setuid files.
     if (::fchmod(fd, f.entry.mode & 0777) != 0) throw_errno(ErrorCode::destination, "cannot set the mode of '" + path + "'");
-    timespec times[2];
-    times[0].tv_sec = times[1].tv_sec = f.entry.mtime_ns / 1'000'000'000;
-    times[0].tv_nsec = times[1].tv_nsec = f.entry.mtime_ns % 1'000'000'000;
-    if (::futimens(fd, times) != 0) throw_errno(ErrorCode::destination, "cannot set the mtime of '" + path + "'");
+    if (::futimens(fd, FileTimes(f.entry.mtime_ns).t) != 0) throw_errno(ErrorCode::destination, "cannot set the mtime of '" + path + "'");
     if (sync && ::fsync(fd) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + path + "'");
     int dir = dirs.get(f.parent);
     if (::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0)

@@ -18,6 +18,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "io/file_times.hpp"
 #include "io/socket.hpp"
 #include "io/sys_error.hpp"
 #include "paths/stream_receiver.hpp"
@@ -549,10 +550,7 @@ struct Receiver::Impl {
             ::unlinkat(dir.get(), l->temp.c_str(), 0);
             if (::symlinkat(l->entry.link_target.c_str(), dir.get(), l->temp.c_str()) != 0)
                 throw_errno(ErrorCode::destination, "cannot create symlink '" + l->entry.path + "'");
-            timespec times[2];
-            times[0].tv_sec = times[1].tv_sec = l->entry.mtime_ns / 1'000'000'000;
-            times[0].tv_nsec = times[1].tv_nsec = l->entry.mtime_ns % 1'000'000'000;
-            ::utimensat(dir.get(), l->temp.c_str(), times, AT_SYMLINK_NOFOLLOW);
+            ::utimensat(dir.get(), l->temp.c_str(), FileTimes(l->entry.mtime_ns).t, AT_SYMLINK_NOFOLLOW);
             if (::renameat(dir.get(), l->temp.c_str(), dir.get(), l->name.c_str()) != 0)
                 throw_errno(ErrorCode::destination, "cannot put symlink '" + l->entry.path + "' in place");
         }
@@ -564,10 +562,7 @@ struct Receiver::Impl {
             RecvFile* d = *it;
             UniqueFd fd = tree.open_dir(d->entry.path);
             ::fchmod(fd.get(), d->entry.mode & 0777);
-            timespec times[2];
-            times[0].tv_sec = times[1].tv_sec = d->entry.mtime_ns / 1'000'000'000;
-            times[0].tv_nsec = times[1].tv_nsec = d->entry.mtime_ns % 1'000'000'000;
-            if (::futimens(fd.get(), times) != 0) throw_errno(ErrorCode::destination, "cannot set the mtime of '" + d->entry.path + "'");
+            if (::futimens(fd.get(), FileTimes(d->entry.mtime_ns).t) != 0) throw_errno(ErrorCode::destination, "cannot set the mtime of '" + d->entry.path + "'");
             if (opts.sync && ::fsync(fd.get()) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + d->entry.path + "'");
         }
         if (opts.sync) {
