@@ -90,8 +90,13 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
         complete = ctx.files.mark_verified(f, offset, length, [&](bool first) {
             if (ctx.sync && ::fdatasync(fd) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + f.entry.path + "'");
             int dir = dirs.get(f.parent);
-            if (first) journal::create(dir, f.temp, f.entry.size, f.entry.mtime_ns);
-            journal::append(dir, f.temp, f.entry.size, f.entry.mtime_ns, offset, length);
+            try {
+                if (first) journal::create(dir, f.temp, f.entry.size, f.entry.mtime_ns);
+                journal::append(dir, f.temp, f.entry.size, f.entry.mtime_ns, offset, length);
+            } catch (const Error& e) {
+                // Name the user's file, not our hidden journal beside it.
+                throw Error(e.code(), "cannot record progress of '" + f.entry.path + "' (" + e.what() + ")");
+            }
         });
     }
     if (!complete) return;
