@@ -144,17 +144,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<StreamReceiver> make_recv_write_receiver(int sock, unsigned index, RecvContext& ctx, bool discard);
-std::unique_ptr<StreamReceiver> make_direct_receiver(int sock, unsigned index, RecvContext& ctx);
-
-std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, unsigned index, RecvContext& ctx) {
-    switch (path) {
-    case RecvPath::splice: return std::make_unique<SpliceReceiver>(sock, index, ctx);
-    case RecvPath::recv_write: return make_recv_write_receiver(sock, index, ctx, false);
-    case RecvPath::null_sink: return make_recv_write_receiver(sock, index, ctx, true);
-    case RecvPath::direct: return make_direct_receiver(sock, index, ctx);
-    }
-    return nullptr;
+std::unique_ptr<StreamReceiver> make_splice_receiver(int sock, unsigned index, RecvContext& ctx) {
+    return std::make_unique<SpliceReceiver>(sock, index, ctx);
 }
 
 } // namespace sluice
