@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <string>
 
+#include "sluice/progress.hpp"
 #include "sluice/stats.hpp"
 
 namespace sluice {
@@ -68,6 +69,22 @@ std::string Stats::to_json() const {
     field("cpu_sys_s", num(cpu_sys_s));
     field("peak_rss_kb", std::to_string(peak_rss_kb));
     return j + "}";
+}
+
+} // namespace sluice
+
+namespace sluice {
+
+const char* stream_state_name(StreamState s) {
+    switch (s) {
+    case StreamState::idle: return "idle";
+    case StreamState::connecting: return "connecting";
+    case StreamState::moving: return "moving";
+    case StreamState::waiting: return "waiting";
+    case StreamState::done: return "done";
+    case StreamState::failed: return "failed";
+    }
+    return "unknown";
 }
 
 } // namespace sluice

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,23 @@ struct SendOptions {
 // receiver. Returns once the receiver has verified everything; throws otherwise.
 Stats send(const std::vector<std::string>& paths, const Endpoint& to, const SendOptions& options);
 
+// A range of an open file to send, stored under `name` at the receiver.
+struct FdSource {
+    int fd = -1;           // borrowed: stays the caller's, must stay open until send() returns
+    uint64_t offset = 0;   // first byte of the range in the file
+    uint64_t length = 0;   // bytes to send from offset; must lie within the file
+    std::string name;      // relative path at the receiver ('/'-separated, no '..')
+    uint32_t mode = 0644;
+    int64_t mtime_ns = -1; // -1: the file's own mtime
+};
+// Sends ranges of open files; same guarantees as send(paths).
+Stats send(const std::vector<FdSource>& files, const Endpoint& to, const SendOptions& options);
+
+// Stream mode (the `producer | nc` replacement): sends what can be read from fd until end of
+// file (a pipe, socket or file), in order over all streams, to a receiver writing to an fd or
+// a Sink. fd is borrowed. Pipe data is moved to the sockets with splice, not copied.
+Stats send_stream(int fd, const Endpoint& to, const SendOptions& options);
+
 struct RecvOptions {
     std::string bind_address;         // empty: all addresses
     std::string advertise_host;       // host put into url(); empty: this host's primary address
@@ -71,10 +89,42 @@ struct RecvOptions {
     Progress* progress = nullptr;
 };
 
+// What a Sink is told about one file (tree transfers) or the stream (stream transfers).
+struct SinkEntry {
+    uint64_t id = 0;
+    std::string path;      // relative path as sent; the stream's name in stream mode
+    uint64_t size = 0;     // stream mode: 0 until the stream has ended
+    uint32_t mode = 0;
+    int64_t mtime_ns = 0;
+    bool is_stream = false;
+};
+
+// A caller-supplied destination instead of a directory. Data reaches it after its checksum
+// matched. Tree transfers: write() is called from several stream threads at once, for
+// different ranges, in no particular order. Stream transfers: in stream order, one call at a
+// time. An exception thrown from a callback fails the transfer with its message.
+class Sink {
+public:
+    virtual ~Sink() = default;
+    virtual void write(const SinkEntry& entry, uint64_t offset, std::span<const std::byte> data) = 0;
+    // Every byte of the entry was written (tree: once per file, also for empty files).
+    virtual void entry_done(const SinkEntry&) {}
+};
+
+// Stream transfers written to a caller's fd (for example stdout) in order; spliced from the
+// sockets when fd is a pipe. Borrowed: the caller keeps ownership.
+struct OutputFd {
+    int fd = -1;
+};
+
 class Receiver {
 public:
     // Validates the directory and starts listening; throws on a bad directory or port.
     Receiver(const std::filesystem::path& dir, RecvOptions options);
+    // Receives into a caller-owned sink, which must outlive the Receiver.
+    Receiver(Sink& sink, RecvOptions options);
+    // Receives one stream transfer into out.fd; a tree transfer is refused.
+    Receiver(OutputFd out, RecvOptions options);
     ~Receiver();
     Receiver(const Receiver&) = delete;
     Receiver& operator=(const Receiver&) = delete;
