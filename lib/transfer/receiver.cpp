@@ -299,6 +299,7 @@ struct Receiver::Impl {
         stream_count = h.stream_count;
         stream_seen.assign(stream_count + 1u, false);
         data.resize(stream_count + 1u);
+        if (opts.progress) opts.progress->stream_count = stream_count;
         // Until the manifest has ended the sender must keep talking; after that the control
         // connection is quiet while data flows (the data streams have their own timeouts).
         set_io_timeout(fd.get(), opts.idle_timeout_ms);
@@ -316,9 +317,15 @@ struct Receiver::Impl {
 
     // ---------------- data streams ----------------
     void data_main(unsigned index, int sock) {
+        StreamProgress* sp = opts.progress ? &opts.progress->streams[index - 1] : nullptr;
         try {
+            if (sp) sp->state = StreamState::moving;
             auto rx = make_stream_receiver(opts.path, sock, index, ctx);
             StreamReceipt r = rx->run();
+            if (sp) {
+                sp->bytes = r.bytes;
+                sp->state = StreamState::done;
+            }
             {
                 std::lock_guard lk(mu);
                 if (auto fb = rx->fallback(); !fb.empty() && std::find(fallbacks.begin(), fallbacks.end(), fb) == fallbacks.end()) {
@@ -331,6 +338,7 @@ struct Receiver::Impl {
             }
             cv.notify_all();
         } catch (const Error& e) {
+            if (sp) sp->state = StreamState::failed;
             fail(e);
         }
     }

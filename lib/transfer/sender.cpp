@@ -17,6 +17,8 @@
 #include "sluice/sluice.hpp"
 #include "stats/process_usage.hpp"
 #include "transfer/frame_io.hpp"
+#include "transfer/connect.hpp"
+#include "transfer/failure_latch.hpp"
 #include "transfer/handshake.hpp"
 #include "transfer/rate_limiter.hpp"
 #include "wire/auth.hpp"
@@ -25,38 +27,6 @@
 namespace sluice {
 
 namespace {
-
-// First failure wins; everything after it is a consequence.
-class FailureLatch {
-public:
-    void fail(const Error& e) {
-        std::lock_guard lk(mu_);
-        if (!error_) error_ = e;
-        stop_ = true;
-    }
-    void peer_abort(const std::string& message) {
-        std::lock_guard lk(mu_);
-        if (!error_) peer_message_ = message; // an echo of our own abort adds nothing
-        stop_ = true;
-    }
-    std::string message() {
-        std::lock_guard lk(mu_);
-        return error_ ? error_->what() : "sender stopped";
-    }
-    bool stopped() const { return stop_.load(std::memory_order_relaxed); }
-    [[noreturn]] void rethrow() {
-        std::lock_guard lk(mu_);
-        if (peer_message_) throw Error(ErrorCode::destination, "receiver aborted the transfer: " + *peer_message_);
-        if (error_) throw *error_;
-        throw Error(ErrorCode::internal, "transfer stopped without a recorded error");
-    }
-
-private:
-    std::mutex mu_;
-    std::optional<Error> error_;
-    std::optional<std::string> peer_message_;
-    std::atomic<bool> stop_{false};
-};
 
 struct StreamTotals {
     uint64_t blocks = 0;
@@ -155,23 +125,9 @@ private:
     }
 
     void connect_all() {
-        wire::ClientHello hello;
-        wire::random_bytes(hello.transfer_id);
-        hello.stream_count = static_cast<uint16_t>(opts_.streams);
-        control_ = connect_tcp(to_.host, to_.port, opts_.connect_timeout_ms);
-        set_nodelay(control_.get());
-        set_io_timeout(control_.get(), opts_.idle_timeout_ms);
-        hello.role = wire::Role::control;
-        client_handshake(control_.get(), to_.token, hello, peer_);
-        set_io_timeout(control_.get(), 0); // acks may be far apart while data flows
-        for (unsigned i = 1; i <= opts_.streams; ++i) {
-            UniqueFd fd = connect_tcp(to_.host, to_.port, opts_.connect_timeout_ms);
-            set_io_timeout(fd.get(), opts_.idle_timeout_ms);
-            hello.role = wire::Role::data;
-            hello.stream_index = static_cast<uint16_t>(i);
-            client_handshake(fd.get(), to_.token, hello, peer_);
-            data_.push_back(std::move(fd));
-        }
+        Connections c = connect_transfer(to_, opts_);
+        control_ = std::move(c.control);
+        data_ = std::move(c.data);
         log_verbose("connected to " + peer_ + " with " + std::to_string(opts_.streams) + " data streams");
     }
 
@@ -314,7 +270,9 @@ private:
     }
 
     void stream_main(size_t i, SendPath path, StreamTotals& t) {
+        StreamProgress* sp = opts_.progress ? &opts_.progress->streams[i] : nullptr;
         try {
+            if (sp) sp->state = StreamState::moving;
             int sock = data_[i].get();
             auto sender = make_block_sender(path, sock);
             while (auto item = queue_.pop()) {
@@ -327,6 +285,7 @@ private:
                     ++t.blocks;
                     t.bytes += seg.length;
                     if (opts_.progress) {
+                        sp->bytes += seg.length;
                         opts_.progress->bytes_done += seg.length;
                         if (seg.offset + seg.length == seg.file->size) opts_.progress->files_done += 1;
                     }
@@ -337,7 +296,9 @@ private:
             wire::Bytes out;
             wire::encode_stream_end(out, {t.blocks, t.bytes});
             send_all(sock, out, "ending a data stream");
+            if (sp) sp->state = StreamState::done;
         } catch (const Error& e) {
+            if (sp) sp->state = StreamState::failed;
             latch_.fail(e);
             wake_all();
         }

@@ -254,7 +254,7 @@ ManifestChunk decode_manifest(Span payload) {
         uint16_t path_len = r.u16();
         uint16_t target_len = r.u16();
         r.u16();
-        if (kind < 1 || kind > 3) bad("MANIFEST: entry " + std::to_string(e.file_id) + " has unknown kind " + std::to_string(kind));
+        if (kind < 1 || kind > 4) bad("MANIFEST: entry " + std::to_string(e.file_id) + " has unknown kind " + std::to_string(kind));
         e.kind = static_cast<EntryKind>(kind);
         if (path_len > kMaxPathBytes) bad("MANIFEST: entry " + std::to_string(e.file_id) + " path too long");
         if (target_len > kMaxLinkTargetBytes) bad("MANIFEST: entry " + std::to_string(e.file_id) + " link target too long");
@@ -263,6 +263,7 @@ ManifestChunk decode_manifest(Span payload) {
         validate_relative_path(e.path);
         if (e.mode & ~07777u) bad("MANIFEST: '" + e.path + "' has mode bits outside 07777");
         if (e.kind != EntryKind::file && e.size != 0) bad("MANIFEST: '" + e.path + "' is not a file but has a size");
+        if (e.kind == EntryKind::stream && count != 1) bad("MANIFEST: stream '" + e.path + "' must be the only entry of its chunk");
         if (e.size > kMaxFileSize) bad("MANIFEST: '" + e.path + "' size " + std::to_string(e.size) + " exceeds 1 PiB");
         if (e.kind == EntryKind::symlink) {
             if (e.link_target.empty() || e.link_target.find('\0') != std::string::npos)

@@ -22,6 +22,7 @@ inline constexpr uint32_t kMaxBlockData = 64u << 20;     // data bytes in one BL
 inline constexpr uint32_t kMaxMessageBytes = 4096;       // text in STATUS / ABORT
 inline constexpr uint16_t kMaxStreams = 128;
 inline constexpr uint64_t kMaxFileSize = 1ull << 50;     // 1 PiB: keeps offset + length far from overflow
+inline constexpr uint32_t kMaxStreamChunk = 1u << 20;    // data bytes in one BLOCK of a stream entry
 
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr size_t kBlockPrefixBytes = 24; // file_id, offset, checksum before the data
@@ -50,7 +51,12 @@ enum class Role : uint8_t { control = 0, data = 1 };
 enum class AuthStatus : uint8_t { ok = 0, bad_token = 1, bad_version = 2, other_transfer = 3, bad_stream = 4 };
 const char* auth_status_text(AuthStatus s);
 
-enum class EntryKind : uint8_t { file = 1, directory = 2, symlink = 3 };
+// stream: a byte stream of unknown length (stream mode); the only entry of its transfer.
+enum class EntryKind : uint8_t { file = 1, directory = 2, symlink = 3, stream = 4 };
+
+// ABORT codes.
+inline constexpr uint32_t kAbortFailed = 1;          // the side sending it failed; see the message
+inline constexpr uint32_t kAbortSourceTruncated = 2; // stream mode: the producer failed, the stream is cut short
 
 struct FrameHeader {
     uint8_t type = 0;

@@ -1,0 +1,35 @@
+#include "transfer/connect.hpp"
+
+#include "io/socket.hpp"
+#include "transfer/handshake.hpp"
+#include "wire/auth.hpp"
+
+namespace sluice {
+
+Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
+    const std::string peer = to.host + ":" + std::to_string(to.port);
+    Connections c;
+    wire::ClientHello hello;
+    wire::random_bytes(hello.transfer_id);
+    hello.stream_count = static_cast<uint16_t>(opts.streams);
+    c.control = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
+    set_nodelay(c.control.get());
+    set_io_timeout(c.control.get(), opts.idle_timeout_ms);
+    hello.role = wire::Role::control;
+    client_handshake(c.control.get(), to.token, hello, peer);
+    set_io_timeout(c.control.get(), 0); // acks may be far apart while data flows
+    for (unsigned i = 1; i <= opts.streams; ++i) {
+        if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
+        UniqueFd fd = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
+        set_io_timeout(fd.get(), opts.idle_timeout_ms);
+        hello.role = wire::Role::data;
+        hello.stream_index = static_cast<uint16_t>(i);
+        client_handshake(fd.get(), to.token, hello, peer);
+        c.data.push_back(std::move(fd));
+        if (opts.progress) opts.progress->streams[i - 1].state = StreamState::idle;
+    }
+    if (opts.progress) opts.progress->stream_count = opts.streams;
+    return c;
+}
+
+} // namespace sluice

@@ -1,0 +1,19 @@
+#pragma once
+// Opening a transfer on the sending side: the control connection and every data stream,
+// each authenticated and bound to one random transfer id.
+#include <vector>
+
+#include "io/unique_fd.hpp"
+#include "sluice/sluice.hpp"
+
+namespace sluice {
+
+struct Connections {
+    UniqueFd control;
+    std::vector<UniqueFd> data; // data[i] is stream i + 1
+};
+
+// Throws Error(network / auth) naming the address tried.
+Connections connect_transfer(const Endpoint& to, const SendOptions& opts);
+
+} // namespace sluice
