@@ -21,7 +21,7 @@ options:
   --streams N          TCP data streams (default 4, 1-128)
   --block-size SIZE    bytes per block of a large file (default 8M; 64K-64M)
   --rate-limit RATE    cap the total rate in bytes per second (e.g. 400M)
-  --send-path PATH     splice (default), sendfile or read_send
+  --send-path PATH     splice (default), sendfile, zc or read_send
   --to HOST:PORT       receiver address, instead of a sluice:// URL
   --token SECRET       the receiver's token, instead of the one in the URL
   --connect-timeout S  seconds to wait for a connection (default 10)

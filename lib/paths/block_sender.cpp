@@ -7,6 +7,7 @@ namespace sluice {
 std::unique_ptr<BlockSender> make_splice_sender(int sock);
 std::unique_ptr<BlockSender> make_sendfile_sender(int sock);
 std::unique_ptr<BlockSender> make_read_send_sender(int sock);
+std::unique_ptr<BlockSender> make_zc_sender(int sock);
 
 void BlockSender::frame_prefix(const Segment& seg, unsigned char out[32]) {
     wire::BlockPrefix p;
@@ -22,6 +23,11 @@ SendPathChoice choose_send_path(SendPath wanted) {
         if (!f.op_splice || !f.op_send)
             return {SendPath::sendfile, "io_uring splice unavailable (no IORING_OP_SPLICE/SEND or io_uring disabled): using sendfile"};
     }
+    if (wanted == SendPath::zc) {
+        const RingFeatures& f = probe_ring_features();
+        if (!f.op_send_zc || !f.op_read_fixed || !f.op_read || !f.op_send)
+            return {SendPath::splice, "io_uring SEND_ZC/READ_FIXED unavailable: using splice"};
+    }
     return {wanted, {}};
 }
 
@@ -30,6 +36,7 @@ std::unique_ptr<BlockSender> make_block_sender(SendPath path, int sock) {
     case SendPath::splice: return make_splice_sender(sock);
     case SendPath::sendfile: return make_sendfile_sender(sock);
     case SendPath::read_send: return make_read_send_sender(sock);
+    case SendPath::zc: return make_zc_sender(sock);
     }
     return nullptr;
 }

@@ -18,6 +18,8 @@ public:
     // coalesce small files). Throws Error naming the file on failure.
     virtual void send(const Segment& seg, bool more) = 0;
     virtual const char* name() const = 0;
+    // Why this stream used a slower way than its path's own, if it did (empty otherwise).
+    virtual std::string fallback() const { return {}; }
     SourceReader& reader() { return reader_; }
 
 protected:

@@ -10,6 +10,7 @@ const char* send_path_name(SendPath p) {
     case SendPath::splice: return "splice";
     case SendPath::sendfile: return "sendfile";
     case SendPath::read_send: return "read_send";
+    case SendPath::zc: return "zc";
     }
     return "?";
 }
@@ -28,7 +29,8 @@ SendPath parse_send_path(std::string_view n) {
     if (n == "splice") return SendPath::splice;
     if (n == "sendfile") return SendPath::sendfile;
     if (n == "read_send" || n == "read-send") return SendPath::read_send;
-    throw Error(ErrorCode::usage, "--send-path '" + std::string(n) + "': expected splice, sendfile or read_send");
+    if (n == "zc") return SendPath::zc;
+    throw Error(ErrorCode::usage, "--send-path '" + std::string(n) + "': expected splice, sendfile, zc or read_send");
 }
 
 RecvPath parse_recv_path(std::string_view n) {

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <sys/uio.h>
 
 #include "io/sys_error.hpp"
 
@@ -28,6 +29,8 @@ void probe_opcodes(io_uring* ring, RingFeatures& f) {
     f.op_openat = io_uring_opcode_supported(probe, IORING_OP_OPENAT);
     f.op_close = io_uring_opcode_supported(probe, IORING_OP_CLOSE);
     f.op_statx = io_uring_opcode_supported(probe, IORING_OP_STATX);
+    f.op_read_fixed = io_uring_opcode_supported(probe, IORING_OP_READ_FIXED);
+    f.op_write_fixed = io_uring_opcode_supported(probe, IORING_OP_WRITE_FIXED);
     io_uring_free_probe(probe);
 }
 
@@ -104,6 +107,28 @@ std::pair<uint64_t, int> Ring::wait_one() {
     std::pair<uint64_t, int> out{cqe->user_data, cqe->res};
     io_uring_cqe_seen(&ring_, cqe);
     return out;
+}
+
+Ring::Completion Ring::wait_completion() {
+    io_uring_cqe* cqe = nullptr;
+    int rc;
+    do {
+        rc = io_uring_wait_cqe(&ring_, &cqe);
+    } while (rc == -EINTR);
+    if (rc < 0) throw_errno(ErrorCode::internal, "io_uring_wait_cqe", -rc);
+    Completion out{cqe->user_data, cqe->res, cqe->flags};
+    io_uring_cqe_seen(&ring_, cqe);
+    return out;
+}
+
+int Ring::register_buffers(std::span<const iovec> bufs) {
+    if (buffers_registered_) {
+        io_uring_unregister_buffers(&ring_);
+        buffers_registered_ = false;
+    }
+    int rc = io_uring_register_buffers(&ring_, bufs.data(), static_cast<unsigned>(bufs.size()));
+    buffers_registered_ = rc == 0;
+    return rc;
 }
 
 const RingFeatures& probe_ring_features() {

@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+struct iovec;
+
 namespace sluice {
 
 struct RingFeatures {
@@ -24,6 +26,8 @@ struct RingFeatures {
     bool op_openat = false;
     bool op_close = false;
     bool op_statx = false;
+    bool op_read_fixed = false;
+    bool op_write_fixed = false;
     std::string setup_mode() const; // "single_issuer+defer_taskrun", "coop_taskrun" or "plain"
 };
 
@@ -47,12 +51,26 @@ public:
     // Waits for one completion (submitting anything queued first): its user_data and result.
     std::pair<uint64_t, int> wait_one();
 
+    struct Completion {
+        uint64_t user_data;
+        int res;
+        unsigned flags; // IORING_CQE_F_MORE / F_NOTIF matter to SEND_ZC
+    };
+    // Waits for one completion, flags included.
+    Completion wait_completion();
+
+    // Registers buffers for READ_FIXED / WRITE_FIXED / SEND_ZC (index = position in bufs),
+    // replacing any registered before. Returns the kernel's error (negative errno) or 0:
+    // callers fall back and say so (RLIMIT_MEMLOCK, old kernels).
+    int register_buffers(std::span<const iovec> bufs);
+
     io_uring* raw() noexcept { return &ring_; }
     const RingFeatures& features() const noexcept { return features_; }
 
 private:
     io_uring ring_{};
     RingFeatures features_;
+    bool buffers_registered_ = false;
 };
 
 // Probes once per process (without keeping a ring) what this kernel offers.

@@ -32,6 +32,7 @@ struct StreamTotals {
     uint64_t blocks = 0;
     uint64_t bytes = 0;
     bool read_fallback = false;
+    std::string path_fallback; // BlockSender::fallback()
 };
 
 class SendSession {
@@ -84,6 +85,7 @@ public:
             s.bytes_sent += t.bytes;
             s.blocks += t.blocks;
             if (t.read_fallback) s.fallbacks.push_back("checksums read through a buffer: source could not be mapped");
+            if (!t.path_fallback.empty()) s.fallbacks.push_back(t.path_fallback);
         }
         s.files = files_.size();
         s.dirs = dirs_;
@@ -95,7 +97,7 @@ public:
         s.block_size = opts_.block_size;
         s.data_path = send_path_name(choice.path);
         if (!choice.fallback.empty()) s.fallbacks.insert(s.fallbacks.begin(), choice.fallback);
-        s.ring_mode = choice.path == SendPath::splice ? probe_ring_features().setup_mode() : "none";
+        s.ring_mode = (choice.path == SendPath::splice || choice.path == SendPath::zc) ? probe_ring_features().setup_mode() : "none";
         auto u = ProcessUsage::now();
         s.cpu_user_s = u.user_s;
         s.cpu_sys_s = u.sys_s;
@@ -293,6 +295,7 @@ private:
             }
             sender->reader().check_unchanged();
             t.read_fallback = sender->reader().used_read_fallback();
+            t.path_fallback = sender->fallback();
             wire::Bytes out;
             wire::encode_stream_end(out, {t.blocks, t.bytes});
             send_all(sock, out, "ending a data stream");

@@ -26,7 +26,7 @@
 
 namespace sluice {
 
-enum class SendPath { splice, sendfile, read_send };
+enum class SendPath { splice, sendfile, read_send, zc };
 enum class RecvPath { recv_write, splice, direct, null_sink };
 const char* send_path_name(SendPath p);
 const char* recv_path_name(RecvPath p);
