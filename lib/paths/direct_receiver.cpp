@@ -2,7 +2,11 @@
 // (the one CPU copy, socket -> user), hashed there while hot, and written with O_DIRECT from
 // the same memory: the disk's DMA reads it, so there is no second copy into the page cache.
 // Up to kChunks writes are in flight while the next chunk is received. Files under
-// kDirectMinBytes, and destinations that refuse O_DIRECT, use buffered writes (reported).
+// kDirectMinBytes, and destinations that refuse O_DIRECT, use buffered writes (reported),
+// written at once with pwrite: a buffered write only copies into the page cache, and through
+// io_uring it would be handed to an io-wq worker (a context switch per small file). A file
+// that arrives whole in one block is written into an unnamed O_TMPFILE inode and linked in
+// place once verified: no temporary name to create and rename.
 #include <fcntl.h>
 #include <xxhash.h>
 
@@ -73,7 +77,7 @@ public:
 private:
     void receive_block(const wire::BlockPrefix& p, uint64_t len) {
         RecvFile& f = file_for_block(ctx_.files, p, len);
-        if (open_file_ != &f) switch_file(f);
+        if (open_file_ != &f) switch_file(f, p.offset == 0 && len == f.entry.size);
         XXH3_64bits_reset(xxh_);
         pending_.push_back({&f, p.offset, len, p.checksum, false, 0, false});
         for (uint64_t pos = 0; pos < len;) {
@@ -82,6 +86,13 @@ private:
             unsigned char* buf = chunks_[c].data();
             recv_exact(buf, n);
             XXH3_64bits_update(xxh_, buf, n);
+            pos += n;
+            ctx_.bytes_received.fetch_add(n, std::memory_order_relaxed);
+            if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);
+            if (!direct_) {
+                write_now(f, buf, n, p.offset + pos - n);
+                continue;
+            }
             size_t write_len = n;
             if (direct_ && n % kAlign) {
                 // Only a file's last chunk is unaligned: pad it; finish_file truncates.
@@ -89,16 +100,13 @@ private:
                 std::memset(buf + n, 0, write_len - n);
             }
             io_uring_sqe* sqe = ring_.next_sqe();
-            io_uring_prep_write(sqe, fd_.get(), buf, static_cast<unsigned>(write_len), p.offset + pos);
+            io_uring_prep_write(sqe, fd_.get(), buf, static_cast<unsigned>(write_len), p.offset + pos - n);
             io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(c));
             ring_.submit();
             chunk_block_[c] = &pending_.back();
             chunk_len_[c] = n;
             chunk_busy_[c] = true;
             pending_.back().writes_left++;
-            pos += n;
-            ctx_.bytes_received.fetch_add(n, std::memory_order_relaxed);
-            if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);
         }
         PendingBlock& b = pending_.back();
         b.checksum_ok = XXH3_64bits_digest(xxh_) == p.checksum;
@@ -108,13 +116,38 @@ private:
         retire_blocks();
     }
 
+    void write_now(const RecvFile& f, const unsigned char* p, size_t n, uint64_t offset) {
+        while (n) {
+            ssize_t w = ::pwrite(fd_.get(), p, n, static_cast<off_t>(offset));
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0) throw_errno(ErrorCode::destination, "cannot write '" + f.entry.path + "'");
+            if (w == 0) throw Error(ErrorCode::destination, "cannot write '" + f.entry.path + "': short write (no space left?)");
+            p += w;
+            n -= static_cast<size_t>(w);
+            offset += static_cast<uint64_t>(w);
+        }
+    }
+
     // Writes in flight use the current fd: they must finish before it is closed.
-    void switch_file(RecvFile& f) {
+    void switch_file(RecvFile& f, bool whole) {
         drain();
         fd_.reset();
         open_file_ = nullptr;
-        int dir = dirs_.get(f.parent);
         direct_ = f.entry.size >= kDirectMinBytes && !direct_refused_;
+        // --verify reads the file back by its temporary name, so it keeps one.
+        if (whole && !direct_ && !ctx_.verify && !tmpfile_refused_) {
+            fd_ = open_unnamed_file(dirs_, f);
+            if (fd_) {
+                f.unnamed = true;
+                open_file_ = &f;
+                return;
+            }
+            if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+                throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
+            tmpfile_refused_ = true; // the file system has no O_TMPFILE: said in the stats
+        }
+        f.unnamed = false;
+        int dir = dirs_.get(f.parent);
         int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
         fd_.reset(::openat(dir, f.temp.c_str(), flags | (direct_ ? O_DIRECT : 0), 0600));
         if (!fd_ && direct_ && errno == EINVAL) {
@@ -226,11 +259,16 @@ private:
     UniqueFd fd_;
     bool direct_ = false;
     bool direct_refused_ = false;
+    bool tmpfile_refused_ = false;
     StreamReceipt receipt_;
 
 public:
     std::string fallback() const override {
-        return direct_refused_ ? "direct: the destination refuses O_DIRECT (EINVAL): buffered writes" : std::string();
+        std::string fb;
+        if (direct_refused_) fb = "direct: the destination refuses O_DIRECT (EINVAL): buffered writes";
+        if (tmpfile_refused_)
+            fb += std::string(fb.empty() ? "" : "; ") + "direct: the destination has no O_TMPFILE: small files under temporary names";
+        return fb;
     }
 };
 

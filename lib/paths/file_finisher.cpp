@@ -25,6 +25,37 @@ RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t 
     return *f;
 }
 
+UniqueFd open_unnamed_file(ParentDirCache& dirs, const RecvFile& f) {
+    int dir = dirs.get(f.parent);
+    return UniqueFd(::openat(dir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+}
+
+namespace {
+
+// Gives the verified unnamed (O_TMPFILE) inode of f its final name. linkat never replaces, so
+// an older file already under that name is replaced the way a temporary file is: linked under
+// the temporary name first, then renamed over it (atomic for readers of the final name).
+void link_into_place(int dir, RecvFile& f, int fd) {
+    const std::string& path = f.entry.path;
+    auto link_as = [&](const std::string& name) {
+        if (::linkat(fd, "", dir, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
+        if (errno != EPERM && errno != ENOENT) return errno;
+        // Without CAP_DAC_READ_SEARCH, AT_EMPTY_PATH is refused; the /proc link is not.
+        std::string self = "/proc/self/fd/" + std::to_string(fd);
+        return ::linkat(AT_FDCWD, self.c_str(), dir, name.c_str(), AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
+    };
+    int err = link_as(f.name);
+    if (err == EEXIST) {
+        ::unlinkat(dir, f.temp.c_str(), 0); // a temporary file an earlier run left
+        err = link_as(f.temp);
+        if (err == 0 && ::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0)
+            throw_errno(ErrorCode::destination, "cannot rename '" + path + "' into place");
+    }
+    if (err != 0) throw_errno(ErrorCode::destination, "cannot link '" + path + "' into place", err);
+}
+
+} // namespace
+
 UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f) {
     int dir = dirs.get(f.parent);
     UniqueFd fd(::openat(dir, f.temp.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -44,6 +75,10 @@ void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync) {
     if (::futimens(fd, FileTimes(f.entry.mtime_ns).t) != 0) throw_errno(ErrorCode::destination, "cannot set the mtime of '" + path + "'");
     if (sync && ::fsync(fd) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + path + "'");
     int dir = dirs.get(f.parent);
+    if (f.unnamed) {
+        link_into_place(dir, f, fd);
+        return;
+    }
     if (::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0)
         throw_errno(ErrorCode::destination, "cannot rename '" + path + "' into place");
 }

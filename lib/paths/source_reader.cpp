@@ -38,6 +38,19 @@ void SourceReader::check_unchanged() {
     if (current_) check_identity(fd_.get(), *current_, "while it was being sent");
 }
 
+void SourceReader::read_whole(const SourceFile& f, unsigned char* out) {
+    int fd = open(f);
+    uint64_t done = 0;
+    while (done < f.size) {
+        ssize_t n = ::pread(fd, out + done, static_cast<size_t>(f.size - done), static_cast<off_t>(done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw_errno(ErrorCode::source, "cannot read source '" + f.path + "'");
+        if (n == 0) throw Error(ErrorCode::source, "source '" + f.path + "' shrank while being sent");
+        done += static_cast<uint64_t>(n);
+    }
+    check_unchanged();
+}
+
 uint64_t SourceReader::checksum(const SourceFile& f, uint64_t offset, uint64_t length) {
     // A block after the file's first was opened for: check the file has not changed since.
     if (current_ == &f) check_unchanged();

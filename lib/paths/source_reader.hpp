@@ -21,6 +21,9 @@ public:
     // written to while it was being sent is reported, never delivered torn. Called when the
     // reader moves to another file and when the stream ends.
     void check_unchanged();
+    // Reads all of f (offset 0, f.size bytes) into out with pread and checks, after the read,
+    // that f still has its listed size and mtime: the bytes read are the file as listed.
+    void read_whole(const SourceFile& f, unsigned char* out);
     // Set when a mapping failed and the checksum was read through a buffer instead.
     bool used_read_fallback() const { return read_fallback_; }
 

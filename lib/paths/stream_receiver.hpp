@@ -52,7 +52,11 @@ std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, un
 RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t data_length);
 // Opens (creating) the temporary file of f for writing at offsets.
 UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f);
-// Sets size, mode and mtime, optionally fsyncs, and renames f into place.
+// Opens an unnamed file (O_TMPFILE) in f's directory, for a file that arrives whole in one
+// block: no temporary name to create and rename. Invalid fd when the file system refuses.
+UniqueFd open_unnamed_file(ParentDirCache& dirs, const RecvFile& f);
+// Sets size, mode and mtime, optionally fsyncs, and renames f into place (links it, when
+// f.unnamed).
 void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync);
 // Records a block whose data is written (fd) and whose checksum matched. The block that
 // completes its file finishes it (and drops its journal); any other is journaled, after an

@@ -20,6 +20,9 @@ struct RecvFile {
     std::string parent;    // relative directory
     std::string name;      // final name in parent
     std::string temp;      // temporary name in parent
+    // Set by the one stream writing the whole file into an unnamed O_TMPFILE inode (a file that
+    // arrives in one block): it has no temporary name and is linked in place when verified.
+    bool unnamed = false;
     // Guarded by the table's stripe lock for this id:
     std::vector<std::pair<uint64_t, uint64_t>> verified; // sorted, merged [begin, end)
     uint64_t verified_bytes = 0;

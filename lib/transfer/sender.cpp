@@ -12,6 +12,7 @@
 
 #include "io/socket.hpp"
 #include "paths/block_sender.hpp"
+#include "paths/small_file_batch.hpp"
 #include "plan/planner.hpp"
 #include "plan/source_tree.hpp"
 #include "sluice/sluice.hpp"
@@ -48,6 +49,9 @@ public:
         SendPathChoice choice = choose_send_path(opts_.path);
         log_verbose(std::string("send path: ") + send_path_name(choice.path) +
                     (choice.fallback.empty() ? "" : " (" + choice.fallback + ")"));
+        if (choice.path != SendPath::read_send)
+            log_verbose("small files (up to " + std::to_string(SmallFileBatch::kMaxFileBytes / 1024) +
+                        " KiB, sent whole): read into a buffer and sent many per send");
         connect_all();
 
         std::vector<std::thread> streams;
@@ -277,13 +281,24 @@ private:
             if (sp) sp->state = StreamState::moving;
             int sock = data_[i].get();
             auto sender = make_block_sender(path, sock);
+            // Small whole files go through a read buffer (paths/small_file_batch.hpp), except on
+            // read_send, the baseline that stays as it is.
+            std::optional<SmallFileBatch> batch;
+            if (path != SendPath::read_send) batch.emplace(sock, sender->reader());
             while (auto item = queue_.pop()) {
                 if (latch_.stopped()) return;
                 if (opts_.cancel && opts_.cancel->load()) throw Error(ErrorCode::cancelled, "transfer cancelled");
                 for (size_t k = 0; k < item->segments.size(); ++k) {
                     const Segment& seg = item->segments[k];
+                    const bool more = k + 1 < item->segments.size();
                     limiter_.acquire(seg.length);
-                    sender->send(seg, k + 1 < item->segments.size());
+                    if (batch && SmallFileBatch::fits(seg)) {
+                        batch->add(seg);
+                        if (!more) batch->flush(false);
+                    } else {
+                        if (batch) batch->flush(true);
+                        sender->send(seg, more);
+                    }
                     ++t.blocks;
                     t.bytes += seg.length;
                     if (opts_.progress) {

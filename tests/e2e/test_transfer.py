@@ -240,3 +240,54 @@ def test_verify_reads_every_block_back_from_disk(tmp_path, receiver_factory, rec
     r = json.loads(out.splitlines()[-1])
     assert r["bytes_verified_from_disk"] == r["bytes"] > 0
     assert tree_digest(dest / "src") == tree_digest(src)
+
+
+def test_a_corrupted_small_file_is_sent_again(tmp_path, receiver_factory):
+    # A file that arrives whole in one block is written into an unnamed O_TMPFILE inode; a bad
+    # checksum there must still be asked for again, and nothing linked before it matches.
+    from corrupting_proxy import CorruptingProxy
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(3):
+        (src / f"s{i}.bin").write_bytes(os.urandom(300_000))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    proxy = CorruptingProxy(rx.port, at=150_000)  # inside the first small file's data
+    try:
+        sent = run_sluice("send", src, "--to", f"127.0.0.1:{proxy.port}", "--token", "testtoken",
+                          "--streams", "1", "--json")
+        assert sent.returncode == 0, sent.stderr
+        rc, out, err = rx.wait()
+        assert rc == 0, err
+    finally:
+        proxy.close()
+    assert proxy.flipped
+    assert tree_digest(dest / "src") == tree_digest(src)
+    assert leftovers(dest) == []
+    assert json.loads(out.splitlines()[-1])["checksum_failures"] == 1
+
+
+@pytest.mark.parametrize("send_path,block_size", [("splice", "8M"), ("sendfile", "256K")])
+def test_files_around_the_small_file_batch_limit(tmp_path, receiver_factory, send_path, block_size):
+    # Whole files up to 512 KiB are read into a buffer and sent many per send; larger ones, and
+    # files cut into several blocks, take the send path itself. Every size around those limits
+    # must arrive intact, interleaved in one work item.
+    src = tmp_path / "src"
+    src.mkdir()
+    rng = __import__("random").Random(7)
+    sizes = [1, 4095, 4096, 256 << 10, (512 << 10) - 1, 512 << 10, (512 << 10) + 1, 1 << 20, 3 << 20]
+    for i, n in enumerate(sizes * 3):
+        (src / f"f{i:02d}-{n}").write_bytes(rng.randbytes(n))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest, "-v")
+    sent = run_sluice("send", src, rx.url, "--streams", 2, "--block-size", block_size, "--send-path", send_path,
+                      "--json", "-v")
+    assert sent.returncode == 0, sent.stderr
+    assert "small files (up to 512 KiB" in sent.stderr
+    rc, out, err = rx.wait()
+    assert rc == 0, err
+    assert tree_digest(dest / "src") == tree_digest(src)
+    assert leftovers(dest) == []
