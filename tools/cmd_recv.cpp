@@ -13,12 +13,17 @@
 namespace sluice::cli {
 
 const char* const kRecvHelp = R"(usage: sluice recv [options] DIR
+       sluice recv [options] --stdout [PORT | sluice://HOST:PORT/?token=SECRET] | consumer
 
 Listens for one transfer, prints the connection string a sender needs
 (sluice://HOST:PORT/?token=SECRET) on the first line of stdout, receives into DIR, and
 exits 0 once every file is complete, verified and renamed into place.
+With --stdout, receives one byte stream (`producer | sluice send - URL`) and writes it to
+standard output in order (spliced when stdout is a pipe or file); the connection string and
+stats go to stderr. A PORT or URL argument fixes the port (and the URL's token).
 
 options:
+  --stdout             receive a byte stream and write it to standard output
   --port P             port to listen on (default: one chosen by the system)
   --bind ADDR          address to listen on (default: all)
   --host NAME          host name or address to print in the connection string
@@ -35,16 +40,58 @@ options:
   -v, --verbose        say which data path is used and every refused connection
 )";
 
+namespace {
+
+// Stdout carries the data: everything else goes to stderr.
+int receive_stream(const Args& a, RecvOptions& o) {
+    if (::isatty(STDOUT_FILENO))
+        throw Error(ErrorCode::usage, "--stdout: standard output is a terminal; redirect it to a file or pipe it to a consumer");
+    Progress progress;
+    o.progress = &progress;
+    Receiver rx(OutputFd{STDOUT_FILENO}, o);
+    std::cerr << rx.url() << std::endl;
+    Stats s;
+    {
+        ProgressLine line(progress, ::isatty(STDERR_FILENO));
+        s = rx.wait();
+    }
+    for (const auto& f : s.fallbacks) std::cerr << "sluice: slower path: " << f << "\n";
+    if (a.flag("--json")) {
+        std::cerr << s.to_json() << std::endl; // last line of stderr
+    } else {
+        print_summary(s, "received");
+    }
+    return 0;
+}
+
+} // namespace
+
 int cmd_recv(int argc, char** argv) {
     Args a(argc, argv, {"--port", "--bind", "--host", "--token", "--recv-path", "--sink", "--idle-timeout", "--max-files"},
-           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h"});
+           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
         return 0;
     }
-    if (a.positionals().size() != 1) throw Error(ErrorCode::usage, "expected exactly one DIR (see sluice recv --help)");
+    const bool to_stdout = a.flag("--stdout");
+    if (!to_stdout && a.positionals().size() != 1) throw Error(ErrorCode::usage, "expected exactly one DIR (see sluice recv --help)");
+    if (to_stdout && a.positionals().size() > 1)
+        throw Error(ErrorCode::usage, "--stdout takes at most one PORT or sluice:// URL, not a DIR");
     RecvOptions o;
     o.port = static_cast<uint16_t>(a.uint_value("--port", 0, 0, 65535));
+    if (to_stdout && a.positionals().size() == 1) {
+        const std::string& where = a.positionals()[0];
+        if (where.rfind("sluice://", 0) == 0) {
+            Endpoint e = parse_url(where);
+            o.port = e.port;
+            o.token = e.token;
+        } else {
+            if (where.empty() || where.size() > 5 || where.find_first_not_of("0123456789") != std::string::npos ||
+                std::stoul(where) > 65535)
+                throw Error(ErrorCode::usage, "--stdout '" + where + "': expected a port (0-65535) or a sluice:// URL");
+            o.port = static_cast<uint16_t>(std::stoul(where));
+        }
+    }
     if (auto v = a.value("--bind")) o.bind_address = *v;
     if (auto v = a.value("--host")) o.advertise_host = *v;
     if (auto v = a.value("--token")) {
@@ -65,6 +112,7 @@ int cmd_recv(int argc, char** argv) {
     Progress progress;
     o.progress = &progress;
 
+    if (to_stdout) return receive_stream(a, o);
     Receiver rx(a.positionals()[0], o);
     std::cout << rx.url() << std::endl;
     if (o.verbose) std::cerr << "sluice: receive path: " << recv_path_name(o.path) << "\n";

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -13,9 +14,14 @@ namespace sluice::cli {
 
 const char* const kSendHelp = R"(usage: sluice send [options] PATH... sluice://HOST:PORT/?token=SECRET
        sluice send [options] PATH... --to HOST:PORT --token SECRET
+       producer | sluice send [options] - sluice://HOST:PORT/?token=SECRET
 
 Sends files and directories (recursively; symlinks as symlinks; mode and mtime kept) to a
 receiver started with `sluice recv`. Each PATH lands under the receiver's DIR by its name.
+With `-` as the only PATH, sends standard input as one byte stream, in order over all streams,
+to a receiver started with `sluice recv --stdout` (spliced: no copy through user space).
+A producer that dies instead of finishing (killed, or a non-zero exit) fails the transfer on
+both sides where sluice can watch it (root or CAP_NET_ADMIN); otherwise -v says so.
 
 options:
   --streams N          TCP data streams (default 4, 1-128)
@@ -50,6 +56,8 @@ int cmd_send(int argc, char** argv) {
     }
     if (auto t = a.value("--token")) to.token = *t;
     if (paths.empty()) throw Error(ErrorCode::usage, "no PATH to send");
+    const bool stream = std::find(paths.begin(), paths.end(), "-") != paths.end();
+    if (stream && paths.size() != 1) throw Error(ErrorCode::usage, "'-' (standard input) must be the only PATH");
 
     SendOptions o;
     o.streams = a.uint_value("--streams", kDefaultStreams, 1, 128);
@@ -66,7 +74,7 @@ int cmd_send(int argc, char** argv) {
     Stats s;
     {
         ProgressLine line(progress, ::isatty(STDERR_FILENO));
-        s = send(paths, to, o);
+        s = stream ? send_stream(STDIN_FILENO, to, o) : send(paths, to, o);
     }
     if (a.flag("--json")) {
         std::cout << s.to_json() << std::endl;

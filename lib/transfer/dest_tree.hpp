@@ -14,6 +14,8 @@ class DestTree {
 public:
     // Throws Error(destination) if dir is missing, not a directory or not writable.
     explicit DestTree(const std::filesystem::path& dir);
+    // No directory (a receiver writing to a Sink or an fd): every open fails.
+    DestTree() : display_("(no directory)") {}
 
     const std::string& display() const { return display_; }
     // Opens an existing directory below DIR ("" is DIR itself).

@@ -4,6 +4,8 @@
 // the final status; one thread per data stream runs the chosen receive path.
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,6 +23,8 @@
 #include "io/file_times.hpp"
 #include "io/socket.hpp"
 #include "io/sys_error.hpp"
+#include "paths/chunk_receiver.hpp"
+#include "paths/ordered_output.hpp"
 #include "paths/stream_receiver.hpp"
 #include "ring/ring.hpp"
 #include "sluice/sluice.hpp"
@@ -47,11 +51,22 @@ struct PendingConnection {
     Clock::time_point deadline;
 };
 
+// Where received bytes go: a directory, a caller's Sink, or (stream mode) a caller's fd.
+struct Target {
+    std::filesystem::path dir;
+    Sink* sink = nullptr;
+    int out_fd = -1;
+    bool is_dir() const { return !sink && out_fd < 0; }
+};
+
 } // namespace
 
 struct Receiver::Impl {
     RecvOptions opts;
+    Target target;
     DestTree tree;
+    std::unique_ptr<OrderedOutput> stream_out; // stream transfers (fd or sink targets)
+    RecvFile* stream_entry = nullptr;
     UniqueFd listener;
     UniqueFd wake;
     std::string token;
@@ -97,12 +112,20 @@ struct Receiver::Impl {
     bool manifest_ended = false;
     std::string last_parent = "\x01"; // no real path equals this
 
-    Impl(const std::filesystem::path& dir, RecvOptions o)
-        : opts(std::move(o)), tree(dir), files(opts.max_files),
+    Impl(Target t, RecvOptions o)
+        : opts(std::move(o)), target(std::move(t)), tree(target.is_dir() ? DestTree(target.dir) : DestTree()), files(opts.max_files),
           ctx{files, tree, opts.sync, opts.verify, opts.idle_timeout_ms, opts.progress, bytes_received, files_completed,
               bytes_verified_from_disk, {}, {}} {
         ctx.block_failed = [this](RecvFile& f, uint64_t off, uint64_t len) { on_block_failed(f, off, len); };
         ctx.file_completed = [this] { maybe_all_verified(); };
+        if (target.out_fd >= 0) {
+            int fl = ::fcntl(target.out_fd, F_GETFL);
+            if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)
+                throw Error(ErrorCode::usage, "output fd " + std::to_string(target.out_fd) + " is not open for writing");
+            stream_out = std::make_unique<OrderedOutput>(target.out_fd);
+        } else if (target.sink) {
+            stream_out = std::make_unique<OrderedOutput>(*target.sink);
+        }
         token = opts.token.empty() ? wire::random_token() : opts.token;
         listener = listen_tcp(opts.bind_address, opts.port);
         port = local_port(listener.get());
@@ -132,6 +155,7 @@ struct Receiver::Impl {
             failure = e;
         }
         cv.notify_all();
+        if (stream_out) stream_out->stop();
         if (control) {
             try {
                 std::lock_guard lk(control_write_mu);
@@ -320,7 +344,15 @@ struct Receiver::Impl {
         StreamProgress* sp = opts.progress ? &opts.progress->streams[index - 1] : nullptr;
         try {
             if (sp) sp->state = StreamState::moving;
-            auto rx = make_stream_receiver(opts.path, sock, index, ctx);
+            // A reader of our output fd that goes away must fail the transfer, not kill the
+            // process: SIGPIPE stays pending on this thread and dies with it.
+            sigset_t pipe_signal;
+            sigemptyset(&pipe_signal);
+            sigaddset(&pipe_signal, SIGPIPE);
+            pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+            auto rx = target.out_fd >= 0 ? make_stream_to_fd_receiver(sock, ctx, *stream_out)
+                      : target.sink      ? make_sink_receiver(sock, ctx, *target.sink, *stream_out)
+                                         : make_stream_receiver(opts.path, sock, index, ctx);
             StreamReceipt r = rx->run();
             if (sp) {
                 sp->bytes = r.bytes;
@@ -357,8 +389,12 @@ struct Receiver::Impl {
                 case wire::FrameType::manifest: on_manifest(wire::decode_manifest(f.payload)); break;
                 case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
                 case wire::FrameType::transfer_end: on_transfer_end(wire::decode_transfer_end(f.payload)); return;
-                case wire::FrameType::abort:
-                    throw Error(ErrorCode::network, "sender aborted the transfer: " + wire::decode_abort(f.payload).message);
+                case wire::FrameType::abort: {
+                    wire::Abort a = wire::decode_abort(f.payload);
+                    if (a.code == wire::kAbortSourceTruncated)
+                        throw Error(ErrorCode::source, "sender: " + a.message);
+                    throw Error(ErrorCode::network, "sender aborted the transfer: " + a.message);
+                }
                 default:
                     throw Error(ErrorCode::protocol, std::string(wire::frame_type_name(f.header.type)) +
                                                          " frame is not allowed from the sender on the control connection");
@@ -391,13 +427,18 @@ struct Receiver::Impl {
 
     void register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already) {
         if (!paths.insert(e.path).second) throw Error(ErrorCode::protocol, "manifest lists '" + e.path + "' twice");
-        const bool write = opts.path != RecvPath::null_sink;
+        check_entry_fits_target(e);
+        const bool write = writes_files();
         RecvFile& f = files.append(std::move(e));
         if (write && f.parent != last_parent) {
             tree.make_dirs(f.parent);
             last_parent = f.parent;
         }
         switch (f.entry.kind) {
+        case wire::EntryKind::stream:
+            stream_entry = &f;
+            stream_out->set_entry(sink_entry_of(f.entry));
+            break;
         case wire::EntryKind::directory:
             ++n_dirs;
             if (write) tree.make_dirs(f.entry.path);
@@ -418,6 +459,21 @@ struct Receiver::Impl {
             if (f.entry.size == 0) finish_empty_file(f, write);
             break;
         }
+    }
+
+    bool writes_files() const { return target.is_dir() && opts.path != RecvPath::null_sink; }
+
+    // A stream transfer is one stream entry; a directory takes files, an fd takes one stream.
+    void check_entry_fits_target(const wire::ManifestEntry& e) {
+        const bool stream = e.kind == wire::EntryKind::stream;
+        if (stream && target.is_dir())
+            throw Error(ErrorCode::usage, "the sender sends a byte stream ('" + e.path + "'), but this receiver writes files into '" +
+                                              tree.display() + "': receive streams with `sluice recv --stdout`");
+        if (!stream && target.out_fd >= 0)
+            throw Error(ErrorCode::usage, "the sender sends files ('" + e.path +
+                                              "'), but this receiver writes one byte stream to its output: receive files with `sluice recv DIR`");
+        if (stream_entry || (stream && files.size() > 0))
+            throw Error(ErrorCode::protocol, "a stream must be the only entry of its transfer");
     }
 
     // What an earlier run of the same transfer left: the file complete under its final name
@@ -484,6 +540,7 @@ struct Receiver::Impl {
     }
 
     void finish_empty_file(RecvFile& f, bool write) {
+        if (target.sink) target.sink->entry_done(sink_entry_of(f.entry));
         if (write) {
             ParentDirCache dirs_cache(tree);
             UniqueFd fd = open_temp_file(dirs_cache, f);
@@ -521,13 +578,24 @@ struct Receiver::Impl {
                 throw Error(ErrorCode::protocol, "sender reports " + std::to_string(end.bytes) + " bytes sent, " +
                                                      std::to_string(data_bytes) + " arrived");
         }
+        if (stream_entry) {
+            uint64_t got = stream_out->delivered();
+            if (got != end.bytes)
+                throw Error(ErrorCode::protocol, "the stream is incomplete: " + std::to_string(got) + " of " + std::to_string(end.bytes) +
+                                                     " bytes arrived");
+            if (target.sink) {
+                SinkEntry e = stream_out->entry();
+                e.size = got;
+                target.sink->entry_done(e);
+            }
+        }
         for (uint64_t id = 0; id < files.size(); ++id) {
             RecvFile& f = files.at(id);
             if (f.entry.kind == wire::EntryKind::file && !files.is_complete(f))
                 throw Error(ErrorCode::protocol, "'" + f.entry.path + "' is incomplete: " + std::to_string(f.verified_bytes) +
                                                      " of " + std::to_string(f.entry.size) + " bytes arrived");
         }
-        if (opts.path != RecvPath::null_sink) {
+        if (writes_files()) {
             make_symlinks();
             apply_dir_metadata();
         }
@@ -583,7 +651,7 @@ struct Receiver::Impl {
     // kept for a resume (running the same transfer again), unless the destination itself
     // failed (disk full, permissions): then every temporary file goes, freeing the space.
     void remove_partial_files(bool keep_journaled) {
-        if (opts.path == RecvPath::null_sink) return;
+        if (!writes_files()) return;
         for (uint64_t id = 0; id < files.size(); ++id) {
             RecvFile& f = files.at(id);
             if (f.entry.kind != wire::EntryKind::file || files.is_complete(f)) continue;
@@ -628,7 +696,8 @@ struct Receiver::Impl {
         s.blocks = blocks_received;
         s.seconds = seconds_since(t0);
         s.streams = stream_count;
-        s.data_path = recv_path_name(opts.path);
+        s.data_path = target.out_fd >= 0 ? "stream_splice" : target.sink ? "sink" : recv_path_name(opts.path);
+        if (stream_entry) s.bytes = stream_out->delivered();
         s.ring_mode = probe_ring_features().setup_mode();
         s.fallbacks = fallbacks;
         auto u = ProcessUsage::now();
@@ -639,7 +708,10 @@ struct Receiver::Impl {
     }
 };
 
-Receiver::Receiver(const std::filesystem::path& dir, RecvOptions options) : impl_(std::make_unique<Impl>(dir, std::move(options))) {}
+Receiver::Receiver(const std::filesystem::path& dir, RecvOptions options)
+    : impl_(std::make_unique<Impl>(Target{dir, nullptr, -1}, std::move(options))) {}
+Receiver::Receiver(Sink& sink, RecvOptions options) : impl_(std::make_unique<Impl>(Target{{}, &sink, -1}, std::move(options))) {}
+Receiver::Receiver(OutputFd out, RecvOptions options) : impl_(std::make_unique<Impl>(Target{{}, nullptr, out.fd}, std::move(options))) {}
 Receiver::~Receiver() {
     if (impl_) {
         impl_->cancelled = true;
