@@ -12,6 +12,7 @@ DESCR = {
     "ddf": ("dd if=FILE bs=1M | nc", "nc -l > /dev/null"),
     "nc": ("nc < FILE", "nc -l > /dev/null"),
     "sluice": ("sluice send FILE", "sluice recv --sink null"),
+    "ddsl": ("dd if=FILE bs=1M | sluice send -", "sluice recv --stdout > /dev/null"),
 }
 
 

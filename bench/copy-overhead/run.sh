@@ -5,6 +5,7 @@
 #   ddf   dd if=FILE bs=1M | nc                       -> nc -l > /dev/null
 #   nc    nc < FILE                                   -> nc -l > /dev/null
 #   sluice  sluice send FILE URL                      -> sluice recv DIR --sink null
+#   ddsl  dd if=FILE bs=1M | sluice send - URL        -> sluice recv --stdout > /dev/null
 # Results go to bench/out/copy-overhead/ (git-ignored): ROW.send.json, ROW.recv.json (trace
 # reports), ROW.hyperfine.json, and summary.md + copies.png made by report.py / plot.py.
 #
@@ -57,12 +58,14 @@ sender() {
     ddf) echo "dd if=$file bs=1M status=none | nc -N 127.0.0.1 \$P" ;;
     nc) echo "nc -N 127.0.0.1 \$P < $file" ;;
     sluice) echo "$sluice send $file \$(cat $out/url)" ;;
+    ddsl) echo "dd if=$file bs=1M status=none | $sluice send - sluice://127.0.0.1:\$P/?token=copyoverhead" ;;
   esac
 }
 # receiver command per row; for sluice its first stdout line (the URL) goes to $out/url
 receiver() {
   case $1 in
     sluice) echo "$sluice recv $out/recv-dir --bind 127.0.0.1 --port \$P --sink null | { head -1 > $out/url; cat > /dev/null; }" ;;
+    ddsl) echo "$sluice recv --stdout \$P --bind 127.0.0.1 --token copyoverhead > /dev/null" ;;
     *) echo "nc -l 127.0.0.1 \$P > /dev/null" ;;
   esac
 }
@@ -78,7 +81,7 @@ start_receiver() {  # row port -> background receiver, waits until it listens
 }
 
 rows=(dd0 ddf nc)
-if ((have_mover)); then rows+=(sluice); else echo "copy-overhead: sluice send/recv not available: the sluice row is skipped" >&2; fi
+if ((have_mover)); then rows+=(sluice ddsl); else echo "copy-overhead: sluice send/recv not available: the sluice row is skipped" >&2; fi
 
 for row in "${rows[@]}"; do
   echo "copy-overhead: $row" >&2

@@ -26,7 +26,7 @@ public:
         uint64_t done = 0;
         while (done < seg.length) {
             size_t want = static_cast<size_t>(std::min<uint64_t>(buf_.size(), seg.length - done));
-            ssize_t n = ::pread(fd, buf_.data(), want, static_cast<off_t>(seg.offset + done));
+            ssize_t n = ::pread(fd, buf_.data(), want, static_cast<off_t>(seg.file->file_offset(seg.offset + done)));
             if (n < 0) {
                 if (errno == EINTR) continue;
                 throw_errno(ErrorCode::source, "cannot read source '" + seg.file->path + "'");

@@ -21,7 +21,7 @@ public:
         unsigned char prefix[32];
         frame_prefix(seg, prefix);
         send_prefix(prefix);
-        off_t off = static_cast<off_t>(seg.offset);
+        off_t off = static_cast<off_t>(seg.file->file_offset(seg.offset));
         uint64_t left = seg.length;
         while (left) {
             ssize_t n = ::sendfile(sock_, fd, &off, left);

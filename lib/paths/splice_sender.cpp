@@ -31,8 +31,8 @@ public:
         frame_prefix(seg, prefix);
 
         size_t prefix_left = sizeof prefix;
-        uint64_t file_pos = seg.offset;
-        const uint64_t file_end = seg.offset + seg.length;
+        uint64_t file_pos = seg.file->file_offset(seg.offset);
+        const uint64_t file_end = file_pos + seg.length;
         uint64_t in_pipe = 0;  // spliced from the file, not yet to the socket
         uint64_t to_socket = seg.length;
 

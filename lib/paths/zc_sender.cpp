@@ -81,7 +81,7 @@ public:
             size_t c = take_free_chunk();
             Chunk& ch = chunks_[c];
             ch.state = State::reading;
-            ch.file_offset = seg.offset + i * kChunkBytes;
+            ch.file_offset = seg.file->file_offset(seg.offset) + i * kChunkBytes;
             ch.want = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, seg.length - i * kChunkBytes));
             ch.got = 0;
             block_.push_back(c);
@@ -146,7 +146,7 @@ private:
     void use_file(const SourceFile& f, int fd) {
         open_file_ = &f;
         direct_ = false;
-        if (f.size < kDirectMinBytes || direct_refused_) return;
+        if (f.size < kDirectMinBytes || direct_refused_ || f.base % 4096) return; // O_DIRECT needs aligned offsets
         int fl = ::fcntl(fd, F_GETFL);
         if (fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
             direct_ = true;

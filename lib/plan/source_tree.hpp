@@ -22,6 +22,14 @@ struct SourceFile {
     int64_t mtime_ns = 0;
     std::string path; // where to open it on this host
     std::string rel;  // its relative path in the transfer (for messages)
+    // A range of a caller's open file (send(FdSource)): the data starts at `base` in the file,
+    // which is reopened through /proc/self/fd/`fd` so the caller's file description is never
+    // touched; its identity is its own size and mtime at listing.
+    uint64_t base = 0;
+    int fd = -1;
+    uint64_t file_size = 0;
+    int64_t file_mtime_ns = 0;
+    uint64_t file_offset(uint64_t offset) const { return base + offset; }
 };
 
 // Throws Error(source) naming the first path that is missing, unreadable or not sendable,

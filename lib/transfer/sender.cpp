@@ -13,6 +13,7 @@
 #include "io/socket.hpp"
 #include "paths/block_sender.hpp"
 #include "paths/small_file_batch.hpp"
+#include "plan/fd_sources.hpp"
 #include "plan/planner.hpp"
 #include "plan/source_tree.hpp"
 #include "sluice/sluice.hpp"
@@ -42,6 +43,11 @@ public:
         : opts_(o), to_(to), peer_(to.host + ":" + std::to_string(to.port)), limiter_(o.rate_limit), planner_(o.block_size) {
         check_options();
         roots_ = check_sources(paths); // before connecting: a typo costs no connection
+    }
+    SendSession(const std::vector<FdSource>& fds, const Endpoint& to, const SendOptions& o)
+        : opts_(o), to_(to), peer_(to.host + ":" + std::to_string(to.port)), limiter_(o.rate_limit), planner_(o.block_size) {
+        check_options();
+        fd_sources_ = check_fd_sources(fds);
     }
 
     Stats run() {
@@ -168,6 +174,7 @@ private:
             if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
             if (e.kind == wire::EntryKind::file) {
                 files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
+                if (!fd_sources_.empty()) attach_fd_source(files_.back(), fd_sources_[e.file_id]);
                 chunk_files.push_back(&files_.back());
                 {
                     std::lock_guard lk(chunks_mu_);
@@ -187,7 +194,11 @@ private:
             chunk.entries.push_back(std::move(e));
             if (chunk.entries.size() >= chunk_limit || chunk_bytes >= (1u << 20)) flush();
         };
-        walk_sources(roots_, sink);
+        if (!fd_sources_.empty()) {
+            walk_fd_sources(fd_sources_, sink);
+        } else {
+            walk_sources(roots_, sink);
+        }
         flush();
         if (opts_.progress) opts_.progress->walk_done = true;
         wire::Bytes out;
@@ -356,6 +367,7 @@ private:
     Endpoint to_;
     std::string peer_;
     std::vector<SourceRoot> roots_;
+    std::vector<CheckedFdSource> fd_sources_; // send(FdSource) instead of paths
     UniqueFd control_;
     std::vector<UniqueFd> data_;
     RateLimiter limiter_;
@@ -384,6 +396,12 @@ private:
 
 Stats send(const std::vector<std::string>& paths, const Endpoint& to, const SendOptions& options) {
     SendSession session(paths, to, options);
+    return session.run();
+}
+
+Stats send(const std::vector<FdSource>& files, const Endpoint& to, const SendOptions& options) {
+    if (files.empty()) throw Error(ErrorCode::usage, "no file descriptors to send");
+    SendSession session(files, to, options);
     return session.run();
 }
 
