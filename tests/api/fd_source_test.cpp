@@ -6,7 +6,20 @@
 
 using namespace api_test;
 
-TEST_CASE("ranges of open files land under their names, byte for byte") {
+// doctest has no generators: each send path is a subcase.
+#define GENERATE_PATH()                                                                         \
+    [] {                                                                                        \
+        sluice::SendPath p = sluice::SendPath::splice;                                          \
+        SUBCASE("splice") { p = sluice::SendPath::splice; }                                     \
+        SUBCASE("sendfile") { p = sluice::SendPath::sendfile; }                                 \
+        SUBCASE("read_send") { p = sluice::SendPath::read_send; }                               \
+        SUBCASE("zc") { p = sluice::SendPath::zc; }                                             \
+        return p;                                                                               \
+    }()
+
+TEST_CASE("ranges of open files land under their names, byte for byte, on every send path") {
+    const sluice::SendPath path = GENERATE_PATH();
+    CAPTURE(sluice::send_path_name(path));
     TempDir src, dst;
     const std::string data = random_bytes(2 * (1 << 20) + 4321, 5);
     write_file(src.path / "db.img", data);
@@ -20,7 +33,9 @@ TEST_CASE("ranges of open files land under their names, byte for byte") {
         {fd, 1 << 20, data.size() - (1 << 20), "parts/rest", 0644, -1},
         {fd, 5, 0, "parts/empty", 0644, -1},
     };
-    sluice::Stats sent = sluice::send(parts, sluice::parse_url(rx.url()), quick_send(2));
+    auto o = quick_send(2);
+    o.path = path;
+    sluice::Stats sent = sluice::send(parts, sluice::parse_url(rx.url()), o);
     w.get();
     ::close(fd);
     CHECK(sent.files == 4);
