@@ -16,7 +16,7 @@ hdr=$(find "$stage" -path '*/include/sluice/sluice.hpp' | head -1)
 [[ -n "$hdr" ]] || fail "public header not installed"
 libdir=$(dirname "$(find "$stage" -name 'libsluice.so*' | head -1)")
 [[ -d "$libdir" ]] || fail "libsluice.so not installed"
-find "$stage" -name 'libsluice.a' | grep -q . || fail "static libsluice.a not installed"
+[[ -n $(find "$stage" -name 'libsluice.a') ]] || fail "static libsluice.a not installed"
 man=$(find "$stage" -name sluice.1 | head -1)
 [[ -n "$man" ]] || fail "man page not installed"
 echo "ok: installed library (shared and static), headers, sluice.pc, man page"
@@ -39,7 +39,9 @@ url=$(head -1 "$stage/rx.out")
 timeout 60 "$stage/send_tree" "$url" "$stage/out/payload.bin" > "$stage/tx.out" || fail "send_tree failed"
 wait $rx || fail "receive_once failed"
 cmp "$stage/out/payload.bin" "$stage/in/payload.bin" || fail "received file differs"
-ldd "$stage/send_tree" | grep -q "$libdir/libsluice.so" || fail "example not linked to the installed library"
+# Not piped into grep -q: under pipefail, an ldd killed by SIGPIPE would fail the check.
+ldd "$stage/send_tree" > "$stage/ldd.txt"
+grep -q "$libdir/libsluice.so" "$stage/ldd.txt" || fail "example not linked to the installed library"
 echo "ok: the examples moved a file using the installed library"
 
 sluice=$(find "$stage" -path '*/bin/sluice' | head -1)
