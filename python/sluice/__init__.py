@@ -1,0 +1,157 @@
+"""sluice: move files, trees and byte streams between hosts over several TCP streams, from the
+page cache to the socket without copies through user space (Python binding of libsluice).
+
+    rx = sluice.Receiver("/data/in")           # listening; rx.url is what the sender needs
+    stats = sluice.send(["/data/out"], rx.url)  # on the sending side; returns a dict
+    stats = rx.wait()                           # on the receiving side
+
+Blocking calls (send, Receiver.wait) release the GIL while bytes move; progress and log
+callables are called on the calling thread, at most once per ``progress_interval`` seconds.
+Failures raise a subclass of ``sluice.Error`` (see ``sluice._errors``). docs/python.md has more.
+"""
+
+import os
+
+from . import _sluice
+from ._errors import (AuthError, Cancelled, DestinationError, Error, IntegrityError,
+                      InternalError, NetworkError, ProtocolError, SourceError, UsageError)
+
+CancelFlag = _sluice.CancelFlag
+
+__all__ = [
+    "send", "Receiver", "CancelFlag", "parse_size",
+    "Error", "UsageError", "SourceError", "DestinationError", "NetworkError", "AuthError",
+    "ProtocolError", "IntegrityError", "Cancelled", "InternalError",
+]
+
+DEFAULT_STREAMS = 4
+DEFAULT_BLOCK_SIZE = 8 << 20
+
+
+def parse_size(value, option="size"):
+    """An int, or a byte count such as "400M", "8MiB", "1G" (K/M/G/T are powers of 1024)."""
+    if isinstance(value, bool):
+        raise UsageError(f"{option}={value!r}: expected a byte count")
+    if isinstance(value, int):
+        if value < 0:
+            raise UsageError(f"{option}={value}: must not be negative")
+        return value
+    if isinstance(value, str):
+        return _sluice.parse_size(value, option)
+    raise UsageError(f"{option}={value!r}: expected an int or a string such as '8M'")
+
+
+def _callable_or_none(value, name):
+    if value is not None and not callable(value):
+        raise UsageError(f"{name}={value!r}: expected a callable or None")
+    return value
+
+
+def _interval(value):
+    if not (isinstance(value, (int, float)) and 0.01 <= value <= 3600):
+        raise UsageError(f"progress_interval={value!r}: expected 0.01 to 3600 seconds")
+    return float(value)
+
+
+def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_timeout,
+                  idle_timeout, verbose, log, progress, progress_interval, cancel):
+    if cancel is not None and not isinstance(cancel, CancelFlag):
+        raise UsageError(f"cancel={cancel!r}: expected a sluice.CancelFlag")
+    if isinstance(streams, bool) or not isinstance(streams, int):
+        raise UsageError(f"streams={streams!r}: expected an int from 1 to 128")
+    return {
+        "token": token,
+        "streams": streams,
+        "block_size": parse_size(block_size, "block_size"),
+        "rate_limit": parse_size(rate_limit, "rate_limit"),
+        "send_path": send_path,
+        "connect_timeout": float(connect_timeout),
+        "idle_timeout": float(idle_timeout),
+        "verbose": bool(verbose),
+        "log": _callable_or_none(log, "log"),
+        "progress": _callable_or_none(progress, "progress"),
+        "progress_interval": _interval(progress_interval),
+        "cancel": cancel,
+    }
+
+
+def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_BLOCK_SIZE,
+         rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
+         verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None):
+    """Send files, directories (recursively) and symlinks to the receiver at ``url``
+    (``sluice://HOST:PORT/?token=...``); each path lands under the receiver's directory by its
+    name. Returns the final stats as a dict (the fields of ``sluice send --json``) once the
+    receiver has verified everything; raises a ``sluice.Error`` subclass otherwise.
+
+    paths: a path (str or os.PathLike) or a list of them. token: overrides the URL's token.
+    block_size, rate_limit: ints or strings such as "8M" (rate_limit in bytes/s, 0 = none).
+    send_path: "splice", "sendfile" or "read_send". Timeouts in seconds.
+    progress: callable(dict) called on this thread every ``progress_interval`` seconds and
+    once at the end (bytes_done, bytes_total, files_done, files_total, walk_done, elapsed,
+    streams). log: callable(str) for warnings and verbose lines (default: the "sluice" logger).
+    cancel: a CancelFlag; set() it from any thread to stop (raises sluice.Cancelled).
+    An exception raised by progress or log, or Ctrl-C, cancels the transfer and is re-raised.
+    """
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    paths = [os.fsdecode(os.fspath(p)) for p in paths]
+    if not isinstance(url, str):
+        raise UsageError(f"url={url!r}: expected a sluice://HOST:PORT/?token=... string")
+    opts = _send_options(token=token, streams=streams, block_size=block_size,
+                         rate_limit=rate_limit, send_path=send_path,
+                         connect_timeout=connect_timeout, idle_timeout=idle_timeout,
+                         verbose=verbose, log=log, progress=progress,
+                         progress_interval=progress_interval, cancel=cancel)
+    return _sluice.send(paths, url, opts)
+
+
+class Receiver:
+    """Listens for one transfer. ``url`` is the line to give the sender; ``wait()`` serves the
+    transfer and returns its stats as a dict (the fields of ``sluice recv --json``).
+
+    dir: the directory files land in (each sent path by its name).
+    port: 0 lets the kernel pick one. token: None makes a random one.
+    bind_address: "" = all addresses. advertise_host: the host put into ``url``.
+    recv_path: "direct", "recv_write", "splice" or "null". sync: fsync before success.
+    verify: re-read each file from disk before renaming it. log: callable(str).
+    """
+
+    def __init__(self, dir, *, port=0, token=None, bind_address="", advertise_host="",
+                 recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
+                 verbose=False, log=None):
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise UsageError(f"port={port!r}: expected an int from 0 to 65535")
+        opts = {
+            "port": port,
+            "token": token,
+            "bind_address": bind_address,
+            "advertise_host": advertise_host,
+            "recv_path": recv_path,
+            "sync": bool(sync),
+            "verify": bool(verify),
+            "idle_timeout": float(idle_timeout),
+            "verbose": bool(verbose),
+            "log": _callable_or_none(log, "log"),
+        }
+        self._rx = _sluice.Receiver(os.fsdecode(os.fspath(dir)), opts)
+
+    @property
+    def url(self):
+        """sluice://HOST:PORT/?token=SECRET: what a sender needs."""
+        return self._rx.url
+
+    @property
+    def port(self):
+        return self._rx.port
+
+    def wait(self, *, progress=None, progress_interval=0.2):
+        """Serve one transfer to completion; returns its stats dict or raises. Releases the
+        GIL; ``progress`` is called on this thread as for ``send``."""
+        return self._rx.wait(_callable_or_none(progress, "progress"), _interval(progress_interval))
+
+    def cancel(self):
+        """Make a running (or the next) wait() raise sluice.Cancelled; safe from any thread."""
+        self._rx.cancel()
+
+    def __repr__(self):
+        return f"<sluice.Receiver port={self.port}>"  # the URL holds the token: keep it out of logs

@@ -1,0 +1,10 @@
+#pragma once
+// One function per binding file; module.cpp calls them all.
+#include <pybind11/pybind11.h>
+
+namespace sluice::python {
+
+void bind_send(pybind11::module_& m);
+void bind_receiver(pybind11::module_& m);
+
+} // namespace sluice::python
