@@ -56,10 +56,24 @@ void ProgressLine::run() {
             double s = static_cast<double>(total - done) / rate;
             std::snprintf(eta, sizeof eta, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
         }
-        std::fprintf(stderr, "\r\033[K%s / %s%s  %llu/%llu files  %s/s  ETA %s", human(static_cast<double>(done)).c_str(),
-                     human(static_cast<double>(total)).c_str(), progress_.walk_done ? "" : "+",
-                     static_cast<unsigned long long>(progress_.files_done.load()),
-                     static_cast<unsigned long long>(progress_.files_total.load()), human(rate).c_str(), eta);
+        // Per-stream state: a stream stuck "waiting" while others move shows a slow peer path.
+        unsigned moving = 0, waiting = 0, n = progress_.stream_count.load();
+        for (unsigned i = 0; i < n && i < progress_.streams.size(); ++i) {
+            auto st = progress_.streams[i].state.load();
+            moving += st == StreamState::moving;
+            waiting += st == StreamState::waiting;
+        }
+        char streams[64] = "";
+        if (n) std::snprintf(streams, sizeof streams, "  streams %u moving %u waiting", moving, waiting);
+        if (progress_.is_stream.load()) {
+            // A byte stream: its length is known only at its end.
+            std::fprintf(stderr, "\r\033[K%s  %s/s%s", human(static_cast<double>(done)).c_str(), human(rate).c_str(), streams);
+        } else {
+            std::fprintf(stderr, "\r\033[K%s / %s%s  %llu/%llu files  %s/s  ETA %s%s", human(static_cast<double>(done)).c_str(),
+                         human(static_cast<double>(total)).c_str(), progress_.walk_done ? "" : "+",
+                         static_cast<unsigned long long>(progress_.files_done.load()),
+                         static_cast<unsigned long long>(progress_.files_total.load()), human(rate).c_str(), eta, streams);
+        }
         std::fflush(stderr);
     }
 }

@@ -11,7 +11,7 @@
 #
 # usage: bench/copy-overhead/run.sh [SIZE_MIB]      (default 1024; run as root: tracing needs it)
 # env:   SLUICE=path/to/sluice (default build/tools/sluice), RUNS=hyperfine runs (default 5),
-#        PORT=first loopback port (default 47100)
+#        PORT=first loopback port (default 47100), ROWS="ddf ddsl" to run only some rows
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -82,6 +82,7 @@ start_receiver() {  # row port -> background receiver, waits until it listens
 
 rows=(dd0 ddf nc)
 if ((have_mover)); then rows+=(sluice ddsl); else echo "copy-overhead: sluice send/recv not available: the sluice row is skipped" >&2; fi
+if [[ -n ${ROWS:-} ]]; then read -ra rows <<< "$ROWS"; fi   # e.g. ROWS="ddf ddsl"
 
 for row in "${rows[@]}"; do
   echo "copy-overhead: $row" >&2

@@ -436,6 +436,7 @@ struct Receiver::Impl {
         }
         switch (f.entry.kind) {
         case wire::EntryKind::stream:
+            if (opts.progress) opts.progress->is_stream = true;
             stream_entry = &f;
             stream_out->set_entry(sink_entry_of(f.entry));
             break;

@@ -63,6 +63,7 @@ public:
         } else if (watch.writers()) {
             log_verbose("watching " + std::to_string(watch.writers()) + " producer process(es) for how they exit");
         }
+        if (opts_.progress) opts_.progress->is_stream = true;
         Connections c = connect_transfer(to_, opts_);
         control_ = std::move(c.control);
         data_ = std::move(c.data);
@@ -150,7 +151,6 @@ private:
         wire::encode_manifest(out, chunk);
         wire::encode_manifest_end(out, {1, 1, 0});
         write_frame(control_.get(), out, "sending the manifest");
-        if (opts_.progress) opts_.progress->walk_done = true;
     }
 
     void wait_acked() {
@@ -174,7 +174,10 @@ private:
             if (latch_.stopped()) return offset;
             size_t n = source.fill(slot.pipe, wire::kMaxStreamChunk, [&] { return stopping(); });
             if (opts_.cancel && opts_.cancel->load()) throw Error(ErrorCode::cancelled, "transfer cancelled");
-            if (n == 0) return offset;
+            if (n == 0) {
+                if (opts_.progress) opts_.progress->walk_done = true; // the stream's length is known now
+                return offset;
+            }
             {
                 std::lock_guard lk(mu_);
                 slot.full = true;
