@@ -8,7 +8,11 @@
 
 namespace sluice {
 
-OrderedOutput::OrderedOutput(int out_fd) : out_fd_(out_fd) {}
+OrderedOutput::OrderedOutput(int out_fd) : out_fd_(out_fd) {
+    // A shell's pipe holds 64 KiB: each chunk would leave in 16 pieces, each a wake-up of the
+    // consumer. A whole chunk fits after this (best effort: the limit is pipe-max-size).
+    ::fcntl(out_fd_, F_SETPIPE_SZ, static_cast<int>(1u << 20));
+}
 OrderedOutput::OrderedOutput(Sink& sink) : sink_(&sink) {}
 
 void OrderedOutput::set_entry(const SinkEntry& e) {
