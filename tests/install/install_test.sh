@@ -23,7 +23,7 @@ echo "ok: installed library (shared and static), headers, sluice.pc, man page"
 
 export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$stage
 flags=$(pkg-config --cflags --libs sluice) || fail "pkg-config cannot resolve sluice"
-for ex in send_tree receive_once; do
+for ex in send_tree receive_once count_sink; do
   c++ -std=c++20 -O1 -o "$stage/$ex" "$src/examples/$ex.cpp" $flags -pthread || fail "$ex does not build against the installed library"
 done
 echo "ok: examples build through pkg-config ($flags)"
@@ -39,6 +39,17 @@ url=$(head -1 "$stage/rx.out")
 timeout 60 "$stage/send_tree" "$url" "$stage/out/payload.bin" > "$stage/tx.out" || fail "send_tree failed"
 wait $rx || fail "receive_once failed"
 cmp "$stage/out/payload.bin" "$stage/in/payload.bin" || fail "received file differs"
+
+# The callback-sink example counts what a sender sends it.
+"$stage/count_sink" > "$stage/sink.out" &
+rx=$!
+for _ in $(seq 100); do [[ -s "$stage/sink.out" ]] && break; sleep 0.05; done
+url=$(head -1 "$stage/sink.out")
+[[ "$url" == sluice://* ]] || fail "count_sink printed no URL"
+timeout 60 "$stage/send_tree" "$url" "$stage/out/payload.bin" > /dev/null || fail "send_tree to count_sink failed"
+wait $rx || fail "count_sink failed"
+grep -qx "payload.bin 3000000 bytes" "$stage/sink.out" || fail "count_sink did not count 3000000 bytes: $(cat "$stage/sink.out")"
+echo "ok: count_sink received 3000000 bytes through its callback sink"
 # Not piped into grep -q: under pipefail, an ldd killed by SIGPIPE would fail the check.
 ldd "$stage/send_tree" > "$stage/ldd.txt"
 grep -q "$libdir/libsluice.so" "$stage/ldd.txt" || fail "example not linked to the installed library"
