@@ -11,6 +11,7 @@ Failures raise a subclass of ``sluice.Error`` (see ``sluice._errors``). docs/pyt
 """
 
 import os
+from dataclasses import dataclass
 
 from . import _sluice
 from ._errors import (AuthError, Cancelled, DestinationError, Error, IntegrityError,
@@ -19,7 +20,7 @@ from ._errors import (AuthError, Cancelled, DestinationError, Error, IntegrityEr
 CancelFlag = _sluice.CancelFlag
 
 __all__ = [
-    "send", "Receiver", "CancelFlag", "parse_size",
+    "send", "send_fds", "send_stream", "FdSource", "Receiver", "CancelFlag", "parse_size",
     "Error", "UsageError", "SourceError", "DestinationError", "NetworkError", "AuthError",
     "ProtocolError", "IntegrityError", "Cancelled", "InternalError",
 ]
@@ -105,18 +106,102 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     return _sluice.send(paths, url, opts)
 
 
+def _fd_of(obj, what):
+    """An int fd, or obj.fileno() for file objects and sockets; the fd stays the caller's."""
+    if isinstance(obj, bool):
+        raise UsageError(f"{what}={obj!r}: expected a file descriptor or an object with fileno()")
+    if isinstance(obj, int):
+        fd = obj
+    elif hasattr(obj, "fileno"):
+        fd = obj.fileno()
+    else:
+        raise UsageError(f"{what}={obj!r}: expected a file descriptor or an object with fileno()")
+    if fd < 0:
+        raise UsageError(f"{what}: fd {fd} is not open")
+    return fd
+
+
+def send_stream(source, url, *, token=None, streams=DEFAULT_STREAMS,
+                block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
+                connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
+                progress=None, progress_interval=0.2, cancel=None):
+    """Stream mode (the ``producer | nc`` replacement): send what can be read from ``source``
+    (an fd, or a file object, pipe or socket with fileno()) until end of file, in order over
+    all streams, to a receiver writing to an fd or a sink (``Receiver(fd=...)``,
+    ``Receiver(sink=...)``). Pipe data is spliced to the sockets, not copied. Data already
+    buffered inside a Python file object is not seen: pass unbuffered objects or raw fds.
+    Options, return value and errors as for ``send``."""
+    fd = _fd_of(source, "source")
+    if not isinstance(url, str):
+        raise UsageError(f"url={url!r}: expected a sluice://HOST:PORT/?token=... string")
+    opts = _send_options(token=token, streams=streams, block_size=block_size,
+                         rate_limit=rate_limit, send_path=send_path,
+                         connect_timeout=connect_timeout, idle_timeout=idle_timeout,
+                         verbose=verbose, log=log, progress=progress,
+                         progress_interval=progress_interval, cancel=cancel)
+    return _sluice.send_stream(fd, url, opts)
+
+
+@dataclass
+class FdSource:
+    """A range of an open file for ``send_fds``, stored under ``name`` at the receiver.
+    length None: from offset to the end of the file. mtime_ns -1: the file's own mtime."""
+
+    file: object          # an fd or an object with fileno(); stays the caller's
+    name: str             # relative path at the receiver ('/'-separated, no '..')
+    offset: int = 0
+    length: object = None
+    mode: int = 0o644
+    mtime_ns: int = -1
+
+
+def send_fds(sources, url, *, token=None, streams=DEFAULT_STREAMS,
+             block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
+             connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
+             progress=None, progress_interval=0.2, cancel=None):
+    """Send ranges of open files (a list of ``FdSource``), each stored under its name; the
+    same guarantees, options, return value and errors as ``send``."""
+    rows = []
+    for s in sources:
+        if not isinstance(s, FdSource):
+            raise UsageError(f"{s!r}: expected a sluice.FdSource")
+        fd = _fd_of(s.file, "FdSource.file")
+        length = s.length
+        if length is None:
+            length = os.fstat(fd).st_size - s.offset
+        if s.offset < 0 or length < 0:
+            raise UsageError(f"FdSource {s.name!r}: offset {s.offset} / length {length} must not be negative")
+        rows.append((fd, s.offset, length, s.name, s.mode, s.mtime_ns))
+    if not isinstance(url, str):
+        raise UsageError(f"url={url!r}: expected a sluice://HOST:PORT/?token=... string")
+    opts = _send_options(token=token, streams=streams, block_size=block_size,
+                         rate_limit=rate_limit, send_path=send_path,
+                         connect_timeout=connect_timeout, idle_timeout=idle_timeout,
+                         verbose=verbose, log=log, progress=progress,
+                         progress_interval=progress_interval, cancel=cancel)
+    return _sluice.send_fds(rows, url, opts)
+
+
 class Receiver:
     """Listens for one transfer. ``url`` is the line to give the sender; ``wait()`` serves the
     transfer and returns its stats as a dict (the fields of ``sluice recv --json``).
 
-    dir: the directory files land in (each sent path by its name).
+    Give exactly one destination:
+    dir: the directory files land in (each sent path by its name);
+    fd: an fd or object with fileno() that one stream transfer (send_stream) is written to, in
+    order (spliced when it is a pipe); it stays the caller's;
+    sink: an object with write(entry, offset, data) and optionally entry_done(entry), called
+    once data has matched its checksum (tree transfers: from several threads, any order;
+    streams: in order). entry is a dict (id, path, size, mode, mtime_ns, is_stream); data is a
+    memoryview valid only during the call (copy what you keep). An exception raised there
+    fails the transfer and is re-raised by wait().
     port: 0 lets the kernel pick one. token: None makes a random one.
     bind_address: "" = all addresses. advertise_host: the host put into ``url``.
     recv_path: "direct", "recv_write", "splice" or "null". sync: fsync before success.
     verify: re-read each file from disk before renaming it. log: callable(str).
     """
 
-    def __init__(self, dir, *, port=0, token=None, bind_address="", advertise_host="",
+    def __init__(self, dir=None, *, fd=None, sink=None, port=0, token=None, bind_address="", advertise_host="",
                  recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
                  verbose=False, log=None):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
@@ -133,7 +218,15 @@ class Receiver:
             "verbose": bool(verbose),
             "log": _callable_or_none(log, "log"),
         }
-        self._rx = _sluice.Receiver(os.fsdecode(os.fspath(dir)), opts)
+        given = [k for k, v in (("dir", dir), ("fd", fd), ("sink", sink)) if v is not None]
+        if len(given) != 1:
+            raise UsageError(f"Receiver: give exactly one of dir, fd and sink (got {given or 'none'})")
+        if dir is not None:
+            self._rx = _sluice.Receiver(os.fsdecode(os.fspath(dir)), opts)
+        elif fd is not None:
+            self._rx = _sluice.Receiver.for_fd(_fd_of(fd, "fd"), opts)
+        else:
+            self._rx = _sluice.Receiver.for_sink(sink, opts)
 
     @property
     def url(self):

@@ -9,6 +9,7 @@
 #include "blocking_call.hpp"
 #include "convert.hpp"
 #include "options.hpp"
+#include "py_sink.hpp"
 
 namespace py = pybind11;
 
@@ -19,10 +20,23 @@ namespace {
 // log queue (and, for sink receivers, the sink).
 class PyReceiver {
 public:
+    // Into a directory.
     PyReceiver(const std::string& dir, const py::dict& o) : on_log_(o["log"]) {
         RecvOptions opts = options(o);
         py::gil_scoped_release nogil;
         rx_ = std::make_unique<Receiver>(std::filesystem::path(dir), std::move(opts));
+    }
+    // One stream transfer into a borrowed fd.
+    PyReceiver(int fd, const py::dict& o) : on_log_(o["log"]) {
+        RecvOptions opts = options(o);
+        py::gil_scoped_release nogil;
+        rx_ = std::make_unique<Receiver>(OutputFd{fd}, std::move(opts));
+    }
+    // Into a Python object's write(entry, offset, data).
+    PyReceiver(py::object sink, const py::dict& o) : on_log_(o["log"]), sink_(std::make_unique<PySink>(std::move(sink))) {
+        RecvOptions opts = options(o);
+        py::gil_scoped_release nogil;
+        rx_ = std::make_unique<Receiver>(*sink_, std::move(opts));
     }
 
     std::string url() const { return rx_->url(); }
@@ -41,8 +55,13 @@ public:
         w.log = log_.get();
         w.on_log = on_log_;
         w.cancel = [this] { rx_->cancel(); };
-        Stats s = run_blocking([this] { return rx_->wait(); }, w);
-        return stats_to_dict(s);
+        try {
+            Stats s = run_blocking([this] { return rx_->wait(); }, w);
+            return stats_to_dict(s);
+        } catch (const Error&) {
+            if (sink_) sink_->raise_pending_error(); // the sink's own exception, if it caused this
+            throw;
+        }
     }
 
     void cancel() {
@@ -63,6 +82,7 @@ private:
     std::unique_ptr<LogQueue> log_ = std::make_unique<LogQueue>();
     py::object on_log_;
     std::atomic<bool> waiting_{false};
+    std::unique_ptr<PySink> sink_;
     std::unique_ptr<Receiver> rx_; // declared last: destroyed first, before what it borrows
 };
 
@@ -71,6 +91,8 @@ private:
 void bind_receiver(py::module_& m) {
     py::class_<PyReceiver>(m, "Receiver")
         .def(py::init<const std::string&, const py::dict&>())
+        .def_static("for_fd", [](int fd, const py::dict& o) { return std::make_unique<PyReceiver>(fd, o); })
+        .def_static("for_sink", [](py::object sink, const py::dict& o) { return std::make_unique<PyReceiver>(std::move(sink), o); })
         .def_property_readonly("url", &PyReceiver::url)
         .def_property_readonly("port", &PyReceiver::port)
         .def("wait", &PyReceiver::wait)

@@ -73,6 +73,7 @@ class Served:
 
 
 def local_receiver(dst, **kw):
+    """A receiver on 127.0.0.1 into dst (or, with dst None, into kw's fd or sink)."""
     import sluice  # here, not at the top: test_pip_install.py runs without the build-dir package
 
     return sluice.Receiver(dst, bind_address="127.0.0.1", advertise_host="127.0.0.1", **kw)
