@@ -258,6 +258,7 @@ private:
         }
         std::vector<WorkItem> items;
         for (const SourceFile* f : files) planner_.add(*f, ack.verified, items);
+        count_settled(files, ack.verified);
         planner_.flush(items);
         for (auto& w : items) queue_.push(std::move(w));
         {
@@ -265,6 +266,20 @@ private:
             ++chunks_acked_;
         }
         acks_cv_.notify_all();
+    }
+
+    // Progress for what needs no block: empty files, and ranges the receiver already has
+    // (a resume); the stream threads count everything else as it is sent.
+    void count_settled(const std::vector<const SourceFile*>& files, const std::vector<wire::ByteRange>& verified) {
+        if (!opts_.progress) return;
+        std::unordered_map<uint64_t, uint64_t> have;
+        for (const auto& r : verified) have[r.file_id] += r.length;
+        for (const SourceFile* f : files) {
+            auto it = have.find(f->file_id);
+            uint64_t skipped = it == have.end() ? 0 : std::min(it->second, f->size);
+            opts_.progress->bytes_done += skipped;
+            if (skipped == f->size) opts_.progress->files_done += 1;
+        }
     }
 
     void on_resend(const wire::ByteRange& r) {

@@ -55,8 +55,13 @@ void PySink::write(const SinkEntry& entry, uint64_t offset, std::span<const std:
     try {
         write_(entry_dict(entry), offset, view);
     } catch (py::error_already_set& e) {
+        // Release before restoring: calling into Python with an error set is not allowed, and
+        // the sink's own exception is the one to report.
+        try {
+            view.attr("release")();
+        } catch (py::error_already_set&) {
+        }
         e.restore();
-        view.attr("release")();
         fail("write");
     }
     // The library reuses the buffer, so nothing may keep a view of it past the call. A slice

@@ -37,8 +37,6 @@ def test_progress_on_calling_thread_at_a_bounded_rate(tree, dst):
                          "elapsed", "streams"}
 
 
-@pytest.mark.xfail(strict=True, reason="libsluice's sender counts a file done when its last "
-                   "block is sent; an empty file has none (lib/transfer/sender.cpp)")
 def test_sender_counts_empty_files_done(tmp_path, dst):
     src = tmp_path / "src"
     src.mkdir()
