@@ -73,6 +73,9 @@ def main():
     md = [f"size {meta['size'] / 2**30:.0f} GiB, kernel {meta['kernel']}, {meta['sluice_version']}, "
           f"bench wall time {meta['wall_s'] / 60:.1f} min, args `{json.dumps({k: v for k, v in meta['args'].items() if k not in ('sluice', 'out')})}`\n"]
     sec = lambda s: [r for r in res if r["section"] == s]
+    if sec("goals"):
+        md += ["## Goals: default sender vs iperf3 -Z -F, default file-to-file vs nc (medians, min-max)\n",
+               table(sec("goals")), ""]
     if sec("send"):
         md += ["## Send paths into the discard sink (page cache warm)\n", table(sec("send"), "iperf3 -Z -F FILE"), ""]
     if sec("recv"):

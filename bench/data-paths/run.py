@@ -2,6 +2,8 @@
 """Every data path measured (issue 4), on loopback, side by side with the peers in one run.
 
 Sections (all by default; pick with --sections):
+  goals   the issue's goals, --goal-rounds rounds interleaved: default sender into the discard
+          sink vs `iperf3 -Z -F FILE` (1 and default streams); default file-to-file vs nc
   send    each send path (splice, sendfile, zc, read_send) into the discard sink
           (`sluice recv --sink null`), at each stream count, with `iperf3 -Z -F FILE`,
           `iperf3 -F FILE` and `nc < FILE` into `nc -l > /dev/null` at the same place in the order
@@ -84,6 +86,15 @@ class Bench:
                     left -= n
         self.warm()
 
+    def source(self):
+        """The payload for the current run size: payload.bin, or a prefix of it in its own file."""
+        if self.run_size == self.size:
+            return str(self.src)
+        p = self.out / f"payload-{self.run_size}.bin"
+        if not p.exists() or p.stat().st_size != self.run_size:
+            subprocess.run(f"head -c {self.run_size} {self.src} > {p}", shell=True, check=True)
+        return str(p)
+
     def warm(self):
         subprocess.run(["cat", str(self.src)], stdout=subprocess.DEVNULL, check=True)
 
@@ -146,7 +157,7 @@ class Bench:
 
     # --- commands -------------------------------------------------------------------------
     def sluice_send(self, path, streams, block=None):
-        cmd = [self.sluice, "send", str(self.src), "{url}", "--streams", str(streams), "--json"]
+        cmd = [self.sluice, "send", self.source(), "{url}", "--streams", str(streams), "--json"]
         if path:
             cmd += ["--send-path", path]
         if block:
@@ -162,7 +173,7 @@ class Bench:
         return cmd
 
     def peer(self, name, streams):
-        src, n = str(self.src), str(self.run_size)
+        src, n = self.source(), str(self.run_size)
         if name.startswith("iperf3"):
             rx = ["iperf3", "-s", "-1", "-p", "{port}"]
             tx = ["iperf3", "-c", "127.0.0.1", "-p", "{port}", "-n", n, "-F", src, "-P", str(streams)]
@@ -182,6 +193,7 @@ class Bench:
         return self.measure(section, name, tx, rx, False, False, streams if name.startswith("iperf3") else 1, size=size)
 
     def run_sluice(self, section, send_path, recv_path, streams, block=None, size=None):
+        self.run_size = size or self.size
         if recv_path != "null":
             self.clean_dst()
         name = f"sluice {send_path or 'default'} -> {recv_path or 'default'}"
@@ -189,6 +201,19 @@ class Bench:
                             True, True, streams, block=block, size=size)
 
     # --- sections ---------------------------------------------------------------------------
+    def sec_goals(self):
+        """The issue's two goals, interleaved over --goal-rounds: the default sender into the
+        discard sink vs iperf3 -Z -F, and the default file-to-file transfer vs nc."""
+        ds = self.a.default_streams
+        runs = [("sluice", "null"), ("peer", "iperf3 -Z -F FILE", 1), ("peer", "iperf3 -Z -F FILE", ds),
+                ("sluice", None), ("peer", "nc -> file", 1)]
+        for r in range(self.a.goal_rounds):
+            for run in (runs if r % 2 == 0 else runs[::-1]):
+                if run[0] == "sluice":
+                    self.run_sluice("goals", None, run[1], ds)
+                else:
+                    self.run_peer("goals", run[1], run[2])
+
     def sec_send(self):
         for r in range(self.a.rounds):
             for streams in self.a.streams:
@@ -234,6 +259,8 @@ class Bench:
 
     def sec_cold(self):
         size = parse_size(self.a.cold_size)
+        self.run_size = size
+        self.source()
         runs = [("sluice", p, "null") for p in SEND_PATHS] + [("sluice", None, None), ("peer", "iperf3 -Z -F FILE", None),
                                                                 ("peer", "nc -> /dev/null", None), ("peer", "nc -> file", None)]
         for r in range(self.a.rounds):
@@ -265,6 +292,9 @@ class Bench:
 
     def sec_trace(self):
         size = parse_size(self.a.trace_size)
+        self.run_size = size
+        self.source()
+        subprocess.run(["cat", self.source()], stdout=subprocess.DEVNULL, check=True)
         tdir = self.out / "traces"
         tdir.mkdir(exist_ok=True)
         confs = [(p, "null") for p in SEND_PATHS] + [(self.fastest_sender(), p) for p in RECV_PATHS] + [(None, None)]
@@ -291,8 +321,15 @@ class Bench:
 
 
 def run_timed(b, recv_cmd, send_cmd, sluice_rx):
-    """Like Bench.pair, but with each child's own rusage from wait4."""
+    """One timed run: CPU from wait4 of each side, peak RSS from GNU time (%M).
+
+    wait4's ru_maxrss is useless here: a child that Python vforks and that then execs keeps
+    Python's own peak (~16 MiB) as its floor. GNU time forks from a ~1 MiB process, so its %M
+    is the command's own peak plus at most that."""
     port = free_port()
+    rss_rx, rss_tx = b.out / "rss.recv", b.out / "rss.send"
+    recv_cmd = ["/usr/bin/time", "-f", "%M", "-o", str(rss_rx), *recv_cmd]
+    send_cmd = ["/usr/bin/time", "-f", "%M", "-o", str(rss_tx), *send_cmd]
     recv_cmd = [x.replace("{port}", str(port)) for x in recv_cmd]
     rx = subprocess.Popen(recv_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = ""
@@ -314,7 +351,7 @@ def run_timed(b, recv_cmd, send_cmd, sluice_rx):
     if os.waitstatus_to_exitcode(st_tx) or os.waitstatus_to_exitcode(st_rx):
         raise RuntimeError(f"run failed: {send_cmd} / {recv_cmd}: {tx_err} {rx_err}")
     return {"seconds": secs, "cpu_send": ru_tx.ru_utime + ru_tx.ru_stime, "cpu_recv": ru_rx.ru_utime + ru_rx.ru_stime,
-            "rss_send_kb": ru_tx.ru_maxrss, "rss_recv_kb": ru_rx.ru_maxrss, "tx_out": tx_out, "rx_out": rx_out}
+            "rss_send_kb": int(rss_tx.read_text().split()[-1]), "rss_recv_kb": int(rss_rx.read_text().split()[-1]), "tx_out": tx_out, "rx_out": rx_out}
 
 
 def trace_row(name, t, size, o_direct_send, o_direct_recv):
@@ -346,7 +383,8 @@ def main():
     ap.add_argument("--streams", default="1,2,4,8", help="stream counts (default 1,2,4,8)")
     ap.add_argument("--default-streams", type=int, default=4, help="stream count of combo/cold/trace (default 4)")
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--sections", default="send,recv,combo,cold,memory,trace")
+    ap.add_argument("--sections", default="goals,send,recv,combo,cold,memory,trace")
+    ap.add_argument("--goal-rounds", type=int, default=3, help="rounds of the goals section (default 3)")
     ap.add_argument("--fast-sender", default="", help="sender of the recv section (default: fastest of the send section)")
     ap.add_argument("--cold-size", default="2G", help="bytes per cold-cache run (default 2G: the disk is slow)")
     ap.add_argument("--memory-size", default="4G")
