@@ -9,7 +9,6 @@
 // place once verified: no temporary name to create and rename.
 #include <fcntl.h>
 #include <sys/uio.h>
-#include <xxhash.h>
 
 #include <cstring>
 #include <deque>
@@ -17,6 +16,7 @@
 #include "io/aligned_buffer.hpp"
 #include "io/sys_error.hpp"
 #include "paths/stream_receiver.hpp"
+#include "paths/xxh3.hpp"
 #include "ring/ring.hpp"
 #include "wire/codec.hpp"
 
@@ -46,7 +46,7 @@ public:
     DirectReceiver(int sock, unsigned index, RecvContext& ctx)
         : sock_(sock), index_(index), ctx_(ctx), ring_(64),
           chunks_{AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes)},
-          dirs_(ctx.tree), xxh_(XXH3_createState()) {
+          dirs_(ctx.tree) {
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
         timeout_.tv_nsec = (ctx.idle_timeout_ms % 1000) * 1'000'000LL;
         // Registered once, the chunks are written with WRITE_FIXED: the kernel maps their pages
@@ -57,7 +57,6 @@ public:
         fixed_ = rc == 0;
         if (rc < 0) register_error_ = std::strerror(-rc);
     }
-    ~DirectReceiver() override { XXH3_freeState(xxh_); }
 
     StreamReceipt run() override {
         for (;;) {
@@ -86,14 +85,14 @@ private:
     void receive_block(const wire::BlockPrefix& p, uint64_t len) {
         RecvFile& f = file_for_block(ctx_.files, p, len);
         if (open_file_ != &f) switch_file(f, p.offset == 0 && len == f.entry.size);
-        XXH3_64bits_reset(xxh_);
+        xxh_.reset();
         pending_.push_back({&f, p.offset, len, p.checksum, false, 0, false});
         for (uint64_t pos = 0; pos < len;) {
             int c = free_chunk();
             size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, len - pos));
             unsigned char* buf = chunks_[c].data();
             recv_exact(buf, n);
-            XXH3_64bits_update(xxh_, buf, n);
+            xxh_.update(buf, n);
             pos += n;
             ctx_.bytes_received.fetch_add(n, std::memory_order_relaxed);
             if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);
@@ -120,7 +119,7 @@ private:
             pending_.back().writes_left++;
         }
         PendingBlock& b = pending_.back();
-        b.checksum_ok = XXH3_64bits_digest(xxh_) == p.checksum;
+        b.checksum_ok = xxh_.digest() == p.checksum;
         b.received = true;
         ++receipt_.blocks;
         receipt_.bytes += len;
@@ -262,7 +261,7 @@ private:
     PendingBlock* chunk_block_[kChunks] = {};
     std::deque<PendingBlock> pending_; // deque: pointers stay valid as blocks are added
     ParentDirCache dirs_;
-    XXH3_state_t* xxh_;
+    Xxh3 xxh_;
     __kernel_timespec timeout_{};
     bool recv_seen_ = false, timeout_seen_ = false;
     int recv_res_ = 0;

@@ -2,7 +2,6 @@
 // with IORING_OP_RECV while the blocks parsed from the other buffer are written at their
 // offsets with IORING_OP_WRITE, all in one submit. One CPU copy (socket -> user) plus the
 // page-cache write; the checksum is computed on the buffer while it is hot.
-#include <xxhash.h>
 
 #include <cstring>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "io/aligned_buffer.hpp"
 #include "io/sys_error.hpp"
 #include "paths/stream_receiver.hpp"
+#include "paths/xxh3.hpp"
 #include "ring/ring.hpp"
 #include "wire/data_parser.hpp"
 
@@ -42,13 +42,12 @@ class RecvWriteReceiver final : public StreamReceiver, wire::DataFrameHandler {
 public:
     RecvWriteReceiver(int sock, unsigned index, RecvContext& ctx, bool discard)
         : sock_(sock), index_(index), ctx_(ctx), discard_(discard), ring_(256), bufs_{AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes)},
-          dirs_(ctx.tree), xxh_(XXH3_createState()) {
+          dirs_(ctx.tree) {
         writes_.reserve(1024);
         done_.reserve(1024);
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
         timeout_.tv_nsec = (ctx.idle_timeout_ms % 1000) * 1'000'000LL;
     }
-    ~RecvWriteReceiver() override { XXH3_freeState(xxh_); }
 
     StreamReceipt run() override {
         int cur = 0;
@@ -81,7 +80,7 @@ private:
         RecvFile& f = file_for_block(ctx_.files, p, len);
         block_ = {&f, p.offset, len, p.checksum};
         write_pos_ = p.offset;
-        XXH3_64bits_reset(xxh_);
+        xxh_.reset();
         if (!discard_ && open_file_ != &f) {
             if (open_file_) retired_.push_back({open_file_, std::move(open_fd_)});
             open_fd_ = open_temp_file(dirs_, f);
@@ -89,14 +88,14 @@ private:
         }
     }
     void block_data(std::span<const unsigned char> d) override {
-        XXH3_64bits_update(xxh_, d.data(), d.size());
+        xxh_.update(d.data(), d.size());
         if (!discard_) writes_.push_back({open_fd_.get(), d.data(), static_cast<uint32_t>(d.size()), write_pos_, block_.file});
         write_pos_ += d.size();
         ctx_.bytes_received.fetch_add(d.size(), std::memory_order_relaxed);
         if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(d.size(), std::memory_order_relaxed);
     }
     void block_end() override {
-        done_.push_back({block_, XXH3_64bits_digest(xxh_)});
+        done_.push_back({block_, xxh_.digest()});
         ++receipt_.blocks;
         receipt_.bytes += block_.length;
     }
@@ -207,7 +206,7 @@ private:
     Ring ring_;
     AlignedBuffer bufs_[2];
     ParentDirCache dirs_;
-    XXH3_state_t* xxh_;
+    Xxh3 xxh_;
     __kernel_timespec timeout_{};
     wire::DataFrameParser parser_;
 

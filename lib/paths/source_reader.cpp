@@ -6,6 +6,7 @@
 
 #include "io/mapped_region.hpp"
 #include "io/sys_error.hpp"
+#include "paths/xxh3.hpp"
 
 namespace sluice {
 
@@ -61,7 +62,7 @@ uint64_t SourceReader::checksum(const SourceFile& f, uint64_t offset, uint64_t l
     if (current_ == &f) check_unchanged();
     int fd = open(f);
     MappedRegion map(fd, f.file_offset(offset), length);
-    if (map.ok()) return XXH3_64bits(map.data(), length);
+    if (map.ok()) return xxh3_64(map.data(), length);
     // Some file systems cannot be mapped: read the block once instead, and say so.
     read_fallback_ = true;
     XXH3_state_t* st = XXH3_createState();

@@ -3,7 +3,6 @@
 // kernel's one copy into the page cache), then the checksum is computed by reading the
 // written pages through a mapping.
 #include <sys/socket.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <array>
@@ -13,6 +12,7 @@
 #include "io/socket.hpp"
 #include "io/sys_error.hpp"
 #include "paths/stream_receiver.hpp"
+#include "paths/xxh3.hpp"
 #include "ring/ring.hpp"
 #include "wire/codec.hpp"
 
@@ -62,7 +62,7 @@ private:
         splice_in(f, p.offset, len);
         MappedRegion map(open_fd_.get(), p.offset, len);
         if (!map.ok()) throw_errno(ErrorCode::destination, "cannot map '" + f.entry.path + "' to verify it");
-        bool ok = XXH3_64bits(map.data(), len) == p.checksum;
+        bool ok = xxh3_64(map.data(), len) == p.checksum;
         ++receipt_.blocks;
         receipt_.bytes += len;
         ctx_.bytes_received.fetch_add(len, std::memory_order_relaxed);

@@ -16,7 +16,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -28,6 +27,7 @@
 #include "io/aligned_buffer.hpp"
 #include "io/sys_error.hpp"
 #include "paths/block_sender.hpp"
+#include "paths/xxh3.hpp"
 #include "wire/codec.hpp"
 
 // Linux 6.2 (headers of liburing 2.3 predate it): ask notifications to say whether the
@@ -91,12 +91,12 @@ public:
         for (size_t c : block_)
             while (chunks_[c].state == State::reading) handle(ring_.wait_completion());
 
-        XXH3_64bits_reset(xxh_.get());
-        for (size_t c : block_) XXH3_64bits_update(xxh_.get(), chunks_[c].buf.data(), chunks_[c].want);
+        xxh_.reset();
+        for (size_t c : block_) xxh_.update(chunks_[c].buf.data(), chunks_[c].want);
         wire::BlockPrefix p;
         p.file_id = seg.file->file_id;
         p.offset = seg.offset;
-        p.checksum = XXH3_64bits_digest(xxh_.get());
+        p.checksum = xxh_.digest();
         wire::encode_block_prefix(prefix_, p, static_cast<uint32_t>(seg.length));
 
         // One linked chain: prefix, then the chunks in order. Sends on one TCP socket must not
@@ -139,10 +139,6 @@ public:
     }
 
 private:
-    struct FreeXxh {
-        void operator()(XXH3_state_t* s) const noexcept { XXH3_freeState(s); }
-    };
-
     void use_file(const SourceFile& f, int fd) {
         open_file_ = &f;
         direct_ = false;
@@ -282,7 +278,7 @@ private:
     std::deque<Chunk> chunks_; // deque: buffers never move once registered
     Ring ring_;
     std::vector<size_t> block_;
-    std::unique_ptr<XXH3_state_t, FreeXxh> xxh_{XXH3_createState()};
+    Xxh3 xxh_;
     unsigned char prefix_[32];
     size_t next_ = 0;
     unsigned sends_left_ = 0;
