@@ -56,7 +56,9 @@ def table(rows, ref_name=None, by_streams=True):
     lines = ["| run | streams | MB/s | " + (f"x {ref_name} | " if ref_name else "") +
              "CPU s/GB send | CPU s/GB recv | CPU s/GB total | peak RSS MiB send / recv | notes |",
              "|---|---|---|" + ("---|" if ref_name else "") + "---|---|---|---|---|"]
-    for (name, streams, block), v in sorted(g.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    for (name, streams, block), v in sorted(g.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2] or "")):
+        if block:
+            name += f", block {block}"
         ref = ""
         if ref_name:
             rv = g.get((ref_name, streams, block))
@@ -76,6 +78,8 @@ def main():
     if sec("goals"):
         md += ["## Goals: default sender vs iperf3 -Z -F, default file-to-file vs nc (medians, min-max)\n",
                table(sec("goals")), ""]
+    if sec("streams"):
+        md += ["## Default paths file-to-file over streams and block size (medians, min-max)\n", table(sec("streams")), ""]
     if sec("send"):
         md += ["## Send paths into the discard sink (page cache warm)\n", table(sec("send"), "iperf3 -Z -F FILE"), ""]
     if sec("recv"):

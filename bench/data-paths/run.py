@@ -4,6 +4,7 @@
 Sections (all by default; pick with --sections):
   goals   the issue's goals, --goal-rounds rounds interleaved: default sender into the discard
           sink vs `iperf3 -Z -F FILE` (1 and default streams); default file-to-file vs nc
+  streams default paths file-to-file over stream counts (and block 2M/32M), --goal-rounds rounds
   send    each send path (splice, sendfile, zc, read_send) into the discard sink
           (`sluice recv --sink null`), at each stream count, with `iperf3 -Z -F FILE`,
           `iperf3 -F FILE` and `nc < FILE` into `nc -l > /dev/null` at the same place in the order
@@ -214,6 +215,14 @@ class Bench:
                 else:
                     self.run_peer("goals", run[1], run[2])
 
+    def sec_streams(self):
+        """The default stream count's measurement: default paths file-to-file at each stream
+        count and at 1/4/8x the default block size, --goal-rounds rounds interleaved."""
+        runs = [(st, None) for st in self.a.streams] + [(self.a.default_streams, b) for b in ("2M", "32M")]
+        for r in range(self.a.goal_rounds):
+            for st, b in (runs if r % 2 == 0 else runs[::-1]):
+                self.run_sluice("streams", None, None, st, block=b)
+
     def sec_send(self):
         for r in range(self.a.rounds):
             for streams in self.a.streams:
@@ -383,7 +392,7 @@ def main():
     ap.add_argument("--streams", default="1,2,4,8", help="stream counts (default 1,2,4,8)")
     ap.add_argument("--default-streams", type=int, default=4, help="stream count of combo/cold/trace (default 4)")
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--sections", default="goals,send,recv,combo,cold,memory,trace")
+    ap.add_argument("--sections", default="goals,streams,send,recv,combo,cold,memory,trace")
     ap.add_argument("--goal-rounds", type=int, default=3, help="rounds of the goals section (default 3)")
     ap.add_argument("--fast-sender", default="", help="sender of the recv section (default: fastest of the send section)")
     ap.add_argument("--cold-size", default="2G", help="bytes per cold-cache run (default 2G: the disk is slow)")
