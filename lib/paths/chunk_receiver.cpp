@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <xxhash.h>
 
 #include <exception>
 #include <optional>
@@ -13,6 +12,7 @@
 #include "io/pipe.hpp"
 #include "io/socket.hpp"
 #include "io/sys_error.hpp"
+#include "paths/xxh3.hpp"
 #include "wire/codec.hpp"
 
 namespace sluice {
@@ -165,7 +165,7 @@ private:
         RecvFile& file = file_for_block(ctx_.files, p, length);
         auto data = receive(length);
         counted(length);
-        if (XXH3_64bits(data.data(), data.size()) != p.checksum) {
+        if (xxh3_64(data.data(), data.size()) != p.checksum) {
             ctx_.block_failed(file, p.offset, length);
             return;
         }

@@ -2,14 +2,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/sys_error.hpp"
-#include <xxhash.h>
-
 #include <algorithm>
 
 #include "io/aligned_buffer.hpp"
 #include "io/file_times.hpp"
+#include "io/sys_error.hpp"
 #include "paths/stream_receiver.hpp"
+#include "paths/xxh3.hpp"
 #include "transfer/journal.hpp"
 
 namespace sluice {
@@ -105,7 +104,7 @@ void verify_from_disk(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f) {
             if (n == 0) break;
             got += static_cast<size_t>(n);
         }
-        if (got < len || XXH3_64bits(buf.data(), len) != sum)
+        if (got < len || xxh3_64(buf.data(), len) != sum)
             throw Error(ErrorCode::integrity, "'" + f.entry.path + "' read back from disk differs from what was sent at offset " +
                                                   std::to_string(off) + " (--verify)");
         ctx.bytes_verified_from_disk.fetch_add(len, std::memory_order_relaxed);

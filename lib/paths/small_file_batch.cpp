@@ -1,11 +1,11 @@
 #include "paths/small_file_batch.hpp"
 
 #include <sys/socket.h>
-#include <xxhash.h>
 
 #include <cerrno>
 
 #include "io/sys_error.hpp"
+#include "paths/xxh3.hpp"
 #include "wire/codec.hpp"
 
 namespace sluice {
@@ -21,7 +21,7 @@ void SmallFileBatch::add(const Segment& seg) {
     wire::BlockPrefix p;
     p.file_id = seg.file->file_id;
     p.offset = 0;
-    p.checksum = XXH3_64bits(at + kPrefix, seg.length);
+    p.checksum = xxh3_64(at + kPrefix, seg.length);
     wire::encode_block_prefix(at, p, static_cast<uint32_t>(seg.length));
     used_ += kPrefix + seg.length;
 }
