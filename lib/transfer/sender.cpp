@@ -349,34 +349,20 @@ private:
     }
 
     void finish(const std::vector<StreamTotals>& totals) {
-        wire::TransferEnd end;
-        end.data_streams = static_cast<uint32_t>(data_.size());
+        uint64_t blocks = 0, bytes = 0;
         for (auto& t : totals) {
-            end.blocks += t.blocks;
-            end.bytes += t.bytes;
+            blocks += t.blocks;
+            bytes += t.bytes;
         }
         finished_ = true;
-        set_io_timeout(control_.get(), opts_.idle_timeout_ms);
-        wire::Bytes out;
-        wire::encode_transfer_end(out, end);
         try {
-            write_frame(control_.get(), out, "ending the transfer");
+            send_transfer_end(control_.get(), static_cast<uint32_t>(data_.size()), blocks, bytes, opts_.idle_timeout_ms);
         } catch (const Error& e) {
             latch_.fail(e);
         }
     }
 
-    // Best effort: tell the receiver why we stop, then unblock every thread still reading.
-    void abort_peer() {
-        try {
-            wire::Bytes out;
-            wire::encode_abort(out, {1, latch_.message()});
-            send_all(control_.get(), out, "aborting");
-        } catch (const Error&) {
-        }
-        ::shutdown(control_.get(), SHUT_RDWR);
-        for (auto& d : data_) ::shutdown(d.get(), SHUT_RDWR);
-    }
+    void abort_peer() { abort_transfer(control_.get(), data_, wire::kAbortFailed, latch_.message()); }
 
     SendOptions opts_;
     Endpoint to_;

@@ -259,33 +259,20 @@ private:
     }
 
     void finish(const std::vector<uint64_t>& blocks, const std::vector<uint64_t>& bytes) {
-        wire::TransferEnd end;
-        end.data_streams = static_cast<uint32_t>(data_.size());
+        uint64_t total_blocks = 0, total_bytes = 0;
         for (size_t i = 0; i < data_.size(); ++i) {
-            end.blocks += blocks[i];
-            end.bytes += bytes[i];
+            total_blocks += blocks[i];
+            total_bytes += bytes[i];
         }
         finished_ = true;
-        set_io_timeout(control_.get(), opts_.idle_timeout_ms);
-        wire::Bytes out;
-        wire::encode_transfer_end(out, end);
         try {
-            write_frame(control_.get(), out, "ending the transfer");
+            send_transfer_end(control_.get(), static_cast<uint32_t>(data_.size()), total_blocks, total_bytes, opts_.idle_timeout_ms);
         } catch (const Error& e) {
             latch_.fail(e);
         }
     }
 
-    void abort_peer(uint32_t code) {
-        try {
-            wire::Bytes out;
-            wire::encode_abort(out, {code, latch_.message()});
-            send_all(control_.get(), out, "aborting");
-        } catch (const Error&) {
-        }
-        ::shutdown(control_.get(), SHUT_RDWR);
-        for (auto& d : data_) ::shutdown(d.get(), SHUT_RDWR);
-    }
+    void abort_peer(uint32_t code) { abort_transfer(control_.get(), data_, code, latch_.message()); }
 
     int in_;
     SendOptions opts_;
