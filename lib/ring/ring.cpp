@@ -98,15 +98,8 @@ void Ring::submit() {
 }
 
 std::pair<uint64_t, int> Ring::wait_one() {
-    io_uring_cqe* cqe = nullptr;
-    int rc;
-    do {
-        rc = io_uring_wait_cqe(&ring_, &cqe);
-    } while (rc == -EINTR);
-    if (rc < 0) throw_errno(ErrorCode::internal, "io_uring_wait_cqe", -rc);
-    std::pair<uint64_t, int> out{cqe->user_data, cqe->res};
-    io_uring_cqe_seen(&ring_, cqe);
-    return out;
+    Completion c = wait_completion();
+    return {c.user_data, c.res};
 }
 
 Ring::Completion Ring::wait_completion() {
