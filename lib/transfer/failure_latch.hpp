@@ -1,6 +1,8 @@
 #pragma once
 // The sender's record of why a transfer stops. Threads poll stopped() between units of work.
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -18,9 +20,20 @@ public:
         stop_ = true;
     }
     void peer_abort(const std::string& message) {
-        std::lock_guard lk(mu_);
-        if (!error_) peer_message_ = message; // an echo of our own abort adds nothing
-        stop_ = true;
+        {
+            std::lock_guard lk(mu_);
+            // An echo of our own abort adds nothing; but a network error of ours is usually
+            // the receiver hanging up after it aborted, and its reason is the one to show.
+            if (!error_ || error_->code() == ErrorCode::network) peer_message_ = message;
+            stop_ = true;
+        }
+        cv_.notify_all();
+    }
+    // Gives the receiver's ABORT a moment to arrive after a local network error.
+    void await_peer_reason(std::chrono::milliseconds wait) {
+        std::unique_lock lk(mu_);
+        if (!error_ || error_->code() != ErrorCode::network) return;
+        cv_.wait_for(lk, wait, [&] { return peer_message_.has_value(); });
     }
     std::string message() {
         std::lock_guard lk(mu_);
@@ -36,6 +49,7 @@ public:
 
 private:
     std::mutex mu_;
+    std::condition_variable cv_;
     std::optional<Error> error_;
     std::optional<std::string> peer_message_;
     std::atomic<bool> stop_{false};

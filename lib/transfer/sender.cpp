@@ -76,6 +76,7 @@ public:
         for (auto& t : streams) t.join();
 
         if (latch_.stopped()) {
+            latch_.await_peer_reason(std::chrono::milliseconds(1000));
             abort_peer();
             reader.join();
             latch_.rethrow();

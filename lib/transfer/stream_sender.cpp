@@ -103,6 +103,7 @@ public:
             latch_.rethrow();
         }
         if (latch_.stopped()) {
+            latch_.await_peer_reason(std::chrono::milliseconds(1000));
             abort_peer(wire::kAbortFailed);
             reader.join();
             latch_.rethrow();
