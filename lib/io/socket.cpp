@@ -1,5 +1,7 @@
 #include "io/socket.hpp"
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -155,6 +157,26 @@ void recv_exact(int fd, std::span<unsigned char> data, const char* what) {
         }
         done += static_cast<size_t>(n);
     }
+}
+
+bool RecvLowWater::expect(size_t owed) noexcept {
+    // Below 64 KiB a read completes within a few segments: not worth a system call.
+    constexpr size_t kMinWorthIt = 64 << 10, kCap = 1 << 20;
+    int want = 1;
+    if (owed >= kMinWorthIt) {
+        // A quarter of the current receive buffer at most: a mark the kernel would have to grow
+        // the buffer for also clamps the TCP window to the mark (tcp_set_rcvlowat), and the
+        // window must stay well above the mark for the sender to keep the pipe full.
+        // Autotuning keeps growing the buffer, so the mark follows it up.
+        int rcvbuf = 0;
+        socklen_t len = sizeof rcvbuf;
+        if (::getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) != 0) rcvbuf = 0;
+        want = static_cast<int>(std::min({owed, kCap, static_cast<size_t>(rcvbuf) / 4}));
+        if (want < 1) want = 1;
+    }
+    // Best effort: a kernel that refuses it only wakes the reader more often.
+    if (want != current_ && ::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) current_ = want;
+    return current_ > 1;
 }
 
 std::string primary_address() {

@@ -14,6 +14,7 @@
 #include <deque>
 
 #include "io/aligned_buffer.hpp"
+#include "io/socket.hpp"
 #include "io/sys_error.hpp"
 #include "paths/stream_receiver.hpp"
 #include "paths/xxh3.hpp"
@@ -230,8 +231,13 @@ private:
     void recv_exact(unsigned char* p, size_t n) {
         size_t got = 0;
         while (got < n) {
+            // With a low-water mark the read returns once the mark is met (polled first: an
+            // immediate attempt would return the few bytes already there); the loop sets
+            // the next mark. Without one, MSG_WAITALL lets the kernel gather the bytes.
+            const bool marked = low_water_.expect(n - got);
             io_uring_sqe* sqe = ring_.next_sqe();
-            io_uring_prep_recv(sqe, sock_, p + got, n - got, MSG_WAITALL);
+            io_uring_prep_recv(sqe, sock_, p + got, n - got, marked ? 0 : MSG_WAITALL);
+            if (marked) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
             io_uring_sqe_set_data64(sqe, kRecvSlot);
             sqe->flags |= IOSQE_IO_LINK;
             sqe = ring_.next_sqe();
@@ -254,6 +260,7 @@ private:
     int sock_;
     unsigned index_;
     RecvContext& ctx_;
+    RecvLowWater low_water_{sock_};
     Ring ring_;
     AlignedBuffer chunks_[kChunks];
     bool chunk_busy_[kChunks] = {};
