@@ -172,6 +172,10 @@ class Bench:
             waited += 1.0
         if waited:
             log(f"waited {waited:.0f} s for a quiet machine (now {100 * bg:.0f}% busy)")
+        if not a.cold:
+            # Warm means warm for every tool: see measure.warm_source (this VM pages out idle
+            # page cache after ~30 s).
+            measure.warm_source(os.path.join(a.data, set_name))
         if a.prefault:
             # dst pages, plus the sender's page cache when it has just been dropped.
             measure.prefault(os.path.join(a.work, "prefault.tmp"),
@@ -412,6 +416,7 @@ def main():
         "kernel": platform.release(), "cpus": os.cpu_count(), "scale": a.scale, "seed": a.seed,
         "cold": a.cold, "runs": a.runs, "prefault": a.prefault, "streams_sluice": a.streams, "sluice": a.sluice,
         "links": links, "command": " ".join(sys.argv), "sluice_build": a.sluice_info,
+        "source_warmed": not a.cold, "damon_pageout": measure.damon_pageout(),
         "cpu_method": "whole machine: delta of /proc/stat busy jiffies (user+nice+system+irq+softirq) "
                       "over each transfer; cpu_proc = rusage (user+sys) of the started sender and "
                       "receiver and their reaped children",

@@ -121,6 +121,56 @@ def drop_caches():
         f.write("3\n")
 
 
+def warm_source(root, chunk=8 << 20):
+    """Reads every file under root once, so that the run that follows starts with the whole set
+    in the page cache. This VM runs a DAMON pageout scheme (kdamond.0: physical pages idle for
+    30 s or more are paged out, page cache included, see docs/bench-wdt-report.md): a set left
+    alone for a minute is mostly back on the disk, and without this the tool that happens to
+    run first after a pause pays for re-reading it, warm-cache bench or not. Returns the bytes
+    read."""
+    buf = bytearray(chunk)
+    total = 0
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            if os.path.islink(p) or not os.path.isfile(p):
+                continue
+            with open(p, "rb", buffering=0) as f:
+                while True:
+                    got = f.readinto(buf)
+                    if not got:
+                        break
+                    total += got
+    return total
+
+
+def damon_pageout():
+    """The kernel's DAMON pageout schemes, if any run: [(kdamond, min age s, action)]. Said in
+    the results so that a reader knows how long 'warm' lasts on the machine measured."""
+    out = []
+    base = "/sys/kernel/mm/damon/admin/kdamonds"
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return out
+    for k in names:
+        kd = os.path.join(base, k)
+        try:
+            if open(os.path.join(kd, "state")).read().strip() != "on":
+                continue
+            ctx = os.path.join(kd, "contexts", "0")
+            aggr_us = int(open(os.path.join(ctx, "monitoring_attrs", "intervals", "aggr_us")).read())
+            sch_root = os.path.join(ctx, "schemes")
+            for sc in sorted(x for x in os.listdir(sch_root) if x.isdigit()):
+                sch = os.path.join(sch_root, sc)
+                action = open(os.path.join(sch, "action")).read().strip()
+                age = int(open(os.path.join(sch, "access_pattern", "age", "min")).read())
+                out.append({"kdamond": k, "action": action, "min_age_s": age * aggr_us / 1e6})
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def prefault(path, nbytes, chunk=8 << 20):
     """Writes nbytes of zeros to a scratch file and deletes it. On this VM the host takes back
     freed guest pages a few seconds after they are freed and the next first write to each costs

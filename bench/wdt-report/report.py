@@ -43,7 +43,7 @@ def markdown(results):
         f"# WDT-report bench, {m['date']}",
         "",
         f"Scale {m['scale']} (seed {m['seed']}), {'cold' if m['cold'] else 'warm'} page cache, "
-        f"{m['runs']} run(s) per tool (medians), memory {'prefaulted' if m.get('prefault') else 'not prefaulted'} before each run, kernel {m['kernel']}, {m['cpus']} CPUs; "
+        f"{m['runs']} run(s) per tool (medians), memory {'prefaulted' if m.get('prefault') else 'not prefaulted'}{' and source set read' if m.get('source_warmed') else ''} before each run, kernel {m['kernel']}, {m['cpus']} CPUs; "
         f"machine {100 * m['background_busy_frac']:.1f}% busy before the bench.",
         "",
         "| set | files | bytes |", "|---|---:|---:|",
