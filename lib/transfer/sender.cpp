@@ -57,7 +57,8 @@ public:
                     (choice.fallback.empty() ? "" : " (" + choice.fallback + ")"));
         if (choice.path != SendPath::read_send)
             log_verbose("small files (up to " + std::to_string(SmallFileBatch::kMaxFileBytes / 1024) +
-                        " KiB, sent whole): read into a buffer and sent many per send");
+                        " KiB, sent whole): read once for the checksum; up to " +
+                        std::to_string(SmallFileBatch::kInlineBytes / 1024) + " KiB sent many per send from a buffer, larger with sendfile");
         connect_all();
 
         std::vector<std::thread> streams;
