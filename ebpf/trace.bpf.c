@@ -174,6 +174,8 @@ static __always_inline __u8 sl_classify_file(struct file *f, __u8 *flags)
 		return SL_CLS_UNKNOWN;
 	if (BPF_CORE_READ(f, f_mode) & 0x2 /* FMODE_WRITE */)
 		*flags |= SL_FLAG_FD_WRITABLE;
+	if (BPF_CORE_READ(f, f_flags) & 040000 /* O_DIRECT */)
+		*flags |= SL_FLAG_FD_DIRECT;
 	ino = BPF_CORE_READ(f, f_inode);
 	mode = BPF_CORE_READ(ino, i_mode) & 0170000;
 	switch (mode) {

@@ -26,6 +26,9 @@ enum sl_fd_class {
 
 /* vmsplice direction travels in the flags byte: it decides copy vs. page pinning. */
 #define SL_FLAG_FD_WRITABLE 0x1
+/* The first fd was opened with O_DIRECT: its file reads and writes are the device's DMA, not
+ * CPU copies between user and kernel memory. */
+#define SL_FLAG_FD_DIRECT 0x2
 
 /* op: a syscall number (x86_64), or SL_OP_URING | IORING_OP_* for io_uring requests. */
 #define SL_OP_URING 0x8000

@@ -100,6 +100,21 @@ def case_dd(env):
     near(rep["summary"]["copies_per_byte"], 1.0, "one copy per payload byte", tol=0.02)
 
 
+def case_direct(env):
+    # O_DIRECT file I/O is the device's DMA: neither direction is a CPU copy.
+    out = os.path.join(env.tmp, "direct-out")
+    rep, _ = env.trace(["dd", "if=/dev/zero", f"of={out}", "bs=1M", f"count={SIZE >> 20}", "oflag=direct"])
+    check_variant(rep, env.extra)
+    dd = stage(rep, "dd")
+    near(cls(dd, "file", "zero_copy_written"), SIZE, "O_DIRECT writes are counted as zero-copy (DMA)")
+    check(cls(dd, "file", "copied_written") < TOL, "O_DIRECT writes are not counted as copies")
+    rep, _ = env.trace(["dd", f"if={env.file}", "of=/dev/null", "bs=1M", "iflag=direct"])
+    dd = stage(rep, "dd")
+    near(cls(dd, "file", "zero_copy_read"), SIZE, "O_DIRECT reads are counted as zero-copy (DMA)")
+    check(cls(dd, "file", "copied_read") < TOL, "O_DIRECT reads are not counted as copies")
+    check(rep["summary"]["copies_per_byte"] < 0.02, "no CPU copies in an O_DIRECT read to /dev/null")
+
+
 def case_cat_pipe(env):
     rep, _ = env.trace(["sh", "-c", f"cat {env.file} | cat > /dev/null"])
     check_variant(rep, env.extra)

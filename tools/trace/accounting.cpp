@@ -188,7 +188,8 @@ std::vector<Stage> build_stages(const BpfSession &probe, const FdResolver &resol
         uint8_t cls = first ? k.cls_a : k.cls_b;
         int32_t fd = first ? k.fd_a : k.fd_b;
         if (cls != SL_CLS_UNKNOWN || fd < 0)
-            return {static_cast<FdClass>(cls), (k.flags & SL_FLAG_FD_WRITABLE) != 0};
+            return {static_cast<FdClass>(cls), (k.flags & SL_FLAG_FD_WRITABLE) != 0,
+                    first && (k.flags & SL_FLAG_FD_DIRECT) != 0};
         return resolver.lookup(k.tgid, fd, first ? k.gen_a : k.gen_b, k.epoch);
     };
     for (const auto &[k, v] : probe.flows()) {
@@ -217,6 +218,11 @@ std::vector<Stage> build_stages(const BpfSession &probe, const FdResolver &resol
         auto c = classify(info.family, info.name, f.from, f.to, a.writable);
         f.kind = c.kind;
         f.note = c.note;
+        const bool plain_io = info.family == OpFamily::read || info.family == OpFamily::write;
+        if (plain_io && a.direct && a.cls == FdClass::file && (f.kind == Kind::copy_in || f.kind == Kind::copy_out)) {
+            f.kind = Kind::zero_copy;
+            f.note = "O_DIRECT: the device's DMA moves these bytes, no CPU copy";
+        }
         f.bytes = v.bytes;
         f.calls = v.calls;
         f.errors = v.errors;

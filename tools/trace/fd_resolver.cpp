@@ -37,6 +37,7 @@ FdInfo FdResolver::resolve(uint32_t pid, int32_t fd)
             fi >> v;
             unsigned long flags = std::stoul(v, nullptr, 8);
             info.writable = (flags & 3) != 0;  // O_WRONLY or O_RDWR
+            info.direct = (flags & 040000) != 0; // O_DIRECT (asm-generic and x86)
             break;
         }
     }

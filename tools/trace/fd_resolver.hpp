@@ -13,6 +13,7 @@ namespace sluice::trace {
 struct FdInfo {
     FdClass cls = FdClass::unresolved;
     bool writable = false;  // decides vmsplice's direction
+    bool direct = false;    // O_DIRECT: file reads and writes are DMA, not CPU copies
 };
 
 class FdResolver {
