@@ -162,6 +162,9 @@ void recv_exact(int fd, std::span<unsigned char> data, const char* what) {
 bool RecvLowWater::expect(size_t owed) noexcept {
     // Below 64 KiB a read completes within a few segments: not worth a system call.
     constexpr size_t kMinWorthIt = 64 << 10, kCap = 1 << 20;
+    // At the cap already, with at least that much owed: nothing to change, no system call
+    // (the receive buffer only grows while autotuning, so the cap still fits it).
+    if (current_ == static_cast<int>(kCap) && owed >= kCap) return true;
     int want = 1;
     if (owed >= kMinWorthIt) {
         // A quarter of the current receive buffer at most: a mark the kernel would have to grow

@@ -304,7 +304,9 @@ def test_disk_full_on_a_file_system_with_o_direct(tmp_path, receiver_factory):
     with open(image, "wb") as f:
         f.truncate(24 << 20)
     subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
-    subprocess.run(["mount", "-o", "loop", str(image), str(dest)], check=True)
+    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(dest)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"no loop mount here: {mounted.stderr.strip()}")
     try:
         src = tmp_path / "src"
         src.mkdir()
