@@ -1,24 +1,71 @@
 #pragma once
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdlib>
-#include <memory>
+#include <new>
+#include <utility>
 
 namespace sluice {
 
-// A page-aligned heap buffer (usable for O_DIRECT and registered buffers). Freed on destruction.
+// A page-aligned buffer (usable for O_DIRECT and registered buffers). Freed on destruction.
+//
+// Buffers of 2 MiB and more are mapped on a 2 MiB boundary and marked for transparent huge
+// pages: a huge page is one physically contiguous segment, so an O_DIRECT write from it is
+// one block-layer segment instead of 512 (virtio-blk here takes 254 segments per request,
+// so a 2 MiB write from 4 KiB pages is split into three requests), and copies into it
+// touch one TLB entry per 2 MiB. Where the kernel has no huge page to give, the mapping is
+// still correct, only made of small pages.
 class AlignedBuffer {
 public:
-    explicit AlignedBuffer(size_t size) : size_(size), p_(static_cast<unsigned char*>(std::aligned_alloc(4096, size))) {
-        if (!p_) throw std::bad_alloc();
+    static constexpr size_t kHugePage = size_t{2} << 20;
+
+    explicit AlignedBuffer(size_t size) : size_(size) {
+        if (size >= kHugePage) {
+            map_huge_aligned();
+        } else {
+            p_ = static_cast<unsigned char*>(std::aligned_alloc(4096, (size + 4095) / 4096 * 4096));
+            if (!p_) throw std::bad_alloc();
+        }
     }
-    unsigned char* data() noexcept { return p_.get(); }
+    AlignedBuffer(AlignedBuffer&& o) noexcept
+        : size_(std::exchange(o.size_, 0)), p_(std::exchange(o.p_, nullptr)), mapped_(std::exchange(o.mapped_, 0)) {}
+    AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+        std::swap(size_, o.size_);
+        std::swap(p_, o.p_);
+        std::swap(mapped_, o.mapped_);
+        return *this;
+    }
+    AlignedBuffer(const AlignedBuffer&) = delete;
+    AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+    ~AlignedBuffer() {
+        if (mapped_) ::munmap(p_, mapped_);
+        else std::free(p_);
+    }
+
+    unsigned char* data() noexcept { return p_; }
     size_t size() const noexcept { return size_; }
 
 private:
-    struct Free {
-        void operator()(unsigned char* p) const noexcept { std::free(p); }
-    };
+    void map_huge_aligned() {
+        const size_t len = (size_ + kHugePage - 1) / kHugePage * kHugePage;
+        // Over-map by one huge page, then trim both ends so that the buffer starts on a
+        // 2 MiB boundary (mmap only promises 4 KiB alignment).
+        void* raw = ::mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (raw == MAP_FAILED) throw std::bad_alloc();
+        const auto start = reinterpret_cast<uintptr_t>(raw);
+        const uintptr_t aligned = (start + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
+        if (aligned > start) ::munmap(raw, aligned - start);
+        const uintptr_t tail = start + len + kHugePage - (aligned + len);
+        if (tail) ::munmap(reinterpret_cast<void*>(aligned + len), tail);
+        p_ = reinterpret_cast<unsigned char*>(aligned);
+        mapped_ = len;
+        ::madvise(p_, mapped_, MADV_HUGEPAGE); // advice only: small pages work the same
+    }
+
     size_t size_;
-    std::unique_ptr<unsigned char, Free> p_;
+    unsigned char* p_ = nullptr;
+    size_t mapped_ = 0; // length of the mapping, 0 when the buffer came from aligned_alloc
 };
 
 } // namespace sluice
