@@ -6,6 +6,9 @@ the sender's start to both processes' exit, and CPU is each process's own rusage
 sender and receiver, so nothing else on the machine is counted.
 
 usage: run.py [--size 2G] [--rounds 3] [--streams 4] [--sluice PATH] [--out DIR] [--extra SEND_ARGS] [--recv-extra RECV_ARGS]
+
+results.json also records the data path, ring mode, streams, block size and fallbacks each
+sluice run reported in its --json stats, and the machine (kernel, uptime, commit).
 """
 import argparse
 import json
@@ -31,11 +34,12 @@ def cpu_of(rusage):
 
 
 def run_pair(recv_cmd, send_cmd, ready=None, timeout=300):
-    """Starts the receiver, waits until it is ready, times the sender; returns seconds, CPU."""
+    """Starts the receiver, waits until it is ready, times the sender; returns seconds, CPU and
+    the last line each side printed on stdout (sluice's --json stats)."""
     rx = subprocess.Popen(recv_cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     url = ready(rx) if ready else time.sleep(0.3)
     t0 = time.monotonic()
-    tx = subprocess.Popen([a.replace("{url}", url or "") for a in send_cmd], stdout=subprocess.DEVNULL,
+    tx = subprocess.Popen([a.replace("{url}", url or "") for a in send_cmd], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
     deadline = t0 + timeout
     _, st_tx, ru_tx = os.wait4(tx.pid, 0)
@@ -43,7 +47,8 @@ def run_pair(recv_cmd, send_cmd, ready=None, timeout=300):
     secs = time.monotonic() - t0
     if time.monotonic() > deadline or os.waitstatus_to_exitcode(st_tx) or os.waitstatus_to_exitcode(st_rx):
         raise RuntimeError(f"run failed: {send_cmd} / {recv_cmd}: {tx.stderr.read()}")
-    return secs, cpu_of(ru_tx), cpu_of(ru_rx)
+    last = lambda f: (f.read().strip().splitlines() or [""])[-1]
+    return secs, cpu_of(ru_tx), cpu_of(ru_rx), last(tx.stdout), last(rx.stdout)
 
 
 def main():
@@ -80,8 +85,8 @@ def main():
         clean()
         port = free_port()
         return run_pair(
-            [a.sluice, "recv", str(dst), "--bind", "127.0.0.1", "--port", str(port), *a.recv_extra.split()],
-            [a.sluice, "send", str(src), "{url}", "--streams", str(a.streams), *a.extra.split()],
+            [a.sluice, "recv", str(dst), "--bind", "127.0.0.1", "--port", str(port), "--json", *a.recv_extra.split()],
+            [a.sluice, "send", str(src), "{url}", "--streams", str(a.streams), "--json", *a.extra.split()],
             ready=lambda p: p.stdout.readline().strip())
 
     def nc_run():
@@ -101,8 +106,17 @@ def main():
     order = list(tools)
     for r in range(a.rounds):
         for name in (order if r % 2 == 0 else order[::-1]):
-            secs, ctx, crx = tools[name]()
-            results[name].append({"seconds": secs, "cpu_send": ctx, "cpu_recv": crx})
+            secs, ctx, crx, out_tx, out_rx = tools[name]()
+            got = (dst / "payload.bin").stat().st_size if (dst / "payload.bin").exists() else None
+            if name != "iperf3 (memory to memory)" and got != size:
+                raise RuntimeError(f"{name} delivered {got} bytes of {size}")
+            run = {"seconds": secs, "cpu_send": ctx, "cpu_recv": crx}
+            if name == "sluice":
+                # What the run actually used, from each side's --json stats.
+                js, jr = json.loads(out_tx), json.loads(out_rx)
+                run["sluice"] = {k: js.get(k) for k in ("send_path", "ring_mode", "streams", "block_size", "fallbacks")}
+                run["sluice"].update({"recv_path": jr.get("recv_path"), "recv_fallbacks": jr.get("fallbacks")})
+            results[name].append(run)
             print(f"round {r + 1} {name}: {size / secs / 1e6:.0f} MB/s, cpu send {ctx:.2f}s recv {crx:.2f}s", file=sys.stderr)
     clean()
 
@@ -122,8 +136,19 @@ def main():
     for name, r in rows.items():
         lines.append(f"| {name} | {r['mb_s']:.0f} | {r['mb_s'] / nc['mb_s']:.2f} | {r['cpu_s_per_gb_send']:.2f} | "
                      f"{r['cpu_s_per_gb_recv']:.2f} | {r['cpu_s_per_gb_total']:.2f} | {r['cpu_s_per_gb_total'] / nc['cpu_s_per_gb_total']:.2f} |")
+    used = {json.dumps(r["sluice"], sort_keys=True) for r in results["sluice"]}
+    for u in sorted(used):
+        u = json.loads(u)
+        lines.append("")
+        lines.append(f"sluice used: send path {u['send_path']} ({u['ring_mode']}), receive path {u['recv_path']}, "
+                     f"{u['streams']} streams, {u['block_size'] >> 20} MiB blocks, fallbacks: "
+                     f"{', '.join(u['fallbacks'] + u['recv_fallbacks']) or 'none'}")
     table = "\n".join(lines)
-    (out / "results.json").write_text(json.dumps({"size": size, "streams": a.streams, "extra": a.extra, "recv_extra": a.recv_extra, "rows": rows}, indent=1))
+    machine = {"sluice": a.sluice, "kernel": os.uname().release, "uptime_s": float(Path("/proc/uptime").read_text().split()[0]),
+               "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                        text=True).stdout.strip()}
+    (out / "results.json").write_text(json.dumps({"size": size, "streams": a.streams, "extra": a.extra, "recv_extra": a.recv_extra,
+                                                  "machine": machine, "rows": rows}, indent=1))
     (out / "results.md").write_text(table + "\n")
     print(table)
 
