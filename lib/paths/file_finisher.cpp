@@ -104,9 +104,14 @@ void verify_from_disk(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f) {
             if (n == 0) break;
             got += static_cast<size_t>(n);
         }
-        if (got < len || xxh3_64(buf.data(), len) != sum)
+        if (got < len || xxh3_64(buf.data(), len) != sum) {
+            // The journal would otherwise keep vouching for the bad range in every later run;
+            // without it the failed transfer removes the temporary file too.
+            if (f.journaled) journal::remove(dir, f.temp);
+            f.journaled = false;
             throw Error(ErrorCode::integrity, "'" + f.entry.path + "' read back from disk differs from what was sent at offset " +
-                                                  std::to_string(off) + " (--verify)");
+                                                  std::to_string(off) + " (--verify); the next run sends it again whole");
+        }
         ctx.bytes_verified_from_disk.fetch_add(len, std::memory_order_relaxed);
     }
 }
@@ -126,7 +131,7 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
             int dir = dirs.get(f.parent);
             try {
                 if (first) journal::create(dir, f.temp, f.entry.size, f.entry.mtime_ns);
-                journal::append(dir, f.temp, f.entry.size, f.entry.mtime_ns, offset, length);
+                journal::append(dir, f.temp, f.entry.size, f.entry.mtime_ns, offset, length, checksum);
             } catch (const Error& e) {
                 // Name the user's file, not our hidden journal beside it.
                 throw Error(e.code(), "cannot record progress of '" + f.entry.path + "' (" + e.what() + ")");

@@ -497,12 +497,16 @@ struct Receiver::Impl {
             return true;
         }
         if (f.entry.size == 0) return false;
-        journal::Ranges ranges = journal::load(dir.get(), f.temp, f.entry.size, f.entry.mtime_ns);
-        if (ranges.empty()) {
+        journal::Contents journal = journal::load(dir.get(), f.temp, f.entry.size, f.entry.mtime_ns);
+        if (journal.ranges.empty()) {
             journal::remove(dir.get(), f.temp); // another version of the file, or nothing verified
             return false;
         }
-        for (auto [b, e] : ranges) {
+        // --verify reads the blocks an earlier run received back from disk as well, against
+        // the checksums the sender sent then.
+        if (opts.verify)
+            for (auto& b : journal.blocks) files.record_checksum(f, b.offset, b.length, b.checksum);
+        for (auto [b, e] : journal.ranges) {
             files.mark_verified(f, b, e - b);
             already.push_back({f.entry.file_id, b, e - b});
             bytes_skipped += e - b;
