@@ -8,6 +8,8 @@
 #include "io/sys_error.hpp"
 #include "paths/xxh3.hpp"
 
+#include <algorithm>
+
 namespace sluice {
 
 namespace {
@@ -61,8 +63,22 @@ uint64_t SourceReader::checksum(const SourceFile& f, uint64_t offset, uint64_t l
     // A block after the file's first was opened for: check the file has not changed since.
     if (current_ == &f) check_unchanged();
     int fd = open(f);
-    MappedRegion map(fd, f.file_offset(offset), length);
-    if (map.ok()) return xxh3_64(map.data(), length);
+    // Read through mappings of at most kWindow bytes at a time: the process then maps (and
+    // counts in its RSS) one window per stream, not one block, whatever --block-size is.
+    if (length <= kWindow) {
+        MappedRegion map(fd, f.file_offset(offset), length);
+        if (map.ok()) return xxh3_64(map.data(), length);
+    } else {
+        hash_.reset();
+        uint64_t done = 0;
+        for (; done < length; done += kWindow) {
+            const size_t n = static_cast<size_t>(std::min<uint64_t>(kWindow, length - done));
+            MappedRegion map(fd, f.file_offset(offset + done), n);
+            if (!map.ok()) break;
+            hash_.update(map.data(), n);
+        }
+        if (done >= length) return hash_.digest();
+    }
     // Some file systems cannot be mapped: read the block once instead, and say so.
     read_fallback_ = true;
     XXH3_state_t* st = XXH3_createState();
