@@ -9,9 +9,12 @@ usage: run.py SRC ROUNDS VARIANT... [--out DIR]
   run.py /data/2g.bin 8 /tmp/sluice-old /tmp/sluice-new
   run.py /data/2g.bin 8 'build/tools/sluice|--send-path splice' 'build/tools/sluice|--send-path sendfile'
 
-Each run receives into a fresh directory under DIR (default /tmp/sluice-ab, flagged chattr +T
-so that ext4 does not place it where the last run's tree was just deleted) and the source is
-read before every run, so both variants start with it in the page cache. Take
+Each run receives into a fresh directory under DIR (default /tmp/sluice-ab, flagged chattr +T)
+and the source is read before every run, so both variants start with it in the page cache.
+Received trees are deleted only at the end when they all fit in half the free space: on this
+VM's journal-less ext4 a create near inodes deleted in the last minute scans them all
+(docs/bench-wdt-report.md), which made single rounds of a small-file set 3x slower. After
+deleting trees, wait a minute (six if they were not synced) before timing small files again. Take
 /run/sluice-bench.lock (flock) so that other benches do not overlap.
 """
 import argparse
@@ -78,6 +81,9 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     subprocess.run(["chattr", "+T", a.out], capture_output=True)
     runs = {v: [] for v in a.variants}
+    st = os.statvfs(a.out)
+    keep = size * a.rounds * len(a.variants) < st.f_bavail * st.f_frsize // 2
+    kept = []
     n = 0
     for r in range(a.rounds):
         for v in a.variants if r % 2 == 0 else a.variants[::-1]:
@@ -86,9 +92,15 @@ def main():
             os.makedirs(dst)
             read_source(a.src)
             secs, cs, cr = one_run(v, a.src, dst)
-            shutil.rmtree(dst)
+            if keep:
+                kept.append(dst)
+            else:
+                shutil.rmtree(dst)
             runs[v].append({"seconds": secs, "cpu_send": cs, "cpu_recv": cr})
             print(f"round {r + 1} {v}: {size / secs / 1e6:.0f} MB/s, CPU s/GB send {cs / gb:.3f} recv {cr / gb:.3f}", flush=True)
+    for d in kept:
+        shutil.rmtree(d)
+    os.sync()  # deleted inodes' table blocks written: the next minute, not six, is affected
     print("| variant | MB/s (median) | CPU s/GB send | CPU s/GB recv | CPU s/GB total |")
     print("|---|---|---|---|---|")
     for v, rs in runs.items():
