@@ -13,10 +13,12 @@ namespace sluice {
 
 class SourceReader {
 public:
-    // The most a checksum maps at once. Whole-block mappings cost the same CPU (A/B, 2 GiB,
-    // 6 rounds) but counted streams x block in the RSS: 264 MiB at 8 streams of 64 MiB blocks,
-    // 20 MiB with windows.
-    static constexpr uint64_t kWindow = uint64_t{2} << 20;
+    // The most a checksum maps at once, so that the RSS stays bounded whatever --block-size is
+    // (whole-block mappings counted streams x block: 264 MiB at 8 streams of 64 MiB blocks).
+    // Not smaller than the default block, which so keeps one mapping (and one TLB flush on
+    // unmap) per block, as measured in docs/benchmarks.md; 2 MiB windows measured the same
+    // unbounded, and 1 Gbit/s runs were too noisy to tell.
+    static constexpr uint64_t kWindow = uint64_t{8} << 20;
 
     // The fd of f, opened on first use; checks that f still has the size and mtime the
     // manifest announced (a changed source is an error, never sent torn).
