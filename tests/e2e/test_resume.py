@@ -79,11 +79,13 @@ def test_a_complete_tree_is_not_sent_again(tmp_path, receiver_factory):
     assert s["bytes_sent"] == 0 and s["bytes_skipped"] == s["bytes"]
 
 
-def test_a_source_changed_since_the_interruption_is_sent_whole(tmp_path):
+def interrupted_single_file(tmp_path, seed):
+    """A 24 MiB file whose transfer is cut (sender killed) after some of its blocks were
+    journaled; returns the source, the destination and the sender's arguments."""
     from conftest import free_port
 
     src = tmp_path / "data.bin"
-    write_random(src, 24 << 20, 23)
+    write_random(src, 24 << 20, seed)
     dest = tmp_path / "dest"
     dest.mkdir()
     port = free_port()
@@ -95,6 +97,12 @@ def test_a_source_changed_since_the_interruption_is_sent_whole(tmp_path):
     tx.send_signal(signal.SIGKILL)
     tx.wait()
     rx.proc.communicate(timeout=60)
+    assert len(journaled(dest)) == 1 and not (dest / "data.bin").exists()
+    return src, dest, port, args
+
+
+def test_a_source_changed_since_the_interruption_is_sent_whole(tmp_path):
+    src, dest, port, args = interrupted_single_file(tmp_path, 23)
     write_random(src, 24 << 20, 24)  # new content, new mtime
     rx2 = start_recv(dest, port)
     again = subprocess.run(args + ["--json"], capture_output=True, text=True, timeout=120)
@@ -134,28 +142,6 @@ def test_a_connection_cut_mid_block_fails_cleanly_and_resumes(tmp_path):
     assert rx2.proc.wait(timeout=60) == 0
     assert json.loads(again.stdout.splitlines()[-1])["bytes_skipped"] > 0
     assert (dest / "f.bin").read_bytes() == src.read_bytes()
-
-
-def interrupted_single_file(tmp_path, seed):
-    """A 24 MiB file whose transfer is cut (sender killed) after some of its blocks were
-    journaled; returns the source, the destination and the sender's arguments."""
-    from conftest import free_port
-
-    src = tmp_path / "data.bin"
-    write_random(src, 24 << 20, seed)
-    dest = tmp_path / "dest"
-    dest.mkdir()
-    port = free_port()
-    args = [SLUICE, "send", str(src), f"sluice://127.0.0.1:{port}/?token=resume", "--block-size", "1M"]
-    rx = start_recv(dest, port)
-    tx = subprocess.Popen(args + ["--rate-limit", "8M"], stderr=subprocess.PIPE)
-    assert wait_for(lambda: len(journaled(dest)) > 0, 30)
-    time.sleep(0.5)
-    tx.send_signal(signal.SIGKILL)
-    tx.wait()
-    rx.proc.communicate(timeout=60)
-    assert len(journaled(dest)) == 1 and not (dest / "data.bin").exists()
-    return src, dest, port, args
 
 
 def test_verify_after_a_resume_reads_back_the_blocks_of_the_earlier_run(tmp_path):
