@@ -239,6 +239,7 @@ private:
     // its linked timeout, two completions, often a sleep and a wakeup) costs far more than one
     // plain system call; when nothing is queued the attempt costs one EAGAIN.
     size_t take_queued(unsigned char* p, size_t n) {
+        if (n == 0) return 0; // a zero-length recv returns 0, which means the peer closed
         for (;;) {
             ssize_t r = ::recv(sock_, p, n, MSG_DONTWAIT);
             if (r > 0) return static_cast<size_t>(r);
