@@ -3,8 +3,8 @@
 #include <span>
 
 #include "sluice/error.hpp"
-#include "wire/codec.hpp"
-#include "wire/data_parser.hpp"
+#include "core/wire/codec.hpp"
+#include "core/wire/data_parser.hpp"
 
 using namespace sluice;
 using namespace sluice::wire;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "wire/codec.hpp"
+#include "core/wire/codec.hpp"
 
 using namespace sluice::wire;
 

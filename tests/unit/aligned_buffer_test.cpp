@@ -6,7 +6,7 @@
 #include <cstring>
 #include <utility>
 
-#include "io/aligned_buffer.hpp"
+#include "core/io/aligned_buffer.hpp"
 
 using sluice::AlignedBuffer;
 

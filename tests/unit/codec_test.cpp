@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "wire/codec.hpp"
+#include "core/wire/codec.hpp"
 
 using namespace sluice;
 using namespace sluice::wire;

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "wire/codec.hpp"
-#include "wire/data_parser.hpp"
+#include "core/wire/codec.hpp"
+#include "core/wire/data_parser.hpp"
 
 using namespace sluice;
 using namespace sluice::wire;

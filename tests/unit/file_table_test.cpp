@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "transfer/file_table.hpp"
+#include "recv/store/file_table.hpp"
 
 using namespace sluice;
 

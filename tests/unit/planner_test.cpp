@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "plan/planner.hpp"
+#include "send/plan/planner.hpp"
 #include "sluice/sluice.hpp"
 
 using namespace sluice;

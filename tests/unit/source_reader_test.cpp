@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "paths/source_reader.hpp"
-#include "paths/xxh3.hpp"
+#include "send/paths/source_reader.hpp"
+#include "core/checksum/xxh3.hpp"
 
 TEST_CASE("SourceReader checksums equal XXH3 of the whole block across mapping windows") {
     const uint64_t w = sluice::SourceReader::kWindow;

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "paths/xxh3.hpp"
+#include "core/checksum/xxh3.hpp"
 
 TEST_CASE("xxh3_64 and Xxh3 equal libxxhash for every length class") {
     std::mt19937_64 rng(7);

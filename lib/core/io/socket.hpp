@@ -1,0 +1,45 @@
+#pragma once
+// Blocking TCP helpers for set-up and control traffic. Data paths use the ring instead.
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/io/unique_fd.hpp"
+
+namespace sluice {
+
+UniqueFd listen_tcp(const std::string& bind_address, uint16_t port);
+uint16_t local_port(int fd);
+// Connects within timeout_ms; the error names host, port and the address tried.
+UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms);
+
+void set_nodelay(int fd);
+void set_socket_buffers(int fd, int bytes);
+void set_io_timeout(int fd, int ms); // SO_RCVTIMEO and SO_SNDTIMEO
+
+// Sends or receives exactly the span, or throws a network Error naming `what`.
+void send_all(int fd, std::span<const unsigned char> data, const char* what);
+void recv_exact(int fd, std::span<unsigned char> data, const char* what);
+
+// Keeps a socket's SO_RCVLOWAT at the number of bytes the next read is owed (capped), so that
+// TCP wakes a waiting reader once that many have arrived instead of once per segment: on a
+// 1 Gbit/s link a 2 MiB MSG_WAITALL receive otherwise wakes its thread ~1,400 times.
+// Only for reads the peer is bound to complete (the rest of a frame it has started), and
+// only with reads that return once the mark is met: a MSG_WAITALL read that the kernel
+// retries after a partial copy would wait for a mark above what is still owed, forever at
+// the end of a stream. Small reads leave the mark at 1: they arrive in a segment or two.
+class RecvLowWater {
+public:
+    explicit RecvLowWater(int fd) noexcept : fd_(fd) {}
+    // Returns true when a mark above 1 is set: read without MSG_WAITALL, then call again.
+    bool expect(size_t owed) noexcept;
+
+private:
+    int fd_;
+    int current_ = 1;
+};
+
+// The address a peer should use to reach this host (first non-loopback IPv4), or 127.0.0.1.
+std::string primary_address();
+
+} // namespace sluice

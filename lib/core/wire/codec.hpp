@@ -1,0 +1,55 @@
+#pragma once
+// Encoding and decoding of every frame. Decoders take the payload a FrameHeader announced
+// and reject anything the protocol does not allow, with a message naming the field.
+#include <span>
+#include <vector>
+
+#include "sluice/error.hpp"
+#include "core/wire/protocol.hpp"
+
+namespace sluice::wire {
+
+using Bytes = std::vector<unsigned char>;
+using Span = std::span<const unsigned char>;
+
+void encode_server_hello(Bytes& out, const ServerHello& h);
+void encode_client_hello(Bytes& out, const ClientHello& h);
+void encode_server_auth(Bytes& out, const ServerAuth& a);
+ServerHello decode_server_hello(Span in);
+ClientHello decode_client_hello(Span in);
+ServerAuth decode_server_auth(Span in);
+// The part of a ClientHello its MAC covers (everything before the MAC).
+Span client_hello_signed_part(Span encoded);
+
+// Decodes the 8-byte header and checks the announced length against the bound of its type.
+FrameHeader decode_frame_header(Span in);
+void encode_frame_header(unsigned char out[kFrameHeaderBytes], FrameType type, uint32_t length);
+
+void encode_manifest(Bytes& out, const ManifestChunk& c);
+void encode_manifest_ack(Bytes& out, const ManifestAck& a);
+void encode_manifest_end(Bytes& out, const ManifestEnd& e);
+void encode_stream_end(Bytes& out, const StreamEnd& e);
+void encode_resend(Bytes& out, const ByteRange& r);
+void encode_all_verified(Bytes& out);
+void encode_transfer_end(Bytes& out, const TransferEnd& e);
+void encode_final_status(Bytes& out, const FinalStatus& s);
+void encode_abort(Bytes& out, const Abort& a);
+// Header + prefix of a BLOCK frame; the data follows on the wire (spliced, not copied).
+void encode_block_prefix(unsigned char out[kFrameHeaderBytes + kBlockPrefixBytes], const BlockPrefix& p,
+                         uint32_t data_length);
+
+ManifestChunk decode_manifest(Span payload);
+ManifestAck decode_manifest_ack(Span payload);
+ManifestEnd decode_manifest_end(Span payload);
+BlockPrefix decode_block_prefix(Span prefix24);
+StreamEnd decode_stream_end(Span payload);
+ByteRange decode_resend(Span payload);
+TransferEnd decode_transfer_end(Span payload);
+FinalStatus decode_final_status(Span payload);
+Abort decode_abort(Span payload);
+
+// Checks a relative path from the network: no empty, '.' or '..' components, no leading '/',
+// no NUL, bounded lengths. Throws a protocol Error naming the path and the rule it broke.
+void validate_relative_path(const std::string& path);
+
+} // namespace sluice::wire

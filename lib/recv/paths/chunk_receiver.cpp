@@ -1,0 +1,215 @@
+// One data stream of a Receiver without a directory. Frames are read one at a time with
+// plain syscalls: a stream chunk is at most 1 MiB and moves with a handful of splices, and a
+// sink gets whole verified blocks.
+#include "recv/paths/chunk_receiver.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+
+#include <exception>
+#include <optional>
+
+#include "core/io/pipe.hpp"
+#include "core/io/socket.hpp"
+#include "core/io/sys_error.hpp"
+#include "core/checksum/xxh3.hpp"
+#include "core/wire/codec.hpp"
+
+namespace sluice {
+
+SinkEntry sink_entry_of(const wire::ManifestEntry& e) {
+    SinkEntry s;
+    s.id = e.file_id;
+    s.path = e.path;
+    s.size = e.size;
+    s.mode = e.mode;
+    s.mtime_ns = e.mtime_ns;
+    s.is_stream = e.kind == wire::EntryKind::stream;
+    return s;
+}
+
+namespace {
+
+constexpr const char* kWhat = "data stream";
+
+// The frame loop both paths share: BLOCK frames go to on_block, STREAM_END ends the stream.
+class FrameLoop : public StreamReceiver {
+public:
+    FrameLoop(int sock, RecvContext& ctx) : sock_(sock), ctx_(ctx) {}
+
+    StreamReceipt run() override {
+        for (;;) {
+            unsigned char h[wire::kFrameHeaderBytes];
+            recv_exact(sock_, h, kWhat);
+            wire::FrameHeader hdr = wire::decode_frame_header(h);
+            switch (static_cast<wire::FrameType>(hdr.type)) {
+            case wire::FrameType::block: {
+                if (hdr.length <= wire::kBlockPrefixBytes) throw Error(ErrorCode::protocol, "BLOCK frame without data");
+                unsigned char p[wire::kBlockPrefixBytes];
+                recv_exact(sock_, p, kWhat);
+                on_block(wire::decode_block_prefix(p), hdr.length - wire::kBlockPrefixBytes);
+                break;
+            }
+            case wire::FrameType::stream_end: {
+                std::vector<unsigned char> payload(hdr.length);
+                recv_exact(sock_, payload, kWhat);
+                wire::StreamEnd end = wire::decode_stream_end(payload);
+                if (end.blocks != receipt_.blocks || end.bytes != receipt_.bytes)
+                    throw Error(ErrorCode::protocol, "STREAM_END announces " + std::to_string(end.bytes) + " bytes, " +
+                                                         std::to_string(receipt_.bytes) + " arrived on this stream");
+                return receipt_;
+            }
+            default:
+                throw Error(ErrorCode::protocol, std::string(wire::frame_type_name(hdr.type)) + " frame is not allowed on a data stream");
+            }
+        }
+    }
+
+protected:
+    virtual void on_block(const wire::BlockPrefix& p, uint32_t length) = 0;
+
+    // The stream entry a chunk names, checked: announced, a stream, in increasing order.
+    void check_chunk(const wire::BlockPrefix& p, uint32_t length) {
+        RecvFile* f = ctx_.files.find(p.file_id);
+        if (!f || f->entry.kind != wire::EntryKind::stream)
+            throw Error(ErrorCode::protocol, "stream chunk for id " + std::to_string(p.file_id) + ", which is not the announced stream");
+        if (length > wire::kMaxStreamChunk)
+            throw Error(ErrorCode::protocol, "stream chunk of " + std::to_string(length) + " bytes exceeds the 1 MiB limit");
+        if (p.offset < next_offset_ || p.offset > wire::kMaxFileSize)
+            throw Error(ErrorCode::protocol, "stream chunk at offset " + std::to_string(p.offset) + " out of order on its stream");
+        next_offset_ = p.offset + length;
+    }
+
+    void counted(uint32_t length) {
+        ++receipt_.blocks;
+        receipt_.bytes += length;
+        ctx_.bytes_received.fetch_add(length, std::memory_order_relaxed);
+        if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(length, std::memory_order_relaxed);
+    }
+
+    int sock_;
+    RecvContext& ctx_;
+    StreamReceipt receipt_;
+    uint64_t next_offset_ = 0;
+};
+
+// Waits for the socket to have data, or fails after the idle timeout.
+void wait_readable(int sock, int timeout_ms) {
+    pollfd p{sock, POLLIN, 0};
+    for (;;) {
+        int r = ::poll(&p, 1, timeout_ms > 0 ? timeout_ms : -1);
+        if (r > 0) return;
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) throw Error(ErrorCode::network, "data stream: timed out waiting for the peer");
+        throw_errno(ErrorCode::network, "poll on a data stream");
+    }
+}
+
+class StreamToFd final : public FrameLoop {
+public:
+    StreamToFd(int sock, RecvContext& ctx, OrderedOutput& out) : FrameLoop(sock, ctx), out_(out), pipe_(wire::kMaxStreamChunk) {}
+    std::string fallback() const override { return out_.fallback(); }
+
+private:
+    void on_block(const wire::BlockPrefix& p, uint32_t length) override {
+        check_chunk(p, length);
+        size_t received = 0, parked = 0;
+        bool turn = false;
+        while (received < length) {
+            wait_readable(sock_, ctx_.idle_timeout_ms);
+            ssize_t n = ::splice(sock_, nullptr, pipe_.write_fd(), nullptr, length - received, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (n > 0) {
+                received += static_cast<size_t>(n);
+                parked += static_cast<size_t>(n);
+                continue;
+            }
+            if (n == 0) throw Error(ErrorCode::network, "data stream: connection closed by peer in the middle of a chunk");
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN) throw_errno(ErrorCode::network, "data stream");
+            // The socket has data but the pipe is full (small skb fragments use up its slots):
+            // this chunk cannot be parked whole, so it waits for its turn and flows through.
+            if (!turn) {
+                out_.wait_turn(p.offset);
+                turn = true;
+            }
+            out_.drain_pipe(pipe_.read_fd(), parked);
+            parked = 0;
+        }
+        if (!turn) out_.wait_turn(p.offset);
+        out_.drain_pipe(pipe_.read_fd(), parked);
+        out_.end_turn(length);
+        counted(length);
+    }
+
+    OrderedOutput& out_;
+    Pipe pipe_;
+};
+
+class SinkReceiver final : public FrameLoop {
+public:
+    SinkReceiver(int sock, RecvContext& ctx, Sink& sink, OrderedOutput& stream_out)
+        : FrameLoop(sock, ctx), sink_(sink), stream_out_(stream_out) {}
+
+private:
+    void on_block(const wire::BlockPrefix& p, uint32_t length) override {
+        RecvFile* f = ctx_.files.find(p.file_id);
+        if (f && f->entry.kind == wire::EntryKind::stream) {
+            check_chunk(p, length);
+            auto data = receive(length);
+            stream_out_.wait_turn(p.offset);
+            guarded([&] { stream_out_.write(p.offset, data); });
+            stream_out_.end_turn(length);
+            counted(length);
+            return;
+        }
+        RecvFile& file = file_for_block(ctx_.files, p, length);
+        auto data = receive(length);
+        counted(length);
+        if (xxh3_64(data.data(), data.size()) != p.checksum) {
+            ctx_.block_failed(file, p.offset, length);
+            return;
+        }
+        SinkEntry e = sink_entry_of(file.entry);
+        guarded([&] { sink_.write(e, p.offset, std::as_bytes(data)); });
+        if (!ctx_.files.mark_verified(file, p.offset, length)) return;
+        guarded([&] { sink_.entry_done(e); });
+        ctx_.files.set_complete(file);
+        ctx_.files_completed.fetch_add(1, std::memory_order_relaxed);
+        if (ctx_.progress) ctx_.progress->files_done.fetch_add(1, std::memory_order_relaxed);
+        if (ctx_.file_completed) ctx_.file_completed();
+    }
+
+    // Grows to the largest block seen (bounded by the frame decoder's 64 MiB).
+    std::span<const unsigned char> receive(uint32_t length) {
+        if (!buf_ || buf_->size() < length) buf_.emplace((length + 4095) / 4096 * 4096);
+        recv_exact(sock_, std::span(buf_->data(), length), kWhat);
+        return {buf_->data(), length};
+    }
+
+    template <class F>
+    static void guarded(F&& f) {
+        try {
+            f();
+        } catch (const Error&) {
+            throw;
+        } catch (const std::exception& e) {
+            throw Error(ErrorCode::destination, std::string("the sink failed: ") + e.what());
+        }
+    }
+
+    Sink& sink_;
+    OrderedOutput& stream_out_;
+    std::optional<AlignedBuffer> buf_;
+};
+
+} // namespace
+
+std::unique_ptr<StreamReceiver> make_stream_to_fd_receiver(int sock, RecvContext& ctx, OrderedOutput& out) {
+    return std::make_unique<StreamToFd>(sock, ctx, out);
+}
+
+std::unique_ptr<StreamReceiver> make_sink_receiver(int sock, RecvContext& ctx, Sink& sink, OrderedOutput& stream_out) {
+    return std::make_unique<SinkReceiver>(sock, ctx, sink, stream_out);
+}
+
+} // namespace sluice

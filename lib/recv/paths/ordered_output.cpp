@@ -1,0 +1,124 @@
+#include "recv/paths/ordered_output.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "core/io/sys_error.hpp"
+
+namespace sluice {
+
+OrderedOutput::OrderedOutput(int out_fd) : out_fd_(out_fd) {
+    // A shell's pipe holds 64 KiB: each chunk would leave in 16 pieces, each a wake-up of the
+    // consumer. A whole chunk fits after this (best effort: the limit is pipe-max-size).
+    ::fcntl(out_fd_, F_SETPIPE_SZ, static_cast<int>(1u << 20));
+}
+OrderedOutput::OrderedOutput(Sink& sink) : sink_(&sink) {}
+
+void OrderedOutput::set_entry(const SinkEntry& e) {
+    std::lock_guard lk(mu_);
+    entry_ = e;
+}
+
+void OrderedOutput::wait_turn(uint64_t offset) {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return next_ == offset || stopped_; });
+    if (stopped_) throw Error(ErrorCode::cancelled, "stream output stopped");
+}
+
+void OrderedOutput::end_turn(uint64_t length) {
+    {
+        std::lock_guard lk(mu_);
+        next_ += length;
+    }
+    cv_.notify_all();
+}
+
+void OrderedOutput::stop() {
+    {
+        std::lock_guard lk(mu_);
+        stopped_ = true;
+    }
+    cv_.notify_all();
+}
+
+uint64_t OrderedOutput::delivered() const {
+    std::lock_guard lk(mu_);
+    return next_;
+}
+
+std::string OrderedOutput::fallback() const {
+    std::lock_guard lk(mu_);
+    return fallback_reason_;
+}
+
+void OrderedOutput::output_failed(int err) {
+    uint64_t at = written_;
+    if (err == EPIPE)
+        throw Error(ErrorCode::destination, "the output (fd " + std::to_string(out_fd_) + ") was closed by its reader after " +
+                                                std::to_string(at) + " bytes of the stream");
+    throw_errno(ErrorCode::destination, "cannot write the stream to fd " + std::to_string(out_fd_) + " after " + std::to_string(at) + " bytes", err);
+}
+
+// The caller's fd may be non-blocking (a shared pipe); wait for room instead of spinning.
+static void wait_writable(int fd) {
+    pollfd p{fd, POLLOUT, 0};
+    ::poll(&p, 1, -1);
+}
+
+void OrderedOutput::write_fd_all(const unsigned char* p, size_t n) {
+    while (n) {
+        ssize_t w = ::write(out_fd_, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) {
+            wait_writable(out_fd_);
+            continue;
+        }
+        if (w < 0) output_failed(errno);
+        written_ += static_cast<uint64_t>(w);
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+}
+
+void OrderedOutput::drain_pipe(int pipe_read_fd, size_t n) {
+    while (n && !copy_fallback_) {
+        ssize_t m = ::splice(pipe_read_fd, nullptr, out_fd_, nullptr, n, SPLICE_F_MOVE);
+        if (m > 0) {
+            written_ += static_cast<uint64_t>(m);
+            n -= static_cast<size_t>(m);
+            continue;
+        }
+        if (m < 0 && errno == EINTR) continue;
+        if (m < 0 && errno == EAGAIN) {
+            wait_writable(out_fd_);
+            continue;
+        }
+        if (m < 0 && errno == EINVAL) {
+            // A tty, an O_APPEND file or anything else without splice support.
+            std::lock_guard lk(mu_);
+            copy_fallback_ = true;
+            fallback_reason_ = "stream output copied through a buffer: fd " + std::to_string(out_fd_) + " does not accept splice";
+            break;
+        }
+        output_failed(m < 0 ? errno : EPIPE);
+    }
+    while (n) {
+        ssize_t r = ::read(pipe_read_fd, bounce_.data(), std::min(n, bounce_.size()));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) throw_errno(ErrorCode::internal, "reading a stream chunk back from its pipe");
+        write_fd_all(bounce_.data(), static_cast<size_t>(r));
+        n -= static_cast<size_t>(r);
+    }
+}
+
+void OrderedOutput::write(uint64_t offset, std::span<const unsigned char> data) {
+    if (sink_) {
+        sink_->write(entry_, offset, std::as_bytes(data));
+        written_ += data.size();
+        return;
+    }
+    write_fd_all(data.data(), data.size());
+}
+
+} // namespace sluice

@@ -1,0 +1,67 @@
+#pragma once
+// A receive path: how one data stream turns BLOCK frames from its socket into verified bytes
+// of files under DIR. Each stream thread owns one StreamReceiver.
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "sluice/sluice.hpp"
+#include "recv/store/dest_tree.hpp"
+#include "recv/store/file_table.hpp"
+#include "core/wire/protocol.hpp"
+
+namespace sluice {
+
+// What every stream shares with the session.
+struct RecvContext {
+    FileTable& files;
+    const DestTree& tree;
+    bool sync = false;
+    bool verify = false;
+    int idle_timeout_ms = 60000;
+    Progress* progress = nullptr;
+    std::atomic<uint64_t>& bytes_received;
+    std::atomic<uint64_t>& files_completed;
+    std::atomic<uint64_t>& bytes_verified_from_disk;
+    // A block failed its checksum: asks the sender for it again, or throws an integrity
+    // Error naming the file once it has failed too often.
+    std::function<void(RecvFile& f, uint64_t offset, uint64_t length)> block_failed;
+    // A file became complete (after it is in place).
+    std::function<void()> file_completed;
+};
+
+struct StreamReceipt {
+    uint64_t blocks = 0;
+    uint64_t bytes = 0;
+};
+
+class StreamReceiver {
+public:
+    virtual ~StreamReceiver() = default;
+    // Receives until STREAM_END. Throws Error naming the file or the rule broken.
+    virtual StreamReceipt run() = 0;
+    // Why a slower way than the path's own was used, if it was (empty otherwise).
+    virtual std::string fallback() const { return {}; }
+};
+
+std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, unsigned stream_index, RecvContext& ctx);
+
+// Shared steps of every path (file_finisher.cpp).
+// The file a BLOCK names, checked against the manifest: known id, a regular file, in bounds.
+RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t data_length);
+// Opens (creating) the temporary file of f for writing at offsets.
+UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f);
+// Opens an unnamed file (O_TMPFILE) in f's directory, for a file that arrives whole in one
+// block: no temporary name to create and rename. Invalid fd when the file system refuses.
+UniqueFd open_unnamed_file(ParentDirCache& dirs, const RecvFile& f);
+// Sets size, mode and mtime, optionally fsyncs, and renames f into place (links it, when
+// f.unnamed).
+void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync);
+// Records a block whose data is written (fd) and whose checksum matched. The block that
+// completes its file finishes it (and drops its journal); any other is journaled, after an
+// fdatasync with --sync, so that a resume skips it. fd < 0: nothing was written (null sink).
+void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd, uint64_t offset, uint64_t length,
+                    uint64_t checksum);
+
+} // namespace sluice

@@ -1,0 +1,79 @@
+#include "recv/store/dest_tree.hpp"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
+
+#include "core/io/sys_error.hpp"
+
+namespace sluice {
+
+namespace {
+
+int openat2_beneath(int dirfd, const std::string& rel, uint64_t flags) {
+    open_how how{};
+    how.flags = flags | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    return static_cast<int>(::syscall(SYS_openat2, dirfd, rel.empty() ? "." : rel.c_str(), &how, sizeof how));
+}
+
+} // namespace
+
+DestTree::DestTree(const std::filesystem::path& dir) : display_(dir.string()) {
+    struct stat st{};
+    if (::stat(dir.c_str(), &st) != 0) throw_errno(ErrorCode::destination, "destination '" + display_ + "'");
+    if (!S_ISDIR(st.st_mode)) throw Error(ErrorCode::destination, "destination '" + display_ + "' is not a directory");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) throw_errno(ErrorCode::destination, "destination '" + display_ + "' is not writable");
+    root_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!root_) throw_errno(ErrorCode::destination, "cannot open destination '" + display_ + "'");
+}
+
+UniqueFd DestTree::open_dir(const std::string& rel_dir) const {
+    int fd = openat2_beneath(root_.get(), rel_dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) {
+        if (errno == EXDEV || errno == ELOOP)
+            throw Error(ErrorCode::destination, "refusing '" + rel_dir + "' in '" + display_ +
+                                                    "': its path goes through a symlink or out of the destination");
+        throw_errno(ErrorCode::destination, "cannot open directory '" + rel_dir + "' in '" + display_ + "'");
+    }
+    return UniqueFd(fd);
+}
+
+void DestTree::make_dirs(const std::string& rel_dir) const {
+    if (rel_dir.empty()) return;
+    // Fast path: it exists already (the manifest lists parents first, so this is common).
+    int fd = openat2_beneath(root_.get(), rel_dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        ::close(fd);
+        return;
+    }
+    std::string parent = parent_of(rel_dir);
+    make_dirs(parent);
+    UniqueFd pfd = open_dir(parent);
+    if (::mkdirat(pfd.get(), name_of(rel_dir).c_str(), 0755) != 0 && errno != EEXIST)
+        throw_errno(ErrorCode::destination, "cannot create directory '" + rel_dir + "' in '" + display_ + "'");
+    open_dir(rel_dir); // an existing non-directory or symlink in the way is refused here
+}
+
+std::string DestTree::parent_of(const std::string& rel) {
+    size_t slash = rel.rfind('/');
+    return slash == std::string::npos ? std::string() : rel.substr(0, slash);
+}
+
+std::string DestTree::name_of(const std::string& rel) {
+    size_t slash = rel.rfind('/');
+    return slash == std::string::npos ? rel : rel.substr(slash + 1);
+}
+
+std::string DestTree::temp_name(const std::string& rel) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, ".sluice-part.%016llx", static_cast<unsigned long long>(XXH3_64bits(rel.data(), rel.size())));
+    return buf;
+}
+
+} // namespace sluice

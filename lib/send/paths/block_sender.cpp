@@ -1,0 +1,44 @@
+#include "send/paths/block_sender.hpp"
+
+#include "core/wire/codec.hpp"
+
+namespace sluice {
+
+std::unique_ptr<BlockSender> make_splice_sender(int sock);
+std::unique_ptr<BlockSender> make_sendfile_sender(int sock);
+std::unique_ptr<BlockSender> make_read_send_sender(int sock);
+std::unique_ptr<BlockSender> make_zc_sender(int sock);
+
+void BlockSender::frame_prefix(const Segment& seg, unsigned char out[32]) {
+    wire::BlockPrefix p;
+    p.file_id = seg.file->file_id;
+    p.offset = seg.offset;
+    p.checksum = reader_.checksum(*seg.file, seg.offset, seg.length);
+    wire::encode_block_prefix(out, p, static_cast<uint32_t>(seg.length));
+}
+
+SendPathChoice choose_send_path(SendPath wanted) {
+    if (wanted == SendPath::splice) {
+        const RingFeatures& f = probe_ring_features();
+        if (!f.op_splice || !f.op_send)
+            return {SendPath::sendfile, "io_uring splice unavailable (no IORING_OP_SPLICE/SEND or io_uring disabled): using sendfile"};
+    }
+    if (wanted == SendPath::zc) {
+        const RingFeatures& f = probe_ring_features();
+        if (!f.op_send_zc || !f.op_read_fixed || !f.op_read || !f.op_send)
+            return {SendPath::splice, "io_uring SEND_ZC/READ_FIXED unavailable: using splice"};
+    }
+    return {wanted, {}};
+}
+
+std::unique_ptr<BlockSender> make_block_sender(SendPath path, int sock) {
+    switch (path) {
+    case SendPath::splice: return make_splice_sender(sock);
+    case SendPath::sendfile: return make_sendfile_sender(sock);
+    case SendPath::read_send: return make_read_send_sender(sock);
+    case SendPath::zc: return make_zc_sender(sock);
+    }
+    return nullptr;
+}
+
+} // namespace sluice

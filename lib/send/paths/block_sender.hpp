@@ -1,0 +1,41 @@
+#pragma once
+// A send path: how one data stream turns segments of source files into BLOCK frames on its
+// socket. Each stream thread owns one BlockSender (and with it any ring or pipe).
+#include <memory>
+#include <string>
+
+#include "send/paths/source_reader.hpp"
+#include "send/plan/work_queue.hpp"
+#include "core/ring/ring.hpp"
+#include "sluice/sluice.hpp"
+
+namespace sluice {
+
+class BlockSender {
+public:
+    virtual ~BlockSender() = default;
+    // Sends `seg` as one BLOCK frame; `more` says another frame follows at once (lets TCP
+    // coalesce small files). Throws Error naming the file on failure.
+    virtual void send(const Segment& seg, bool more) = 0;
+    virtual const char* name() const = 0;
+    // Why this stream used a slower way than its path's own, if it did (empty otherwise).
+    virtual std::string fallback() const { return {}; }
+    SourceReader& reader() { return reader_; }
+
+protected:
+    explicit BlockSender(int sock) : sock_(sock) {}
+    // Header and prefix of the frame for seg, with its checksum.
+    void frame_prefix(const Segment& seg, unsigned char out[32]);
+    int sock_;
+    SourceReader reader_;
+};
+
+struct SendPathChoice {
+    SendPath path;
+    std::string fallback; // why a slower path than the one asked for is used; empty if none
+};
+// Decides the path once per transfer from what the kernel offers.
+SendPathChoice choose_send_path(SendPath wanted);
+std::unique_ptr<BlockSender> make_block_sender(SendPath path, int sock);
+
+} // namespace sluice

@@ -1,0 +1,56 @@
+// Send path "sendfile": prefix with send(MSG_MORE), data with sendfile(2). No user copy, one
+// syscall per up-to-2 GiB; a blocking call on the stream's own thread.
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+
+#include "core/io/socket.hpp"
+#include "core/io/sys_error.hpp"
+#include "send/paths/block_sender.hpp"
+
+namespace sluice {
+
+namespace {
+
+class SendfileSender final : public BlockSender {
+public:
+    explicit SendfileSender(int sock) : BlockSender(sock) {}
+    const char* name() const override { return "sendfile"; }
+
+    void send(const Segment& seg, bool more) override {
+        const int fd = reader_.open(*seg.file);
+        unsigned char prefix[32];
+        frame_prefix(seg, prefix);
+        send_prefix(prefix);
+        off_t off = static_cast<off_t>(seg.file->file_offset(seg.offset));
+        uint64_t left = seg.length;
+        while (left) {
+            ssize_t n = ::sendfile(sock_, fd, &off, left);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                throw_errno(ErrorCode::network, "data stream lost while sending '" + seg.file->rel + "'");
+            }
+            if (n == 0) throw Error(ErrorCode::source, "source '" + seg.file->path + "' shrank while being sent");
+            left -= static_cast<uint64_t>(n);
+        }
+        (void)more;
+    }
+
+private:
+    void send_prefix(const unsigned char* p) {
+        size_t done = 0;
+        while (done < 32) {
+            ssize_t n = ::send(sock_, p + done, 32 - done, MSG_NOSIGNAL | MSG_MORE);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                throw_errno(ErrorCode::network, "data stream lost");
+            }
+            done += static_cast<size_t>(n);
+        }
+    }
+};
+
+} // namespace
+
+std::unique_ptr<BlockSender> make_sendfile_sender(int sock) { return std::make_unique<SendfileSender>(sock); }
+
+} // namespace sluice

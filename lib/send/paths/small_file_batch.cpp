@@ -1,0 +1,70 @@
+#include "send/paths/small_file_batch.hpp"
+
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "core/io/sys_error.hpp"
+#include "core/checksum/xxh3.hpp"
+#include "core/wire/codec.hpp"
+
+namespace sluice {
+
+namespace {
+constexpr size_t kPrefix = wire::kFrameHeaderBytes + wire::kBlockPrefixBytes;
+}
+
+void SmallFileBatch::add(const Segment& seg) {
+    wire::BlockPrefix p;
+    p.file_id = seg.file->file_id;
+    p.offset = 0;
+    if (seg.length <= kInlineBytes) {
+        if (used_ + kPrefix + seg.length > buf_.size()) flush(true);
+        unsigned char* at = buf_.data() + used_;
+        reader_.read_whole(*seg.file, at + kPrefix);
+        p.checksum = xxh3_64(at + kPrefix, seg.length);
+        wire::encode_block_prefix(at, p, static_cast<uint32_t>(seg.length));
+        used_ += kPrefix + seg.length;
+        return;
+    }
+    reader_.read_whole(*seg.file, scratch_.data());
+    p.checksum = xxh3_64(scratch_.data(), seg.length);
+    if (used_ + kPrefix > buf_.size()) flush(true);
+    wire::encode_block_prefix(buf_.data() + used_, p, static_cast<uint32_t>(seg.length));
+    used_ += kPrefix;
+    flush(true);
+    send_file_data(seg);
+}
+
+// If the file changed since it was read, the receiver's checksum check fails the block and it
+// is sent again; a file that shrank cannot fill its frame and ends the transfer.
+void SmallFileBatch::send_file_data(const Segment& seg) {
+    const int fd = reader_.open(*seg.file);
+    off_t off = static_cast<off_t>(seg.file->file_offset(0));
+    uint64_t left = seg.length;
+    while (left) {
+        ssize_t n = ::sendfile(sock_, fd, &off, static_cast<size_t>(left));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            if (errno == EIO || errno == EINVAL || errno == ENOMEM || errno == EOVERFLOW)
+                throw_errno(ErrorCode::source, "cannot read source '" + seg.file->path + "'");
+            throw_errno(ErrorCode::network, "data stream lost while sending '" + seg.file->rel + "'");
+        }
+        if (n == 0) throw Error(ErrorCode::source, "source '" + seg.file->path + "' shrank while being sent");
+        left -= static_cast<uint64_t>(n);
+    }
+}
+
+void SmallFileBatch::flush(bool more) {
+    size_t done = 0;
+    while (done < used_) {
+        ssize_t n = ::send(sock_, buf_.data() + done, used_ - done, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw_errno(ErrorCode::network, "data stream lost while sending small files");
+        done += static_cast<size_t>(n);
+    }
+    used_ = 0;
+}
+
+} // namespace sluice

@@ -1,0 +1,49 @@
+#pragma once
+// Small whole files sent the cheap way: no per-file mmap (page-table set-up, munmap and its TLB
+// flush) for the checksum and no splices handed to io-wq workers, which cost more than the
+// copies they save on files of a few pages (docs/benchmarks.md, issue 5). Each file is read
+// with pread, checksummed there while cache-hot, and then:
+//  - up to kInlineBytes: kept in one stream buffer behind its BLOCK prefix; the buffer, holding
+//    many files, goes out with one send (two copies: a system call costs more than copying);
+//  - larger: its prefix is sent and its data follows from the page cache with sendfile (one
+//    copy, the read for the checksum).
+// The wire format is unchanged: consecutive BLOCK frames.
+#include <cstddef>
+
+#include "core/io/aligned_buffer.hpp"
+#include "send/paths/source_reader.hpp"
+#include "send/plan/work_queue.hpp"
+
+namespace sluice {
+
+class SmallFileBatch {
+public:
+    // Files up to this size go through the batch (when they are sent whole).
+    static constexpr uint64_t kMaxFileBytes = 512 * 1024;
+    // Above this a file's data is sent with sendfile instead of copied into the buffer: at 1
+    // Gbit/s the send copy was a quarter of the sender's CPU on the minor set (1-400 KiB files).
+    static constexpr uint64_t kInlineBytes = 64 * 1024;
+    static constexpr size_t kBufferBytes = 4 << 20;
+
+    SmallFileBatch(int sock, SourceReader& reader)
+        : sock_(sock), reader_(reader), buf_(kBufferBytes), scratch_(kMaxFileBytes) {}
+
+    static bool fits(const Segment& s) {
+        return s.offset == 0 && s.length == s.file->size && s.length <= kMaxFileBytes && s.length > 0;
+    }
+    // Reads seg's file into the buffer (sending what is buffered first when it is full).
+    void add(const Segment& seg);
+    // Sends what is buffered; more: another frame follows at once (MSG_MORE).
+    void flush(bool more);
+
+private:
+    void send_file_data(const Segment& seg);
+
+    int sock_;
+    SourceReader& reader_;
+    AlignedBuffer buf_;
+    AlignedBuffer scratch_; // a larger file's bytes, read only for its checksum
+    size_t used_ = 0;
+};
+
+} // namespace sluice

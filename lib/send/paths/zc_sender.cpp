@@ -1,0 +1,301 @@
+// Send path "zc": a block is read with O_DIRECT READ_FIXED into registered 1 MiB buffers (the
+// disk DMAs into them; no page-cache copy), hashed there, and sent with SEND_ZC from the same
+// buffers: the NIC reads user memory, so no CPU copy on the sending side. A buffer is reused
+// only after its notification CQE says the kernel let go of it.
+//
+// The frame prefix carries the block's checksum ahead of its data, so a whole block is read
+// before its first byte is sent; the buffers of all chunks of a block are in flight together
+// (reads in parallel, then one linked chain of sends). The pool holds two blocks so that the
+// next block's reads need not wait for the previous block's notifications.
+//
+// Fallbacks, each reported through fallback(): a file system that refuses O_DIRECT (buffered
+// READ, one copy), a refused buffer registration (RLIMIT_MEMLOCK without CAP_IPC_LOCK: plain
+// READ and unregistered SEND_ZC, which pins pages per send), and sends the kernel copied
+// anyway (loopback and veth copy every zero-copy skb on delivery).
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "core/io/aligned_buffer.hpp"
+#include "core/io/sys_error.hpp"
+#include "send/paths/block_sender.hpp"
+#include "core/checksum/xxh3.hpp"
+#include "core/wire/codec.hpp"
+
+// Linux 6.2 (headers of liburing 2.3 predate it): ask notifications to say whether the
+// kernel had to copy the data after all.
+#ifndef IORING_SEND_ZC_REPORT_USAGE
+#define IORING_SEND_ZC_REPORT_USAGE (1U << 3)
+#endif
+#ifndef IORING_NOTIF_USAGE_ZC_COPIED
+#define IORING_NOTIF_USAGE_ZC_COPIED (1U << 31)
+#endif
+
+namespace sluice {
+
+namespace {
+
+constexpr size_t kChunkBytes = 1 << 20;
+constexpr uint64_t kAlign = 4096;
+constexpr uint64_t kDirectMinBytes = 1 << 20; // smaller files are read buffered (likely cached)
+
+// user_data: kind in the top byte, chunk index below.
+enum Kind : uint64_t { kRead = 1, kPrefix = 2, kSend = 3 };
+uint64_t tag(Kind k, size_t chunk) { return (static_cast<uint64_t>(k) << 56) | chunk; }
+Kind kind_of(uint64_t ud) { return static_cast<Kind>(ud >> 56); }
+size_t chunk_of(uint64_t ud) { return static_cast<size_t>(ud & ((1ull << 56) - 1)); }
+
+class ZcSender final : public BlockSender {
+    enum class State : uint8_t { free, reading, sending, awaiting_notif };
+    struct Chunk {
+        AlignedBuffer buf{kChunkBytes};
+        State state = State::free;
+        size_t want = 0;    // bytes of the block in this chunk
+        size_t got = 0;     // bytes read so far
+        uint64_t file_offset = 0;
+    };
+
+public:
+    explicit ZcSender(int sock) : BlockSender(sock), ring_(256) {}
+    const char* name() const override { return "zc"; }
+
+    void send(const Segment& seg, bool more) override {
+        cur_ = &seg;
+        reader_.check_unchanged();
+        const int fd = reader_.open(*seg.file);
+        if (open_file_ != seg.file) use_file(*seg.file, fd);
+        const size_t n = static_cast<size_t>((seg.length + kChunkBytes - 1) / kChunkBytes);
+        grow_pool(2 * n);
+
+        // Read every chunk of the block at once, into chunks whose notifications are in.
+        block_.clear();
+        for (size_t i = 0; i < n; ++i) {
+            size_t c = take_free_chunk();
+            Chunk& ch = chunks_[c];
+            ch.state = State::reading;
+            ch.file_offset = seg.file->file_offset(seg.offset) + i * kChunkBytes;
+            ch.want = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, seg.length - i * kChunkBytes));
+            ch.got = 0;
+            block_.push_back(c);
+            queue_read(c, fd);
+        }
+        ring_.submit();
+        for (size_t c : block_)
+            while (chunks_[c].state == State::reading) handle(ring_.wait_completion());
+
+        xxh_.reset();
+        for (size_t c : block_) xxh_.update(chunks_[c].buf.data(), chunks_[c].want);
+        wire::BlockPrefix p;
+        p.file_id = seg.file->file_id;
+        p.offset = seg.offset;
+        p.checksum = xxh_.digest();
+        wire::encode_block_prefix(prefix_, p, static_cast<uint32_t>(seg.length));
+
+        // One linked chain: prefix, then the chunks in order. Sends on one TCP socket must not
+        // overtake each other; the link keeps them in order and a failed step cancels the rest.
+        io_uring_sqe* sqe = ring_.next_sqe();
+        io_uring_prep_send(sqe, sock_, prefix_, sizeof prefix_, MSG_NOSIGNAL | MSG_MORE | MSG_WAITALL);
+        io_uring_sqe_set_data64(sqe, tag(kPrefix, 0));
+        sqe->flags |= IOSQE_IO_LINK;
+        sends_left_ = 1;
+        for (size_t i = 0; i < block_.size(); ++i) {
+            size_t c = block_[i];
+            Chunk& ch = chunks_[c];
+            ch.state = State::sending;
+            bool last = i + 1 == block_.size();
+            int flags = MSG_NOSIGNAL | MSG_WAITALL | ((more || !last) ? MSG_MORE : 0);
+            sqe = ring_.next_sqe();
+            if (fixed_)
+                io_uring_prep_send_zc_fixed(sqe, sock_, ch.buf.data(), ch.want, flags, zc_flags_, static_cast<unsigned>(c));
+            else
+                io_uring_prep_send_zc(sqe, sock_, ch.buf.data(), ch.want, flags, zc_flags_);
+            io_uring_sqe_set_data64(sqe, tag(kSend, c));
+            if (!last) sqe->flags |= IOSQE_IO_LINK;
+            ++sends_left_;
+        }
+        ring_.submit();
+        // Returns once the data is in the socket (so a later frame cannot overtake it); the
+        // buffers stay busy until their notifications arrive.
+        while (sends_left_) handle(ring_.wait_completion());
+    }
+
+    std::string fallback() const override {
+        std::string out;
+        auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
+        if (direct_refused_) add("zc: the source refuses O_DIRECT: buffered reads (one copy)");
+        if (!register_error_.empty()) add("zc: " + register_error_);
+        if (copied_sends_)
+            add("zc: the kernel copied " + std::to_string(copied_sends_) + " of " + std::to_string(zc_sends_) +
+                " zero-copy sends (loopback and veth always copy)");
+        return out;
+    }
+
+private:
+    void use_file(const SourceFile& f, int fd) {
+        open_file_ = &f;
+        direct_ = false;
+        if (f.size < kDirectMinBytes || direct_refused_ || f.base % 4096) return; // O_DIRECT needs aligned offsets
+        int fl = ::fcntl(fd, F_GETFL);
+        if (fl >= 0 && ::fcntl(fd, F_SETFL, fl | O_DIRECT) == 0) {
+            direct_ = true;
+            return;
+        }
+        if (errno != EINVAL) throw_errno(ErrorCode::source, "cannot open source '" + f.path + "' for direct reads");
+        direct_refused_ = true;
+    }
+
+    void grow_pool(size_t want) {
+        if (chunks_.size() >= want) return;
+        drain_notifications(); // re-registration must not pull buffers from under the kernel
+        while (chunks_.size() < want) chunks_.emplace_back();
+        if (!register_error_.empty()) return; // refused once: stay unregistered
+        std::vector<iovec> iov(chunks_.size());
+        for (size_t i = 0; i < chunks_.size(); ++i) iov[i] = {chunks_[i].buf.data(), kChunkBytes};
+        int rc = ring_.register_buffers(iov);
+        fixed_ = rc == 0;
+        if (rc < 0)
+            register_error_ = std::string("registering buffers failed (") + std::strerror(-rc) +
+                              (rc == -ENOMEM ? ", RLIMIT_MEMLOCK" : "") + "): unregistered buffers, plain reads";
+    }
+
+    size_t take_free_chunk() {
+        for (;;) {
+            for (size_t k = 0; k < chunks_.size(); ++k) {
+                size_t c = (next_ + k) % chunks_.size();
+                if (chunks_[c].state == State::free) {
+                    next_ = c + 1;
+                    return c;
+                }
+            }
+            handle(ring_.wait_completion());
+        }
+    }
+
+    void queue_read(size_t c, int fd) {
+        Chunk& ch = chunks_[c];
+        size_t left = ch.want - ch.got;
+        // O_DIRECT needs aligned lengths: a file's tail is read rounded up (the read stops at EOF).
+        if (direct_) left = (left + kAlign - 1) / kAlign * kAlign;
+        io_uring_sqe* sqe = ring_.next_sqe();
+        unsigned char* dst = ch.buf.data() + ch.got;
+        if (fixed_)
+            io_uring_prep_read_fixed(sqe, fd, dst, static_cast<unsigned>(left), ch.file_offset + ch.got, static_cast<int>(c));
+        else
+            io_uring_prep_read(sqe, fd, dst, static_cast<unsigned>(left), ch.file_offset + ch.got);
+        io_uring_sqe_set_data64(sqe, tag(kRead, c));
+    }
+
+    void handle(Ring::Completion cqe) {
+        const Segment& seg = *cur_;
+        const size_t c = chunk_of(cqe.user_data);
+        switch (kind_of(cqe.user_data)) {
+        case kRead: {
+            Chunk& ch = chunks_[c];
+            if (cqe.res < 0) {
+                if (cqe.res == -EINTR || cqe.res == -EAGAIN) return requeue_read(c, seg);
+                throw_errno(ErrorCode::source, "cannot read source '" + path_of(seg) + "'", -cqe.res);
+            }
+            if (cqe.res == 0) throw Error(ErrorCode::source, "source '" + path_of(seg) + "' shrank while being sent");
+            ch.got = std::min(ch.want, ch.got + static_cast<size_t>(cqe.res));
+            if (ch.got < ch.want) return requeue_read(c, seg);
+            ch.state = State::sending; // read done; held for the send
+            return;
+        }
+        case kPrefix:
+            --sends_left_;
+            if (cqe.res < 0) send_failed(cqe.res, seg);
+            if (cqe.res != static_cast<int>(sizeof prefix_)) short_send(seg);
+            return;
+        case kSend: {
+            Chunk& ch = chunks_[c];
+            if (cqe.flags & IORING_CQE_F_NOTIF) {
+                ++zc_sends_;
+                if (static_cast<uint32_t>(cqe.res) & IORING_NOTIF_USAGE_ZC_COPIED) ++copied_sends_;
+                ch.state = State::free;
+                return;
+            }
+            --sends_left_;
+            // Without F_MORE no notification follows (the send failed before using the buffer).
+            ch.state = (cqe.flags & IORING_CQE_F_MORE) ? State::awaiting_notif : State::free;
+            if (cqe.res < 0) send_failed(cqe.res, seg);
+            if (static_cast<size_t>(cqe.res) != ch.want) short_send(seg);
+            return;
+        }
+        }
+        std::abort(); // a completion this path never asked for
+    }
+
+    // A short read (a signal, or O_DIRECT stopping early): read the rest, buffered if the
+    // remainder is no longer aligned.
+    void requeue_read(size_t c, const Segment& seg) {
+        Chunk& ch = chunks_[c];
+        if (direct_ && ch.got % kAlign) {
+            while (ch.got < ch.want) {
+                ssize_t r = ::pread(reader_fd_for(seg), ch.buf.data() + ch.got, ch.want - ch.got,
+                                    static_cast<off_t>(ch.file_offset + ch.got));
+                if (r < 0 && errno == EINTR) continue;
+                if (r < 0 && errno == EINVAL) throw Error(ErrorCode::source, "source '" + path_of(seg) + "': unaligned direct read");
+                if (r < 0) throw_errno(ErrorCode::source, "cannot read source '" + path_of(seg) + "'");
+                if (r == 0) throw Error(ErrorCode::source, "source '" + path_of(seg) + "' shrank while being sent");
+                ch.got += static_cast<size_t>(r);
+            }
+            ch.state = State::sending;
+            return;
+        }
+        queue_read(c, reader_fd_for(seg));
+        ring_.submit();
+    }
+
+    int reader_fd_for(const Segment& seg) { return reader_.open(*seg.file); }
+    static std::string path_of(const Segment& seg) { return seg.file ? seg.file->path : std::string("?"); }
+
+    [[noreturn]] void send_failed(int res, const Segment& seg) {
+        throw_errno(ErrorCode::network, "data stream lost while sending '" + (seg.file ? seg.file->rel : std::string("?")) + "'", -res);
+    }
+    [[noreturn]] void short_send(const Segment& seg) {
+        throw Error(ErrorCode::network, "data stream lost while sending '" + (seg.file ? seg.file->rel : std::string("?")) + "' (short send)");
+    }
+
+    void drain_notifications() {
+        for (;;) {
+            bool busy = false;
+            for (auto& ch : chunks_) busy |= ch.state != State::free;
+            if (!busy) return;
+            handle(ring_.wait_completion());
+        }
+    }
+
+    // Declared before ring_ so the ring is torn down first: the kernel keeps the pages of a
+    // buffer it still references pinned, so freeing our mapping after is safe.
+    std::deque<Chunk> chunks_; // deque: buffers never move once registered
+    Ring ring_;
+    std::vector<size_t> block_;
+    Xxh3 xxh_;
+    unsigned char prefix_[32];
+    size_t next_ = 0;
+    unsigned sends_left_ = 0;
+    // Needs Linux 6.2 (the kernel that has SEND_ZC for stream sockets in practice).
+    const unsigned zc_flags_ = IORING_SEND_ZC_REPORT_USAGE;
+    bool fixed_ = false;
+    bool direct_ = false;
+    bool direct_refused_ = false;
+    std::string register_error_;
+    const SourceFile* open_file_ = nullptr;
+    const Segment* cur_ = &no_segment_; // the block being sent, for error messages
+    static inline const Segment no_segment_{};
+    uint64_t zc_sends_ = 0, copied_sends_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<BlockSender> make_zc_sender(int sock) { return std::make_unique<ZcSender>(sock); }
+
+} // namespace sluice

@@ -1,0 +1,37 @@
+#pragma once
+// Cuts files into work: a file of at least one block becomes block-sized segments (the last
+// one shorter); smaller files are packed whole into batches of about one block, so that
+// thousands of small files cost a few queue operations and no round trips.
+#include <vector>
+
+#include "send/plan/work_queue.hpp"
+#include "core/wire/protocol.hpp"
+
+namespace sluice {
+
+class Planner {
+public:
+    static constexpr size_t kMaxFilesPerBatch = 512;
+
+    explicit Planner(uint64_t block_size) : block_size_(block_size) {}
+
+    // Plans a file, leaving out the byte ranges the receiver already verified (resume).
+    // Appends finished items to out.
+    void add(const SourceFile& f, const std::vector<wire::ByteRange>& verified, std::vector<WorkItem>& out);
+    // Emits the partly filled batch, if any.
+    void flush(std::vector<WorkItem>& out);
+
+    uint64_t planned_bytes() const { return planned_bytes_; }
+    uint64_t skipped_bytes() const { return skipped_bytes_; }
+
+private:
+    void add_segment(const SourceFile& f, uint64_t offset, uint64_t length, std::vector<WorkItem>& out);
+
+    uint64_t block_size_;
+    WorkItem batch_;
+    uint64_t batch_bytes_ = 0;
+    uint64_t planned_bytes_ = 0;
+    uint64_t skipped_bytes_ = 0;
+};
+
+} // namespace sluice
