@@ -8,6 +8,10 @@ usage: run.py SRC ROUNDS VARIANT... [--out DIR]
   VARIANT is BINARY or 'BINARY|SEND ARGS|RECV ARGS', for example
   run.py /data/2g.bin 8 /tmp/sluice-old /tmp/sluice-new
   run.py /data/2g.bin 8 'build/tools/sluice|--send-path splice' 'build/tools/sluice|--send-path sendfile'
+  run.py /data/2g.bin 8 /tmp/sluice-old /tmp/sluice-new --stream
+
+--stream: stream mode instead of files: `cat SRC | sluice send - URL` into
+`sluice recv --stdout PORT > /dev/null` (SRC a file); CPU is the two sluice processes' own.
 
 Each run receives into a fresh directory under DIR (default /tmp/sluice-ab, flagged chattr +T)
 and the source is read before every run, so both variants start with it in the page cache.
@@ -52,6 +56,28 @@ def read_source(src):
                 pass
 
 
+def one_stream_run(variant, src):
+    binary, send_args, recv_args = parse_variant(variant)
+    port = free_port()
+    with open(os.devnull, "wb") as null:
+        rx = subprocess.Popen([binary, "recv", "--stdout", str(port), "--bind", "127.0.0.1", "--token", "ab", "--json", *recv_args],
+                              stdout=null, stderr=subprocess.PIPE, text=True)
+        rx.stderr.readline()  # the URL line: the receiver is listening
+        t0 = time.monotonic()
+        cat = subprocess.Popen(["cat", src], stdout=subprocess.PIPE)
+        tx = subprocess.run([binary, "send", "-", "--to", f"127.0.0.1:{port}", "--token", "ab", "--json", *send_args],
+                            stdin=cat.stdout, capture_output=True, text=True, timeout=600)
+        cat.stdout.close()
+        cat.wait(timeout=60)
+        err = rx.communicate(timeout=60)[1]
+    secs = time.monotonic() - t0
+    if tx.returncode or rx.returncode:
+        raise RuntimeError(f"{variant}: send exit {tx.returncode}: {tx.stderr.strip()}; recv exit {rx.returncode}: {err.strip()}")
+    js = json.loads(tx.stdout.strip().splitlines()[-1])
+    jr = json.loads([l for l in err.strip().splitlines() if l.startswith("{")][-1])
+    return secs, js["cpu_user_s"] + js["cpu_sys_s"], jr["cpu_user_s"] + jr["cpu_sys_s"]
+
+
 def one_run(variant, src, dst):
     binary, send_args, recv_args = parse_variant(variant)
     port = free_port()
@@ -75,6 +101,7 @@ def main():
     ap.add_argument("rounds", type=int)
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--out", default="/tmp/sluice-ab")
+    ap.add_argument("--stream", action="store_true")
     a = ap.parse_args()
     size = source_bytes(a.src)
     gb = size / 1e9
@@ -88,14 +115,17 @@ def main():
     for r in range(a.rounds):
         for v in a.variants if r % 2 == 0 else a.variants[::-1]:
             n += 1
-            dst = os.path.join(a.out, f"run-{os.getpid()}-{n}")
-            os.makedirs(dst)
             read_source(a.src)
-            secs, cs, cr = one_run(v, a.src, dst)
-            if keep:
-                kept.append(dst)
+            if a.stream:
+                secs, cs, cr = one_stream_run(v, a.src)
             else:
-                shutil.rmtree(dst)
+                dst = os.path.join(a.out, f"run-{os.getpid()}-{n}")
+                os.makedirs(dst)
+                secs, cs, cr = one_run(v, a.src, dst)
+                if keep:
+                    kept.append(dst)
+                else:
+                    shutil.rmtree(dst)
             runs[v].append({"seconds": secs, "cpu_send": cs, "cpu_recv": cr})
             print(f"round {r + 1} {v}: {size / secs / 1e6:.0f} MB/s, CPU s/GB send {cs / gb:.3f} recv {cr / gb:.3f}", flush=True)
     for d in kept:
