@@ -20,7 +20,7 @@
 #include "recv/paths/stream_receiver.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "core/ring/ring.hpp"
-#include "core/wire/codec.hpp"
+#include "core/wire/data_parser.hpp"
 
 namespace sluice {
 
@@ -61,26 +61,11 @@ public:
     }
 
     StreamReceipt run() override {
-        for (;;) {
-            unsigned char h[wire::kFrameHeaderBytes];
-            recv_exact(h, sizeof h);
-            wire::FrameHeader hdr = wire::decode_frame_header(h);
-            if (hdr.type == static_cast<uint8_t>(wire::FrameType::stream_end)) {
-                if (hdr.length != 16) throw Error(ErrorCode::protocol, "STREAM_END frame with length " + std::to_string(hdr.length));
-                unsigned char p[16];
-                recv_exact(p, sizeof p);
-                auto e = wire::decode_stream_end(p);
-                drain();
-                if (e.blocks != receipt_.blocks || e.bytes != receipt_.bytes)
-                    throw Error(ErrorCode::protocol, "data stream " + std::to_string(index_) + " ended with counts that do not match what it carried");
-                return receipt_;
-            }
-            if (hdr.type != static_cast<uint8_t>(wire::FrameType::block))
-                throw Error(ErrorCode::protocol, std::string(wire::frame_type_name(hdr.type)) + " frame is not allowed on a data stream");
-            unsigned char p[wire::kBlockPrefixBytes];
-            recv_exact(p, sizeof p);
-            receive_block(wire::decode_block_prefix(p), hdr.length - wire::kBlockPrefixBytes);
-        }
+        auto read = [this](unsigned char* p, size_t n) { recv_exact(p, n); };
+        while (auto b = frames_.next(read)) receive_block(b->prefix, b->data_length);
+        drain();
+        wire::refuse_data_after_end(frames_, sock_);
+        return {frames_.counts().blocks, frames_.counts().bytes};
     }
 
 private:
@@ -123,8 +108,6 @@ private:
         PendingBlock& b = pending_.back();
         b.checksum_ok = xxh_.digest() == p.checksum;
         b.received = true;
-        ++receipt_.blocks;
-        receipt_.bytes += len;
         retire_blocks();
     }
 
@@ -302,7 +285,7 @@ private:
     bool tmpfile_refused_ = false;
     bool fixed_ = false;
     std::string register_error_;
-    StreamReceipt receipt_;
+    wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};
 
 public:
     std::string fallback() const override {

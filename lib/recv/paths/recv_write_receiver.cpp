@@ -71,7 +71,8 @@ public:
             n = wait_recv();
             cur = 1 - cur;
         }
-        return receipt_;
+        wire::refuse_data_after_end(parser_.reader(), sock_);
+        return {parser_.counts().blocks, parser_.counts().bytes};
     }
 
 private:
@@ -96,15 +97,8 @@ private:
     }
     void block_end() override {
         done_.push_back({block_, xxh_.digest()});
-        ++receipt_.blocks;
-        receipt_.bytes += block_.length;
     }
-    void stream_end(const wire::StreamEnd& e) override {
-        if (e.blocks != receipt_.blocks || e.bytes != receipt_.bytes)
-            throw Error(ErrorCode::protocol, "data stream " + std::to_string(index_) + " ended announcing " + std::to_string(e.blocks) +
-                                                 " blocks / " + std::to_string(e.bytes) + " bytes, but carried " +
-                                                 std::to_string(receipt_.blocks) + " / " + std::to_string(receipt_.bytes));
-    }
+    void stream_end(const wire::StreamCounts&) override {}
 
     // --- ring work ---
     void queue_recv(int buf) {
@@ -208,7 +202,7 @@ private:
     ParentDirCache dirs_;
     Xxh3 xxh_;
     __kernel_timespec timeout_{};
-    wire::DataFrameParser parser_;
+    wire::DataFrameParser parser_{"data stream " + std::to_string(index_)};
 
     Block block_;
     uint64_t write_pos_ = 0;
@@ -219,7 +213,6 @@ private:
     std::vector<Verdict> done_;
     bool recv_seen_ = false, timeout_seen_ = false;
     int recv_res_ = 0;
-    StreamReceipt receipt_;
 };
 
 } // namespace

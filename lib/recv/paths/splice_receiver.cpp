@@ -14,7 +14,7 @@
 #include "recv/paths/stream_receiver.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "core/ring/ring.hpp"
-#include "core/wire/codec.hpp"
+#include "core/wire/data_parser.hpp"
 
 namespace sluice {
 
@@ -30,26 +30,10 @@ public:
     }
 
     StreamReceipt run() override {
-        const std::string what = "data stream " + std::to_string(index_);
-        for (;;) {
-            unsigned char h[wire::kFrameHeaderBytes];
-            recv_exact(sock_, h, what.c_str());
-            wire::FrameHeader hdr = wire::decode_frame_header(h);
-            if (hdr.type == static_cast<uint8_t>(wire::FrameType::stream_end)) {
-                if (hdr.length != 16) throw Error(ErrorCode::protocol, "STREAM_END frame with length " + std::to_string(hdr.length));
-                unsigned char p[16];
-                recv_exact(sock_, p, what.c_str());
-                auto e = wire::decode_stream_end(p);
-                if (e.blocks != receipt_.blocks || e.bytes != receipt_.bytes)
-                    throw Error(ErrorCode::protocol, what + " ended with counts that do not match what it carried");
-                return receipt_;
-            }
-            if (hdr.type != static_cast<uint8_t>(wire::FrameType::block))
-                throw Error(ErrorCode::protocol, std::string(wire::frame_type_name(hdr.type)) + " frame is not allowed on a data stream");
-            unsigned char p[wire::kBlockPrefixBytes];
-            recv_exact(sock_, p, what.c_str());
-            receive_block(wire::decode_block_prefix(p), hdr.length - wire::kBlockPrefixBytes);
-        }
+        auto read = [this](unsigned char* p, size_t n) { recv_exact(sock_, {p, n}, frames_.label().c_str()); };
+        while (auto b = frames_.next(read)) receive_block(b->prefix, b->data_length);
+        wire::refuse_data_after_end(frames_, sock_);
+        return {frames_.counts().blocks, frames_.counts().bytes};
     }
 
 private:
@@ -63,8 +47,6 @@ private:
         MappedRegion map(open_fd_.get(), p.offset, len);
         if (!map.ok()) throw_errno(ErrorCode::destination, "cannot map '" + f.entry.path + "' to verify it");
         bool ok = xxh3_64(map.data(), len) == p.checksum;
-        ++receipt_.blocks;
-        receipt_.bytes += len;
         ctx_.bytes_received.fetch_add(len, std::memory_order_relaxed);
         if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(len, std::memory_order_relaxed);
         if (ok)
@@ -139,7 +121,7 @@ private:
     ParentDirCache dirs_;
     RecvFile* open_file_ = nullptr;
     UniqueFd open_fd_;
-    StreamReceipt receipt_;
+    wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};
 };
 
 } // namespace
