@@ -271,12 +271,12 @@ Completion& Ring::wait() {
     for (;;) {
         io_uring_cqe* cqe = nullptr;
         if (io_uring_peek_cqe(&ring_, &cqe) != 0) {
-            // One system call submits what is queued and waits.
+            // One system call submits what is queued and waits. While CQEs are at hand, what is
+            // queued meanwhile waits for the next such call: a batch of refills, not one each.
             int rc = io_uring_submit_and_wait(&ring_, 1);
             if (rc < 0 && rc != -EINTR) throw_errno(ErrorCode::internal, "io_uring_submit_and_wait", -rc);
             continue;
         }
-        if (io_uring_sq_ready(&ring_)) submit(); // a CQE was there already: the queue still goes in now
         Completion* c = nullptr;
         complete(cqe, c);
         if (c) return *c;

@@ -120,8 +120,9 @@ public:
 
     // Submits what is queued without waiting.
     void submit();
-    // Submits what is queued and waits for one CQE: the completion it belongs to, with its
-    // outcome set (a SEND_ZC completion comes back twice: the send, then its notification).
+    // One CQE: the completion it belongs to, with its outcome set (a SEND_ZC completion comes
+    // back twice: the send, then its notification). What is queued is submitted whenever it
+    // has to wait, so a request queued before wait() is never left behind.
     Completion& wait();
     // Requests in flight (CQEs owed, SEND_ZC notifications included).
     unsigned in_flight() const { return owed_; }
