@@ -94,14 +94,13 @@ void Ring::cancel_all(bool ring_ending) noexcept {
     auto must_wait = [&] { return ring_ending ? owed_ > notifs_owed_ : owed_ > 0; };
     // Whatever is queued but not submitted goes in too, and is cancelled like the rest (the
     // kernel cannot be asked to forget an SQE it has not seen).
-    if (owed_ > notifs_owed_) {
-        if (io_uring_sq_space_left(&ring_) == 0) io_uring_submit(&ring_);
-        if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
-            io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
-            io_uring_sqe_set_data64(sqe, kInternal);
-        }
-    }
+    if (owed_ > notifs_owed_) queue_cancel(0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
     while (must_wait()) {
+        if (cancel_any_refused_) {
+            // Before Linux 5.19: one cancellation per request, by its user_data.
+            cancel_any_refused_ = false;
+            for (Completion* c = in_flight_; c; c = c->next_) queue_cancel(reinterpret_cast<uintptr_t>(c), 0);
+        }
         int rc = io_uring_submit_and_wait(&ring_, 1);
         if (rc < 0 && rc != -EINTR && rc != -EBUSY) std::abort(); // the ring itself is broken: nothing proves memory is free
         io_uring_cqe* cqe = nullptr;
@@ -117,6 +116,14 @@ void Ring::cancel_all(bool ring_ending) noexcept {
         unlink(*c);
     }
     owed_ = notifs_owed_ = 0;
+}
+
+void Ring::queue_cancel(uint64_t user_data, unsigned flags) noexcept {
+    if (io_uring_sq_space_left(&ring_) == 0) io_uring_submit(&ring_);
+    if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) {
+        io_uring_prep_cancel64(sqe, user_data, static_cast<int>(flags));
+        io_uring_sqe_set_data64(sqe, kInternal);
+    }
 }
 
 void Ring::unlink(Completion& c) noexcept {
@@ -245,7 +252,10 @@ void Ring::complete(io_uring_cqe* cqe, Completion*& out) {
     const int res = cqe->res;
     const uint32_t flags = cqe->flags;
     io_uring_cqe_seen(&ring_, cqe);
-    if (ud == kInternal) return;
+    if (ud == kInternal) {
+        if (res == -EINVAL) cancel_any_refused_ = true;
+        return;
+    }
     Completion& c = *reinterpret_cast<Completion*>(static_cast<uintptr_t>(ud));
     if (c.ring_ != this) std::abort(); // a CQE for nothing in flight: the ring's state is corrupt
     c.flags_ = flags;

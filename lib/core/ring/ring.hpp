@@ -143,6 +143,7 @@ private:
     // which are written off). Never throws.
     void cancel_all(bool ring_ending) noexcept;
     void unlink(Completion& c) noexcept;
+    void queue_cancel(uint64_t user_data, unsigned flags) noexcept;
 
     io_uring ring_{};
     RingFeatures features_;
@@ -152,6 +153,7 @@ private:
     unsigned notifs_owed_ = 0; // of which SEND_ZC notifications
     unsigned chain_left_ = 0;  // SQEs reserved for the open chain
     bool chain_open_ = false;
+    bool cancel_any_refused_ = false;
     io_uring_sqe* chain_last_ = nullptr;
     Completion* in_flight_ = nullptr;
 };
