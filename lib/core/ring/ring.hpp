@@ -41,7 +41,9 @@ class Ring;
 // One request from queueing to its last CQE. Its address is the request's user_data, so it
 // neither copies nor moves. Destroyed in flight (an error unwinding), it cancels and reaps
 // every request of its ring first, so memory declared before it, or outliving it, is never
-// written after release whichever of the two, ring or completion, goes first.
+// written after release whichever of the two, ring or completion, goes first. (One owed a
+// SEND_ZC notification waits for it: keep those completions declared before their ring, so
+// that the ring goes first and writes the notifications off.)
 class Completion {
 public:
     enum class Outcome : uint8_t {
