@@ -1,6 +1,9 @@
 #include "fuzz_entry.hpp"
 
+#include <cstdlib>
+#include <cstring>
 #include <span>
+#include <string>
 
 #include "sluice/error.hpp"
 #include "core/wire/codec.hpp"
@@ -16,7 +19,14 @@ struct Sink : DataFrameHandler {
     void block_begin(const BlockPrefix&, uint32_t) override {}
     void block_data(std::span<const unsigned char> d) override { bytes += d.size(); }
     void block_end() override {}
-    void stream_end(const StreamEnd&) override {}
+    void stream_end(const StreamCounts&) override {}
+};
+
+// How a reading of a data stream ended: the protocol error's text, or where the bytes ran out.
+struct Verdict {
+    std::string error;
+    bool ended = false;
+    StreamCounts counts;
 };
 
 // Control frames as the receiver and sender read them: header, then the typed decoder.
@@ -38,14 +48,61 @@ void control_frame(Span in) {
     }
 }
 
-// A data stream cut into pieces at positions taken from the input itself.
+// A data stream cut into pieces at positions taken from the input itself, pushed through
+// DataFrameParser as recv_write receives it.
+Verdict pushed(Span in, size_t piece) {
+    Verdict v;
+    DataFrameParser parser;
+    Sink sink;
+    try {
+        for (size_t i = 0; i < in.size(); i += piece) parser.feed(in.subspan(i, std::min(piece, in.size() - i)), sink);
+    } catch (const Error& e) {
+        v.error = e.what();
+    }
+    v.ended = parser.ended();
+    v.counts = parser.counts();
+    return v;
+}
+
+// The same stream pulled through DataFrameReader as the direct, splice and stream paths read
+// their sockets: frame by frame, each block's data read by the caller in pieces.
+Verdict pulled(Span in, size_t piece) {
+    Verdict v;
+    DataFrameReader reader;
+    size_t pos = 0;
+    struct OutOfInput {};
+    auto read = [&](unsigned char* p, size_t n) {
+        if (in.size() - pos < n) throw OutOfInput{};
+        std::memcpy(p, in.data() + pos, n);
+        pos += n;
+    };
+    try {
+        while (auto b = reader.next(read)) {
+            for (size_t left = b->data_length; left;) {
+                size_t n = std::min(left, piece);
+                if (in.size() - pos < n) throw OutOfInput{};
+                pos += n;
+                left -= n;
+            }
+        }
+        if (pos < in.size()) reader.data_after_end(); // what refuse_data_after_end sees queued
+    } catch (const Error& e) {
+        v.error = e.what();
+    } catch (const OutOfInput&) {
+    }
+    v.ended = reader.ended();
+    v.counts = reader.counts();
+    return v;
+}
+
+// Both readers apply the one set of rules, so they must agree on every input.
 void data_stream(Span in) {
     if (in.empty()) return;
     size_t piece = 1 + in[0] % 97;
     in = in.subspan(1);
-    DataFrameParser parser;
-    Sink sink;
-    for (size_t i = 0; i < in.size(); i += piece) parser.feed(in.subspan(i, std::min(piece, in.size() - i)), sink);
+    Verdict a = pushed(in, piece), b = pulled(in, piece);
+    if (a.error != b.error || a.ended != b.ended || a.counts.blocks != b.counts.blocks || a.counts.bytes != b.counts.bytes) std::abort();
+    if (!a.error.empty()) throw Error(ErrorCode::protocol, a.error);
 }
 
 } // namespace

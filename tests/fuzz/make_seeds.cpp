@@ -52,6 +52,16 @@ int main(int argc, char** argv) {
     stream.insert(stream.end(), 10, 'x');
     encode_stream_end(stream, {1, 10});
     put(dir, "data-stream", 1, stream);
+    // Back-to-back blocks split at odd places (selector 30: pieces of 31 bytes), as recv_write
+    // and the socket paths see them.
+    Bytes many{30};
+    for (uint64_t i = 0; i < 3; ++i) {
+        encode_block_prefix(prefix, {i, 0, i}, static_cast<uint32_t>(1 + i * 40));
+        many.insert(many.end(), prefix, prefix + 32);
+        many.insert(many.end(), 1 + i * 40, static_cast<unsigned char>('a' + i));
+    }
+    encode_stream_end(many, {3, 123});
+    put(dir, "data-stream-blocks", 1, many);
     b.clear();
     ClientHello h;
     h.role = Role::data, h.stream_index = 1, h.stream_count = 2;

@@ -29,6 +29,12 @@ TEST_CASE("hand-made hostile inputs are refused without crashing") {
         {0, 0x10, 0, 0, 0, 1, 0, 0, 0},                       // block shorter than its prefix
         {1, 0, 0x10, 0, 0, 0, 0xff, 0xff, 0xff, 0xff},        // data stream: 4 GiB block
         {4, 0, 0, 0, 0, 1, 0, 0, 0},                          // manifest: one entry, no bytes
+        {1, 0, 0x10, 0, 0, 0, 24, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+         0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                       // data stream: empty block
+        {1, 3, 0x11, 0, 0, 0, 24, 0, 0, 0},                   // data stream: STREAM_END of 24 bytes
+        {1, 0, 0x11, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+         0, 0x11},                                            // data stream: bytes after STREAM_END
+        {1, 0, 0x11, 0, 0, 0, 16, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, // wrong counts
     };
     for (auto& c : cases) fuzz_one(c.data(), c.size());
 }

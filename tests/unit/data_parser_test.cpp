@@ -1,5 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -22,7 +26,7 @@ struct Recorder : DataFrameHandler {
     }
     void block_data(std::span<const unsigned char> d) override { data.back().append(d.begin(), d.end()); }
     void block_end() override { ++ends; }
-    void stream_end(const StreamEnd&) override { stream_ended = true; }
+    void stream_end(const StreamCounts&) override { stream_ended = true; }
 };
 
 Bytes stream_of(const std::vector<std::string>& blocks) {
@@ -79,4 +83,146 @@ TEST_CASE("parser knows when a stream stopped mid-frame") {
     p.feed(Span(s).first(35), r);
     CHECK_FALSE(p.at_frame_boundary());
     CHECK_FALSE(p.ended());
+}
+
+namespace {
+
+// Pulls every frame of s through a DataFrameReader the way the socket paths do: header and
+// prefix through the reader, each block's data by the caller. Returns the blocks' data.
+std::vector<std::string> pull_all(const Bytes& s, DataFrameReader& r) {
+    size_t pos = 0;
+    auto read = [&](unsigned char* p, size_t n) {
+        REQUIRE(s.size() - pos >= n);
+        std::memcpy(p, s.data() + pos, n);
+        pos += n;
+    };
+    std::vector<std::string> out;
+    while (auto b = r.next(read)) {
+        REQUIRE(s.size() - pos >= b->data_length);
+        out.emplace_back(s.begin() + static_cast<long>(pos), s.begin() + static_cast<long>(pos + b->data_length));
+        pos += b->data_length;
+    }
+    CHECK(pos == s.size());
+    return out;
+}
+
+Bytes frame(FrameType type, const Bytes& payload) {
+    Bytes out(kFrameHeaderBytes);
+    encode_frame_header(out.data(), type, static_cast<uint32_t>(payload.size()));
+    out.insert(out.end(), payload.begin(), payload.end());
+    return out;
+}
+
+Bytes stream_end_payload(uint64_t blocks, uint64_t bytes) {
+    Bytes f;
+    encode_stream_end(f, {blocks, bytes});
+    return Bytes(f.begin() + kFrameHeaderBytes, f.end());
+}
+
+// The error each reader gives for s: the pull reader and the push parser must say the same.
+std::string pull_error(const Bytes& s) {
+    DataFrameReader r("data stream 7");
+    try {
+        pull_all(s, r);
+    } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::protocol);
+        return e.what();
+    }
+    return {};
+}
+std::string push_error(const Bytes& s) {
+    DataFrameParser p("data stream 7");
+    Recorder rec;
+    try {
+        p.feed(s, rec);
+    } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::protocol);
+        return e.what();
+    }
+    return {};
+}
+std::string both_error(const Bytes& s) {
+    std::string a = pull_error(s);
+    CHECK(a == push_error(s));
+    return a;
+}
+
+} // namespace
+
+TEST_CASE("reader pulls blocks and ends with matching counts") {
+    Bytes s = stream_of({"hello", std::string(1000, 'x'), "z"});
+    DataFrameReader r;
+    auto data = pull_all(s, r);
+    REQUIRE(data.size() == 3);
+    CHECK(data[0] == "hello");
+    CHECK(data[2] == "z");
+    CHECK(r.ended());
+    CHECK(r.counts().blocks == 3);
+    CHECK(r.counts().bytes == 1006);
+}
+
+TEST_CASE("one set of rules: both readers refuse the same frames with the same words") {
+    SUBCASE("an empty BLOCK") {
+        Bytes s = frame(FrameType::block, Bytes(kBlockPrefixBytes, 0));
+        CHECK(both_error(s) == "BLOCK frame without data on data stream 7");
+    }
+    SUBCASE("a BLOCK over the data limit") {
+        Bytes s(kFrameHeaderBytes);
+        encode_frame_header(s.data(), FrameType::block, static_cast<uint32_t>(kBlockPrefixBytes + kMaxBlockData + 1));
+        CHECK(both_error(s).find("exceeds the limit") != std::string::npos);
+    }
+    SUBCASE("a BLOCK shorter than its prefix") {
+        Bytes s = frame(FrameType::block, Bytes(3, 0));
+        CHECK(both_error(s).find("shorter than its prefix") != std::string::npos);
+    }
+    SUBCASE("a STREAM_END of the wrong length") {
+        Bytes s = frame(FrameType::stream_end, Bytes(kStreamEndBytes + 8, 0));
+        CHECK(both_error(s) == "STREAM_END frame of 24 bytes on data stream 7 (it carries 16)");
+    }
+    SUBCASE("STREAM_END announcing other counts than carried") {
+        Bytes s = stream_of({"abc"});
+        s.resize(s.size() - kFrameHeaderBytes - kStreamEndBytes);
+        Bytes end = frame(FrameType::stream_end, stream_end_payload(1, 4));
+        s.insert(s.end(), end.begin(), end.end());
+        CHECK(both_error(s) == "data stream 7 ended announcing 1 blocks / 4 bytes, but carried 1 / 3");
+    }
+    SUBCASE("a control frame, named") {
+        Bytes s;
+        encode_manifest_end(s, {});
+        CHECK(both_error(s) == "MANIFEST_END frame is not allowed on a data stream (data stream 7)");
+    }
+    SUBCASE("an unknown frame type, named by its number") {
+        Bytes s = frame(static_cast<FrameType>(0x7e), {});
+        CHECK(both_error(s).find("unknown frame type 0x7e") != std::string::npos);
+    }
+    SUBCASE("data after STREAM_END") {
+        Bytes s = stream_of({"a"});
+        Bytes more = stream_of({"b"});
+        s.insert(s.end(), more.begin(), more.end());
+        CHECK(push_error(s) == "data after STREAM_END on data stream 7");
+        DataFrameReader r("data stream 7");
+        size_t pos = 0;
+        auto read = [&](unsigned char* p, size_t n) {
+            std::memcpy(p, s.data() + pos, n);
+            pos += n;
+        };
+        REQUIRE(r.next(read));
+        pos += 1; // the block's data
+        REQUIRE_FALSE(r.next(read));
+        CHECK_THROWS_WITH(r.next(read), "data after STREAM_END on data stream 7");
+    }
+}
+
+TEST_CASE("bytes queued on a socket after STREAM_END are refused") {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    Bytes s = stream_of({"a"});
+    DataFrameReader r;
+    pull_all(s, r);
+    CHECK_NOTHROW(refuse_data_after_end(r, sv[0])); // nothing queued
+    unsigned char b = 0;
+    REQUIRE(::write(sv[1], &b, 1) == 1);
+    CHECK_THROWS_WITH(refuse_data_after_end(r, sv[0]), doctest::Contains("data after STREAM_END"));
+    ::close(sv[0]);
+    ::close(sv[1]);
 }

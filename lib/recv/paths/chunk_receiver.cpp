@@ -13,7 +13,7 @@
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/checksum/xxh3.hpp"
-#include "core/wire/codec.hpp"
+#include "core/wire/data_parser.hpp"
 
 namespace sluice {
 
@@ -38,31 +38,10 @@ public:
     FrameLoop(int sock, RecvContext& ctx) : sock_(sock), ctx_(ctx) {}
 
     StreamReceipt run() override {
-        for (;;) {
-            unsigned char h[wire::kFrameHeaderBytes];
-            recv_exact(sock_, h, kWhat);
-            wire::FrameHeader hdr = wire::decode_frame_header(h);
-            switch (static_cast<wire::FrameType>(hdr.type)) {
-            case wire::FrameType::block: {
-                if (hdr.length <= wire::kBlockPrefixBytes) throw Error(ErrorCode::protocol, "BLOCK frame without data");
-                unsigned char p[wire::kBlockPrefixBytes];
-                recv_exact(sock_, p, kWhat);
-                on_block(wire::decode_block_prefix(p), hdr.length - wire::kBlockPrefixBytes);
-                break;
-            }
-            case wire::FrameType::stream_end: {
-                std::vector<unsigned char> payload(hdr.length);
-                recv_exact(sock_, payload, kWhat);
-                wire::StreamEnd end = wire::decode_stream_end(payload);
-                if (end.blocks != receipt_.blocks || end.bytes != receipt_.bytes)
-                    throw Error(ErrorCode::protocol, "STREAM_END announces " + std::to_string(end.bytes) + " bytes, " +
-                                                         std::to_string(receipt_.bytes) + " arrived on this stream");
-                return receipt_;
-            }
-            default:
-                throw Error(ErrorCode::protocol, std::string(wire::frame_type_name(hdr.type)) + " frame is not allowed on a data stream");
-            }
-        }
+        auto read = [this](unsigned char* p, size_t n) { recv_exact(sock_, {p, n}, kWhat); };
+        while (auto b = frames_.next(read)) on_block(b->prefix, b->data_length);
+        wire::refuse_data_after_end(frames_, sock_);
+        return {frames_.counts().blocks, frames_.counts().bytes};
     }
 
 protected:
@@ -81,15 +60,13 @@ protected:
     }
 
     void counted(uint32_t length) {
-        ++receipt_.blocks;
-        receipt_.bytes += length;
         ctx_.bytes_received.fetch_add(length, std::memory_order_relaxed);
         if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(length, std::memory_order_relaxed);
     }
 
     int sock_;
     RecvContext& ctx_;
-    StreamReceipt receipt_;
+    wire::DataFrameReader frames_{kWhat};
     uint64_t next_offset_ = 0;
 };
 

@@ -20,7 +20,7 @@
 #include "recv/paths/stream_receiver.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "core/ring/ring.hpp"
-#include "core/wire/codec.hpp"
+#include "core/wire/data_parser.hpp"
 
 namespace sluice {
 
@@ -32,8 +32,6 @@ constexpr uint64_t kDirectMinBytes = 1 << 20;
 constexpr uint64_t kAlign = 4096;
 
 class DirectReceiver final : public StreamReceiver {
-    static constexpr uint64_t kRecvSlot = 100, kTimeoutSlot = 101; // writes use 0..kChunks-1
-
     // A block whose data has all arrived; verified once its writes are on disk.
     struct PendingBlock {
         RecvFile* file;
@@ -46,9 +44,10 @@ class DirectReceiver final : public StreamReceiver {
 
 public:
     DirectReceiver(int sock, unsigned index, RecvContext& ctx)
-        : sock_(sock), index_(index), ctx_(ctx), ring_(64),
+        : sock_(sock), index_(index), ctx_(ctx),
           chunks_{AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes)},
-          dirs_(ctx.tree) {
+          dirs_(ctx.tree), ring_(64) {
+        for (int i = 0; i < kChunks; ++i) writes_[i].tag = static_cast<uint64_t>(i);
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
         timeout_.tv_nsec = (ctx.idle_timeout_ms % 1000) * 1'000'000LL;
         // Registered once, the chunks are written with WRITE_FIXED: the kernel maps their pages
@@ -61,26 +60,11 @@ public:
     }
 
     StreamReceipt run() override {
-        for (;;) {
-            unsigned char h[wire::kFrameHeaderBytes];
-            recv_exact(h, sizeof h);
-            wire::FrameHeader hdr = wire::decode_frame_header(h);
-            if (hdr.type == static_cast<uint8_t>(wire::FrameType::stream_end)) {
-                if (hdr.length != 16) throw Error(ErrorCode::protocol, "STREAM_END frame with length " + std::to_string(hdr.length));
-                unsigned char p[16];
-                recv_exact(p, sizeof p);
-                auto e = wire::decode_stream_end(p);
-                drain();
-                if (e.blocks != receipt_.blocks || e.bytes != receipt_.bytes)
-                    throw Error(ErrorCode::protocol, "data stream " + std::to_string(index_) + " ended with counts that do not match what it carried");
-                return receipt_;
-            }
-            if (hdr.type != static_cast<uint8_t>(wire::FrameType::block))
-                throw Error(ErrorCode::protocol, std::string(wire::frame_type_name(hdr.type)) + " frame is not allowed on a data stream");
-            unsigned char p[wire::kBlockPrefixBytes];
-            recv_exact(p, sizeof p);
-            receive_block(wire::decode_block_prefix(p), hdr.length - wire::kBlockPrefixBytes);
-        }
+        auto read = [this](unsigned char* p, size_t n) { recv_exact(p, n); };
+        while (auto b = frames_.next(read)) receive_block(b->prefix, b->data_length);
+        drain();
+        wire::refuse_data_after_end(frames_, sock_);
+        return {frames_.counts().blocks, frames_.counts().bytes};
     }
 
 private:
@@ -108,23 +92,16 @@ private:
                 write_len = (n + kAlign - 1) / kAlign * kAlign;
                 std::memset(buf + n, 0, write_len - n);
             }
-            io_uring_sqe* sqe = ring_.next_sqe();
-            if (fixed_)
-                io_uring_prep_write_fixed(sqe, fd_.get(), buf, static_cast<unsigned>(write_len), p.offset + pos - n, c);
-            else
-                io_uring_prep_write(sqe, fd_.get(), buf, static_cast<unsigned>(write_len), p.offset + pos - n);
-            io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(c));
-            ring_.submit();
             chunk_block_[c] = &pending_.back();
             chunk_len_[c] = n;
-            chunk_busy_[c] = true;
+            chunk_write_[c] = {p.offset + pos - n, write_len};
+            queue_write(c);
+            ring_.submit();
             pending_.back().writes_left++;
         }
         PendingBlock& b = pending_.back();
         b.checksum_ok = xxh_.digest() == p.checksum;
         b.received = true;
-        ++receipt_.blocks;
-        receipt_.bytes += len;
         retire_blocks();
     }
 
@@ -177,41 +154,43 @@ private:
         open_file_ = &f;
     }
 
+    void queue_write(int c) {
+        const auto [offset, len] = chunk_write_[c];
+        ring_.write(writes_[c], fd_.get(), chunks_[c].data(), static_cast<unsigned>(len), offset, fixed_ ? c : -1);
+    }
+
     int free_chunk() {
         for (;;) {
             for (int i = 0; i < kChunks; ++i)
-                if (!chunk_busy_[i]) return i;
-            handle(ring_.wait_one());
+                if (!writes_[i].busy()) return i;
+            handle(ring_.wait());
         }
     }
 
     void drain() {
         for (;;) {
             bool busy = false;
-            for (int i = 0; i < kChunks; ++i) busy |= chunk_busy_[i];
+            for (int i = 0; i < kChunks; ++i) busy |= writes_[i].busy();
             if (!busy) break;
-            handle(ring_.wait_one());
+            handle(ring_.wait());
         }
         retire_blocks();
     }
 
-    void handle(std::pair<uint64_t, int> cqe) {
-        auto [slot, res] = cqe;
-        if (slot == kRecvSlot) {
-            recv_seen_ = true;
-            recv_res_ = res;
-            return;
-        }
-        if (slot == kTimeoutSlot) {
-            timeout_seen_ = true;
-            return;
-        }
-        int c = static_cast<int>(slot);
+    // The receive and its timeout keep their results in their completions.
+    void handle(Completion& done) {
+        if (&done == &recv_ || &done == &recv_timeout_) return;
+        const int c = static_cast<int>(done.tag);
         PendingBlock* b = chunk_block_[c];
-        if (res < 0) throw_errno(ErrorCode::destination, "cannot write '" + b->file->entry.path + "'", -res);
-        if (static_cast<size_t>(res) < chunk_len_[c])
+        switch (done.outcome()) {
+        case Completion::Outcome::ok: break;
+        case Completion::Outcome::retry: return queue_write(c);
+        case Completion::Outcome::cancelled:
+        case Completion::Outcome::failed:
+            throw_errno(ErrorCode::destination, "cannot write '" + b->file->entry.path + "'", done.error());
+        }
+        if (static_cast<size_t>(done.result()) < chunk_len_[c])
             throw Error(ErrorCode::destination, "cannot write '" + b->file->entry.path + "': short write (no space left?)");
-        chunk_busy_[c] = false;
         b->writes_left--;
         // Verified the moment its data is on disk, not when the sender next sends something:
         // the sender ends its streams only once everything is verified.
@@ -258,25 +237,24 @@ private:
             // immediate attempt would return the few bytes already there); the loop sets
             // the next mark. Without one, MSG_WAITALL lets the kernel gather the bytes.
             const bool marked = low_water_.expect(n - got);
-            io_uring_sqe* sqe = ring_.next_sqe();
-            io_uring_prep_recv(sqe, sock_, p + got, n - got, marked ? 0 : MSG_WAITALL);
-            if (marked) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
-            io_uring_sqe_set_data64(sqe, kRecvSlot);
-            sqe->flags |= IOSQE_IO_LINK;
-            sqe = ring_.next_sqe();
-            io_uring_prep_link_timeout(sqe, &timeout_, 0);
-            io_uring_sqe_set_data64(sqe, kTimeoutSlot);
+            {
+                auto chain = ring_.chain(2);
+                ring_.recv(recv_, sock_, p + got, n - got, marked ? 0 : MSG_WAITALL, marked);
+                ring_.link_timeout(recv_timeout_, timeout_);
+            }
             ring_.submit();
-            while (!recv_seen_ || !timeout_seen_) handle(ring_.wait_one());
-            recv_seen_ = timeout_seen_ = false;
-            int r = recv_res_;
-            if (r == -ECANCELED)
+            while (recv_.busy() || recv_timeout_.busy()) handle(ring_.wait());
+            switch (recv_.outcome()) {
+            case Completion::Outcome::ok: break;
+            case Completion::Outcome::retry: continue;
+            case Completion::Outcome::cancelled:
                 throw Error(ErrorCode::network, "no data from the sender on stream " + std::to_string(index_) + " for " +
                                                     std::to_string(ctx_.idle_timeout_ms / 1000) + " s");
-            if (r == -EINTR || r == -EAGAIN) continue;
-            if (r < 0) throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), -r);
-            if (r == 0) throw Error(ErrorCode::network, "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer");
-            got += static_cast<size_t>(r);
+            case Completion::Outcome::failed: throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
+            }
+            if (recv_.result() == 0)
+                throw Error(ErrorCode::network, "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer");
+            got += static_cast<size_t>(recv_.result());
         }
     }
 
@@ -284,25 +262,27 @@ private:
     unsigned index_;
     RecvContext& ctx_;
     RecvLowWater low_water_{sock_};
-    Ring ring_;
     AlignedBuffer chunks_[kChunks];
-    bool chunk_busy_[kChunks] = {};
     size_t chunk_len_[kChunks] = {};
+    std::pair<uint64_t, size_t> chunk_write_[kChunks] = {}; // offset and padded length
     PendingBlock* chunk_block_[kChunks] = {};
     std::deque<PendingBlock> pending_; // deque: pointers stay valid as blocks are added
     ParentDirCache dirs_;
     Xxh3 xxh_;
     __kernel_timespec timeout_{};
-    bool recv_seen_ = false, timeout_seen_ = false;
-    int recv_res_ = 0;
     RecvFile* open_file_ = nullptr;
     UniqueFd fd_;
+    Completion writes_[kChunks]; // tag: the chunk
+    Completion recv_, recv_timeout_;
+    // After the memory, fds and completions its requests use, so it is torn down (cancelling
+    // and reaping them) before any of those goes.
+    Ring ring_;
     bool direct_ = false;
     bool direct_refused_ = false;
     bool tmpfile_refused_ = false;
     bool fixed_ = false;
     std::string register_error_;
-    StreamReceipt receipt_;
+    wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};
 
 public:
     std::string fallback() const override {

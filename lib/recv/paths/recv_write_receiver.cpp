@@ -37,12 +37,13 @@ class RecvWriteReceiver final : public StreamReceiver, wire::DataFrameHandler {
         uint64_t offset;
         RecvFile* file;
     };
-    static constexpr uint64_t kRecvSlot = 0, kTimeoutSlot = 1, kFirstWrite = 2;
+    // Writes in flight at once; a buffer of tiny files holds thousands, which go in waves.
+    static constexpr unsigned kWriteSlots = 128;
 
 public:
     RecvWriteReceiver(int sock, unsigned index, RecvContext& ctx, bool discard)
-        : sock_(sock), index_(index), ctx_(ctx), discard_(discard), ring_(256), bufs_{AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes)},
-          dirs_(ctx.tree) {
+        : sock_(sock), index_(index), ctx_(ctx), discard_(discard), bufs_{AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes)},
+          dirs_(ctx.tree), ring_(256) {
         writes_.reserve(1024);
         done_.reserve(1024);
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
@@ -71,7 +72,8 @@ public:
             n = wait_recv();
             cur = 1 - cur;
         }
-        return receipt_;
+        wire::refuse_data_after_end(parser_.reader(), sock_);
+        return {parser_.counts().blocks, parser_.counts().bytes};
     }
 
 private:
@@ -96,79 +98,73 @@ private:
     }
     void block_end() override {
         done_.push_back({block_, xxh_.digest()});
-        ++receipt_.blocks;
-        receipt_.bytes += block_.length;
     }
-    void stream_end(const wire::StreamEnd& e) override {
-        if (e.blocks != receipt_.blocks || e.bytes != receipt_.bytes)
-            throw Error(ErrorCode::protocol, "data stream " + std::to_string(index_) + " ended announcing " + std::to_string(e.blocks) +
-                                                 " blocks / " + std::to_string(e.bytes) + " bytes, but carried " +
-                                                 std::to_string(receipt_.blocks) + " / " + std::to_string(receipt_.bytes));
-    }
+    void stream_end(const wire::StreamCounts&) override {}
 
     // --- ring work ---
     void queue_recv(int buf) {
-        io_uring_sqe* sqe = ring_.next_sqe();
-        io_uring_prep_recv(sqe, sock_, bufs_[buf].data(), kBufferBytes, 0);
-        io_uring_sqe_set_data64(sqe, kRecvSlot);
-        sqe->flags |= IOSQE_IO_LINK;
-        sqe = ring_.next_sqe();
-        io_uring_prep_link_timeout(sqe, &timeout_, 0);
-        io_uring_sqe_set_data64(sqe, kTimeoutSlot);
+        recv_buf_ = buf;
+        auto chain = ring_.chain(2);
+        ring_.recv(recv_, sock_, bufs_[buf].data(), kBufferBytes, 0);
+        ring_.link_timeout(recv_timeout_, timeout_);
     }
 
-    size_t recv_result(int r) {
-        if (r == -ECANCELED)
+    size_t recv_result() {
+        switch (recv_.outcome()) {
+        case Completion::Outcome::ok: break;
+        case Completion::Outcome::cancelled:
             throw Error(ErrorCode::network, "no data from the sender on stream " + std::to_string(index_) + " for " +
                                                 std::to_string(ctx_.idle_timeout_ms / 1000) + " s");
-        if (r < 0) throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), -r);
-        return static_cast<size_t>(r);
+        case Completion::Outcome::retry: // wait_recv queued it again
+        case Completion::Outcome::failed: throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
+        }
+        return static_cast<size_t>(recv_.result());
     }
 
-    // Submits this buffer's writes and reaps them; a recv completion seen meanwhile is kept.
+    // Submits this buffer's writes, kWriteSlots at a time, and reaps them; the recv may
+    // complete meanwhile and keeps its result in its completion.
     void write_and_reap() {
-        for (size_t i = 0; i < writes_.size(); ++i) {
-            const PendingWrite& w = writes_[i];
-            io_uring_sqe* sqe = ring_.next_sqe();
-            io_uring_prep_write(sqe, w.fd, w.data, w.len, w.offset);
-            io_uring_sqe_set_data64(sqe, kFirstWrite + i);
-        }
-        ring_.submit();
-        for (size_t left = writes_.size(); left > 0;) {
-            auto [slot, res] = ring_.wait_one();
-            if (slot >= kFirstWrite) {
-                complete_write(writes_[slot - kFirstWrite], res);
-                --left;
-            } else {
-                note_recv_slot(slot, res);
+        size_t next = 0, left = writes_.size();
+        for (unsigned i = 0; i < kWriteSlots; ++i) free_slots_[i] = i;
+        unsigned free = kWriteSlots;
+        for (;;) {
+            while (free && next < writes_.size()) {
+                Completion& slot = slots_[free_slots_[--free]];
+                slot.tag = next++;
+                queue_write(slot);
             }
+            if (!left) break;
+            Completion& done = ring_.wait();
+            if (&done == &recv_ || &done == &recv_timeout_) continue;
+            if (done.outcome() == Completion::Outcome::retry) {
+                queue_write(done);
+                continue;
+            }
+            complete_write(writes_[done.tag], done);
+            free_slots_[free++] = static_cast<unsigned>(&done - slots_);
+            --left;
         }
         writes_.clear();
     }
 
+    void queue_write(Completion& slot) {
+        const PendingWrite& w = writes_[slot.tag];
+        ring_.write(slot, w.fd, w.data, w.len, w.offset);
+    }
+
     // Waits until both the recv and its link timeout have completed; returns bytes received.
     size_t wait_recv() {
-        while (!recv_seen_ || !timeout_seen_) {
-            auto [slot, res] = ring_.wait_one();
-            note_recv_slot(slot, res);
-        }
-        recv_seen_ = timeout_seen_ = false;
-        return recv_result(recv_res_);
-    }
-
-    void note_recv_slot(uint64_t slot, int res) {
-        if (slot == kRecvSlot) {
-            recv_seen_ = true;
-            recv_res_ = res;
-        } else if (slot == kTimeoutSlot) {
-            timeout_seen_ = true;
+        for (;;) {
+            while (recv_.busy() || recv_timeout_.busy()) ring_.wait();
+            if (recv_.outcome() != Completion::Outcome::retry) return recv_result();
+            queue_recv(recv_buf_);
         }
     }
 
-    void complete_write(const PendingWrite& w, int r) {
-        if (r < 0) throw_errno(ErrorCode::destination, "cannot write '" + w.file->entry.path + "'", -r);
+    void complete_write(const PendingWrite& w, const Completion& c) {
+        if (c.outcome() != Completion::Outcome::ok) throw_errno(ErrorCode::destination, "cannot write '" + w.file->entry.path + "'", c.error());
         // A short write means the next one fails (no space, quota): let pwrite name the error.
-        size_t done = static_cast<size_t>(r);
+        size_t done = static_cast<size_t>(c.result());
         while (done < w.len) {
             ssize_t n = ::pwrite(w.fd, w.data + done, w.len - done, static_cast<off_t>(w.offset + done));
             if (n < 0) throw_errno(ErrorCode::destination, "cannot write '" + w.file->entry.path + "'");
@@ -203,12 +199,11 @@ private:
     unsigned index_;
     RecvContext& ctx_;
     bool discard_;
-    Ring ring_;
     AlignedBuffer bufs_[2];
     ParentDirCache dirs_;
     Xxh3 xxh_;
     __kernel_timespec timeout_{};
-    wire::DataFrameParser parser_;
+    wire::DataFrameParser parser_{"data stream " + std::to_string(index_)};
 
     Block block_;
     uint64_t write_pos_ = 0;
@@ -217,9 +212,13 @@ private:
     std::vector<std::pair<RecvFile*, UniqueFd>> retired_; // closed once their writes are reaped
     std::vector<PendingWrite> writes_;
     std::vector<Verdict> done_;
-    bool recv_seen_ = false, timeout_seen_ = false;
-    int recv_res_ = 0;
-    StreamReceipt receipt_;
+    Completion recv_, recv_timeout_;
+    int recv_buf_ = 0;
+    Completion slots_[kWriteSlots]; // tag: the write in writes_
+    unsigned free_slots_[kWriteSlots];
+    // After the buffers, fds and completions its requests use, so it is torn down (cancelling
+    // and reaping them) before any of those goes.
+    Ring ring_;
 };
 
 } // namespace

@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <array>
 
 #include "core/io/mapped_region.hpp"
 #include "core/io/pipe.hpp"
@@ -14,42 +13,28 @@
 #include "recv/paths/stream_receiver.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "core/ring/ring.hpp"
-#include "core/wire/codec.hpp"
+#include "core/wire/data_parser.hpp"
 
 namespace sluice {
 
 namespace {
 
 constexpr unsigned kMaxPairs = 16;
+constexpr unsigned kMaxSteps = 2 * kMaxPairs + 1; // the pipe's leftover to the file, then the pairs
+constexpr uint64_t kFromSocket = 0, kToFile = 1;
 
 class SpliceReceiver final : public StreamReceiver {
 public:
     SpliceReceiver(int sock, unsigned index, RecvContext& ctx)
-        : sock_(sock), index_(index), ctx_(ctx), ring_(64), pipe_(1 << 20), dirs_(ctx.tree) {
+        : sock_(sock), index_(index), ctx_(ctx), pipe_(1 << 20), dirs_(ctx.tree), ring_(64) {
         set_io_timeout(sock, ctx.idle_timeout_ms);
     }
 
     StreamReceipt run() override {
-        const std::string what = "data stream " + std::to_string(index_);
-        for (;;) {
-            unsigned char h[wire::kFrameHeaderBytes];
-            recv_exact(sock_, h, what.c_str());
-            wire::FrameHeader hdr = wire::decode_frame_header(h);
-            if (hdr.type == static_cast<uint8_t>(wire::FrameType::stream_end)) {
-                if (hdr.length != 16) throw Error(ErrorCode::protocol, "STREAM_END frame with length " + std::to_string(hdr.length));
-                unsigned char p[16];
-                recv_exact(sock_, p, what.c_str());
-                auto e = wire::decode_stream_end(p);
-                if (e.blocks != receipt_.blocks || e.bytes != receipt_.bytes)
-                    throw Error(ErrorCode::protocol, what + " ended with counts that do not match what it carried");
-                return receipt_;
-            }
-            if (hdr.type != static_cast<uint8_t>(wire::FrameType::block))
-                throw Error(ErrorCode::protocol, std::string(wire::frame_type_name(hdr.type)) + " frame is not allowed on a data stream");
-            unsigned char p[wire::kBlockPrefixBytes];
-            recv_exact(sock_, p, what.c_str());
-            receive_block(wire::decode_block_prefix(p), hdr.length - wire::kBlockPrefixBytes);
-        }
+        auto read = [this](unsigned char* p, size_t n) { recv_exact(sock_, {p, n}, frames_.label().c_str()); };
+        while (auto b = frames_.next(read)) receive_block(b->prefix, b->data_length);
+        wire::refuse_data_after_end(frames_, sock_);
+        return {frames_.counts().blocks, frames_.counts().bytes};
     }
 
 private:
@@ -63,8 +48,6 @@ private:
         MappedRegion map(open_fd_.get(), p.offset, len);
         if (!map.ok()) throw_errno(ErrorCode::destination, "cannot map '" + f.entry.path + "' to verify it");
         bool ok = xxh3_64(map.data(), len) == p.checksum;
-        ++receipt_.blocks;
-        receipt_.bytes += len;
         ctx_.bytes_received.fetch_add(len, std::memory_order_relaxed);
         if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(len, std::memory_order_relaxed);
         if (ok)
@@ -80,52 +63,46 @@ private:
         uint64_t in_pipe = 0;
         uint64_t file_pos = offset;
         while (from_socket || in_pipe) {
-            std::array<io_uring_sqe*, 2 * kMaxPairs + 1> sqes;
-            std::array<bool, 2 * kMaxPairs + 1> to_file;
             unsigned n = 0;
-            auto add = [&](io_uring_sqe* sqe, bool file_step) {
-                io_uring_sqe_set_data64(sqe, n);
-                to_file[n] = file_step;
-                sqes[n++] = sqe;
-            };
-            if (in_pipe) {
-                io_uring_sqe* sqe = ring_.next_sqe();
-                io_uring_prep_splice(sqe, pipe_.read_fd(), -1, open_fd_.get(), static_cast<int64_t>(file_pos),
-                                     static_cast<unsigned>(in_pipe), SPLICE_F_MOVE);
-                add(sqe, true);
-            }
-            uint64_t planned = 0;
-            while (planned < from_socket && n + 2 <= sqes.size()) {
-                unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(pipe_.size(), from_socket - planned));
-                io_uring_sqe* sqe = ring_.next_sqe();
-                io_uring_prep_splice(sqe, sock_, -1, pipe_.write_fd(), -1, chunk, SPLICE_F_MOVE);
-                add(sqe, false);
-                sqe = ring_.next_sqe();
-                io_uring_prep_splice(sqe, pipe_.read_fd(), -1, open_fd_.get(),
-                                     static_cast<int64_t>(file_pos + in_pipe + planned), chunk, SPLICE_F_MOVE);
-                add(sqe, true);
-                planned += chunk;
-            }
-            for (unsigned i = 0; i + 1 < n; ++i) sqes[i]->flags |= IOSQE_IO_LINK;
-            std::array<int, 2 * kMaxPairs + 1> res{};
-            ring_.submit_and_reap(std::span<int>(res.data(), n));
-            for (unsigned i = 0; i < n; ++i) {
-                int r = res[i];
-                if (r == -ECANCELED || r == -EINTR || r == -EAGAIN) continue;
-                if (r < 0) {
-                    if (to_file[i]) throw_errno(ErrorCode::destination, "cannot write '" + f.entry.path + "'", -r);
-                    throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), -r);
+            {
+                auto chain = ring_.chain(kMaxSteps);
+                if (in_pipe) {
+                    steps_[n].tag = kToFile;
+                    ring_.splice(steps_[n++], pipe_.read_fd(), -1, open_fd_.get(), static_cast<int64_t>(file_pos),
+                                 static_cast<unsigned>(in_pipe), SPLICE_F_MOVE);
                 }
-                if (to_file[i]) {
+                uint64_t planned = 0;
+                while (planned < from_socket && n + 2 <= kMaxSteps) {
+                    unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(pipe_.size(), from_socket - planned));
+                    steps_[n].tag = kFromSocket;
+                    ring_.splice(steps_[n++], sock_, -1, pipe_.write_fd(), -1, chunk, SPLICE_F_MOVE);
+                    steps_[n].tag = kToFile;
+                    ring_.splice(steps_[n++], pipe_.read_fd(), -1, open_fd_.get(),
+                                 static_cast<int64_t>(file_pos + in_pipe + planned), chunk, SPLICE_F_MOVE);
+                    planned += chunk;
+                }
+            }
+            for (unsigned i = 0; i < n; ++i)
+                while (steps_[i].busy()) ring_.wait();
+            for (unsigned i = 0; i < n; ++i) {
+                const Completion& c = steps_[i];
+                const bool to_file = c.tag == kToFile;
+                if (c.outcome() == Completion::Outcome::cancelled || c.outcome() == Completion::Outcome::retry) continue;
+                if (c.outcome() == Completion::Outcome::failed) {
+                    if (to_file) throw_errno(ErrorCode::destination, "cannot write '" + f.entry.path + "'", c.error());
+                    throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), c.error());
+                }
+                const uint64_t r = static_cast<uint64_t>(c.result());
+                if (to_file) {
                     if (r == 0) throw Error(ErrorCode::destination, "cannot write '" + f.entry.path + "': no progress");
-                    in_pipe -= static_cast<uint64_t>(r);
-                    file_pos += static_cast<uint64_t>(r);
+                    in_pipe -= r;
+                    file_pos += r;
                 } else {
                     if (r == 0)
                         throw Error(ErrorCode::network, "sender closed data stream " + std::to_string(index_) +
                                                             " in the middle of '" + f.entry.path + "'");
-                    in_pipe += static_cast<uint64_t>(r);
-                    from_socket -= static_cast<uint64_t>(r);
+                    in_pipe += r;
+                    from_socket -= r;
                 }
             }
         }
@@ -134,12 +111,14 @@ private:
     int sock_;
     unsigned index_;
     RecvContext& ctx_;
-    Ring ring_;
     Pipe pipe_;
     ParentDirCache dirs_;
     RecvFile* open_file_ = nullptr;
     UniqueFd open_fd_;
-    StreamReceipt receipt_;
+    Completion steps_[kMaxSteps]; // tag: kFromSocket or kToFile
+    // After the pipe, file and completions its splices use: torn down (cancelling them) first.
+    Ring ring_;
+    wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};
 };
 
 } // namespace

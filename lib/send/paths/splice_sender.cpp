@@ -4,7 +4,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 
 #include "core/io/pipe.hpp"
@@ -22,77 +21,66 @@ enum class Op : uint8_t { send_prefix, file_to_pipe, pipe_to_socket };
 
 class SpliceSender final : public BlockSender {
 public:
-    explicit SpliceSender(int sock) : BlockSender(sock), ring_(64), pipe_(kPipeBytes) {}
+    explicit SpliceSender(int sock) : BlockSender(sock), pipe_(kPipeBytes), ring_(64) {}
     const char* name() const override { return "splice"; }
 
     void send(const Segment& seg, bool more) override {
         const int fd = reader_.open(*seg.file);
-        unsigned char prefix[32];
+        unsigned char* prefix = prefix_; // a member: the send of it may be in flight when an error unwinds
         frame_prefix(seg, prefix);
 
-        size_t prefix_left = sizeof prefix;
+        size_t prefix_left = sizeof prefix_;
         uint64_t file_pos = seg.file->file_offset(seg.offset);
         const uint64_t file_end = file_pos + seg.length;
         uint64_t in_pipe = 0;  // spliced from the file, not yet to the socket
         uint64_t to_socket = seg.length;
 
         while (prefix_left || to_socket) {
-            std::array<Op, kMaxOps> ops;
-            std::array<io_uring_sqe*, kMaxOps> sqes;
             unsigned n = 0;
-            auto queue = [&](Op op, io_uring_sqe* sqe) {
-                io_uring_sqe_set_data64(sqe, n);
-                ops[n] = op;
-                sqes[n] = sqe;
-                ++n;
-            };
-            if (prefix_left) {
-                io_uring_sqe* sqe = ring_.next_sqe();
-                io_uring_prep_send(sqe, sock_, prefix + sizeof prefix - prefix_left, prefix_left,
-                                   MSG_NOSIGNAL | MSG_MORE);
-                queue(Op::send_prefix, sqe);
+            // Linked: a short or failed step cancels the rest, which are redone next round.
+            {
+                auto chain = ring_.chain(kMaxOps);
+                if (prefix_left) {
+                    steps_[n].tag = static_cast<uint64_t>(Op::send_prefix);
+                    ring_.send(steps_[n++], sock_, prefix + sizeof prefix_ - prefix_left, prefix_left, MSG_NOSIGNAL | MSG_MORE);
+                }
+                const unsigned sock_flags_more = SPLICE_F_MOVE | SPLICE_F_MORE;
+                const unsigned sock_flags_last = SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0);
+                if (in_pipe) {
+                    bool last = file_pos == file_end;
+                    steps_[n].tag = static_cast<uint64_t>(Op::pipe_to_socket);
+                    ring_.splice(steps_[n++], pipe_.read_fd(), -1, sock_, -1, static_cast<unsigned>(in_pipe),
+                                 last ? sock_flags_last : sock_flags_more);
+                }
+                for (uint64_t planned = file_pos; planned < file_end && n + 2 <= kMaxOps;) {
+                    unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(pipe_.size(), file_end - planned));
+                    steps_[n].tag = static_cast<uint64_t>(Op::file_to_pipe);
+                    ring_.splice(steps_[n++], fd, static_cast<int64_t>(planned), pipe_.write_fd(), -1, chunk, SPLICE_F_MOVE);
+                    planned += chunk;
+                    steps_[n].tag = static_cast<uint64_t>(Op::pipe_to_socket);
+                    ring_.splice(steps_[n++], pipe_.read_fd(), -1, sock_, -1, chunk,
+                                 planned == file_end ? sock_flags_last : sock_flags_more);
+                }
             }
-            const unsigned sock_flags_more = SPLICE_F_MOVE | SPLICE_F_MORE;
-            const unsigned sock_flags_last = SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0);
-            if (in_pipe) {
-                io_uring_sqe* sqe = ring_.next_sqe();
-                bool last = file_pos == file_end;
-                io_uring_prep_splice(sqe, pipe_.read_fd(), -1, sock_, -1, static_cast<unsigned>(in_pipe),
-                                     last ? sock_flags_last : sock_flags_more);
-                queue(Op::pipe_to_socket, sqe);
-            }
-            for (uint64_t planned = file_pos; planned < file_end && n + 2 <= kMaxOps;) {
-                unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(pipe_.size(), file_end - planned));
-                io_uring_sqe* sqe = ring_.next_sqe();
-                io_uring_prep_splice(sqe, fd, static_cast<int64_t>(planned), pipe_.write_fd(), -1, chunk, SPLICE_F_MOVE);
-                queue(Op::file_to_pipe, sqe);
-                planned += chunk;
-                sqe = ring_.next_sqe();
-                io_uring_prep_splice(sqe, pipe_.read_fd(), -1, sock_, -1, chunk,
-                                     planned == file_end ? sock_flags_last : sock_flags_more);
-                queue(Op::pipe_to_socket, sqe);
-            }
-            // Link the chain: a short or failed step cancels the rest, which are redone next round.
-            // The ring holds more than kMaxOps entries, so no SQE was submitted early and the
-            // pointers are still ours to flag.
-            for (unsigned i = 0; i + 1 < n; ++i) sqes[i]->flags |= IOSQE_IO_LINK;
-            std::array<int, kMaxOps> res{};
-            ring_.submit_and_reap(std::span<int>(res.data(), n));
+            for (unsigned i = 0; i < n; ++i)
+                while (steps_[i].busy()) ring_.wait();
 
             for (unsigned i = 0; i < n; ++i) {
-                int r = res[i];
-                if (r == -ECANCELED || r == -EINTR || r == -EAGAIN) continue;
-                if (r < 0) fail(seg, ops[i], -r);
-                switch (ops[i]) {
+                const Completion& c = steps_[i];
+                const Op op = static_cast<Op>(c.tag);
+                if (c.outcome() == Completion::Outcome::cancelled || c.outcome() == Completion::Outcome::retry) continue;
+                if (c.outcome() == Completion::Outcome::failed) fail(seg, op, c.error());
+                const uint64_t r = static_cast<uint64_t>(c.result());
+                switch (op) {
                 case Op::send_prefix: prefix_left -= static_cast<size_t>(r); break;
                 case Op::file_to_pipe:
                     if (r == 0) throw Error(ErrorCode::source, "source '" + seg.file->path + "' shrank while being sent");
-                    file_pos += static_cast<uint64_t>(r);
-                    in_pipe += static_cast<uint64_t>(r);
+                    file_pos += r;
+                    in_pipe += r;
                     break;
                 case Op::pipe_to_socket:
-                    in_pipe -= static_cast<uint64_t>(r);
-                    to_socket -= static_cast<uint64_t>(r);
+                    in_pipe -= r;
+                    to_socket -= r;
                     break;
                 }
             }
@@ -105,8 +93,11 @@ private:
         throw_errno(ErrorCode::network, "data stream lost while sending '" + seg.file->rel + "'", err);
     }
 
-    Ring ring_;
     Pipe pipe_;
+    unsigned char prefix_[32];
+    Completion steps_[kMaxOps]; // tag: the Op
+    // After the pipe, prefix and completions its requests use: torn down (cancelling them) first.
+    Ring ring_;
 };
 
 } // namespace

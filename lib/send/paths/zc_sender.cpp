@@ -47,12 +47,6 @@ constexpr size_t kChunkBytes = 1 << 20;
 constexpr uint64_t kAlign = 4096;
 constexpr uint64_t kDirectMinBytes = 1 << 20; // smaller files are read buffered (likely cached)
 
-// user_data: kind in the top byte, chunk index below.
-enum Kind : uint64_t { kRead = 1, kPrefix = 2, kSend = 3 };
-uint64_t tag(Kind k, size_t chunk) { return (static_cast<uint64_t>(k) << 56) | chunk; }
-Kind kind_of(uint64_t ud) { return static_cast<Kind>(ud >> 56); }
-size_t chunk_of(uint64_t ud) { return static_cast<size_t>(ud & ((1ull << 56) - 1)); }
-
 class ZcSender final : public BlockSender {
     enum class State : uint8_t { free, reading, sending, awaiting_notif };
     struct Chunk {
@@ -61,6 +55,9 @@ class ZcSender final : public BlockSender {
         size_t want = 0;    // bytes of the block in this chunk
         size_t got = 0;     // bytes read so far
         uint64_t file_offset = 0;
+        // After buf: destroyed in flight, they cancel and reap before buf goes.
+        Completion read;
+        Completion send; // reports twice: the send, then its notification
     };
 
 public:
@@ -89,7 +86,7 @@ public:
         }
         ring_.submit();
         for (size_t c : block_)
-            while (chunks_[c].state == State::reading) handle(ring_.wait_completion());
+            while (chunks_[c].state == State::reading) handle(ring_.wait());
 
         xxh_.reset();
         for (size_t c : block_) xxh_.update(chunks_[c].buf.data(), chunks_[c].want);
@@ -101,30 +98,23 @@ public:
 
         // One linked chain: prefix, then the chunks in order. Sends on one TCP socket must not
         // overtake each other; the link keeps them in order and a failed step cancels the rest.
-        io_uring_sqe* sqe = ring_.next_sqe();
-        io_uring_prep_send(sqe, sock_, prefix_, sizeof prefix_, MSG_NOSIGNAL | MSG_MORE | MSG_WAITALL);
-        io_uring_sqe_set_data64(sqe, tag(kPrefix, 0));
-        sqe->flags |= IOSQE_IO_LINK;
-        sends_left_ = 1;
-        for (size_t i = 0; i < block_.size(); ++i) {
-            size_t c = block_[i];
-            Chunk& ch = chunks_[c];
-            ch.state = State::sending;
-            bool last = i + 1 == block_.size();
-            int flags = MSG_NOSIGNAL | MSG_WAITALL | ((more || !last) ? MSG_MORE : 0);
-            sqe = ring_.next_sqe();
-            if (fixed_)
-                io_uring_prep_send_zc_fixed(sqe, sock_, ch.buf.data(), ch.want, flags, zc_flags_, static_cast<unsigned>(c));
-            else
-                io_uring_prep_send_zc(sqe, sock_, ch.buf.data(), ch.want, flags, zc_flags_);
-            io_uring_sqe_set_data64(sqe, tag(kSend, c));
-            if (!last) sqe->flags |= IOSQE_IO_LINK;
-            ++sends_left_;
+        {
+            auto chain = ring_.chain(static_cast<unsigned>(block_.size()) + 1);
+            ring_.send(prefix_send_, sock_, prefix_, sizeof prefix_, MSG_NOSIGNAL | MSG_MORE | MSG_WAITALL);
+            sends_left_ = 1;
+            for (size_t i = 0; i < block_.size(); ++i) {
+                Chunk& ch = chunks_[block_[i]];
+                ch.state = State::sending;
+                bool last = i + 1 == block_.size();
+                int flags = MSG_NOSIGNAL | MSG_WAITALL | ((more || !last) ? MSG_MORE : 0);
+                ring_.send_zc(ch.send, sock_, ch.buf.data(), ch.want, flags, zc_flags_, fixed_ ? static_cast<int>(block_[i]) : -1);
+                ++sends_left_;
+            }
         }
         ring_.submit();
         // Returns once the data is in the socket (so a later frame cannot overtake it); the
         // buffers stay busy until their notifications arrive.
-        while (sends_left_) handle(ring_.wait_completion());
+        while (sends_left_) handle(ring_.wait());
     }
 
     std::string fallback() const override {
@@ -155,7 +145,10 @@ private:
     void grow_pool(size_t want) {
         if (chunks_.size() >= want) return;
         drain_notifications(); // re-registration must not pull buffers from under the kernel
-        while (chunks_.size() < want) chunks_.emplace_back();
+        while (chunks_.size() < want) {
+            Chunk& ch = chunks_.emplace_back();
+            ch.read.tag = ch.send.tag = chunks_.size() - 1;
+        }
         if (!register_error_.empty()) return; // refused once: stay unregistered
         std::vector<iovec> iov(chunks_.size());
         for (size_t i = 0; i < chunks_.size(); ++i) iov[i] = {chunks_[i].buf.data(), kChunkBytes};
@@ -175,7 +168,7 @@ private:
                     return c;
                 }
             }
-            handle(ring_.wait_completion());
+            handle(ring_.wait());
         }
     }
 
@@ -184,53 +177,44 @@ private:
         size_t left = ch.want - ch.got;
         // O_DIRECT needs aligned lengths: a file's tail is read rounded up (the read stops at EOF).
         if (direct_) left = (left + kAlign - 1) / kAlign * kAlign;
-        io_uring_sqe* sqe = ring_.next_sqe();
-        unsigned char* dst = ch.buf.data() + ch.got;
-        if (fixed_)
-            io_uring_prep_read_fixed(sqe, fd, dst, static_cast<unsigned>(left), ch.file_offset + ch.got, static_cast<int>(c));
-        else
-            io_uring_prep_read(sqe, fd, dst, static_cast<unsigned>(left), ch.file_offset + ch.got);
-        io_uring_sqe_set_data64(sqe, tag(kRead, c));
+        ring_.read(ch.read, fd, ch.buf.data() + ch.got, static_cast<unsigned>(left), ch.file_offset + ch.got,
+                   fixed_ ? static_cast<int>(c) : -1);
     }
 
-    void handle(Ring::Completion cqe) {
+    void handle(Completion& done) {
         const Segment& seg = *cur_;
-        const size_t c = chunk_of(cqe.user_data);
-        switch (kind_of(cqe.user_data)) {
-        case kRead: {
-            Chunk& ch = chunks_[c];
-            if (cqe.res < 0) {
-                if (cqe.res == -EINTR || cqe.res == -EAGAIN) return requeue_read(c, seg);
-                throw_errno(ErrorCode::source, "cannot read source '" + path_of(seg) + "'", -cqe.res);
+        if (&done == &prefix_send_) {
+            --sends_left_;
+            if (done.outcome() != Completion::Outcome::ok) send_failed(done.error(), seg);
+            if (done.result() != static_cast<int>(sizeof prefix_)) short_send(seg);
+            return;
+        }
+        const size_t c = static_cast<size_t>(done.tag);
+        Chunk& ch = chunks_[c];
+        if (&done == &ch.read) {
+            switch (done.outcome()) {
+            case Completion::Outcome::ok: break;
+            case Completion::Outcome::retry: return requeue_read(c, seg);
+            case Completion::Outcome::cancelled:
+            case Completion::Outcome::failed: throw_errno(ErrorCode::source, "cannot read source '" + path_of(seg) + "'", done.error());
             }
-            if (cqe.res == 0) throw Error(ErrorCode::source, "source '" + path_of(seg) + "' shrank while being sent");
-            ch.got = std::min(ch.want, ch.got + static_cast<size_t>(cqe.res));
+            if (done.result() == 0) throw Error(ErrorCode::source, "source '" + path_of(seg) + "' shrank while being sent");
+            ch.got = std::min(ch.want, ch.got + static_cast<size_t>(done.result()));
             if (ch.got < ch.want) return requeue_read(c, seg);
             ch.state = State::sending; // read done; held for the send
             return;
         }
-        case kPrefix:
-            --sends_left_;
-            if (cqe.res < 0) send_failed(cqe.res, seg);
-            if (cqe.res != static_cast<int>(sizeof prefix_)) short_send(seg);
-            return;
-        case kSend: {
-            Chunk& ch = chunks_[c];
-            if (cqe.flags & IORING_CQE_F_NOTIF) {
-                ++zc_sends_;
-                if (static_cast<uint32_t>(cqe.res) & IORING_NOTIF_USAGE_ZC_COPIED) ++copied_sends_;
-                ch.state = State::free;
-                return;
-            }
-            --sends_left_;
-            // Without F_MORE no notification follows (the send failed before using the buffer).
-            ch.state = (cqe.flags & IORING_CQE_F_MORE) ? State::awaiting_notif : State::free;
-            if (cqe.res < 0) send_failed(cqe.res, seg);
-            if (static_cast<size_t>(cqe.res) != ch.want) short_send(seg);
+        if (done.flags() & IORING_CQE_F_NOTIF) {
+            ++zc_sends_;
+            if (done.raw_result() & IORING_NOTIF_USAGE_ZC_COPIED) ++copied_sends_;
+            ch.state = State::free;
             return;
         }
-        }
-        std::abort(); // a completion this path never asked for
+        --sends_left_;
+        // Without F_MORE no notification follows (the send failed before using the buffer).
+        ch.state = done.busy() ? State::awaiting_notif : State::free;
+        if (done.outcome() != Completion::Outcome::ok) send_failed(done.error(), seg);
+        if (static_cast<size_t>(done.result()) != ch.want) short_send(seg);
     }
 
     // A short read (a signal, or O_DIRECT stopping early): read the rest, buffered if the
@@ -257,8 +241,8 @@ private:
     int reader_fd_for(const Segment& seg) { return reader_.open(*seg.file); }
     static std::string path_of(const Segment& seg) { return seg.file ? seg.file->path : std::string("?"); }
 
-    [[noreturn]] void send_failed(int res, const Segment& seg) {
-        throw_errno(ErrorCode::network, "data stream lost while sending '" + (seg.file ? seg.file->rel : std::string("?")) + "'", -res);
+    [[noreturn]] void send_failed(int err, const Segment& seg) {
+        throw_errno(ErrorCode::network, "data stream lost while sending '" + (seg.file ? seg.file->rel : std::string("?")) + "'", err);
     }
     [[noreturn]] void short_send(const Segment& seg) {
         throw Error(ErrorCode::network, "data stream lost while sending '" + (seg.file ? seg.file->rel : std::string("?")) + "' (short send)");
@@ -269,17 +253,19 @@ private:
             bool busy = false;
             for (auto& ch : chunks_) busy |= ch.state != State::free;
             if (!busy) return;
-            handle(ring_.wait_completion());
+            handle(ring_.wait());
         }
     }
 
-    // Declared before ring_ so the ring is torn down first: the kernel keeps the pages of a
+    // Declared before ring_ so the ring is torn down first (cancelling and reaping the reads
+    // and sends); notifications still owed are written off: the kernel keeps the pages of a
     // buffer it still references pinned, so freeing our mapping after is safe.
     std::deque<Chunk> chunks_; // deque: buffers never move once registered
+    unsigned char prefix_[32];
+    Completion prefix_send_;
     Ring ring_;
     std::vector<size_t> block_;
     Xxh3 xxh_;
-    unsigned char prefix_[32];
     size_t next_ = 0;
     unsigned sends_left_ = 0;
     // Needs Linux 6.2 (the kernel that has SEND_ZC for stream sockets in practice).

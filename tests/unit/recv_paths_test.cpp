@@ -1,0 +1,281 @@
+// Each receive path driven in-process over a socketpair: a hand-written sender writes frames
+// into one end, the path reads the other into a temporary directory, as receiver.cpp runs it.
+#include <doctest/doctest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/checksum/xxh3.hpp"
+#include "core/wire/codec.hpp"
+#include "recv/paths/chunk_receiver.hpp"
+#include "recv/paths/stream_receiver.hpp"
+
+using namespace sluice;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        std::string t = (fs::temp_directory_path() / "sluice-paths-XXXXXX").string();
+        REQUIRE(::mkdtemp(t.data()));
+        path = t;
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+// What a data connection carries, built frame by frame.
+struct Wire {
+    wire::Bytes bytes;
+    uint64_t blocks = 0, data = 0;
+    Wire& block(uint64_t id, uint64_t offset, const std::string& d, bool good_checksum = true) {
+        unsigned char pre[wire::kFrameHeaderBytes + wire::kBlockPrefixBytes];
+        uint64_t sum = xxh3_64(d.data(), d.size()) ^ (good_checksum ? 0 : 1);
+        wire::encode_block_prefix(pre, {id, offset, sum}, static_cast<uint32_t>(d.size()));
+        bytes.insert(bytes.end(), pre, pre + sizeof pre);
+        bytes.insert(bytes.end(), d.begin(), d.end());
+        ++blocks;
+        data += d.size();
+        return *this;
+    }
+    Wire& raw(const wire::Bytes& b) {
+        bytes.insert(bytes.end(), b.begin(), b.end());
+        return *this;
+    }
+    Wire& end() { return end_with(blocks, data); }
+    Wire& end_with(uint64_t b, uint64_t d) {
+        wire::encode_stream_end(bytes, {b, d});
+        return *this;
+    }
+};
+
+struct Harness {
+    TempDir dir;
+    DestTree tree{dir.path};
+    FileTable files{1000};
+    std::atomic<uint64_t> received{0}, completed{0}, from_disk{0};
+    std::vector<uint64_t> failed_offsets;
+    RecvContext ctx{files, tree, false, false, 10000, nullptr, received, completed, from_disk, {}, {}};
+
+    Harness() {
+        ctx.block_failed = [this](RecvFile&, uint64_t off, uint64_t) { failed_offsets.push_back(off); };
+    }
+
+    void add(uint64_t id, const std::string& path, uint64_t size, wire::EntryKind kind = wire::EntryKind::file) {
+        wire::ManifestEntry e;
+        e.file_id = id;
+        e.size = size;
+        e.mode = 0644;
+        e.mtime_ns = 1'700'000'000'000'000'000;
+        e.kind = kind;
+        e.path = path;
+        RecvFile& f = files.append(std::move(e));
+        if (kind == wire::EntryKind::file) tree.make_dirs(f.parent);
+        files.publish();
+    }
+
+    std::string read(const std::string& rel) {
+        std::ifstream in(dir.path / rel, std::ios::binary);
+        REQUIRE(in);
+        return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    }
+
+    // Runs rx over one end of a socketpair while a thread writes w into the other.
+    StreamReceipt run(const Wire& w, const std::function<std::unique_ptr<StreamReceiver>(int)>& make) {
+        int sv[2];
+        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        std::thread writer([&] {
+            size_t done = 0;
+            while (done < w.bytes.size()) {
+                ssize_t n = ::send(sv[1], w.bytes.data() + done, w.bytes.size() - done, MSG_NOSIGNAL);
+                if (n <= 0) break; // the receiver gave up on a bad frame and closed its end
+                done += static_cast<size_t>(n);
+            }
+            ::shutdown(sv[1], SHUT_WR);
+        });
+        struct Closer {
+            int* sv;
+            std::thread& t;
+            ~Closer() {
+                ::shutdown(sv[0], SHUT_RDWR);
+                t.join();
+                ::close(sv[0]);
+                ::close(sv[1]);
+            }
+        } closer{sv, writer};
+        return make(sv[0])->run();
+    }
+    StreamReceipt run(const Wire& w, RecvPath path) {
+        return run(w, [&](int sock) { return make_stream_receiver(path, sock, 1, ctx); });
+    }
+};
+
+std::string pattern(size_t n, unsigned seed) {
+    std::string s(n, '\0');
+    for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed * 7 + (i >> 12)) & 0xff);
+    return s;
+}
+
+const RecvPath kPaths[] = {RecvPath::direct, RecvPath::recv_write, RecvPath::splice, RecvPath::null_sink};
+
+// The error a path gives for a stream, with its code; empty if it ran through.
+std::string error_of(Harness& h, const Wire& w, RecvPath path, ErrorCode want = ErrorCode::protocol) {
+    try {
+        h.run(w, path);
+    } catch (const Error& e) {
+        CHECK(e.code() == want);
+        return e.what();
+    }
+    return {};
+}
+
+} // namespace
+
+TEST_CASE("every receive path writes the blocks it is sent and counts the stream") {
+    for (RecvPath path : kPaths) {
+        CAPTURE(recv_path_name(path));
+        Harness h;
+        // Large enough for several 2 MiB chunks and an unaligned tail (the O_DIRECT path where
+        // the file system allows it), plus a small file that arrives whole in one block.
+        const std::string big = pattern((5u << 20) + 123, 1), small = pattern(1000, 2);
+        h.add(0, "d", 0, wire::EntryKind::directory);
+        h.add(1, "d/big", big.size());
+        h.add(2, "d/small", small.size());
+        Wire w;
+        w.block(1, 0, big.substr(0, 3u << 20)).block(2, 0, small).block(1, 3u << 20, big.substr(3u << 20)).end();
+        StreamReceipt r = h.run(w, path);
+        CHECK(r.blocks == 3);
+        CHECK(r.bytes == big.size() + small.size());
+        CHECK(h.received == big.size() + small.size());
+        CHECK(h.completed == 2);
+        CHECK(h.failed_offsets.empty());
+        if (path == RecvPath::null_sink) {
+            CHECK_FALSE(fs::exists(h.dir.path / "d/big"));
+            continue;
+        }
+        CHECK(h.read("d/big") == big);
+        CHECK(h.read("d/small") == small);
+    }
+}
+
+TEST_CASE("a block whose checksum fails is asked for again, not written as verified") {
+    for (RecvPath path : kPaths) {
+        CAPTURE(recv_path_name(path));
+        Harness h;
+        h.add(0, "f", 8192);
+        Wire w;
+        w.block(0, 0, pattern(4096, 3)).block(0, 4096, pattern(4096, 4), false).end();
+        StreamReceipt r = h.run(w, path);
+        CHECK(r.blocks == 2);
+        CHECK(h.failed_offsets == std::vector<uint64_t>{4096});
+        CHECK(h.completed == 0);
+    }
+}
+
+TEST_CASE("every receive path refuses bad frames with the reader's words") {
+    auto each_path = [](const std::function<void(RecvPath)>& check) {
+        for (RecvPath path : kPaths) {
+            CAPTURE(recv_path_name(path));
+            check(path);
+        }
+    };
+    SUBCASE("an unknown frame type") {
+        each_path([](RecvPath path) {
+            Harness h;
+            h.add(0, "f", 10);
+            wire::Bytes b(wire::kFrameHeaderBytes);
+            wire::encode_frame_header(b.data(), static_cast<wire::FrameType>(0x7e), 0);
+            Wire w;
+            w.block(0, 0, "0123456789").raw(b);
+            CHECK(error_of(h, w, path).find("unknown frame type 0x7e") != std::string::npos);
+        });
+    }
+    SUBCASE("a control frame") {
+        each_path([](RecvPath path) {
+            Harness h;
+            wire::Bytes b;
+            wire::encode_manifest_end(b, {});
+            Wire w;
+            w.raw(b);
+            CHECK(error_of(h, w, path) == "MANIFEST_END frame is not allowed on a data stream (data stream 1)");
+        });
+    }
+    SUBCASE("an empty block") {
+        each_path([](RecvPath path) {
+            Harness h;
+            h.add(0, "f", 10);
+            Wire w;
+            w.block(0, 0, "");
+            CHECK(error_of(h, w, path) == "BLOCK frame without data on data stream 1");
+        });
+    }
+    SUBCASE("STREAM_END with counts other than carried") {
+        each_path([](RecvPath path) {
+            Harness h;
+            h.add(0, "f", 10);
+            Wire w;
+            w.block(0, 0, "0123456789").end_with(1, 11);
+            CHECK(error_of(h, w, path) == "data stream 1 ended announcing 1 blocks / 11 bytes, but carried 1 / 10");
+        });
+    }
+    SUBCASE("bytes after STREAM_END") {
+        each_path([](RecvPath path) {
+            Harness h;
+            h.add(0, "f", 10);
+            Wire w;
+            w.block(0, 0, "0123456789").end().raw({0});
+            CHECK(error_of(h, w, path) == "data after STREAM_END on data stream 1");
+        });
+    }
+    SUBCASE("a stream that stops in the middle of a block") {
+        each_path([](RecvPath path) {
+            Harness h;
+            h.add(0, "f", 10);
+            Wire w;
+            w.block(0, 0, "0123456789");
+            w.bytes.resize(w.bytes.size() - 4);
+            CHECK_FALSE(error_of(h, w, path, ErrorCode::network).empty());
+        });
+    }
+}
+
+TEST_CASE("stream mode into an fd reads its frames through the same reader") {
+    Harness h;
+    h.add(0, "stdin", 0, wire::EntryKind::stream);
+    int out[2];
+    REQUIRE(::pipe(out) == 0);
+    OrderedOutput ordered(out[1]);
+    const std::string a = pattern(70000, 5), b = pattern(5000, 6);
+    SUBCASE("chunks in order reach the output") {
+        Wire w;
+        w.block(0, 0, a).block(0, a.size(), b).end();
+        std::string got;
+        std::thread reader([&] {
+            char buf[65536];
+            for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+        });
+        StreamReceipt r = h.run(w, [&](int sock) { return make_stream_to_fd_receiver(sock, h.ctx, ordered); });
+        ::close(out[1]);
+        reader.join();
+        CHECK(r.blocks == 2);
+        CHECK(got == a + b);
+    }
+    SUBCASE("an empty chunk is refused as on every other path") {
+        Wire w;
+        w.block(0, 0, "");
+        CHECK_THROWS_WITH(h.run(w, [&](int sock) { return make_stream_to_fd_receiver(sock, h.ctx, ordered); }),
+                          "BLOCK frame without data on data stream");
+        ::close(out[1]);
+    }
+    ::close(out[0]);
+}
