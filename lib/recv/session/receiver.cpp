@@ -234,8 +234,10 @@ struct Receiver::Impl {
             if (connected == stream_count) return;
         }
         if (seconds_since(t0) * 1000 < opts.idle_timeout_ms) return;
-        fail(Error(ErrorCode::network, "only " + std::to_string(connected) + " of " + std::to_string(stream_count) +
-                                           " data streams connected within the idle timeout"));
+        fail(Error(ErrorCode::network,
+                   "only " + std::to_string(connected) + " of " + std::to_string(stream_count) +
+                       " data streams connected within the idle timeout",
+                   ErrorCause::timed_out));
     }
 
     void accept_new(std::deque<PendingConnection>& pending) {
@@ -392,8 +394,8 @@ struct Receiver::Impl {
                 case wire::FrameType::abort: {
                     wire::Abort a = wire::decode_abort(f.payload);
                     if (a.code == wire::kAbortSourceTruncated)
-                        throw Error(ErrorCode::source, "sender: " + a.message);
-                    throw Error(ErrorCode::network, "sender aborted the transfer: " + a.message);
+                        throw Error(ErrorCode::source, "sender: " + a.message, ErrorCause::peer_aborted);
+                    throw Error(ErrorCode::network, "sender aborted the transfer: " + a.message, ErrorCause::peer_aborted);
                 }
                 default:
                     throw Error(ErrorCode::protocol, std::string(wire::frame_type_name(f.header.type)) +
@@ -401,12 +403,13 @@ struct Receiver::Impl {
                 }
             }
         } catch (const Error& e) {
-            std::string_view what = e.what();
-            if (!finished() && what.find("connection closed by peer") != std::string_view::npos)
-                fail(Error(ErrorCode::network, "sender disconnected before the transfer was complete"));
-            else if (!finished() && what.find("timed out") != std::string_view::npos)
-                fail(Error(ErrorCode::network, "the sender went silent for " + std::to_string(opts.idle_timeout_ms / 1000) +
-                                                   " s on the control connection (idle timeout)"));
+            if (!finished() && e.cause() == ErrorCause::peer_closed)
+                fail(Error(ErrorCode::network, "sender disconnected before the transfer was complete", ErrorCause::peer_closed));
+            else if (!finished() && e.cause() == ErrorCause::timed_out)
+                fail(Error(ErrorCode::network,
+                           "the sender went silent for " + std::to_string(opts.idle_timeout_ms / 1000) +
+                               " s on the control connection (idle timeout)",
+                           ErrorCause::timed_out));
             else
                 fail(e);
         }
@@ -577,8 +580,10 @@ struct Receiver::Impl {
                                    [&] { return streams_ended == stream_count || failure.has_value(); });
             if (failure) return;
             if (!all)
-                throw Error(ErrorCode::network, "only " + std::to_string(streams_ended) + " of " + std::to_string(stream_count) +
-                                                    " data streams ended within the idle timeout");
+                throw Error(ErrorCode::network,
+                            "only " + std::to_string(streams_ended) + " of " + std::to_string(stream_count) +
+                                " data streams ended within the idle timeout",
+                            ErrorCause::timed_out);
             if (blocks_received != end.blocks || data_bytes != end.bytes)
                 throw Error(ErrorCode::protocol, "sender reports " + std::to_string(end.bytes) + " bytes sent, " +
                                                      std::to_string(data_bytes) + " arrived");

@@ -85,9 +85,9 @@ public:
         finish(totals);
         reader.join();
         if (latch_.stopped()) latch_.rethrow();
-        if (!final_) throw Error(ErrorCode::network, "receiver " + peer_ + " closed the connection without a final status");
+        if (!final_) throw Error(ErrorCode::network, "receiver " + peer_ + " closed the connection without a final status", ErrorCause::peer_closed);
         if (final_->status != 0)
-            throw Error(ErrorCode::destination, "receiver " + peer_ + " reported failure: " + final_->message);
+            throw Error(ErrorCode::destination, "receiver " + peer_ + " reported failure: " + final_->message, ErrorCause::peer_aborted);
 
         Stats s;
         s.role = "send";
