@@ -36,6 +36,7 @@ UniqueFd listen_tcp(const std::string& bind_address, uint16_t port) {
             continue;
         }
         int one = 1;
+        // Best effort: without it only a quick restart on the same port fails, and says so.
         ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 1024) != 0) {
             last_err = errno;
@@ -117,6 +118,8 @@ UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms) {
                                         "): " + std::strerror(last_err), cause_of_errno(last_err));
 }
 
+// set_nodelay and set_socket_buffers are hints (latency, throughput): a kernel that refuses one
+// moves the same bytes, so their results are not errors.
 void set_nodelay(int fd) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
