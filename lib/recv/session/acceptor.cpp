@@ -90,9 +90,7 @@ void Acceptor::accept_new(std::deque<Pending>& pending) {
     for (int burst = 0; burst < 64; ++burst) {
         int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;
-        Pending p;
-        p.fd.reset(fd);
-        p.deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs);
+        Pending p{.fd = UniqueFd(fd), .deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs)};
         wire::random_bytes(p.nonce);
         wire::Bytes out;
         wire::encode_server_hello(out, wire::ServerHello{.nonce = p.nonce});

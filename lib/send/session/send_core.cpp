@@ -74,6 +74,8 @@ void SendCore::conclude(std::thread& reader, uint64_t blocks, uint64_t bytes) {
         control_.write(out, "ending the transfer");
     } catch (const Error& e) {
         latch_.fail(e);
+        // No verdict will come for a TRANSFER_END that did not go out: the reader must not wait for one.
+        control_.abort(wire::kAbortFailed, e.what());
     }
     reader.join();
     if (latch_.stopped()) latch_.rethrow();
