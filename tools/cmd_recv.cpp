@@ -59,7 +59,7 @@ int receive_stream(const Args& a, RecvOptions& o) {
     if (a.flag("--json")) {
         std::cerr << s.to_json() << std::endl; // last line of stderr
     } else {
-        print_summary(s, "received");
+        print_summary(s, "received", Moved::stream);
     }
     return 0;
 }
@@ -124,7 +124,7 @@ int cmd_recv(int argc, char** argv) {
     if (a.flag("--json")) {
         std::cout << s.to_json() << std::endl;
     } else {
-        print_summary(s, "received");
+        print_summary(s, "received", Moved::files);
     }
     return 0;
 }

@@ -79,7 +79,7 @@ int cmd_send(int argc, char** argv) {
     if (a.flag("--json")) {
         std::cout << s.to_json() << std::endl;
     } else {
-        print_summary(s, "sent");
+        print_summary(s, "sent", stream ? Moved::stream : Moved::files);
     }
     for (const auto& f : s.fallbacks) std::cerr << "sluice: slower path: " << f << "\n";
     return 0;

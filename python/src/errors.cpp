@@ -13,6 +13,9 @@ void register_error_translator() {
         } catch (const Error& e) {
             py::object cls = py::module_::import("sluice._errors").attr("class_for")(error_code_name(e.code()));
             py::object exc = cls(e.what());
+            // What was detected (a closed peer, a timeout), for code that reacts to it without
+            // reading the message; "none" for most errors.
+            exc.attr("cause") = error_cause_name(e.cause());
             PyErr_SetObject(cls.ptr(), exc.ptr());
         }
     });

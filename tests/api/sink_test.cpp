@@ -77,6 +77,7 @@ TEST_CASE("a sink that throws fails the transfer on both sides with its message"
         FAIL("send succeeded");
     } catch (const sluice::Error& e) {
         CHECK(std::string(e.what()).find("quota exceeded in the pipeline") != std::string::npos);
+        CHECK(e.cause() == sluice::ErrorCause::peer_aborted); // the receiver's reason, not a local fault
     }
     try {
         w.get();
@@ -84,5 +85,6 @@ TEST_CASE("a sink that throws fails the transfer on both sides with its message"
     } catch (const sluice::Error& e) {
         CHECK(e.code() == sluice::ErrorCode::destination);
         CHECK(std::string(e.what()).find("the sink failed: quota exceeded") != std::string::npos);
+        CHECK(e.cause() == sluice::ErrorCause::none);
     }
 }

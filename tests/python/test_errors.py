@@ -1,6 +1,7 @@
 """Bad input raises the sluice.Error subclass for its code, with a message naming the value,
 path or host and the reason."""
 import socket
+import threading
 
 import pytest
 from conftest import Served, local_receiver
@@ -63,3 +64,42 @@ def test_receiver_on_a_missing_dir_is_a_destination_error(tmp_path):
     with pytest.raises(sluice.DestinationError) as e:
         sluice.Receiver(missing)
     assert str(missing) in str(e.value)
+
+
+def _silent_server(close_at_once):
+    """A listener that accepts one connection and closes it, or holds it without a word."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    held = []
+
+    def serve():
+        conn, _ = srv.accept()
+        if close_at_once:
+            conn.close()
+        else:
+            held.append(conn)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv, held
+
+
+@pytest.mark.parametrize("close_at_once,cause", [(True, "peer_closed"), (False, "timed_out")])
+def test_a_peer_that_hangs_up_or_goes_silent_says_so_in_cause(tree, close_at_once, cause):
+    srv, held = _silent_server(close_at_once)
+    port = srv.getsockname()[1]
+    try:
+        with pytest.raises(sluice.NetworkError) as e:
+            sluice.send([tree], f"sluice://127.0.0.1:{port}/?token=abc", idle_timeout=0.3)
+        assert e.value.cause == cause, str(e.value)
+        assert f"127.0.0.1:{port}" in str(e.value)
+    finally:
+        srv.close()
+        for c in held:
+            c.close()
+
+
+def test_most_errors_have_no_cause(tmp_path):
+    with pytest.raises(sluice.DestinationError) as e:
+        sluice.Receiver(tmp_path / "nope")
+    assert e.value.cause == "none"

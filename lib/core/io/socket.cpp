@@ -36,6 +36,7 @@ UniqueFd listen_tcp(const std::string& bind_address, uint16_t port) {
             continue;
         }
         int one = 1;
+        // Best effort: without it only a quick restart on the same port fails, and says so.
         ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 1024) != 0) {
             last_err = errno;
@@ -69,7 +70,7 @@ std::string address_text(const sockaddr* sa) {
 // Non-blocking connect bounded by timeout_ms; returns 0 or an errno.
 int connect_within(int fd, const sockaddr* sa, socklen_t len, int timeout_ms) {
     int flags = ::fcntl(fd, F_GETFL);
-    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return errno;
     int err = 0;
     if (::connect(fd, sa, len) != 0) {
         if (errno != EINPROGRESS) return errno;
@@ -78,9 +79,10 @@ int connect_within(int fd, const sockaddr* sa, socklen_t len, int timeout_ms) {
         if (rc == 0) return ETIMEDOUT;
         if (rc < 0) return errno;
         socklen_t el = sizeof err;
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) return errno;
     }
-    ::fcntl(fd, F_SETFL, flags);
+    // The control connection is read with blocking calls (and SO_RCVTIMEO) from here on.
+    if (err == 0 && ::fcntl(fd, F_SETFL, flags) != 0) return errno;
     return err;
 }
 
@@ -113,12 +115,20 @@ UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms) {
     }
     ::freeaddrinfo(res);
     throw Error(ErrorCode::network, "cannot connect to " + host + ":" + service + " (tried " + tried +
-                                        "): " + std::strerror(last_err));
+                                        "): " + std::strerror(last_err), cause_of_errno(last_err));
 }
 
+// set_nodelay and set_socket_buffers are hints (latency, throughput): a kernel that refuses one
+// moves the same bytes, so their results are not errors.
 void set_nodelay(int fd) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void set_nonblocking(int fd, bool on) {
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK) != 0)
+        throw_errno(ErrorCode::internal, "cannot change the flags of socket " + std::to_string(fd));
 }
 
 void set_socket_buffers(int fd, int bytes) {
@@ -128,8 +138,9 @@ void set_socket_buffers(int fd, int bytes) {
 
 void set_io_timeout(int fd, int ms) {
     timeval tv{ms / 1000, (ms % 1000) * 1000};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    // Every idle timeout rests on these: a socket without them would wait for a silent peer forever.
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 || ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+        throw_errno(ErrorCode::internal, "cannot set the timeout of socket " + std::to_string(fd));
 }
 
 void send_all(int fd, std::span<const unsigned char> data, const char* what) {
@@ -138,7 +149,8 @@ void send_all(int fd, std::span<const unsigned char> data, const char* what) {
         ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN) throw Error(ErrorCode::network, std::string(what) + ": peer stopped reading (timed out)");
+            if (errno == EAGAIN)
+                throw Error(ErrorCode::network, std::string(what) + ": peer stopped reading (timed out)", ErrorCause::timed_out);
             throw_errno(ErrorCode::network, what);
         }
         done += static_cast<size_t>(n);
@@ -149,10 +161,11 @@ void recv_exact(int fd, std::span<unsigned char> data, const char* what) {
     size_t done = 0;
     while (done < data.size()) {
         ssize_t n = ::recv(fd, data.data() + done, data.size() - done, MSG_WAITALL);
-        if (n == 0) throw Error(ErrorCode::network, std::string(what) + ": connection closed by peer");
+        if (n == 0) throw Error(ErrorCode::network, std::string(what) + ": connection closed by peer", ErrorCause::peer_closed);
         if (n < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN) throw Error(ErrorCode::network, std::string(what) + ": timed out waiting for the peer");
+            if (errno == EAGAIN)
+                throw Error(ErrorCode::network, std::string(what) + ": timed out waiting for the peer", ErrorCause::timed_out);
             throw_errno(ErrorCode::network, what);
         }
         done += static_cast<size_t>(n);

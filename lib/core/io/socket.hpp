@@ -14,10 +14,13 @@ uint16_t local_port(int fd);
 UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms);
 
 void set_nodelay(int fd);
+// Sets or clears O_NONBLOCK; throws internal (an fd whose flags cannot be changed is a bug).
+void set_nonblocking(int fd, bool on);
 void set_socket_buffers(int fd, int bytes);
-void set_io_timeout(int fd, int ms); // SO_RCVTIMEO and SO_SNDTIMEO
+void set_io_timeout(int fd, int ms); // SO_RCVTIMEO and SO_SNDTIMEO (0: none); throws internal
 
-// Sends or receives exactly the span, or throws a network Error naming `what`.
+// Sends or receives exactly the span, or throws a network Error naming `what`, with its cause:
+// peer_closed (end of file), timed_out (SO_RCVTIMEO/SO_SNDTIMEO passed), peer_reset.
 void send_all(int fd, std::span<const unsigned char> data, const char* what);
 void recv_exact(int fd, std::span<unsigned char> data, const char* what);
 

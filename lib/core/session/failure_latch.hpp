@@ -1,5 +1,5 @@
 #pragma once
-// The sender's record of why a transfer stops. Threads poll stopped() between units of work.
+// Either side's record of why a transfer stops. Threads poll stopped() between units of work.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -11,13 +11,27 @@
 
 namespace sluice {
 
-// First failure wins; everything after it is a consequence.
+// First failure wins; everything after it is a consequence. A transfer that completed (the
+// receiver has sent its verdict) cannot fail any more: what breaks after that is the peer
+// hanging up.
 class FailureLatch {
 public:
-    void fail(const Error& e) {
+    // Returns true to the first failure only: the caller then does what a failure entails
+    // (an ABORT to the peer, shutting connections down) exactly once.
+    bool fail(const Error& e) {
         std::lock_guard lk(mu_);
-        if (!error_) error_ = e;
+        if (completed_) return false;
         stop_ = true;
+        if (error_) return false;
+        error_ = e;
+        return true;
+    }
+    // Returns false if the transfer stopped first.
+    bool complete() {
+        std::lock_guard lk(mu_);
+        if (stop_) return false;
+        completed_ = true;
+        return true;
     }
     void peer_abort(const std::string& message) {
         {
@@ -40,9 +54,19 @@ public:
         return error_ ? error_->what() : "sender stopped";
     }
     bool stopped() const { return stop_.load(std::memory_order_relaxed); }
+    // Stopped or completed: either way nothing is left to do.
+    bool ended() {
+        std::lock_guard lk(mu_);
+        return stop_ || completed_;
+    }
+    std::optional<Error> error() {
+        std::lock_guard lk(mu_);
+        return error_;
+    }
     [[noreturn]] void rethrow() {
         std::lock_guard lk(mu_);
-        if (peer_message_) throw Error(ErrorCode::destination, "receiver aborted the transfer: " + *peer_message_);
+        if (peer_message_)
+            throw Error(ErrorCode::destination, "receiver aborted the transfer: " + *peer_message_, ErrorCause::peer_aborted);
         if (error_) throw *error_;
         throw Error(ErrorCode::internal, "transfer stopped without a recorded error");
     }
@@ -52,6 +76,7 @@ private:
     std::condition_variable cv_;
     std::optional<Error> error_;
     std::optional<std::string> peer_message_;
+    bool completed_ = false;
     std::atomic<bool> stop_{false};
 };
 

@@ -1,6 +1,7 @@
 #pragma once
-// sluice reports every failure as a sluice::Error: a category a program can switch on and a
-// message that names the path, host or value and the reason.
+// sluice reports every failure as a sluice::Error: a category a program can switch on, a
+// message that names the path, host or value and the reason, and (for some failures) the
+// cause that was detected, so that no caller has to read it back out of the message.
 #include <stdexcept>
 #include <string>
 
@@ -18,16 +19,41 @@ enum class ErrorCode {
     internal,
 };
 
+// Finer than the category, and independent of it: a closed peer is a network error on one
+// connection and the end of a transfer on another. Most errors have none.
+enum class ErrorCause {
+    none,
+    peer_closed,  // the peer closed the connection while more was owed (end of file)
+    peer_reset,   // the connection was reset or broken (ECONNRESET, EPIPE)
+    timed_out,    // a peer stayed silent, or an operation did not finish, within its timeout
+    peer_aborted, // the peer stopped the transfer and said why (ABORT, or a failed final status)
+};
+
 class Error : public std::runtime_error {
 public:
-    Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+    Error(ErrorCode code, const std::string& message, ErrorCause cause = ErrorCause::none)
+        : std::runtime_error(message), code_(code), cause_(cause) {}
     ErrorCode code() const noexcept { return code_; }
+    ErrorCause cause() const noexcept { return cause_; }
 
 private:
     ErrorCode code_;
+    ErrorCause cause_;
 };
 
 // Name of an error category, as printed in JSON stats and logs.
 const char* error_code_name(ErrorCode code) noexcept;
+
+// Name of a cause ("none", "peer_closed", ...), as the Python exceptions carry it.
+constexpr const char* error_cause_name(ErrorCause cause) noexcept {
+    switch (cause) {
+    case ErrorCause::none: return "none";
+    case ErrorCause::peer_closed: return "peer_closed";
+    case ErrorCause::peer_reset: return "peer_reset";
+    case ErrorCause::timed_out: return "timed_out";
+    case ErrorCause::peer_aborted: return "peer_aborted";
+    }
+    return "unknown";
+}
 
 } // namespace sluice

@@ -1,7 +1,5 @@
 #include "send/session/connect.hpp"
 
-#include <sys/socket.h>
-
 #include "core/io/socket.hpp"
 #include "send/session/handshake.hpp"
 #include "core/wire/auth.hpp"
@@ -33,24 +31,6 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
     }
     if (opts.progress) opts.progress->stream_count = opts.streams;
     return c;
-}
-
-void send_transfer_end(int control, uint32_t data_streams, uint64_t blocks, uint64_t bytes, int idle_timeout_ms) {
-    set_io_timeout(control, idle_timeout_ms); // the verdict must come back in time
-    wire::Bytes out;
-    wire::encode_transfer_end(out, {data_streams, blocks, bytes});
-    send_all(control, out, "ending the transfer");
-}
-
-void abort_transfer(int control, const std::vector<UniqueFd>& data, uint32_t code, const std::string& why) {
-    try {
-        wire::Bytes out;
-        wire::encode_abort(out, {code, why});
-        send_all(control, out, "aborting");
-    } catch (const Error&) {
-    }
-    ::shutdown(control, SHUT_RDWR);
-    for (auto& d : data) ::shutdown(d.get(), SHUT_RDWR);
 }
 
 } // namespace sluice

@@ -1,0 +1,190 @@
+#include "recv/session/control_side.hpp"
+
+#include "core/io/socket.hpp"
+#include "recv/paths/chunk_receiver.hpp"
+#include "recv/session/finishing.hpp"
+#include "recv/session/resume.hpp"
+
+namespace sluice {
+
+void ControlSide::serve(uint16_t stream_count) {
+    for (;;) {
+        Frame f = control_.read("control connection");
+        switch (f.type()) {
+        case wire::FrameType::manifest: on_manifest(wire::decode_manifest(f.payload)); break;
+        case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
+        case wire::FrameType::transfer_end: on_transfer_end(wire::decode_transfer_end(f.payload), stream_count); return;
+        case wire::FrameType::abort: {
+            wire::Abort a = wire::decode_abort(f.payload);
+            if (a.code == wire::kAbortSourceTruncated) throw Error(ErrorCode::source, "sender: " + a.message, ErrorCause::peer_aborted);
+            throw Error(ErrorCode::network, "sender aborted the transfer: " + a.message, ErrorCause::peer_aborted);
+        }
+        default:
+            throw Error(ErrorCode::protocol, std::string(wire::frame_type_name(f.header.type)) +
+                                                 " frame is not allowed from the sender on the control connection");
+        }
+    }
+}
+
+Error ControlSide::as_sender_fault(const Error& e) const {
+    switch (e.cause()) {
+    case ErrorCause::peer_closed:
+        return Error(ErrorCode::network, "sender disconnected before the transfer was complete", ErrorCause::peer_closed);
+    case ErrorCause::timed_out:
+        return Error(ErrorCode::network,
+                     "the sender went silent for " + std::to_string(opts_.idle_timeout_ms / 1000) +
+                         " s on the control connection (idle timeout)",
+                     ErrorCause::timed_out);
+    default: return e;
+    }
+}
+
+void ControlSide::on_manifest(wire::ManifestChunk&& chunk) {
+    if (manifest_ended_) throw Error(ErrorCode::protocol, "MANIFEST after MANIFEST_END");
+    if (chunk.seq != chunks_) throw Error(ErrorCode::protocol, "manifest chunk " + std::to_string(chunk.seq) + " out of order");
+    ++chunks_;
+    wire::ManifestAck ack{.seq = chunk.seq, .verified = {}};
+    for (auto& e : chunk.entries) register_entry(std::move(e), ack.verified);
+    files_.publish();
+    wire::Bytes out;
+    wire::encode_manifest_ack(out, ack);
+    send(out);
+}
+
+void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already) {
+    if (!paths_.insert(e.path).second) throw Error(ErrorCode::protocol, "manifest lists '" + e.path + "' twice");
+    target_.check_kind(e);
+    // A stream transfer is its one stream entry.
+    if (stream_entry_ || (e.kind == wire::EntryKind::stream && files_.size() > 0))
+        throw Error(ErrorCode::protocol, "a stream must be the only entry of its transfer");
+    const bool write = target_.writes_files();
+    RecvFile& f = files_.append(std::move(e));
+    if (write && f.parent != last_parent_) {
+        target_.tree().make_dirs(f.parent);
+        last_parent_ = f.parent;
+    }
+    switch (f.entry.kind) {
+    case wire::EntryKind::stream:
+        if (opts_.progress) opts_.progress->is_stream = true;
+        stream_entry_ = &f;
+        target_.stream_output()->set_entry(sink_entry_of(f.entry));
+        break;
+    case wire::EntryKind::directory:
+        ++counts_.dirs;
+        if (write) target_.tree().make_dirs(f.entry.path);
+        dirs_.push_back(&f);
+        break;
+    case wire::EntryKind::symlink:
+        ++counts_.links;
+        links_.push_back(&f);
+        break;
+    case wire::EntryKind::file: register_file(f, already); break;
+    }
+}
+
+void ControlSide::register_file(RecvFile& f, std::vector<wire::ByteRange>& already) {
+    ++counts_.files;
+    counts_.bytes += f.entry.size;
+    Progress* p = opts_.progress;
+    if (p) {
+        p->bytes_total += f.entry.size;
+        p->files_total += 1;
+    }
+    if (target_.writes_files()) {
+        Resumed r = resume_file(target_.tree(), files_, f, opts_.verify, already);
+        counts_.bytes_skipped += r.bytes;
+        if (p) p->bytes_done += r.bytes;
+        if (r.complete) {
+            tally_.files_completed.fetch_add(1, std::memory_order_relaxed);
+            if (p) p->files_done += 1;
+            return;
+        }
+    }
+    if (f.entry.size == 0) finish_empty_file(f);
+}
+
+void ControlSide::finish_empty_file(RecvFile& f) {
+    target_.empty_file_done(f);
+    if (target_.writes_files()) {
+        ParentDirCache dirs(target_.tree());
+        UniqueFd fd = open_temp_file(dirs, f);
+        finish_file(dirs, f, fd.get(), opts_.sync);
+    }
+    files_.set_complete(f);
+    tally_.files_completed.fetch_add(1, std::memory_order_relaxed);
+    if (opts_.progress) opts_.progress->files_done += 1;
+}
+
+void ControlSide::block_failed(RecvFile& f, uint64_t off, uint64_t len) {
+    if (!resends_.may_resend(f.entry.file_id, off))
+        throw Error(ErrorCode::integrity, "checksum mismatch in '" + f.entry.path + "' at offset " + std::to_string(off) + " (" +
+                                              std::to_string(len) + " bytes), still wrong after " +
+                                              std::to_string(ResendPolicy::kMaxResends) + " resends");
+    log_.line("warning: checksum mismatch in '" + f.entry.path + "' at offset " + std::to_string(off) + ": asking the sender again");
+    wire::Bytes out;
+    wire::encode_resend(out, wire::ByteRange{.file_id = f.entry.file_id, .offset = off, .length = len});
+    send(out);
+}
+
+// Once the manifest has ended and every file is complete, the sender may end its streams.
+void ControlSide::file_completed() {
+    if (tally_.files_completed.load() < files_expected_.load()) return;
+    if (all_verified_sent_.exchange(true)) return;
+    wire::Bytes out;
+    wire::encode_all_verified(out);
+    send(out);
+}
+
+void ControlSide::on_manifest_end(const wire::ManifestEnd& e) {
+    if (e.chunk_count != chunks_ || e.file_count != files_.size() || e.total_bytes != counts_.bytes)
+        throw Error(ErrorCode::protocol, "MANIFEST_END announces " + std::to_string(e.file_count) + " entries in " +
+                                             std::to_string(e.chunk_count) + " chunks, but " + std::to_string(files_.size()) +
+                                             " arrived in " + std::to_string(chunks_));
+    manifest_ended_ = true;
+    // Until now the sender had to keep talking; from here the control connection is quiet
+    // while data flows (the data streams have their own timeouts).
+    set_io_timeout(control_.fd(), 0);
+    if (opts_.progress) opts_.progress->walk_done = true;
+    files_expected_ = counts_.files;
+    file_completed();
+}
+
+void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_count) {
+    if (!manifest_ended_) throw Error(ErrorCode::protocol, "TRANSFER_END before MANIFEST_END");
+    if (end.data_streams != stream_count) throw Error(ErrorCode::protocol, "TRANSFER_END names a different stream count");
+    RecvTally::Ended ended = tally_.await_streams(stream_count, std::chrono::milliseconds(opts_.idle_timeout_ms), latch_);
+    if (latch_.stopped()) return;
+    if (!ended.all)
+        throw Error(ErrorCode::network,
+                    "only " + std::to_string(ended.streams) + " of " + std::to_string(stream_count) +
+                        " data streams ended within the idle timeout",
+                    ErrorCause::timed_out);
+    if (ended.blocks != end.blocks || ended.bytes != end.bytes)
+        throw Error(ErrorCode::protocol,
+                    "sender reports " + std::to_string(end.bytes) + " bytes sent, " + std::to_string(ended.bytes) + " arrived");
+    if (stream_entry_) {
+        uint64_t got = target_.stream_output()->delivered();
+        if (got != end.bytes)
+            throw Error(ErrorCode::protocol,
+                        "the stream is incomplete: " + std::to_string(got) + " of " + std::to_string(end.bytes) + " bytes arrived");
+        target_.stream_done(got);
+    }
+    check_files_complete(files_);
+    if (target_.writes_files()) {
+        make_symlinks(target_.tree(), links_);
+        apply_dir_metadata(target_.tree(), dirs_, opts_.sync);
+    }
+    wire::Bytes out;
+    wire::encode_final_status(out, wire::FinalStatus{.files_ok = tally_.files_completed.load(),
+                                                     .bytes = tally_.bytes_received.load(),
+                                                     .message = "complete"});
+    if (!latch_.complete()) return;
+    try {
+        send(out);
+    } catch (const Error&) {
+        // The files are complete and in place; a sender gone before reading our verdict does
+        // not change that.
+    }
+}
+
+} // namespace sluice

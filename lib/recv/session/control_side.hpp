@@ -1,0 +1,82 @@
+#pragma once
+// The receiver's control thread (docs/design.md, "Receiver"): reads the sender's frames,
+// registers each manifest chunk in the file table (resuming what an earlier run left) and
+// acks it, asks again for blocks that failed their checksum, tells the sender once every file
+// is verified, and at TRANSFER_END checks the transfer and sends the verdict.
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/session/control_channel.hpp"
+#include "core/session/failure_latch.hpp"
+#include "core/session/session_log.hpp"
+#include "recv/session/recv_tally.hpp"
+#include "recv/session/recv_target.hpp"
+#include "recv/session/resend_policy.hpp"
+#include "recv/store/file_table.hpp"
+
+namespace sluice {
+
+class ControlSide {
+public:
+    struct Counts {
+        uint64_t files = 0, dirs = 0, links = 0;
+        uint64_t bytes = 0;         // of regular files
+        uint64_t bytes_skipped = 0; // verified by an earlier run
+    };
+
+    ControlSide(const RecvOptions& opts, RecvTarget& target, FileTable& files, RecvTally& tally, ControlChannel& control,
+                SessionLog& log, FailureLatch& latch)
+        : opts_(opts), target_(target), files_(files), tally_(tally), control_(control), log_(log), latch_(latch) {}
+
+    // Serves the control connection until the verdict has been sent (or, after a failure,
+    // not); throws what went wrong.
+    void serve(uint16_t stream_count);
+    // What to fail the transfer with for an error serve() threw: a control connection that
+    // closes or goes silent before the end is the sender's doing.
+    Error as_sender_fault(const Error& e) const;
+
+    // From the data streams (RecvContext):
+    void block_failed(RecvFile& f, uint64_t offset, uint64_t length);
+    void file_completed();
+
+    // Once serve() has returned:
+    const Counts& counts() const { return counts_; }
+    bool has_stream() const { return stream_entry_ != nullptr; }
+    uint64_t checksum_failures() const { return resends_.failures(); }
+
+private:
+    void on_manifest(wire::ManifestChunk&& chunk);
+    void register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already);
+    void register_file(RecvFile& f, std::vector<wire::ByteRange>& already);
+    void finish_empty_file(RecvFile& f);
+    void on_manifest_end(const wire::ManifestEnd& e);
+    void on_transfer_end(const wire::TransferEnd& end, uint16_t stream_count);
+    void send(const wire::Bytes& frame) { control_.write(frame, "control connection"); }
+
+    const RecvOptions& opts_;
+    RecvTarget& target_;
+    FileTable& files_;
+    RecvTally& tally_;
+    ControlChannel& control_;
+    SessionLog& log_;
+    FailureLatch& latch_;
+    ResendPolicy resends_;
+
+    // Read by data streams too.
+    std::atomic<uint64_t> files_expected_{UINT64_MAX}; // known at MANIFEST_END
+    std::atomic<bool> all_verified_sent_{false};
+
+    // Control thread only.
+    Counts counts_;
+    std::unordered_set<std::string> paths_;
+    std::vector<RecvFile*> dirs_, links_;
+    RecvFile* stream_entry_ = nullptr;
+    uint32_t chunks_ = 0;
+    bool manifest_ended_ = false;
+    std::string last_parent_ = "\x01"; // no real path equals this
+};
+
+} // namespace sluice

@@ -1,0 +1,222 @@
+#include "recv/session/recv_session.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+
+#include "core/io/socket.hpp"
+#include "core/ring/ring.hpp"
+#include "core/session/session_stats.hpp"
+#include "recv/session/finishing.hpp"
+
+namespace sluice {
+
+namespace {
+
+std::string advertised_host(const RecvOptions& o) {
+    if (!o.advertise_host.empty()) return o.advertise_host;
+    if (!o.bind_address.empty() && o.bind_address != "0.0.0.0" && o.bind_address != "::") return o.bind_address;
+    return primary_address();
+}
+
+// A reader of our output fd that goes away must fail the transfer, not kill the process:
+// SIGPIPE stays pending on this thread and dies with it.
+void block_sigpipe_on_this_thread() {
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+}
+
+} // namespace
+
+RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
+    : opts_(std::move(opts)), log_(opts_.log, opts_.verbose), target_(std::move(target)), files_(opts_.max_files),
+      control_side_(opts_, *target_, files_, tally_, control_, log_, latch_),
+      ctx_{.files = files_,
+           .tree = target_->tree(),
+           .sync = opts_.sync,
+           .verify = opts_.verify,
+           .idle_timeout_ms = opts_.idle_timeout_ms,
+           .progress = opts_.progress,
+           .bytes_received = tally_.bytes_received,
+           .files_completed = tally_.files_completed,
+           .bytes_verified_from_disk = tally_.bytes_verified_from_disk,
+           .block_failed = [this](RecvFile& f, uint64_t off, uint64_t len) { control_side_.block_failed(f, off, len); },
+           .file_completed = [this] { control_side_.file_completed(); }},
+      acceptor_(opts_, log_), host_(advertised_host(opts_)) {}
+
+RecvSession::~RecvSession() {
+    cancelled_ = true;
+    fail(Error(ErrorCode::cancelled, "receiver destroyed"));
+    join_threads();
+}
+
+std::string RecvSession::url() const { return format_url({host_, acceptor_.port(), acceptor_.token()}); }
+
+void RecvSession::cancel() {
+    cancelled_ = true;
+    acceptor_.wake();
+}
+
+// ---------------- admission (wait() thread) ----------------
+
+bool RecvSession::accepting() {
+    if (latch_.ended()) return false;
+    if (cancelled_) {
+        fail(Error(ErrorCode::cancelled, "receive cancelled"));
+        return false;
+    }
+    return true;
+}
+
+wire::AuthStatus RecvSession::admit(const wire::ClientHello& h) {
+    if (h.role == wire::Role::control) return started_ ? wire::AuthStatus::other_transfer : wire::AuthStatus::ok;
+    if (!started_ || h.transfer_id != transfer_id_) return wire::AuthStatus::other_transfer;
+    if (h.stream_count != stream_count_ || stream_seen_[h.stream_index]) return wire::AuthStatus::bad_stream;
+    return wire::AuthStatus::ok;
+}
+
+void RecvSession::join(const wire::ClientHello& h, UniqueFd fd) {
+    if (h.role == wire::Role::control) {
+        start_transfer(h, std::move(fd));
+    } else {
+        stream_seen_[h.stream_index] = true;
+        start_data_stream(h.stream_index, std::move(fd));
+    }
+}
+
+void RecvSession::start_transfer(const wire::ClientHello& h, UniqueFd control) {
+    started_ = true;
+    t0_ = Clock::now();
+    transfer_id_ = h.transfer_id;
+    stream_count_ = h.stream_count;
+    stream_seen_.assign(stream_count_ + 1u, false);
+    {
+        std::lock_guard lk(data_mu_);
+        data_.resize(stream_count_ + 1u);
+    }
+    if (opts_.progress) opts_.progress->stream_count = stream_count_;
+    // Until the manifest has ended the sender must keep talking (ControlSide lifts this).
+    set_io_timeout(control.get(), opts_.idle_timeout_ms);
+    set_nodelay(control.get());
+    control_.attach(std::move(control));
+    log_.verbose_line("transfer started: " + std::to_string(stream_count_) + " data streams");
+    control_thread_ = std::thread([this] { control_main(); });
+}
+
+void RecvSession::start_data_stream(uint16_t index, UniqueFd fd) {
+    int sock = fd.get();
+    {
+        std::lock_guard lk(data_mu_);
+        data_[index] = std::move(fd);
+        // fail() shut the others down before this one was here: its thread must not wait.
+        if (latch_.stopped()) shutdown_all(std::span(data_).subspan(index, 1));
+    }
+    data_threads_.emplace_back([this, index, sock] { data_main(index, sock); });
+}
+
+// A transfer whose data streams do not all arrive within the idle timeout cannot finish.
+void RecvSession::check_streams_connected() {
+    if (!started_) return;
+    auto connected = static_cast<unsigned>(std::count(stream_seen_.begin(), stream_seen_.end(), true));
+    if (connected == stream_count_) return;
+    if (seconds_since(t0_) * 1000 < opts_.idle_timeout_ms) return;
+    fail(Error(ErrorCode::network,
+               "only " + std::to_string(connected) + " of " + std::to_string(stream_count_) +
+                   " data streams connected within the idle timeout",
+               ErrorCause::timed_out));
+}
+
+// ---------------- the other threads ----------------
+
+void RecvSession::control_main() {
+    try {
+        control_side_.serve(stream_count_);
+        acceptor_.wake(); // the verdict is out: wait() can return
+    } catch (const Error& e) {
+        fail(control_side_.as_sender_fault(e));
+    }
+}
+
+void RecvSession::data_main(unsigned index, int sock) {
+    StreamProgress* sp = opts_.progress ? &opts_.progress->streams[index - 1] : nullptr;
+    try {
+        if (sp) sp->state = StreamState::moving;
+        block_sigpipe_on_this_thread();
+        auto rx = target_->open_stream(sock, index, ctx_);
+        StreamReceipt r = rx->run();
+        if (sp) {
+            sp->bytes = r.bytes;
+            sp->state = StreamState::done;
+        }
+        if (std::string fb = rx->fallback(); tally_.note_fallback(fb)) log_.verbose_line("slower path: " + fb);
+        tally_.stream_ended(r);
+    } catch (const Error& e) {
+        if (sp) sp->state = StreamState::failed;
+        fail(e);
+    }
+}
+
+// First error wins; the rest are its consequences.
+void RecvSession::fail(const Error& e) {
+    if (!latch_.fail(e)) return;
+    tally_.wake();
+    target_->stop();
+    control_.abort(wire::kAbortFailed, e.what());
+    {
+        std::lock_guard lk(data_mu_);
+        shutdown_all(data_);
+    }
+    acceptor_.wake();
+}
+
+void RecvSession::join_threads() {
+    if (control_thread_.joinable()) control_thread_.join();
+    for (auto& t : data_threads_) t.join();
+    data_threads_.clear();
+}
+
+// ---------------- the end ----------------
+
+Stats RecvSession::wait() {
+    try {
+        acceptor_.run(*this);
+    } catch (const Error& e) {
+        fail(e);
+    }
+    join_threads();
+    if (auto err = latch_.error()) {
+        // A failed destination (disk full, permissions) frees its space; otherwise what was
+        // journaled stays for a resume.
+        if (target_->writes_files()) remove_partial_files(files_, target_->tree(), err->code() != ErrorCode::destination);
+        throw *err;
+    }
+    return stats();
+}
+
+Stats RecvSession::stats() {
+    const ControlSide::Counts& c = control_side_.counts();
+    Stats s{
+        .role = "recv",
+        .bytes = control_side_.has_stream() ? target_->stream_output()->delivered() : c.bytes,
+        .bytes_sent = tally_.bytes_received.load(),
+        .bytes_skipped = c.bytes_skipped,
+        .files = c.files,
+        .dirs = c.dirs,
+        .symlinks = c.links,
+        .blocks = tally_.blocks(),
+        .checksum_failures = control_side_.checksum_failures(),
+        .bytes_verified_from_disk = tally_.bytes_verified_from_disk.load(),
+        .seconds = seconds_since(t0_),
+        .streams = stream_count_,
+        .data_path = target_->data_path(),
+        .fallbacks = tally_.fallbacks(),
+        .ring_mode = probe_ring_features().setup_mode(),
+    };
+    add_process_usage(s);
+    return s;
+}
+
+} // namespace sluice

@@ -1,0 +1,84 @@
+#pragma once
+// One Receiver's transfer (docs/design.md, "Receiver"). Threads: the one in wait() runs the
+// Acceptor and starts the others; the control thread runs the ControlSide; one thread per
+// data stream runs the target's receive path. The first failure wins (FailureLatch): the
+// sender is told (ABORT), every connection is shut down so that blocked threads return, and
+// wait() removes what is incomplete and throws it.
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/session/control_channel.hpp"
+#include "core/session/failure_latch.hpp"
+#include "core/session/session_log.hpp"
+#include "core/stats/process_usage.hpp"
+#include "recv/session/acceptor.hpp"
+#include "recv/session/control_side.hpp"
+#include "recv/session/recv_tally.hpp"
+#include "recv/session/recv_target.hpp"
+#include "recv/store/file_table.hpp"
+
+namespace sluice {
+
+class RecvSession final : Acceptor::Admission {
+public:
+    RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts);
+    // Stops the transfer if it runs and joins its threads (wait() must have returned).
+    ~RecvSession();
+
+    std::string url() const;
+    uint16_t port() const { return acceptor_.port(); }
+    Stats wait();
+    // From any thread: wait() fails with a cancelled Error.
+    void cancel();
+
+private:
+    // Acceptor::Admission, on the wait() thread.
+    bool accepting() override;
+    int max_wait_ms() override { return started_ ? 1000 : -1; }
+    wire::AuthStatus admit(const wire::ClientHello& h) override;
+    void join(const wire::ClientHello& h, UniqueFd fd) override;
+    void after_round() override { check_streams_connected(); }
+
+    void start_transfer(const wire::ClientHello& h, UniqueFd control);
+    void start_data_stream(uint16_t index, UniqueFd fd);
+    void check_streams_connected();
+    void control_main();
+    void data_main(unsigned index, int sock);
+    void fail(const Error& e);
+    void join_threads();
+    Stats stats();
+
+    const RecvOptions opts_;
+    SessionLog log_;
+    std::unique_ptr<RecvTarget> target_;
+    FileTable files_;
+    RecvTally tally_;
+    FailureLatch latch_;
+    ControlChannel control_;
+    ControlSide control_side_;
+    RecvContext ctx_;
+    Acceptor acceptor_;
+    std::string host_; // put into url()
+    std::atomic<bool> cancelled_{false};
+
+    // The transfer served, set by the first authenticated control connection. Written and
+    // read on the wait() thread only; the control thread reads stream_count_, set before it
+    // started.
+    bool started_ = false;
+    std::array<unsigned char, wire::kTransferIdBytes> transfer_id_{};
+    uint16_t stream_count_ = 0;
+    std::vector<bool> stream_seen_; // by stream index (from 1)
+    Clock::time_point t0_;
+    std::thread control_thread_;
+    std::vector<std::thread> data_threads_;
+
+    std::mutex data_mu_; // data_ is filled on the wait() thread and shut down by fail() on any
+    std::vector<UniqueFd> data_; // by stream index (from 1)
+};
+
+} // namespace sluice

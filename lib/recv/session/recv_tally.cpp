@@ -1,0 +1,48 @@
+#include "recv/session/recv_tally.hpp"
+
+#include <algorithm>
+
+namespace sluice {
+
+bool RecvTally::note_fallback(const std::string& why) {
+    if (why.empty()) return false;
+    std::lock_guard lk(mu_);
+    if (std::find(fallbacks_.begin(), fallbacks_.end(), why) != fallbacks_.end()) return false;
+    fallbacks_.push_back(why);
+    return true;
+}
+
+void RecvTally::stream_ended(const StreamReceipt& r) {
+    {
+        std::lock_guard lk(mu_);
+        ++streams_ended_;
+        blocks_ += r.blocks;
+        bytes_ += r.bytes;
+    }
+    cv_.notify_all();
+}
+
+RecvTally::Ended RecvTally::await_streams(unsigned streams, std::chrono::milliseconds wait, const FailureLatch& latch) {
+    std::unique_lock lk(mu_);
+    bool all = cv_.wait_for(lk, wait, [&] { return streams_ended_ == streams || latch.stopped(); });
+    return Ended{.all = all && streams_ended_ == streams, .streams = streams_ended_, .blocks = blocks_, .bytes = bytes_};
+}
+
+void RecvTally::wake() {
+    // Taking the lock orders the latch's change before a waiter's next look at it: a waiter
+    // that had just checked it is then asleep, and the notify reaches it.
+    { std::lock_guard lk(mu_); }
+    cv_.notify_all();
+}
+
+uint64_t RecvTally::blocks() const {
+    std::lock_guard lk(mu_);
+    return blocks_;
+}
+
+std::vector<std::string> RecvTally::fallbacks() const {
+    std::lock_guard lk(mu_);
+    return fallbacks_;
+}
+
+} // namespace sluice

@@ -1,0 +1,50 @@
+#pragma once
+// The receiver's running figures: counted by the data streams (atomics shared with the
+// receive paths through RecvContext, and a locked record of each stream's end) and read once,
+// for the end-of-transfer checks and the Stats.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/session/failure_latch.hpp"
+#include "recv/paths/stream_receiver.hpp"
+
+namespace sluice {
+
+class RecvTally {
+public:
+    std::atomic<uint64_t> bytes_received{0};
+    std::atomic<uint64_t> files_completed{0};
+    std::atomic<uint64_t> bytes_verified_from_disk{0};
+
+    // Returns true if this slower path is new (then worth a line in the log).
+    bool note_fallback(const std::string& why);
+    void stream_ended(const StreamReceipt& r);
+
+    // What the data streams reported by their STREAM_END.
+    struct Ended {
+        bool all = false; // every stream ended within the wait
+        unsigned streams = 0;
+        uint64_t blocks = 0, bytes = 0;
+    };
+    // Waits up to `wait` for `streams` streams to end, returning early once latch stops.
+    Ended await_streams(unsigned streams, std::chrono::milliseconds wait, const FailureLatch& latch);
+    // Wakes await_streams() to look at the latch again (after a failure).
+    void wake();
+
+    uint64_t blocks() const;
+    std::vector<std::string> fallbacks() const;
+
+private:
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    unsigned streams_ended_ = 0;
+    uint64_t blocks_ = 0, bytes_ = 0;
+    std::vector<std::string> fallbacks_;
+};
+
+} // namespace sluice

@@ -1,0 +1,40 @@
+#include "recv/session/resume.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "recv/store/journal.hpp"
+
+namespace sluice {
+
+Resumed resume_file(const DestTree& tree, FileTable& files, RecvFile& f, bool verify, std::vector<wire::ByteRange>& already) {
+    UniqueFd dir = tree.open_dir(f.parent);
+    struct stat st{};
+    if (::fstatat(dir.get(), f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<uint64_t>(st.st_size) == f.entry.size &&
+        static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec == f.entry.mtime_ns) {
+        if (f.entry.size) already.push_back({f.entry.file_id, 0, f.entry.size});
+        files.set_complete(f);
+        return {.complete = true, .bytes = f.entry.size};
+    }
+    if (f.entry.size == 0) return {};
+    journal::Contents journal = journal::load(dir.get(), f.temp, f.entry.size, f.entry.mtime_ns);
+    if (journal.ranges.empty()) {
+        journal::remove(dir.get(), f.temp); // another version of the file, or nothing verified
+        return {};
+    }
+    // --verify reads the blocks an earlier run received back from disk as well, against the
+    // checksums the sender sent then.
+    if (verify)
+        for (auto& b : journal.blocks) files.record_checksum(f, b.offset, b.length, b.checksum);
+    Resumed r;
+    for (auto [b, e] : journal.ranges) {
+        files.mark_verified(f, b, e - b);
+        already.push_back({f.entry.file_id, b, e - b});
+        r.bytes += e - b;
+    }
+    f.journaled = true;
+    return r;
+}
+
+} // namespace sluice

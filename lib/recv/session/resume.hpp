@@ -1,0 +1,22 @@
+#pragma once
+// What an earlier run of the same transfer left for one file (docs/guarantees.md): the file
+// complete under its final name (same size and mtime: sluice sets the mtime only after
+// verifying every block), or a journal of verified ranges beside its temporary file.
+#include <cstdint>
+#include <vector>
+
+#include "recv/store/dest_tree.hpp"
+#include "recv/store/file_table.hpp"
+
+namespace sluice {
+
+struct Resumed {
+    bool complete = false; // in place already: marked complete in the table
+    uint64_t bytes = 0;    // verified earlier, not to be sent again
+};
+
+// Appends what f already has to `already` (the MANIFEST_ACK's ranges) and marks it in the
+// table. With verify, the journaled blocks' checksums are kept to read them back at the end.
+Resumed resume_file(const DestTree& tree, FileTable& files, RecvFile& f, bool verify, std::vector<wire::ByteRange>& already);
+
+} // namespace sluice

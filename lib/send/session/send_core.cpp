@@ -1,0 +1,102 @@
+#include "send/session/send_core.hpp"
+
+#include "core/io/socket.hpp"
+#include "core/session/session_stats.hpp"
+#include "core/wire/codec.hpp"
+#include "send/session/connect.hpp"
+
+namespace sluice {
+
+SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
+    : opts_(o), to_(to), peer_(to.host + ":" + std::to_string(to.port)), log_(o.log, o.verbose), limiter_(o.rate_limit),
+      mode_(mode) {
+    if (opts_.streams < 1 || opts_.streams > wire::kMaxStreams)
+        throw Error(ErrorCode::usage, "--streams " + std::to_string(opts_.streams) + ": must be 1 to " + std::to_string(wire::kMaxStreams));
+    if (mode_ == Mode::files && (opts_.block_size < 64 * 1024 || opts_.block_size > wire::kMaxBlockData || opts_.block_size % 4096))
+        throw Error(ErrorCode::usage,
+                    "--block-size " + std::to_string(opts_.block_size) + ": must be a multiple of 4 KiB from 64 KiB to 64 MiB");
+    if (to_.token.empty()) throw Error(ErrorCode::usage, "no token: use the receiver's sluice:// line or --token");
+}
+
+void SendCore::connect(const std::string& how) {
+    Connections c = connect_transfer(to_, opts_);
+    control_.attach(std::move(c.control));
+    data_ = std::move(c.data);
+    log_.verbose_line("connected to " + peer_ + " with " + std::to_string(data_.size()) + " data streams" + how);
+}
+
+void SendCore::read_control() {
+    try {
+        for (;;) {
+            Frame f = control_.read("control connection");
+            switch (f.type()) {
+            case wire::FrameType::manifest_ack: on_manifest_ack(wire::decode_manifest_ack(f.payload)); break;
+            case wire::FrameType::resend: on_resend(wire::decode_resend(f.payload)); break;
+            case wire::FrameType::all_verified: on_all_verified(); break;
+            case wire::FrameType::final_status: final_ = wire::decode_final_status(f.payload); return;
+            case wire::FrameType::abort:
+                latch_.peer_abort(wire::decode_abort(f.payload).message);
+                wake_all();
+                return;
+            default: unexpected(f.header.type);
+            }
+        }
+    } catch (const Error& e) {
+        if (!latch_.stopped() && !finished_) latch_.fail(e);
+        wake_all();
+    }
+}
+
+void SendCore::on_resend(const wire::ByteRange&) { unexpected(static_cast<uint8_t>(wire::FrameType::resend)); }
+
+void SendCore::unexpected(uint8_t type) const {
+    throw Error(ErrorCode::protocol, std::string("receiver sent an unexpected ") + wire::frame_type_name(type) +
+                                         (mode_ == Mode::stream ? " frame in stream mode" : " frame"));
+}
+
+void SendCore::end_stream(size_t i, const wire::StreamEnd& end) {
+    wire::Bytes out;
+    wire::encode_stream_end(out, end);
+    send_all(data_[i].get(), out, "ending a data stream");
+}
+
+void SendCore::conclude(std::thread& reader, uint64_t blocks, uint64_t bytes) {
+    if (latch_.stopped()) {
+        latch_.await_peer_reason(std::chrono::milliseconds(1000));
+        abort_peer(reader, wire::kAbortFailed);
+    }
+    finished_ = true;
+    try {
+        set_io_timeout(control_.fd(), opts_.idle_timeout_ms); // the verdict must come back in time
+        wire::Bytes out;
+        wire::encode_transfer_end(
+            out, wire::TransferEnd{.data_streams = static_cast<uint32_t>(data_.size()), .blocks = blocks, .bytes = bytes});
+        control_.write(out, "ending the transfer");
+    } catch (const Error& e) {
+        latch_.fail(e);
+        // No verdict will come for a TRANSFER_END that did not go out: the reader must not wait for one.
+        control_.abort(wire::kAbortFailed, e.what());
+    }
+    reader.join();
+    if (latch_.stopped()) latch_.rethrow();
+    if (!final_)
+        throw Error(ErrorCode::network, "receiver " + peer_ + " closed the connection without a final status", ErrorCause::peer_closed);
+    if (final_->status != 0)
+        throw Error(ErrorCode::destination, "receiver " + peer_ + " reported failure: " + final_->message, ErrorCause::peer_aborted);
+}
+
+void SendCore::abort_peer(std::thread& reader, uint32_t code) {
+    control_.abort(code, latch_.message());
+    shutdown_all(data_);
+    reader.join();
+    latch_.rethrow();
+}
+
+Stats SendCore::closing_stats(Stats s, Clock::time_point t0) const {
+    s.seconds = seconds_since(t0);
+    s.streams = static_cast<unsigned>(data_.size());
+    add_process_usage(s);
+    return s;
+}
+
+} // namespace sluice

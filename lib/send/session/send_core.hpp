@@ -1,0 +1,94 @@
+#pragma once
+// What the file sender (sender.cpp) and the stream sender (stream_sender.cpp) share
+// (docs/design.md): the option checks, connecting, the control reader and the frames both
+// handle alike, the end of a data stream, the end of the transfer (TRANSFER_END and the
+// receiver's verdict, or an ABORT and the reason) and the Stats fields both fill alike.
+#include <atomic>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/io/unique_fd.hpp"
+#include "core/session/control_channel.hpp"
+#include "core/session/failure_latch.hpp"
+#include "core/session/session_log.hpp"
+#include "core/stats/process_usage.hpp"
+#include "send/session/rate_limiter.hpp"
+#include "sluice/sluice.hpp"
+
+namespace sluice {
+
+class SendCore {
+protected:
+    enum class Mode { files, stream };
+    // Throws usage for options out of range (the block size only where files are cut into blocks).
+    SendCore(const Endpoint& to, const SendOptions& o, Mode mode);
+    virtual ~SendCore() = default;
+
+    // Connects the control connection and every data stream (throws network or auth).
+    void connect(const std::string& how);
+
+    // The control reader thread: runs until FINAL_STATUS, ABORT or a failure.
+    void read_control();
+    virtual void on_manifest_ack(wire::ManifestAck&& ack) = 0;
+    virtual void on_all_verified() {}
+    // Only the file sender resends; by default RESEND is refused as unexpected.
+    virtual void on_resend(const wire::ByteRange& r);
+    // Wakes every thread of the session that waits for input, work or an ack: it stopped.
+    virtual void wake_all() = 0;
+
+    // Runs data stream i: body(progress) sends until there is nothing left and returns the
+    // stream's totals (then STREAM_END goes out), or nullopt if the transfer stopped.
+    template <class Body>
+    void run_stream(size_t i, Body&& body) {
+        StreamProgress* sp = opts_.progress ? &opts_.progress->streams[i] : nullptr;
+        try {
+            if (sp) sp->state = StreamState::moving;
+            std::optional<wire::StreamEnd> end = body(sp);
+            if (!end) return;
+            end_stream(i, *end);
+            if (sp) sp->state = StreamState::done;
+        } catch (const Error& e) {
+            if (sp) sp->state = StreamState::failed;
+            latch_.fail(e);
+            wake_all();
+        }
+    }
+
+    // Once every stream thread has returned: ends the transfer and returns once the receiver
+    // reported success, or, if it stopped, tells the receiver and throws why.
+    void conclude(std::thread& reader, uint64_t blocks, uint64_t bytes);
+    // Tells the receiver why the transfer stops (ABORT with code), waits for the reader and
+    // throws the failure.
+    [[noreturn]] void abort_peer(std::thread& reader, uint32_t code);
+
+    bool cancelled() const { return opts_.cancel && opts_.cancel->load(); }
+    void throw_if_cancelled() const {
+        if (cancelled()) throw Error(ErrorCode::cancelled, "transfer cancelled");
+    }
+    // Stats::role of both modes.
+    static constexpr const char* kRole = "send";
+    // Fills what both modes report alike (time, streams, CPU and memory, read now) in s.
+    Stats closing_stats(Stats s, Clock::time_point t0) const;
+
+    SendOptions opts_;
+    Endpoint to_;
+    std::string peer_; // host:port, as messages name the receiver
+    SessionLog log_;
+    RateLimiter limiter_;
+    FailureLatch latch_;
+    ControlChannel control_;
+    std::vector<UniqueFd> data_; // data_[i] is stream i + 1
+
+private:
+    void end_stream(size_t i, const wire::StreamEnd& end);
+    [[noreturn]] void unexpected(uint8_t frame_type) const;
+
+    Mode mode_;
+    std::optional<wire::FinalStatus> final_; // written by the reader, read once it is joined
+    // TRANSFER_END is out: a control connection that breaks now is judged by the verdict.
+    std::atomic<bool> finished_{false};
+};
+
+} // namespace sluice
