@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 enum class ErrorCode {
@@ -18,7 +20,7 @@ enum class ErrorCode {
     internal,
 };
 
-class Error : public std::runtime_error {
+class SLUICE_EXPORT Error : public std::runtime_error {
 public:
     Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
     ErrorCode code() const noexcept { return code_; }
@@ -28,6 +30,6 @@ private:
 };
 
 // Name of an error category, as printed in JSON stats and logs.
-const char* error_code_name(ErrorCode code) noexcept;
+SLUICE_EXPORT const char* error_code_name(ErrorCode code) noexcept;
 
 } // namespace sluice
