@@ -25,7 +25,7 @@ echo "ok: installed library (shared and static), headers, sluice.pc, man page"
 
 # The check itself first, on libraries that leak (so a check that stopped seeing symbols, or
 # stopped telling internal from public, cannot pass unnoticed), then on the installed one.
-leak() {
+leak() { # SOURCE EXPECTED_MESSAGE
   echo "$1" | c++ -x c++ -shared -fPIC -o "$stage/leak.so" - || fail "cannot build a leaking test library"
   ! out=$("$check_exports" "$stage/leak.so" "$(dirname "$hdr")") || fail "check_exports.sh accepts a library exporting: $1"
   [[ "$out" == *"$2"* ]] || fail "check_exports.sh refused '$1' for another reason: $out"
@@ -34,6 +34,13 @@ leak 'namespace sluice::wire { void encode_manifest() {} }' "exports the interna
 leak 'namespace sluice { struct Ring { Ring(); }; Ring::Ring() {} }' "exports the internal 'sluice::Ring::Ring()'"
 leak 'int helper() { return 0; }' "exports 'helper()', outside namespace sluice"
 leak 'namespace sluice { void Planner() {} }' "exports the internal 'sluice::Planner()'"
+leak 'namespace sluice { struct Error { virtual ~Error(); }; Error::~Error() {} }' "is declared in the public headers but not exported"
+# A public function whose mark was forgotten.
+mkdir "$stage/unmarked" && cp "$(dirname "$hdr")"/*.hpp "$stage/unmarked/"
+sed -i 's/^SLUICE_EXPORT \(Endpoint parse_url\)/\1/' "$stage/unmarked/url.hpp"
+! out=$("$check_exports" "$libdir/libsluice.so" "$stage/unmarked") || fail "check_exports.sh misses an unmarked declaration"
+[[ "$out" == *"'Endpoint parse_url(std::string_view url);' is declared in the public headers without SLUICE_EXPORT"* ]] ||
+  fail "check_exports.sh refused an unmarked declaration for another reason: $out"
 n=$("$check_exports" "$libdir/libsluice.so" "$(dirname "$hdr")") || fail "$n"
 echo "ok: libsluice.so exports $n symbols, all of them the public sluice:: API"
 
