@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the build into a staging directory and proves the installed artefacts work on
-# their own: the examples build from the installed headers and library through pkg-config
-# and move a file; the man page documents every option `--help` lists.
+# their own: the shared library exports the public API only, the examples build from the
+# installed headers and library through pkg-config and move a file; the man page documents
+# every option `--help` lists.
 # usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
+check_exports=$(dirname "$0")/check_exports.sh
 stage=$(mktemp -d /tmp/sluice-install.XXXXXX)
 trap 'kill $rx 2>/dev/null || true; rm -rf "$stage"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -20,6 +22,27 @@ libdir=$(dirname "$(find "$stage" -name 'libsluice.so*' | head -1)")
 man=$(find "$stage" -name sluice.1 | head -1)
 [[ -n "$man" ]] || fail "man page not installed"
 echo "ok: installed library (shared and static), headers, sluice.pc, man page"
+
+# The check itself first, on libraries that leak (so a check that stopped seeing symbols, or
+# stopped telling internal from public, cannot pass unnoticed), then on the installed one.
+leak() { # SOURCE EXPECTED_MESSAGE
+  echo "$1" | c++ -x c++ -shared -fPIC -o "$stage/leak.so" - || fail "cannot build a leaking test library"
+  ! out=$("$check_exports" "$stage/leak.so" "$(dirname "$hdr")") || fail "check_exports.sh accepts a library exporting: $1"
+  [[ "$out" == *"$2"* ]] || fail "check_exports.sh refused '$1' for another reason: $out"
+}
+leak 'namespace sluice::wire { void encode_manifest() {} }' "exports the internal 'sluice::wire::encode_manifest()'"
+leak 'namespace sluice { struct Ring { Ring(); }; Ring::Ring() {} }' "exports the internal 'sluice::Ring::Ring()'"
+leak 'int helper() { return 0; }' "exports 'helper()', outside namespace sluice"
+leak 'namespace sluice { void Planner() {} }' "exports the internal 'sluice::Planner()'"
+leak 'namespace sluice { struct Error { virtual ~Error(); }; Error::~Error() {} }' "is declared in the public headers but not exported"
+# A public function whose mark was forgotten.
+mkdir "$stage/unmarked" && cp "$(dirname "$hdr")"/*.hpp "$stage/unmarked/"
+sed -i 's/^SLUICE_EXPORT \(Endpoint parse_url\)/\1/' "$stage/unmarked/url.hpp"
+! out=$("$check_exports" "$libdir/libsluice.so" "$stage/unmarked") || fail "check_exports.sh misses an unmarked declaration"
+[[ "$out" == *"'Endpoint parse_url(std::string_view url);' is declared in the public headers without SLUICE_EXPORT"* ]] ||
+  fail "check_exports.sh refused an unmarked declaration for another reason: $out"
+n=$("$check_exports" "$libdir/libsluice.so" "$(dirname "$hdr")") || fail "$n"
+echo "ok: libsluice.so exports $n symbols, all of them the public sluice:: API"
 
 export PKG_CONFIG_PATH=$(dirname "$pc") PKG_CONFIG_SYSROOT_DIR=$stage
 flags=$(pkg-config --cflags --libs sluice) || fail "pkg-config cannot resolve sluice"
@@ -64,4 +87,4 @@ done
 n=$( { "$sluice" send --help; "$sluice" recv --help; } | grep -cE "^ +--[a-z-]+")
 (( n >= 20 )) || fail "found only $n options in --help"
 echo "ok: the man page documents all $n options of sluice send --help and sluice recv --help"
-echo "4 passed, 0 failed"
+echo "5 passed, 0 failed"

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 enum class ErrorCode {
@@ -29,7 +31,7 @@ enum class ErrorCause {
     peer_aborted, // the peer stopped the transfer and said why (ABORT, or a failed final status)
 };
 
-class Error : public std::runtime_error {
+class SLUICE_EXPORT Error : public std::runtime_error {
 public:
     Error(ErrorCode code, const std::string& message, ErrorCause cause = ErrorCause::none)
         : std::runtime_error(message), code_(code), cause_(cause) {}
@@ -42,7 +44,7 @@ private:
 };
 
 // Name of an error category, as printed in JSON stats and logs.
-const char* error_code_name(ErrorCode code) noexcept;
+SLUICE_EXPORT const char* error_code_name(ErrorCode code) noexcept;
 
 // Name of a cause ("none", "peer_closed", ...), as the Python exceptions carry it.
 constexpr const char* error_cause_name(ErrorCause cause) noexcept {

@@ -3,10 +3,12 @@
 #include <atomic>
 #include <cstdint>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 enum class StreamState : uint8_t { idle = 0, connecting, moving, waiting, done, failed };
-const char* stream_state_name(StreamState s);
+SLUICE_EXPORT const char* stream_state_name(StreamState s);
 
 // One data stream's counters.
 struct StreamProgress {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sluice/error.hpp"
+#include "sluice/export.hpp"
 #include "sluice/progress.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/url.hpp"
@@ -28,10 +29,10 @@ namespace sluice {
 
 enum class SendPath { splice, sendfile, read_send, zc };
 enum class RecvPath { recv_write, splice, direct, null_sink };
-const char* send_path_name(SendPath p);
-const char* recv_path_name(RecvPath p);
-SendPath parse_send_path(std::string_view name);
-RecvPath parse_recv_path(std::string_view name);
+SLUICE_EXPORT const char* send_path_name(SendPath p);
+SLUICE_EXPORT const char* recv_path_name(RecvPath p);
+SLUICE_EXPORT SendPath parse_send_path(std::string_view name);
+SLUICE_EXPORT RecvPath parse_recv_path(std::string_view name);
 
 // Called with one human-readable line: warnings (skipped entries) and, when verbose, the
 // paths chosen. May be called from any of the transfer's threads, never concurrently.
@@ -55,7 +56,7 @@ struct SendOptions {
 
 // Sends files, directories (recursively, relative to their parent) and symlinks to a
 // receiver. Returns once the receiver has verified everything; throws otherwise.
-Stats send(const std::vector<std::string>& paths, const Endpoint& to, const SendOptions& options);
+SLUICE_EXPORT Stats send(const std::vector<std::string>& paths, const Endpoint& to, const SendOptions& options);
 
 // A range of an open file to send, stored under `name` at the receiver.
 struct FdSource {
@@ -67,12 +68,12 @@ struct FdSource {
     int64_t mtime_ns = -1; // -1: the file's own mtime
 };
 // Sends ranges of open files; same guarantees as send(paths).
-Stats send(const std::vector<FdSource>& files, const Endpoint& to, const SendOptions& options);
+SLUICE_EXPORT Stats send(const std::vector<FdSource>& files, const Endpoint& to, const SendOptions& options);
 
 // Stream mode (the `producer | nc` replacement): sends what can be read from fd until end of
 // file (a pipe, socket or file), in order over all streams, to a receiver writing to an fd or
 // a Sink. fd is borrowed. Pipe data is moved to the sockets with splice, not copied.
-Stats send_stream(int fd, const Endpoint& to, const SendOptions& options);
+SLUICE_EXPORT Stats send_stream(int fd, const Endpoint& to, const SendOptions& options);
 
 struct RecvOptions {
     std::string bind_address;         // empty: all addresses
@@ -103,7 +104,7 @@ struct SinkEntry {
 // matched. Tree transfers: write() is called from several stream threads at once, for
 // different ranges, in no particular order. Stream transfers: in stream order, one call at a
 // time. An exception thrown from a callback fails the transfer with its message.
-class Sink {
+class SLUICE_EXPORT Sink {
 public:
     virtual ~Sink() = default;
     virtual void write(const SinkEntry& entry, uint64_t offset, std::span<const std::byte> data) = 0;
@@ -120,22 +121,22 @@ struct OutputFd {
 class Receiver {
 public:
     // Validates the directory and starts listening; throws on a bad directory or port.
-    Receiver(const std::filesystem::path& dir, RecvOptions options);
+    SLUICE_EXPORT Receiver(const std::filesystem::path& dir, RecvOptions options);
     // Receives into a caller-owned sink, which must outlive the Receiver.
-    Receiver(Sink& sink, RecvOptions options);
+    SLUICE_EXPORT Receiver(Sink& sink, RecvOptions options);
     // Receives one stream transfer into out.fd; a tree transfer is refused.
-    Receiver(OutputFd out, RecvOptions options);
-    ~Receiver();
+    SLUICE_EXPORT Receiver(OutputFd out, RecvOptions options);
+    SLUICE_EXPORT ~Receiver();
     Receiver(const Receiver&) = delete;
     Receiver& operator=(const Receiver&) = delete;
 
-    std::string url() const;
-    uint16_t port() const;
+    SLUICE_EXPORT std::string url() const;
+    SLUICE_EXPORT uint16_t port() const;
     // Serves one transfer to completion. Throws if it failed; nothing incomplete is left
     // under a final name.
-    Stats wait();
+    SLUICE_EXPORT Stats wait();
     // Makes wait() return with a cancelled Error; safe from any thread.
-    void cancel();
+    SLUICE_EXPORT void cancel();
 
     struct Impl;
 

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 // Final figures of one side of a transfer; the CLI's --json prints exactly these fields.
@@ -29,7 +31,7 @@ struct Stats {
     uint64_t peak_rss_kb = 0;
 
     double throughput_mb_s() const { return seconds > 0 ? bytes_sent / seconds / 1e6 : 0; }
-    std::string to_json() const;
+    SLUICE_EXPORT std::string to_json() const;
 };
 
 } // namespace sluice

@@ -3,6 +3,8 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 // Where a receiver listens and the secret that admits a sender:
@@ -14,12 +16,12 @@ struct Endpoint {
 };
 
 // Throws sluice::Error(usage) naming the part of the URL that is wrong.
-Endpoint parse_url(std::string_view url);
+SLUICE_EXPORT Endpoint parse_url(std::string_view url);
 // Parses HOST:PORT (as given to --to).
-Endpoint parse_host_port(std::string_view host_port);
-std::string format_url(const Endpoint& e);
+SLUICE_EXPORT Endpoint parse_host_port(std::string_view host_port);
+SLUICE_EXPORT std::string format_url(const Endpoint& e);
 
 // Parses a byte count such as 400M, 8MiB, 1G, 65536 (K/M/G/T are powers of 1024).
-uint64_t parse_size(std::string_view text, const char* option);
+SLUICE_EXPORT uint64_t parse_size(std::string_view text, const char* option);
 
 } // namespace sluice
