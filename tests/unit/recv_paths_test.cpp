@@ -129,11 +129,13 @@ std::string pattern(size_t n, unsigned seed) {
 const RecvPath kPaths[] = {RecvPath::direct, RecvPath::recv_write, RecvPath::splice, RecvPath::null_sink};
 
 // The error a path gives for a stream, with its code; empty if it ran through.
-std::string error_of(Harness& h, const Wire& w, RecvPath path, ErrorCode want = ErrorCode::protocol) {
+std::string error_of(Harness& h, const Wire& w, RecvPath path, ErrorCode want = ErrorCode::protocol,
+                     ErrorCause cause = ErrorCause::none) {
     try {
         h.run(w, path);
     } catch (const Error& e) {
         CHECK(e.code() == want);
+        CHECK(e.cause() == cause);
         return e.what();
     }
     return {};
@@ -244,7 +246,8 @@ TEST_CASE("every receive path refuses bad frames with the reader's words") {
             Wire w;
             w.block(0, 0, "0123456789");
             w.bytes.resize(w.bytes.size() - 4);
-            CHECK_FALSE(error_of(h, w, path, ErrorCode::network).empty());
+            // The session tells a peer that hung up from other faults by this cause, not by text.
+            CHECK_FALSE(error_of(h, w, path, ErrorCode::network, ErrorCause::peer_closed).empty());
         });
     }
 }

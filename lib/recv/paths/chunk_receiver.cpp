@@ -77,7 +77,7 @@ void wait_readable(int sock, int timeout_ms) {
         int r = ::poll(&p, 1, timeout_ms > 0 ? timeout_ms : -1);
         if (r > 0) return;
         if (r < 0 && errno == EINTR) continue;
-        if (r == 0) throw Error(ErrorCode::network, "data stream: timed out waiting for the peer");
+        if (r == 0) throw Error(ErrorCode::network, "data stream: timed out waiting for the peer", ErrorCause::timed_out);
         throw_errno(ErrorCode::network, "poll on a data stream");
     }
 }
@@ -100,7 +100,8 @@ private:
                 parked += static_cast<size_t>(n);
                 continue;
             }
-            if (n == 0) throw Error(ErrorCode::network, "data stream: connection closed by peer in the middle of a chunk");
+            if (n == 0) throw Error(ErrorCode::network, "data stream: connection closed by peer in the middle of a chunk",
+                                            ErrorCause::peer_closed);
             if (errno == EINTR) continue;
             if (errno != EAGAIN) throw_errno(ErrorCode::network, "data stream");
             // The socket has data but the pipe is full (small skb fragments use up its slots):

@@ -134,7 +134,7 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
                 journal::append(dir, f.temp, f.entry.size, f.entry.mtime_ns, offset, length, checksum);
             } catch (const Error& e) {
                 // Name the user's file, not our hidden journal beside it.
-                throw Error(e.code(), "cannot record progress of '" + f.entry.path + "' (" + e.what() + ")");
+                throw Error(e.code(), "cannot record progress of '" + f.entry.path + "' (" + e.what() + ")", e.cause());
             }
         });
     }
