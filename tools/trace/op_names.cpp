@@ -14,7 +14,7 @@ struct SyscallRow {
     OpFamily family;
 };
 
-// x86_64 numbers, the same set as ebpf/trace.bpf.c.
+// x86_64 numbers, the same set as bpf/trace.bpf.c.
 constexpr SyscallRow syscalls[] = {
     {0, "read", OpFamily::read},         {1, "write", OpFamily::write},
     {17, "pread64", OpFamily::read},     {18, "pwrite64", OpFamily::write},

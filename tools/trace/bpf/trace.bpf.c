@@ -2,7 +2,7 @@
 /* sluice trace: count the bytes a process tree moves, by syscall and io_uring opcode and by
  * what the fd is, plus syscalls, context switches and on-CPU time.
  *
- * Built twice (ebpf/meson.build):
+ * Built twice (meson.build here):
  *   trace.bpf.o       classifies fds in the probe by walking task->files (BPF_CORE_READ);
  *   trace_nokr.bpf.o  with -DSL_NO_KERNEL_READS: reads only tracepoint arguments, so it loads
  *                     under lockdown=confidentiality; it reports (tgid, fd, generation) and user

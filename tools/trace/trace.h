@@ -1,4 +1,4 @@
-/* Types shared by trace.bpf.c and the user-space loader (tools/trace/).
+/* Types shared by bpf/trace.bpf.c and the user-space loader (the C++ in this directory).
  * Plain C with __u32-style types: vmlinux.h provides them in BPF, <linux/types.h> in user space.
  * Every name is prefixed sl_/SL_ because 6.18's vmlinux.h already defines many short names. */
 #ifndef SLUICE_EBPF_TRACE_H
