@@ -49,9 +49,17 @@ std::vector<std::pair<K, V>> dump(int fd)
 int on_event(void *ctx, void *data, size_t size)
 {
     // ctx is &BpfSession::handler_, which points at the handler of the poll() in progress.
-    auto *const *handler = static_cast<const std::function<void(const sl_event &)> *const *>(ctx);
-    if (size >= sizeof(sl_event) && *handler && **handler)
-        (**handler)(*static_cast<const sl_event *>(data));
+    auto *const *handler = static_cast<const BpfSession::Handler *const *>(ctx);
+    if (size < sizeof(sl_event) || !*handler || !**handler)
+        return 0;
+    const auto *ev = static_cast<const sl_event *>(data);
+    const sl_open_event *open = nullptr;
+    if (ev->kind == SL_EV_FD_OPEN) {
+        if (size < sizeof(sl_open_event))
+            return 0;
+        open = static_cast<const sl_open_event *>(data);
+    }
+    (**handler)(*ev, open);
     return 0;
 }
 
@@ -131,7 +139,7 @@ void BpfSession::track_thread(pid_t tid, pid_t tgid)
     bpf_map_update_elem(map_fd("threads"), &key, &t, BPF_NOEXIST);
 }
 
-void BpfSession::poll(int timeout_ms, const std::function<void(const sl_event &)> &handler)
+void BpfSession::poll(int timeout_ms, const Handler &handler)
 {
     handler_ = &handler;
     // ring_buffer__new captured &handler_, so the callback sees the current handler.
@@ -151,18 +159,30 @@ std::vector<std::pair<uint32_t, sl_proc_val>> BpfSession::procs() const
     return dump<uint32_t, sl_proc_val>(map_fd("procs"));
 }
 
-uint32_t BpfSession::fd_gen(uint32_t tgid, int32_t fd) const
+uint32_t BpfSession::fd_id(uint32_t tgid, int32_t fd) const
 {
-    sl_fd_gen_key k{tgid, fd};
-    uint32_t gen = 0;
-    bpf_map_lookup_elem(map_fd("fd_gens"), &k, &gen);
-    return gen;
+    sl_fd_key k{tgid, fd};
+    sl_fd_val v{};
+    return bpf_map_lookup_elem(map_fd("fds"), &k, &v) == 0 ? v.id : 0;
 }
 
-uint16_t BpfSession::epoch(uint32_t tgid) const
+void BpfSession::seed_fd(uint32_t tgid, int32_t fd, uint8_t cls, uint8_t flags)
 {
-    sl_proc_val p{};
-    return bpf_map_lookup_elem(map_fd("procs"), &tgid, &p) == 0 ? p.epoch : 0xffff;
+    sl_fd_key k{tgid, fd};
+    sl_fd_val v{};
+    v.cls = cls;
+    v.flags = flags;
+    bpf_map_update_elem(map_fd("fds"), &k, &v, BPF_NOEXIST);
+}
+
+void BpfSession::unseed_fd(uint32_t tgid, int32_t fd)
+{
+    sl_fd_key k{tgid, fd};
+    sl_fd_val v{};
+    // Seeded entries have id 0. One the probe made since with a known class has too and goes
+    // as well; that fd is then resolved from /proc on first use, which is only slower.
+    if (bpf_map_lookup_elem(map_fd("fds"), &k, &v) == 0 && v.id == 0)
+        bpf_map_delete_elem(map_fd("fds"), &k);
 }
 
 std::vector<std::pair<uint32_t, sl_thread_val>> BpfSession::threads() const

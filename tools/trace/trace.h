@@ -1,15 +1,19 @@
-/* Types shared by bpf/trace.bpf.c and the user-space loader (the C++ in this directory).
+/* The one contract between the BPF programs (bpf/: trace.bpf.c and its .bpf.h pieces) and the loader (the C++ in this
+ * directory): map keys and values and ring buffer events. Nothing else crosses.
  * Plain C with __u32-style types: vmlinux.h provides them in BPF, <linux/types.h> in user space.
- * Every name is prefixed sl_/SL_ because 6.18's vmlinux.h already defines many short names. */
-#ifndef SLUICE_EBPF_TRACE_H
-#define SLUICE_EBPF_TRACE_H
+ * Every name is prefixed sl_/SL_ because 6.18's vmlinux.h already defines many short names.
+ * Nothing here depends on the architecture: syscall numbers stay inside the BPF side
+ * (bpf/syscall_nr.h), which reports operations as enum sl_op. */
+#ifndef SLUICE_TRACE_TRACE_H
+#define SLUICE_TRACE_TRACE_H
 
 #ifndef __VMLINUX_H__
 #include <linux/types.h>
 #endif
 
-/* What an fd is. The probe fills this in when it may read kernel memory; otherwise it stays
- * SL_CLS_UNKNOWN and user space resolves the (tgid, fd, generation) it reports via /proc. */
+/* What an fd is. The kernel-reads probe reads it from the inode; the no-kernel-reads probe knows
+ * it from the syscall that created the fd, and otherwise leaves it SL_CLS_UNKNOWN with an id
+ * that user space resolves (open path, or /proc/PID/fd/N). */
 enum sl_fd_class {
 	SL_CLS_UNKNOWN = 0,
 	SL_CLS_FILE = 1,     /* regular file or block device: the page cache */
@@ -24,31 +28,53 @@ enum sl_fd_class {
 	SL_CLS_COUNT = 10,
 };
 
+/* Syscalls that move bytes, whatever their number on this architecture. */
+enum sl_op {
+	SL_OP_READ = 1,
+	SL_OP_WRITE,
+	SL_OP_PREAD64,
+	SL_OP_PWRITE64,
+	SL_OP_READV,
+	SL_OP_WRITEV,
+	SL_OP_PREADV,
+	SL_OP_PWRITEV,
+	SL_OP_PREADV2,
+	SL_OP_PWRITEV2,
+	SL_OP_SENDTO,
+	SL_OP_RECVFROM,
+	SL_OP_SENDMSG,
+	SL_OP_RECVMSG,
+	SL_OP_SENDMMSG,
+	SL_OP_RECVMMSG,
+	SL_OP_SENDFILE,
+	SL_OP_SPLICE,
+	SL_OP_TEE,
+	SL_OP_VMSPLICE,
+	SL_OP_COPY_FILE_RANGE,
+	SL_OP_SYSCALL_END,
+};
+/* io_uring requests: op is SL_OP_URING | IORING_OP_*. */
+#define SL_OP_URING 0x8000
+
 /* vmsplice direction travels in the flags byte: it decides copy vs. page pinning. */
 #define SL_FLAG_FD_WRITABLE 0x1
 /* The first fd was opened with O_DIRECT: its file reads and writes are the device's DMA, not
  * CPU copies between user and kernel memory. */
 #define SL_FLAG_FD_DIRECT 0x2
 
-/* op: a syscall number (x86_64), or SL_OP_URING | IORING_OP_* for io_uring requests. */
-#define SL_OP_URING 0x8000
-
-/* One counter per (process, operation, classes of the two fds). With kernel reads the fds
- * are folded away (fd = -1); without them each distinct fd incarnation gets its own key so
- * user space can resolve its class. gen changes whenever the fd number is closed or dup'ed
- * over; epoch changes at every exec of the process. */
+/* One counter per (process, operation, classes of the two fds). A side whose class the probe
+ * knows has id 0, so all fds of a class share one counter; a side it does not know carries the
+ * id of that fd's incarnation (an open file, as one process sees it), which an
+ * SL_EV_FD_SEEN or SL_EV_FD_OPEN event told user space how to resolve. */
 struct sl_flow_key {
 	__u32 tgid;
 	__u16 op;
 	__u8 cls_a;   /* the fd the syscall names first (source for read/splice/sendfile) */
 	__u8 cls_b;   /* the second fd (splice/sendfile/copy_file_range/tee destination) */
-	__s32 fd_a;
-	__s32 fd_b;
-	__u32 gen_a;
-	__u32 gen_b;
-	__u16 epoch;
-	__u8 flags;
-	__u8 pad;
+	__u32 id_a;
+	__u32 id_b;
+	__u8 flags;   /* SL_FLAG_FD_*, of the first fd */
+	__u8 pad[3];
 };
 
 struct sl_flow_val {
@@ -69,7 +95,7 @@ struct sl_proc_val {
 	__u64 zc_notif;      /* io_uring SEND_ZC notifications */
 	__u64 zc_notif_copied; /* ... that said the kernel copied the data anyway */
 	__u32 ppid;
-	__u16 epoch;
+	__u16 pad;
 	__u8 exited;
 	__u8 wait_exec;      /* set by user space for a command it forked: count nothing before exec */
 	char comm[16];
@@ -84,11 +110,32 @@ struct sl_thread_val {
 	char comm[16];
 };
 
+/* The no-kernel-reads probe's fd table (map "fds"): one entry per open fd it knows of.
+ * User space seeds it from /proc for the fds a process has when tracing starts, and reads it
+ * back to check that an fd still is the incarnation an event named. */
+struct sl_fd_key {
+	__u32 tgid;
+	__s32 fd;
+};
+
+/* The entry's fd is close-on-exec: exec drops it. */
+#define SL_FDF_CLOEXEC 0x10
+/* Not seen created: its class comes from /proc, and exec drops it (close-on-exec unknown). */
+#define SL_FDF_UNTRACKED 0x20
+
+struct sl_fd_val {
+	__u32 id;     /* 0 when cls is known; otherwise what user space resolves */
+	__u8 cls;     /* enum sl_fd_class */
+	__u8 flags;   /* SL_FLAG_FD_* | SL_FDF_* */
+	__u16 pad;
+};
+
 /* Ring buffer events. */
 enum sl_event_kind {
-	SL_EV_FD_SEEN = 1,   /* first use of (tgid, fd, gen, epoch): resolve it now, while it is open */
+	SL_EV_FD_SEEN = 1,   /* an fd not seen created is in use: resolve id via /proc now */
 	SL_EV_PROC_NEW = 2,
 	SL_EV_PROC_EXIT = 3,
+	SL_EV_FD_OPEN = 4,   /* struct sl_open_event: open() returned fd; resolve id by its path */
 };
 
 struct sl_event {
@@ -96,22 +143,18 @@ struct sl_event {
 	__u32 tgid;
 	__u32 tid;
 	__s32 fd;
-	__u32 gen;
-	__u16 epoch;
-	__u16 pad;
+	__u32 id;
+	__u32 flags;         /* SL_EV_FD_OPEN: SL_FLAG_FD_* from the open flags */
 	char comm[16];
 };
 
-struct sl_fd_gen_key {
-	__u32 tgid;
-	__s32 fd;
-};
+#define SL_PATH_MAX 256
 
-struct sl_fd_seen_key {
-	__u32 tgid;
-	__s32 fd;
-	__u32 gen;
-	__u32 epoch;
+struct sl_open_event {
+	struct sl_event ev;
+	__s32 dirfd;         /* AT_FDCWD (-100) or the fd a relative path starts from */
+	__s32 path_len;      /* bytes in path with the NUL; SL_PATH_MAX may mean truncated */
+	char path[SL_PATH_MAX];
 };
 
 #endif
