@@ -211,13 +211,16 @@ def attach_once(env):
 def case_fds(env):
     # One process that exits at once makes fds every way the probe follows (workload_fds.cpp),
     # traced without any /proc lookup after the start: each class must still come out right.
-    # The eventfd reuses a closed /dev/null number; only /proc could say what it is.
+    # Two eventfds reuse /dev/null numbers freed by close and close_range; only /proc could say
+    # what they are. stdout (/dev/null here) was there before tracing started.
     rep, _ = env.trace([env.workload, "fds", env.file], env=NO_LATE_PROC)
     check_variant(rep, env.extra, unresolved=8000 if env.no_kernel_reads() else 0)
     MiB = 1 << 20
     parent = stage(rep, "sluice-trace-wo")
     child = next((s for s in rep["stages"] if s["ppid"] == parent["pid"]), None) or fail("no forked child")
-    check(cls(parent, "/dev/null", "no_data") == 5 * MiB, "openat, dup, dup2, dup3, F_DUPFD: all /dev/null")
+    check(cls(parent, "/dev/null", "no_data") == 7 * MiB,
+          "openat, dup, dup2, dup3, F_DUPFD, fd 2000 and stdout: all /dev/null")
+    check(cls(child, "/dev/null", "no_data") == MiB, "a forked child's stdout from before tracing: /dev/null")
     check(cls(parent, "pipe", "copied_written") == MiB and cls(parent, "pipe", "copied_read") == 2 * MiB,
           "pipe2: both ends are pipes")
     check(cls(child, "pipe", "copied_written") == MiB, "a forked child's inherited pipe end is a pipe")

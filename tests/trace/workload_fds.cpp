@@ -9,8 +9,10 @@
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -72,15 +74,28 @@ int run_fds(const char *path)
             die("/dev/null and its copies");
         write_all(fd, 1 << 20);
     }
-    // A closed number reused by a syscall the probe does not follow (eventfd): not /dev/null
-    // any more. 1000 writes of 8 bytes, resolvable only through /proc.
-    close(copies[1]);
-    int efd = eventfd(0, 0);
-    if (efd != copies[1])
-        die("eventfd did not reuse the closed number");
-    for (uint64_t i = 0, one = 1; i < 1000; ++i)
-        if (write(efd, &one, sizeof(one)) != sizeof(one))
-            die("eventfd write");
+    // Above the probe's per-process table (SL_FD_SLOTS): 1 MiB more, also /dev/null.
+    rlimit lim{};
+    getrlimit(RLIMIT_NOFILE, &lim);
+    lim.rlim_cur = lim.rlim_max < 4096 ? lim.rlim_max : 4096;
+    if (setrlimit(RLIMIT_NOFILE, &lim) != 0 || dup2(null_fd, 2000) != 2000)
+        die("fd 2000 (needs RLIMIT_NOFILE above 2000)");
+    write_all(2000, 1 << 20);
+    // stdout, which the process had before tracing started (the test makes it /dev/null).
+    write_all(1, 1 << 20);
+    // Numbers freed by close and by close_range, reused by a syscall the probe does not follow
+    // (eventfd): not /dev/null any more. 2 x 500 writes of 8 bytes, resolvable only via /proc.
+    close(copies[0]);
+    if (syscall(SYS_close_range, copies[1], copies[1], 0) != 0)
+        die("close_range");
+    for (int reused : {copies[0], copies[1]}) {
+        int efd = eventfd(0, 0);
+        if (efd != reused)
+            die("eventfd did not reuse the closed number");
+        for (uint64_t i = 0, one = 1; i < 500; ++i)
+            if (write(efd, &one, sizeof(one)) != sizeof(one))
+                die("eventfd write");
+    }
     // Pipe: 1 MiB from here, 1 MiB from a forked child that inherited the write end.
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0)
@@ -89,8 +104,9 @@ int run_fds(const char *path)
     pid_t child = fork();
     if (child < 0)
         die("fork");
-    if (child == 0) {
+    if (child == 0) {  // its table is a copy of ours; stdout is still the one from the start
         write_all(p[1], 1 << 20);
+        write_all(1, 1 << 20);
         _exit(0);
     }
     std::vector<char> buf(chunk);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace sluice::trace {
 namespace {
@@ -161,28 +162,31 @@ std::vector<std::pair<uint32_t, sl_proc_val>> BpfSession::procs() const
 
 uint32_t BpfSession::fd_id(uint32_t tgid, int32_t fd) const
 {
+    auto table = std::make_unique<sl_fd_table>();
+    if (fd < 0 || bpf_map_lookup_elem(map_fd("fdtabs"), &tgid, table.get()) != 0)
+        return 0;
+    if (fd < SL_FD_SLOTS)
+        return table->fd[fd].id;
     sl_fd_key k{tgid, fd};
-    sl_fd_val v{};
-    return bpf_map_lookup_elem(map_fd("fds"), &k, &v) == 0 ? v.id : 0;
+    sl_fd_high h{};
+    return bpf_map_lookup_elem(map_fd("fds_high"), &k, &h) == 0 && h.inc == table->inc ? h.v.id : 0;
 }
 
 void BpfSession::seed_fd(uint32_t tgid, int32_t fd, uint8_t cls, uint8_t flags)
 {
+    if (fd < 0 || fd >= SL_FD_SLOTS)
+        return;  // high fds are looked up on first use
     sl_fd_key k{tgid, fd};
     sl_fd_val v{};
     v.cls = cls;
     v.flags = flags;
-    bpf_map_update_elem(map_fd("fds"), &k, &v, BPF_NOEXIST);
+    bpf_map_update_elem(map_fd("seeds"), &k, &v, BPF_ANY);
 }
 
 void BpfSession::unseed_fd(uint32_t tgid, int32_t fd)
 {
     sl_fd_key k{tgid, fd};
-    sl_fd_val v{};
-    // Seeded entries have id 0. One the probe made since with a known class has too and goes
-    // as well; that fd is then resolved from /proc on first use, which is only slower.
-    if (bpf_map_lookup_elem(map_fd("fds"), &k, &v) == 0 && v.id == 0)
-        bpf_map_delete_elem(map_fd("fds"), &k);
+    bpf_map_delete_elem(map_fd("seeds"), &k);
 }
 
 std::vector<std::pair<uint32_t, sl_thread_val>> BpfSession::threads() const

@@ -39,10 +39,10 @@ public:
     // No-kernel-reads probe: the id its fd table holds for (tgid, fd) now, 0 if none (an
     // event's fd still is the incarnation the event named while this returns its id).
     uint32_t fd_id(uint32_t tgid, int32_t fd) const;
-    // No-kernel-reads probe: tell it what an fd the process already has is (fds open before
-    // tracing started). An entry the probe made meanwhile wins. flags: SL_FLAG_FD_*, SL_FDF_*.
+    // No-kernel-reads probe: what an fd a process has before tracing starts is (from /proc).
+    // The probe applies it until the process changes that fd. flags: SL_FLAG_FD_*, SL_FDF_CLOEXEC.
     void seed_fd(uint32_t tgid, int32_t fd, uint8_t cls, uint8_t flags);
-    // Undo seed_fd when the fd turned out to have changed under it (only if still seeded).
+    // Withdraw a seed that turned out wrong (the fd changed while /proc was read).
     void unseed_fd(uint32_t tgid, int32_t fd);
 
 private:

@@ -17,6 +17,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 #include <unistd.h>
 
 namespace sluice::trace {
@@ -79,17 +81,28 @@ bool late_proc_lookups()
 }
 
 // The fds a process has when tracing starts: the probe never saw them created, so /proc tells
-// it what they are, while the process certainly still has them. Returns how many.
-unsigned seed_fds(BpfSession &probe, pid_t pid)
+// it what they are, while the process certainly still has them. Seeded before the process is
+// tracked: a change after that, the probe sees (and drops the seed); one before, the check
+// after tracking starts finds. Returns what was seeded.
+std::vector<std::pair<int32_t, FdInfo>> seed_fds(BpfSession &probe, pid_t pid)
 {
-    unsigned n = 0;
-    for (const auto &[fd, info] : FdResolver::list(static_cast<uint32_t>(pid))) {
+    auto fds = FdResolver::list(static_cast<uint32_t>(pid));
+    for (const auto &[fd, info] : fds) {
         uint8_t flags = (info.writable ? SL_FLAG_FD_WRITABLE : 0) | (info.direct ? SL_FLAG_FD_DIRECT : 0) |
                         (info.cloexec ? SL_FDF_CLOEXEC : 0);
         probe.seed_fd(static_cast<uint32_t>(pid), fd, static_cast<uint8_t>(info.cls), flags);
-        // An attached process runs on: if the fd changed while we looked, keep no guess.
-        FdInfo again = FdResolver::resolve(static_cast<uint32_t>(pid), fd);
-        if (again.cls != info.cls || again.dev != info.dev || again.ino != info.ino)
+    }
+    return fds;
+}
+
+// After track(): withdraw the seeds of fds that changed before tracking started. Returns how
+// many stand.
+unsigned check_seeds(BpfSession &probe, pid_t pid, const std::vector<std::pair<int32_t, FdInfo>> &seeded)
+{
+    unsigned n = 0;
+    for (const auto &[fd, info] : seeded) {
+        FdInfo now = FdResolver::resolve(static_cast<uint32_t>(pid), fd);
+        if (now.cls != info.cls || now.dev != info.dev || now.ino != info.ino)
             probe.unseed_fd(static_cast<uint32_t>(pid), fd);
         else
             ++n;
@@ -138,19 +151,19 @@ Report run_trace(const Options &opts)
     std::optional<Target> target;
     if (!opts.command.empty()) {
         target.emplace(opts.command);
+        auto seeds = kr ? decltype(seed_fds(*probe, 0)){} : seed_fds(*probe, target->pid());
         probe->track(target->pid(), getpid(), true);
-        if (!kr)  // it waits at the start gate: its fds cannot change while they are read
-            seeded += seed_fds(*probe, target->pid());
+        seeded += check_seeds(*probe, target->pid(), seeds);
         target->go();
     } else {
         for (pid_t pid : opts.pids) {
             if (!process_alive(pid))
                 throw TraceError("no running process with pid " + std::to_string(pid));
+            auto seeds = kr ? decltype(seed_fds(*probe, 0)){} : seed_fds(*probe, pid);
             probe->track(pid, 0);
             for (pid_t tid : list_threads(pid))
                 probe->track_thread(tid, pid);
-            if (!kr)
-                seeded += seed_fds(*probe, pid);
+            seeded += check_seeds(*probe, pid, seeds);
         }
         report.attached_pids.assign(opts.pids.begin(), opts.pids.end());
         // Tells a user (or a script) that what happens from now on is counted.

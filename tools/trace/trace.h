@@ -110,24 +110,49 @@ struct sl_thread_val {
 	char comm[16];
 };
 
-/* The no-kernel-reads probe's fd table (map "fds"): one entry per open fd it knows of.
- * User space seeds it from /proc for the fds a process has when tracing starts, and reads it
- * back to check that an fd still is the incarnation an event named. */
+/* The no-kernel-reads probe's fd tables: per traced process, what each fd is, the way the
+ * kernel keeps its own (copied at fork, close-on-exec fds dropped at exec). */
 struct sl_fd_key {
 	__u32 tgid;
 	__s32 fd;
 };
 
-/* The entry's fd is close-on-exec: exec drops it. */
-#define SL_FDF_CLOEXEC 0x10
-/* Not seen created: its class comes from /proc, and exec drops it (close-on-exec unknown). */
-#define SL_FDF_UNTRACKED 0x20
+/* sl_fd_val.flags, besides SL_FLAG_FD_WRITABLE and SL_FLAG_FD_DIRECT: */
+#define SL_FDF_CLOEXEC 0x10   /* close-on-exec (also a hint on a slot not yet seen) */
+#define SL_FDF_UNTRACKED 0x20 /* not seen created: class from /proc; exec drops it (cloexec unknown) */
+#define SL_FDF_LIVE 0x40      /* the probe knows this fd: cls, or id for user space to resolve */
+#define SL_FDF_GONE 0x80      /* closed since tracing started: no start-of-trace seed applies */
+/* A slot with neither LIVE nor GONE has not been seen: the fd, if any, is one the process had
+ * when tracing started, which user space described in the "seeds" map. */
 
 struct sl_fd_val {
 	__u32 id;     /* 0 when cls is known; otherwise what user space resolves */
 	__u8 cls;     /* enum sl_fd_class */
 	__u8 flags;   /* SL_FLAG_FD_* | SL_FDF_* */
 	__u16 pad;
+};
+
+/* fds below this have a slot in the process's table; higher ones (a server's sockets) live in
+ * a hash map that a fork or exec invalidates, so they may fall back to /proc after those. */
+#define SL_FD_SLOTS 1024
+
+/* Map "fdtabs": tgid -> table. */
+struct sl_fd_table {
+	__u32 root;   /* the tracked process whose start-of-trace fds (seeds) this one inherited */
+	__u32 execs;  /* execs since then: a close-on-exec seed no longer applies */
+	__u32 inc;    /* incarnation of this process's high-fd entries */
+	__u32 pad;
+	struct sl_fd_val fd[SL_FD_SLOTS];
+};
+
+/* Map "seeds": (tracked tgid, fd) -> sl_fd_val: what /proc said when tracing started. User
+ * space writes it; the probe deletes an entry when that process changes the fd. */
+
+/* Map "fds_high": (tgid, fd >= SL_FD_SLOTS) -> entry, valid while inc is the table's. */
+struct sl_fd_high {
+	struct sl_fd_val v;
+	__u32 inc;
+	__u32 pad;
 };
 
 /* Ring buffer events. */

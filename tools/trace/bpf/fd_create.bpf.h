@@ -119,29 +119,28 @@ static __always_inline void sl_fd_pair(__u32 tgid, __u64 ptr, __u8 cls, __u8 clo
 }
 
 /* newfd names what oldfd names; close-on-exec is per fd, not copied. An oldfd the table does
- * not know leaves newfd unknown too. */
+ * not know leaves newfd to be looked up on first use. */
 static __always_inline void sl_fd_copy(__u32 tgid, __s32 oldfd, __s32 newfd, __u8 cloexec)
 {
-	struct sl_fd_key k = { .tgid = tgid, .fd = oldfd };
-	struct sl_fd_val *v = bpf_map_lookup_elem(&fds, &k), nv;
+	struct sl_fd_table *t = sl_fd_tab(tgid);
+	struct sl_fd_val *s = t ? sl_fd_known(t, tgid, oldfd) : NULL;
 
-	if (!v) {
+	if (!s || !sl_slot_live(s)) {
 		sl_fd_drop(tgid, newfd);
 		return;
 	}
-	nv = *v;
-	nv.flags = (nv.flags & ~SL_FDF_CLOEXEC) | cloexec;
-	k.fd = newfd;
-	bpf_map_update_elem(&fds, &k, &nv, BPF_ANY);
+	sl_fd_put(tgid, newfd, s->cls, (s->flags & ~(SL_FDF_CLOEXEC | SL_FDF_LIVE)) | cloexec, s->id);
 }
 
+/* fcntl F_SETFD / F_SETFL, ioctl FIOCLEX. On an fd not seen yet only close-on-exec is kept. */
 static __always_inline void sl_fd_set_flag(__u32 tgid, __s32 fd, __u8 flag, bool on)
 {
-	struct sl_fd_key k = { .tgid = tgid, .fd = fd };
-	struct sl_fd_val *v = bpf_map_lookup_elem(&fds, &k);
+	struct sl_fd_table *t = sl_fd_tab(tgid);
+	struct sl_fd_val *s = t ? sl_fd_known(t, tgid, fd) : NULL;
 
-	if (v)
-		v->flags = on ? (v->flags | flag) : (v->flags & ~flag);
+	if (!s || (!sl_slot_live(s) && flag != SL_FDF_CLOEXEC))
+		return;
+	s->flags = on ? (s->flags | flag) : (s->flags & ~flag);
 }
 
 /* path holds n bytes with the NUL; want is a string literal. A loop, not memcmp: BPF has no
@@ -263,9 +262,8 @@ int sl_fd_sys_exit(struct trace_event_raw_sys_exit *ctx)
 		sl_fd_drop(tgid, c->a);
 		break;
 	case SL_FC_CLOSE_RANGE:
-		if (ret == 0)
-			sl_walk(c->flags & SL_CLOSE_RANGE_CLOEXEC ? SL_WALK_SET_CLOEXEC : SL_WALK_CLOSE, tgid, 0,
-				(__u32)c->a, (__u32)c->b);
+		if (ret == 0 && (__u32)c->a <= (__u32)c->b)
+			sl_fd_close_range(tgid, (__u32)c->a, (__u32)c->b, c->flags & SL_CLOSE_RANGE_CLOEXEC);
 		break;
 	}
 	bpf_map_delete_elem(&fd_calls, &tid);

@@ -1,21 +1,47 @@
-/* The no-kernel-reads variant's answer to "what is this fd?" (trace_nokr.bpf.o): a table of
- * the fds of every traced process, filled from the syscall that created each fd
- * (fd_create.bpf.h) and carried across fork, exec and exit here. It reads only tracepoint
- * arguments and the traced process's own memory, so it loads under lockdown=confidentiality.
- * An fd the probe never saw created (inherited before tracing started, or made by a syscall it
- * does not follow) gets an id on first use, and user space resolves it from /proc
- * (SL_EV_FD_SEEN): the last resort, which a process that exits first escapes.
+/* The no-kernel-reads variant's answer to "what is this fd?" (trace_nokr.bpf.o): a table per
+ * traced process, filled from the syscall that created each fd (fd_create.bpf.h) and kept the
+ * way the kernel keeps its own: copied at fork, close-on-exec fds dropped at exec, freed at
+ * exit. It reads only tracepoint arguments and the traced process's own memory, so it loads
+ * under lockdown=confidentiality. Where it has no answer, user space does:
+ *   - fds a process had when tracing started: the "seeds" map, from /proc at that moment;
+ *   - fds it never saw created (io_uring, eventfd, SCM_RIGHTS...): an id on first use, which
+ *     user space resolves from /proc (SL_EV_FD_SEEN): the last resort, which a process that
+ *     exits first escapes.
  * Implements the hooks kernel_reads.bpf.h implements for the other variant. */
 #ifndef SLUICE_TRACE_FD_TABLE_BPF_H
 #define SLUICE_TRACE_FD_TABLE_BPF_H
 
-/* (tgid, fd) -> what the fd is. User space seeds it at attach and reads it to check ids. */
+/* 8 KiB a process, allocated as processes appear (no preallocation of all 4096). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct sl_fd_table);
+} fdtabs SEC(".maps");
+
+/* fds >= SL_FD_SLOTS. LRU: entries of exited processes age out; inc tells stale ones. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct sl_fd_key);
+	__type(value, struct sl_fd_high);
+} fds_high SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct sl_fd_key);
 	__type(value, struct sl_fd_val);
-} fds SEC(".maps");
+} seeds SEC(".maps");
+
+/* A zeroed table to create new ones from: 8 KiB does not fit on the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sl_fd_table);
+} fd_scratch SEC(".maps");
 
 /* Traced, including a command the tracer forked that has not exec'd yet: its fd table is
  * what the command starts with. */
@@ -24,48 +50,125 @@ static __always_inline bool sl_fd_traced(__u32 tgid)
 	return bpf_map_lookup_elem(&procs, &tgid) != NULL;
 }
 
-static __always_inline void sl_fd_put(__u32 tgid, __s32 fd, __u8 cls, __u8 flags, __u32 id)
+/* tgid's table. A traced process without one is one user space tracked (children get a copy
+ * at fork), so it is its own root. */
+static __always_inline struct sl_fd_table *sl_fd_tab(__u32 tgid)
+{
+	struct sl_fd_table *t = bpf_map_lookup_elem(&fdtabs, &tgid);
+	__u32 zero = 0;
+
+	if (t)
+		return t;
+	t = bpf_map_lookup_elem(&fd_scratch, &zero);
+	if (!t)
+		return NULL;
+	t->root = tgid;
+	t->execs = 0;
+	t->inc = sl_new_id();
+	bpf_map_update_elem(&fdtabs, &tgid, t, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&fdtabs, &tgid);
+}
+
+static __always_inline bool sl_slot_live(struct sl_fd_val *s)
+{
+	return s->flags & SL_FDF_LIVE;
+}
+
+/* The slot of fd, or NULL (fd < 0, or no memory). A high fd's entry is made on demand. */
+static __always_inline struct sl_fd_val *sl_fd_slot(struct sl_fd_table *t, __u32 tgid, __s32 fd)
 {
 	struct sl_fd_key k = { .tgid = tgid, .fd = fd };
-	struct sl_fd_val v = { .id = id, .cls = cls, .flags = flags };
+	struct sl_fd_high fresh = {}, *h;
 
-	bpf_map_update_elem(&fds, &k, &v, BPF_ANY);
+	__u32 i = (__u32)fd;
+
+	if (fd < 0)
+		return NULL;
+	if (i < SL_FD_SLOTS) {
+		barrier_var(i); /* keep the mask: the verifier needs the bound on the register it uses */
+		return &t->fd[i & (SL_FD_SLOTS - 1)];
+	}
+	h = bpf_map_lookup_elem(&fds_high, &k);
+	if (h && h->inc == t->inc)
+		return &h->v;
+	fresh.inc = t->inc;
+	bpf_map_update_elem(&fds_high, &k, &fresh, BPF_ANY);
+	h = bpf_map_lookup_elem(&fds_high, &k);
+	return h ? &h->v : NULL;
+}
+
+/* The slot, with the start-of-trace seed applied if the fd has not been seen since. */
+static __always_inline struct sl_fd_val *sl_fd_known(struct sl_fd_table *t, __u32 tgid, __s32 fd)
+{
+	struct sl_fd_val *s = sl_fd_slot(t, tgid, fd), *seed;
+	struct sl_fd_key k = { .tgid = t->root, .fd = fd };
+
+	if (!s || (s->flags & (SL_FDF_LIVE | SL_FDF_GONE)))
+		return s;
+	seed = bpf_map_lookup_elem(&seeds, &k);
+	if (!seed || ((seed->flags & SL_FDF_CLOEXEC) && t->execs > 0))
+		return s;
+	s->id = 0;
+	s->cls = seed->cls;
+	s->flags = seed->flags | (s->flags & SL_FDF_CLOEXEC) | SL_FDF_LIVE;
+	return s;
+}
+
+/* fd now names something new (or nothing): its seed, if it had one, no longer applies. */
+static __always_inline void sl_fd_unseed(__u32 tgid, __s32 fd)
+{
+	struct sl_fd_key k = { .tgid = tgid, .fd = fd };
+
+	bpf_map_delete_elem(&seeds, &k);
+}
+
+static __always_inline void sl_fd_put(__u32 tgid, __s32 fd, __u8 cls, __u8 flags, __u32 id)
+{
+	struct sl_fd_table *t = sl_fd_tab(tgid);
+	struct sl_fd_val *s = t ? sl_fd_slot(t, tgid, fd) : NULL;
+
+	sl_fd_unseed(tgid, fd);
+	if (!s)
+		return;
+	s->id = id;
+	s->cls = cls;
+	s->flags = flags | SL_FDF_LIVE;
 }
 
 static __always_inline void sl_fd_drop(__u32 tgid, __s32 fd)
 {
-	struct sl_fd_key k = { .tgid = tgid, .fd = fd };
+	struct sl_fd_table *t = sl_fd_tab(tgid);
+	struct sl_fd_val *s = t ? sl_fd_slot(t, tgid, fd) : NULL;
 
-	bpf_map_delete_elem(&fds, &k);
+	sl_fd_unseed(tgid, fd);
+	if (!s)
+		return;
+	s->id = 0;
+	s->cls = 0;
+	s->flags = SL_FDF_GONE;
 }
 
 /* One side of a flow key for fd. A known class folds the fd away (id 0); an unknown one
  * carries the incarnation's id for user space to resolve. */
 static __always_inline void sl_side(__u32 tgid, __s32 fd, __u8 *cls, __u32 *id, __u8 *flags)
 {
-	struct sl_fd_key k = { .tgid = tgid, .fd = fd };
-	struct sl_fd_val fresh = { .cls = SL_CLS_UNKNOWN, .flags = SL_FDF_UNTRACKED }, *v;
+	struct sl_fd_table *t = sl_fd_tab(tgid);
+	struct sl_fd_val *s = t ? sl_fd_known(t, tgid, fd) : NULL;
 
 	*cls = SL_CLS_UNKNOWN;
 	*id = 0;
-	if (fd < 0)
+	if (!s)
 		return;
-	v = bpf_map_lookup_elem(&fds, &k);
-	if (!v) {
+	if (!sl_slot_live(s)) {
 		/* Never seen created: ask user space to look at /proc while the fd is open. */
-		fresh.id = sl_new_id();
-		if (bpf_map_update_elem(&fds, &k, &fresh, BPF_NOEXIST) == 0) {
-			sl_emit(SL_EV_FD_SEEN, tgid, (__u32)bpf_get_current_pid_tgid(), fd, fresh.id);
-			*id = fresh.id;
-			return;
-		}
-		v = bpf_map_lookup_elem(&fds, &k); /* another thread got there first */
-		if (!v)
-			return;
+		s->id = sl_new_id();
+		s->cls = SL_CLS_UNKNOWN;
+		s->flags = SL_FDF_LIVE | SL_FDF_UNTRACKED;
+		sl_emit(SL_EV_FD_SEEN, tgid, (__u32)bpf_get_current_pid_tgid(), fd, s->id);
 	}
-	*cls = v->cls;
-	*id = v->id;
-	*flags |= v->flags & (SL_FLAG_FD_WRITABLE | SL_FLAG_FD_DIRECT);
+	*cls = s->cls;
+	*id = s->id;
+	*flags |= s->flags & (SL_FLAG_FD_WRITABLE | SL_FLAG_FD_DIRECT);
 }
 
 /* A request whose first file is still unknown at completion and that took no file through
@@ -88,8 +191,8 @@ static __always_inline void sl_exit_times(struct sl_proc_val *p)
 #define SL_IORING_OP_FIXED_FD_INSTALL 54
 
 /* io_uring ops that make fds. Their result may also be a registered-file index (the
- * tracepoints do not say which), so nothing is recorded: an entry that number had is dropped
- * and the fd, if it is one, is resolved from /proc on first use. */
+ * tracepoints do not say which), so nothing is recorded: the slot is marked closed, and the fd,
+ * if it is one, is resolved from /proc on first use. */
 static __always_inline void sl_uring_fd_result(__u32 tgid, __u8 opcode, long res)
 {
 	if (res < 0)
@@ -105,75 +208,70 @@ static __always_inline void sl_uring_fd_result(__u32 tgid, __u8 opcode, long res
 	}
 }
 
-/* Walks over the whole table, for what changes many fds at once. */
-enum sl_walk_mode {
-	SL_WALK_FORK = 1,     /* copy tgid's entries to child */
-	SL_WALK_EXEC,         /* drop tgid's close-on-exec and untracked entries */
-	SL_WALK_EXIT,         /* drop all of tgid's entries */
-	SL_WALK_CLOSE,        /* close_range: drop tgid's entries in [lo, hi] */
-	SL_WALK_SET_CLOEXEC,  /* close_range(CLOSE_RANGE_CLOEXEC): mark them instead */
-};
-
-struct sl_walk {
-	__u32 mode;
+/* A change to many slots at once (exec, close_range), one bpf_loop callback per slot. */
+struct sl_sweep {
+	struct sl_fd_table *t;
 	__u32 tgid;
-	__u32 child;
-	__u32 lo, hi;
+	__u32 lo;
+	bool exec;      /* exec: drop close-on-exec and untracked fds */
+	bool cloexec;   /* close_range(CLOSE_RANGE_CLOEXEC): mark instead of closing */
 };
 
-/* Deleting the element being visited is safe (the hash map keeps its next pointer); the fork
- * walk only inserts, and never deletes, so no element is freed and reused under the walk. */
-static long sl_walk_one(struct bpf_map *map, struct sl_fd_key *key, struct sl_fd_val *val, struct sl_walk *w)
+static long sl_sweep_one(__u32 i, struct sl_sweep *w)
 {
-	struct sl_fd_key ck;
-	bool in_range;
+	__u32 n = w->lo + i;
+	struct sl_fd_val *s;
 
-	if (key->tgid != w->tgid)
-		return 0;
-	in_range = (__u32)key->fd >= w->lo && (__u32)key->fd <= w->hi;
-	switch (w->mode) {
-	case SL_WALK_FORK:
-		ck.tgid = w->child;
-		ck.fd = key->fd;
-		bpf_map_update_elem(&fds, &ck, val, BPF_ANY);
-		break;
-	case SL_WALK_EXEC:
-		if (val->flags & (SL_FDF_CLOEXEC | SL_FDF_UNTRACKED))
-			bpf_map_delete_elem(&fds, key);
-		break;
-	case SL_WALK_EXIT:
-		bpf_map_delete_elem(&fds, key);
-		break;
-	case SL_WALK_CLOSE:
-		if (in_range)
-			bpf_map_delete_elem(&fds, key);
-		break;
-	case SL_WALK_SET_CLOEXEC:
-		if (in_range)
-			val->flags |= SL_FDF_CLOEXEC;
-		break;
+	barrier_var(n);
+	s = &w->t->fd[n & (SL_FD_SLOTS - 1)];
+
+	if (w->exec) {
+		if (s->flags & (SL_FDF_CLOEXEC | SL_FDF_UNTRACKED))
+			s->flags = SL_FDF_GONE;
+	} else if (w->cloexec) {
+		s->flags |= SL_FDF_CLOEXEC;
+	} else {
+		sl_fd_unseed(w->tgid, (__s32)n);
+		s->id = 0;
+		s->cls = 0;
+		s->flags = SL_FDF_GONE;
 	}
 	return 0;
 }
 
-static __always_inline void sl_walk(__u32 mode, __u32 tgid, __u32 child, __u32 lo, __u32 hi)
+/* close_range(lo, hi, flags) succeeded. High fds in the range: their entries are orphaned by
+ * a new incarnation, so they are looked up again on first use. */
+static __always_inline void sl_fd_close_range(__u32 tgid, __u32 lo, __u32 hi, bool cloexec)
 {
-	struct sl_walk w = { .mode = mode, .tgid = tgid, .child = child, .lo = lo, .hi = hi };
+	struct sl_fd_table *t = sl_fd_tab(tgid);
+	struct sl_sweep w = { .t = t, .tgid = tgid, .lo = lo, .cloexec = cloexec };
 
-	bpf_for_each_map_elem(&fds, sl_walk_one, &w, 0);
+	if (!t)
+		return;
+	if (lo < SL_FD_SLOTS)
+		bpf_loop((hi < SL_FD_SLOTS ? hi : SL_FD_SLOTS - 1) - lo + 1, sl_sweep_one, &w, 0);
+	if (hi >= SL_FD_SLOTS)
+		t->inc = sl_new_id();
 }
 
-/* A child process starts with a copy of its parent's table (fork, vfork, posix_spawn). A
- * child sharing it (CLONE_FILES without CLONE_THREAD, rare) gets a copy too, which then
- * misses what the other does. Threads share the tgid's entries. */
+/* A child process starts with a copy of its parent's table (fork, vfork, posix_spawn), and
+ * its own incarnation of high fds (they are looked up again). A child sharing the table
+ * (CLONE_FILES without CLONE_THREAD, rare) gets a copy too, which then misses what the other
+ * does. Threads share the tgid's table. */
 SEC("tracepoint/task/task_newtask")
 int sl_fd_fork(struct trace_event_raw_task_newtask *ctx)
 {
-	__u32 parent = bpf_get_current_pid_tgid() >> 32;
+	__u32 parent = bpf_get_current_pid_tgid() >> 32, child = ctx->pid;
+	struct sl_fd_table *t;
 
 	if ((ctx->clone_flags & 0x00010000ULL /* CLONE_THREAD */) || !sl_fd_traced(parent))
 		return 0;
-	sl_walk(SL_WALK_FORK, parent, (__u32)ctx->pid, 0, 0);
+	t = sl_fd_tab(parent);
+	if (!t || bpf_map_update_elem(&fdtabs, &child, t, BPF_ANY))
+		return 0;
+	t = bpf_map_lookup_elem(&fdtabs, &child);
+	if (t)
+		t->inc = sl_new_id();
 	return 0;
 }
 
@@ -182,9 +280,15 @@ SEC("tracepoint/sched/sched_process_exec")
 int sl_fd_exec(struct trace_event_raw_sched_process_exec *ctx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct sl_fd_table *t;
+	struct sl_sweep w = { .tgid = tgid, .exec = true };
 
-	if (sl_fd_traced(tgid))
-		sl_walk(SL_WALK_EXEC, tgid, 0, 0, 0);
+	if (!sl_fd_traced(tgid) || !(t = sl_fd_tab(tgid)))
+		return 0;
+	w.t = t;
+	bpf_loop(SL_FD_SLOTS, sl_sweep_one, &w, 0);
+	t->execs++;
+	t->inc = sl_new_id();
 	return 0;
 }
 
@@ -209,7 +313,7 @@ int sl_fd_exit(void *ctx)
 	else
 		last = (__u32)pt == tgid;
 	if (last)
-		sl_walk(SL_WALK_EXIT, tgid, 0, 0, 0);
+		bpf_map_delete_elem(&fdtabs, &tgid);
 	return 0;
 }
 
