@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <string>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace sluice::trace;
@@ -108,4 +109,42 @@ TEST_CASE("an fd seen in use: /proc only, and only while it is the same incarnat
     no_proc.seen(ev);
     CHECK(no_proc.lookup(4).cls == FdClass::unresolved);
     close(null_fd);
+}
+
+TEST_CASE("relative open paths: against the cwd followed through fork and chdir, or a directory fd")
+{
+    char dir[] = "/tmp/sluice-fd-resolver-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    std::string sub = std::string(dir) + "/sub";
+    REQUIRE(mkdir(sub.c_str(), 0700) == 0);
+    close(open((sub + "/f").c_str(), O_WRONLY | O_CREAT, 0600));
+    FdResolver r([](uint32_t, int32_t) { return 0u; }, false);  // as if every fd were gone
+    const auto me = static_cast<uint32_t>(getpid());
+    sl_open_event cd = open_event(0, AT_FDCWD, dir);  // chdir(dir)
+    cd.ev.kind = SL_EV_CHDIR;
+    r.chdir(cd);
+    r.forked(me + 1, me);  // a child has its parent's cwd
+    sl_open_event in_child = open_event(1, 3, "sub/f");
+    in_child.ev.tgid = me + 1;
+    r.opened(in_child);
+    CHECK(r.lookup(1).cls == FdClass::file);
+    r.opened(open_event(2, 4, "sub"));  // a directory, then openat(4, "f") and fchdir(4)
+    sl_open_event at = open_event(3, 5, "f", 4);
+    at.dir_id = 2;
+    r.opened(at);
+    CHECK(r.lookup(3).cls == FdClass::file);
+    sl_open_event fcd = open_event(2, 4, "");  // fchdir(4): its id, no path
+    fcd.ev.kind = SL_EV_CHDIR;
+    fcd.path_len = 0;
+    r.chdir(fcd);
+    r.opened(open_event(4, 6, "f"));
+    CHECK(r.lookup(4).cls == FdClass::file);
+    // A process whose cwd was never known: unresolved, not a guess.
+    sl_open_event stranger = open_event(5, 3, "sub/f");
+    stranger.ev.tgid = me + 2;
+    r.opened(stranger);
+    CHECK(r.lookup(5).cls == FdClass::unresolved);
+    unlink((sub + "/f").c_str());
+    rmdir(sub.c_str());
+    rmdir(dir);
 }

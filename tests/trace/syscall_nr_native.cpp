@@ -15,7 +15,7 @@ SAME(writev); SAME(dup); SAME(dup3); SAME(sendfile); SAME(socket); SAME(accept);
 SAME(sendto); SAME(recvfrom); SAME(sendmsg); SAME(recvmsg); SAME(socketpair); SAME(fcntl);
 SAME(openat); SAME(openat2); SAME(splice); SAME(tee); SAME(vmsplice); SAME(pipe2); SAME(preadv);
 SAME(pwritev); SAME(recvmmsg); SAME(sendmmsg); SAME(memfd_create); SAME(copy_file_range);
-SAME(preadv2); SAME(pwritev2); SAME(close_range);
+SAME(preadv2); SAME(pwritev2); SAME(close_range); SAME(chdir); SAME(fchdir);
 // The ones only some architectures have: defined in the table exactly when the system has them.
 #if defined(SYS_open) != defined(SL_NR_open) || defined(SYS_creat) != defined(SL_NR_creat) || \
     defined(SYS_pipe) != defined(SL_NR_pipe) || defined(SYS_dup2) != defined(SL_NR_dup2)

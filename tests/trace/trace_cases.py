@@ -226,7 +226,9 @@ def case_fds(env):
     check(cls(child, "pipe", "copied_written") == MiB, "a forked child's inherited pipe end is a pipe")
     check(cls(parent, "socket", "copied_written") == 3 * MiB and cls(parent, "socket", "copied_read") == 3 * MiB,
           "socketpair, socket, accept4: sockets")
-    near(cls(parent, "file", "copied_read"), SIZE, "open: the file read by path")
+    near(cls(parent, "file", "copied_read"), SIZE + 3 * MiB,
+         "open: the file read by its path, and by its name from the cwd, a directory fd and after fchdir")
+    check(cls(child, "file", "copied_read") == MiB, "a forked child's relative open, from the cwd it inherited")
     check(cls(parent, "file", "copied_written") == 512 << 10, "memfd_create: a file")
     if not env.no_kernel_reads():
         check(cls(parent, "other", "copied_written") == 8000, "eventfd on a reused number: other")

@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <string>
 #include <unistd.h>
 #include <vector>
 
@@ -50,13 +51,13 @@ void through(int wr, int rd, size_t n)
     }
 }
 
-void read_file(const char *path)
+// Reads fd to its end, or its first MiB; closes it.
+void read_and_close(int fd, bool first_mib_only = false)
 {
-    int fd = open(path, O_RDONLY);
     if (fd < 0)
         die("open FILE");
     std::vector<char> buf(1 << 20);
-    while (read(fd, buf.data(), buf.size()) > 0) {
+    while (read(fd, buf.data(), buf.size()) > 0 && !first_mib_only) {
     }
     close(fd);
 }
@@ -65,6 +66,13 @@ void read_file(const char *path)
 
 int run_fds(const char *path)
 {
+    // Work in FILE's directory: relative opens below (and in the child) name FILE by its base
+    // name, which user space can stat after the process is gone only by following the cwd.
+    std::string dir(path), name(path);
+    dir.erase(dir.rfind('/'));
+    name.erase(0, name.rfind('/') + 1);
+    if (chdir(dir.c_str()) != 0)
+        die("chdir");
     // /dev/null through openat and every way of copying an fd: 5 x 1 MiB, all no data.
     int null_fd = openat(AT_FDCWD, "/dev/null", O_WRONLY);
     int copies[] = {null_fd, dup(null_fd), dup2(null_fd, 40), dup3(null_fd, 41, O_CLOEXEC),
@@ -107,6 +115,7 @@ int run_fds(const char *path)
     if (child == 0) {  // its table is a copy of ours; stdout is still the one from the start
         write_all(p[1], 1 << 20);
         write_all(1, 1 << 20);
+        read_and_close(open(name.c_str(), O_RDONLY), true);  // its cwd is ours
         _exit(0);
     }
     std::vector<char> buf(chunk);
@@ -136,8 +145,16 @@ int run_fds(const char *path)
     if (acc < 0)
         die("accept4");
     through(cli, acc, 1 << 20);
-    // Files: FILE read once (open), 512 KiB written to a memfd.
-    read_file(path);
+    // Files: FILE read once by its absolute path, then its first MiB three times by its name:
+    // open (the cwd), openat (a directory fd), open after fchdir (from elsewhere); 512 KiB
+    // written to a memfd.
+    read_and_close(open(path, O_RDONLY));
+    read_and_close(open(name.c_str(), O_RDONLY), true);
+    int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    read_and_close(openat(dir_fd, name.c_str(), O_RDONLY), true);
+    if (chdir("/") != 0 || fchdir(dir_fd) != 0)
+        die("chdir / fchdir");
+    read_and_close(open(name.c_str(), O_RDONLY), true);
     int mfd = memfd_create("sluice-trace-fds", MFD_CLOEXEC);
     if (mfd < 0)
         die("memfd_create");

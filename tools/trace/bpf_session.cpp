@@ -55,7 +55,7 @@ int on_event(void *ctx, void *data, size_t size)
         return 0;
     const auto *ev = static_cast<const sl_event *>(data);
     const sl_open_event *open = nullptr;
-    if (ev->kind == SL_EV_FD_OPEN) {
+    if (ev->kind == SL_EV_FD_OPEN || ev->kind == SL_EV_CHDIR) {
         if (size < sizeof(sl_open_event))
             return 0;
         open = static_cast<const sl_open_event *>(data);

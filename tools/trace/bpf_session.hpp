@@ -28,7 +28,7 @@ public:
     void track(pid_t tgid, pid_t ppid, bool wait_exec = false);
     void track_thread(pid_t tid, pid_t tgid);
 
-    // One ring buffer event; open is set for SL_EV_FD_OPEN (it holds ev).
+    // One ring buffer event; open is set for SL_EV_FD_OPEN and SL_EV_CHDIR (it holds ev).
     using Handler = std::function<void(const sl_event &ev, const sl_open_event *open)>;
     // Drain ring buffer events into handler; waits up to timeout_ms for the first one.
     void poll(int timeout_ms, const Handler &handler);

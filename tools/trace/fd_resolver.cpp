@@ -8,6 +8,7 @@
 #include <string_view>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 namespace sluice::trace {
 namespace {
@@ -112,6 +113,18 @@ void FdResolver::seen(const sl_event &ev)
     keep(ev.id, info, &Counts::proc);
 }
 
+std::string FdResolver::absolute(const sl_open_event &e) const
+{
+    if (e.path_len <= 0 || e.path_len >= SL_PATH_MAX)
+        return "";  // none, or truncated
+    std::string path(e.path, strnlen(e.path, sizeof(e.path)));
+    if (path.starts_with("/"))
+        return path;
+    const std::map<uint32_t, std::string> &dirs = e.dirfd == AT_FDCWD ? cwd_ : paths_;
+    auto it = dirs.find(e.dirfd == AT_FDCWD ? e.ev.tgid : e.dir_id);
+    return it == dirs.end() || it->second.empty() ? "" : it->second + "/" + path;
+}
+
 void FdResolver::opened(const sl_open_event &e)
 {
     const sl_event &ev = e.ev;
@@ -121,24 +134,58 @@ void FdResolver::opened(const sl_open_event &e)
         info.direct = (ev.flags & SL_FLAG_FD_DIRECT) != 0;
         return info;
     };
+    std::string path = absolute(e);
+    // Directories (class other) are remembered, for fchdir and openat relative to them.
+    auto done = [&](FdInfo info, unsigned Counts::*how) {
+        if (!path.empty() && (info.cls == FdClass::other || info.cls == FdClass::unresolved))
+            paths_[ev.id] = path;
+        keep(ev.id, info.cls == FdClass::unresolved ? info : with_open_flags(info), how);
+    };
     if (late_proc_ && current_ && current_(ev.tgid, ev.fd) == ev.id) {
         FdInfo info = resolve(ev.tgid, ev.fd);
         if (info.cls != FdClass::unresolved && current_(ev.tgid, ev.fd) == ev.id)
-            return keep(ev.id, with_open_flags(info), &Counts::proc);
+            return done(info, &Counts::proc);
     }
     // The fd is gone (or changed): the path still names the file, unless it was removed or
-    // renamed since. A truncated path or one naming the process's own fds cannot be used.
-    std::string path(e.path, strnlen(e.path, sizeof(e.path)));
+    // renamed since. A path naming the process's own fds cannot be used from here.
     FdInfo info;
-    if (e.path_len > 0 && e.path_len < SL_PATH_MAX && !names_own_fds(path)) {
-        if (path.starts_with("/"))
-            info = resolve_path(path);
-        else if (late_proc_)  // relative: only while the process (and its cwd or dirfd) is there
-            info = resolve_path("/proc/" + std::to_string(ev.tgid) +
-                                (e.dirfd == AT_FDCWD ? "/cwd/" : "/fd/" + std::to_string(e.dirfd) + "/") +
-                                path);
+    if (!path.empty() && !names_own_fds(path))
+        info = resolve_path(path);
+    else if (late_proc_ && path.empty() && e.path_len > 0 && e.path_len < SL_PATH_MAX)
+        // Relative, from a directory not followed: only while the process is there.
+        info = resolve_path("/proc/" + std::to_string(ev.tgid) +
+                            (e.dirfd == AT_FDCWD ? "/cwd/" : "/fd/" + std::to_string(e.dirfd) + "/") +
+                            std::string(e.path, strnlen(e.path, sizeof(e.path))));
+    done(info, &Counts::path);
+}
+
+void FdResolver::started(uint32_t pid)
+{
+    char buf[4096];
+    ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/cwd").c_str(), buf, sizeof(buf) - 1);
+    if (n > 0)
+        cwd_[pid].assign(buf, static_cast<size_t>(n));
+}
+
+void FdResolver::forked(uint32_t child, uint32_t parent)
+{
+    auto it = cwd_.find(parent);
+    if (it != cwd_.end())
+        cwd_[child] = it->second;
+}
+
+void FdResolver::chdir(const sl_open_event &e)
+{
+    std::string dir;
+    if (e.ev.fd == AT_FDCWD) {
+        dir = absolute(e);  // chdir(path): relative to the old cwd
+    } else if (auto it = paths_.find(e.ev.id); e.ev.id != 0 && it != paths_.end()) {
+        dir = it->second;   // fchdir(fd) on a directory opened by path
     }
-    keep(ev.id, info.cls == FdClass::unresolved ? info : with_open_flags(info), &Counts::path);
+    if (dir.empty())
+        cwd_.erase(e.ev.tgid);  // not known any more: relative paths fall back to /proc
+    else
+        cwd_[e.ev.tgid] = dir;
 }
 
 FdInfo FdResolver::lookup(uint32_t id) const

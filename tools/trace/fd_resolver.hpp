@@ -36,8 +36,16 @@ public:
 
     // SL_EV_FD_SEEN: an fd the probe never saw created is in use; /proc is the only source.
     void seen(const sl_event &ev);
-    // SL_EV_FD_OPEN: open() made this fd; /proc while the fd is still that file, else its path.
+    // SL_EV_FD_OPEN: open() made this fd; /proc while the fd is still that file, else its path
+    // (a relative one against the cwd or directory fd this follows below).
     void opened(const sl_open_event &ev);
+
+    // The working directory of each process, so a relative open path can be stat'ed after the
+    // process is gone: a tracked process's from /proc when tracing starts, a child's from its
+    // parent, then every chdir/fchdir (SL_EV_CHDIR) it makes.
+    void started(uint32_t pid);
+    void forked(uint32_t child, uint32_t parent);
+    void chdir(const sl_open_event &ev);
     // unresolved when no event named id or it could not be resolved.
     FdInfo lookup(uint32_t id) const;
 
@@ -55,7 +63,12 @@ public:
 
 private:
     void keep(uint32_t id, FdInfo info, unsigned Counts::*how);
+    // ev's path made absolute, or "" when its starting directory is not known.
+    std::string absolute(const sl_open_event &ev) const;
     std::map<uint32_t, FdInfo> cache_;
+    std::map<uint32_t, std::string> cwd_;    // tgid -> working directory (kept after exit: a
+                                             // thread may outlive the leader's exit event)
+    std::map<uint32_t, std::string> paths_;  // id of a directory opened by path -> its path
     CurrentId current_;
     bool late_proc_;
     Counts counts_;

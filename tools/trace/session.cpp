@@ -68,7 +68,8 @@ const char *const no_kernel_reads_fd_class =
     "in the probe, from the syscall that created the fd (pipe/pipe2, socket, socketpair, accept/accept4, "
     "memfd_create; dup/dup2/dup3/fcntl F_DUPFD copy it, close/close_range drop it, fork copies the table, "
     "exec drops close-on-exec fds); open/openat/openat2/creat: /dev/null and /dev/zero by path in the probe, "
-    "other paths in user space: stat(/proc/PID/fd/N) while the fd is still open, else stat(path); "
+    "other paths in user space: stat(/proc/PID/fd/N) while the fd is still open, else stat(path), a relative "
+    "one against the directory fd or the cwd it follows (from /proc at the start, then chdir/fchdir); "
     "fds open before tracing started: /proc/PID/fd when tracing starts; fds made otherwise (io_uring, "
     "eventfd, SCM_RIGHTS...): stat(/proc/PID/fd/N) on first use, unresolved if the process exited first";
 
@@ -141,9 +142,13 @@ Report run_trace(const Options &opts)
     BpfSession::Handler handler = [&](const sl_event &e, const sl_open_event *open) {
         if (e.kind == SL_EV_FD_SEEN)
             resolver.seen(e);
-        else if (open)
+        else if (open && e.kind == SL_EV_FD_OPEN)
             resolver.opened(*open);
-        else if (e.kind == SL_EV_PROC_NEW || e.kind == SL_EV_PROC_EXIT)
+        else if (open && e.kind == SL_EV_CHDIR)
+            resolver.chdir(*open);
+        if (e.kind == SL_EV_PROC_NEW)
+            resolver.forked(e.tgid, e.parent);
+        if (e.kind == SL_EV_PROC_NEW || e.kind == SL_EV_PROC_EXIT)
             sample(e.tgid);  // at exit the zombie's /proc entry still holds its final times
     };
 
@@ -152,6 +157,7 @@ Report run_trace(const Options &opts)
     if (!opts.command.empty()) {
         target.emplace(opts.command);
         auto seeds = kr ? decltype(seed_fds(*probe, 0)){} : seed_fds(*probe, target->pid());
+        resolver.started(static_cast<uint32_t>(target->pid()));
         probe->track(target->pid(), getpid(), true);
         seeded += check_seeds(*probe, target->pid(), seeds);
         target->go();
@@ -160,6 +166,7 @@ Report run_trace(const Options &opts)
             if (!process_alive(pid))
                 throw TraceError("no running process with pid " + std::to_string(pid));
             auto seeds = kr ? decltype(seed_fds(*probe, 0)){} : seed_fds(*probe, pid);
+            resolver.started(static_cast<uint32_t>(pid));
             probe->track(pid, 0);
             for (pid_t tid : list_threads(pid))
                 probe->track_thread(tid, pid);

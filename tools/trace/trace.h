@@ -161,6 +161,7 @@ enum sl_event_kind {
 	SL_EV_PROC_NEW = 2,
 	SL_EV_PROC_EXIT = 3,
 	SL_EV_FD_OPEN = 4,   /* struct sl_open_event: open() returned fd; resolve id by its path */
+	SL_EV_CHDIR = 5,     /* struct sl_open_event: chdir(path), or fchdir(fd) with fd's id */
 };
 
 struct sl_event {
@@ -170,6 +171,8 @@ struct sl_event {
 	__s32 fd;
 	__u32 id;
 	__u32 flags;         /* SL_EV_FD_OPEN: SL_FLAG_FD_* from the open flags */
+	__u32 parent;        /* SL_EV_PROC_NEW: the process that started it */
+	__u32 pad;
 	char comm[16];
 };
 
@@ -178,7 +181,9 @@ struct sl_event {
 struct sl_open_event {
 	struct sl_event ev;
 	__s32 dirfd;         /* AT_FDCWD (-100) or the fd a relative path starts from */
-	__s32 path_len;      /* bytes in path with the NUL; SL_PATH_MAX may mean truncated */
+	__u32 dir_id;        /* that fd's id, when it was opened by path (user space has its path) */
+	__s32 path_len;      /* bytes in path with the NUL; SL_PATH_MAX may mean truncated; 0: none */
+	__u32 pad;
 	char path[SL_PATH_MAX];
 };
 

@@ -19,6 +19,8 @@ enum sl_fd_call_kind {
 	SL_FC_IOCTL,         /* a = fd, b = FIOCLEX or FIONCLEX */
 	SL_FC_CLOSE,         /* a = fd */
 	SL_FC_CLOSE_RANGE,   /* a = first, b = last, flags */
+	SL_FC_CHDIR,         /* chdir: ptr = path; fchdir: a = fd (user space follows the cwd, so
+			      * that it can stat a relative open path after the process is gone) */
 };
 
 /* An fd syscall between enter and exit, per thread. */
@@ -79,6 +81,8 @@ static __always_inline bool sl_fd_call_of(long nr, __u64 a0, __u64 a1, __u64 a2,
 		c->kind = SL_FC_IOCTL; c->a = (__s32)a0; c->b = (__s32)a1;
 		return true;
 	case SL_NR_close: c->kind = SL_FC_CLOSE; c->a = (__s32)a0; return true;
+	case SL_NR_chdir: c->kind = SL_FC_CHDIR; c->a = SL_AT_FDCWD; c->ptr = a0; return true;
+	case SL_NR_fchdir: c->kind = SL_FC_CHDIR; c->a = (__s32)a0; c->ptr = 0; return true;
 	case SL_NR_close_range:
 		c->kind = SL_FC_CLOSE_RANGE; c->a = (__s32)a0; c->b = (__s32)a1; c->flags = a2;
 		return true;
@@ -156,7 +160,45 @@ static __always_inline bool sl_same(const char *a, const char *b, int n)
 	return true;
 }
 
-/* open returned fd: its flags are known here; its class is if the path names /dev/null or
+/* The id user space knows fd's path by (it was opened by path), or 0. */
+static __always_inline __u32 sl_fd_id_of(__u32 tgid, __s32 fd)
+{
+	struct sl_fd_table *t = fd >= 0 ? sl_fd_tab(tgid) : NULL;
+	struct sl_fd_val *s = t ? sl_fd_known(t, tgid, fd) : NULL;
+
+	return s && sl_slot_live(s) ? s->id : 0;
+}
+
+/* chdir(path) or fchdir(fd) succeeded: tell user space, which keeps each process's cwd. */
+static __always_inline void sl_fd_chdir(__u32 tgid, struct sl_fd_call *c)
+{
+	struct sl_open_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	long n = 0;
+
+	if (!e)
+		return;
+	if (c->ptr) {
+		n = bpf_probe_read_user_str(e->path, sizeof(e->path), (void *)c->ptr);
+		if (n < 0)
+			n = 0;
+	}
+	e->ev.kind = SL_EV_CHDIR;
+	e->ev.tgid = tgid;
+	e->ev.tid = (__u32)bpf_get_current_pid_tgid();
+	e->ev.fd = c->a;
+	e->ev.id = c->ptr ? 0 : sl_fd_id_of(tgid, c->a);
+	e->ev.flags = 0;
+	e->ev.parent = 0;
+	e->ev.pad = 0;
+	bpf_get_current_comm(e->ev.comm, sizeof(e->ev.comm));
+	e->dirfd = SL_AT_FDCWD;
+	e->dir_id = 0;
+	e->path_len = (__s32)n;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* open returned fd: its flags are known here, and its class too when the path names /dev/null or
  * /dev/zero, and user space gets the path for everything else. */
 static __always_inline void sl_fd_opened(__u32 tgid, __s32 fd, struct sl_fd_call *c)
 {
@@ -195,9 +237,13 @@ static __always_inline void sl_fd_opened(__u32 tgid, __s32 fd, struct sl_fd_call
 	e->ev.fd = fd;
 	e->ev.id = sl_new_id();
 	e->ev.flags = flags & (SL_FLAG_FD_WRITABLE | SL_FLAG_FD_DIRECT);
+	e->ev.parent = 0;
+	e->ev.pad = 0;
 	bpf_get_current_comm(e->ev.comm, sizeof(e->ev.comm));
 	e->dirfd = c->a;
+	e->dir_id = c->a == SL_AT_FDCWD ? 0 : sl_fd_id_of(tgid, c->a);
 	e->path_len = (__s32)n;
+	e->pad = 0;
 	/* The entry first: user space checks it when the event arrives. */
 	sl_fd_put(tgid, fd, SL_CLS_UNKNOWN, flags, e->ev.id);
 	bpf_ringbuf_submit(e, 0);
@@ -260,6 +306,10 @@ int sl_fd_sys_exit(struct trace_event_raw_sys_exit *ctx)
 		break;
 	case SL_FC_CLOSE: /* Linux frees the fd even when close reports an error */
 		sl_fd_drop(tgid, c->a);
+		break;
+	case SL_FC_CHDIR:
+		if (ret == 0)
+			sl_fd_chdir(tgid, c);
 		break;
 	case SL_FC_CLOSE_RANGE:
 		if (ret == 0 && (__u32)c->a <= (__u32)c->b)

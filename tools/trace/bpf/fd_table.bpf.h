@@ -164,7 +164,7 @@ static __always_inline void sl_side(__u32 tgid, __s32 fd, __u8 *cls, __u32 *id, 
 		s->id = sl_new_id();
 		s->cls = SL_CLS_UNKNOWN;
 		s->flags = SL_FDF_LIVE | SL_FDF_UNTRACKED;
-		sl_emit(SL_EV_FD_SEEN, tgid, (__u32)bpf_get_current_pid_tgid(), fd, s->id);
+		sl_emit(SL_EV_FD_SEEN, tgid, (__u32)bpf_get_current_pid_tgid(), fd, s->id, 0);
 	}
 	*cls = s->cls;
 	*id = s->id;

@@ -46,7 +46,7 @@ static __always_inline struct sl_proc_val *sl_proc(__u32 tgid)
 	return p && !p->wait_exec ? p : NULL;
 }
 
-static __always_inline void sl_emit(__u32 kind, __u32 tgid, __u32 tid, __s32 fd, __u32 id)
+static __always_inline void sl_emit(__u32 kind, __u32 tgid, __u32 tid, __s32 fd, __u32 id, __u32 parent)
 {
 	struct sl_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -58,6 +58,8 @@ static __always_inline void sl_emit(__u32 kind, __u32 tgid, __u32 tid, __s32 fd,
 	e->fd = fd;
 	e->id = id;
 	e->flags = 0;
+	e->parent = parent;
+	e->pad = 0;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	bpf_ringbuf_submit(e, 0);
 }

@@ -61,7 +61,7 @@ int sl_task_newtask(struct trace_event_raw_task_newtask *ctx)
 		__builtin_memcpy(p.comm, t.comm, sizeof(p.comm));
 		bpf_map_update_elem(&procs, &pid, &p, BPF_ANY);
 		t.tgid = pid;
-		sl_emit(SL_EV_PROC_NEW, pid, pid, -1, 0);
+		sl_emit(SL_EV_PROC_NEW, pid, pid, -1, 0, parent);
 	}
 	/* Threads, io-wq workers (iou-wrk) and SQPOLL threads (iou-sqp) are created with
 	 * CLONE_THREAD and no sched_process_fork: this is where they are charged to the process. */
@@ -107,7 +107,7 @@ int sl_process_exit(struct trace_event_raw_sched_process_template *ctx)
 	if (tid == tgid) {
 		bpf_get_current_comm(p->comm, sizeof(p->comm));
 		p->exited = 1;
-		sl_emit(SL_EV_PROC_EXIT, tgid, tid, -1, 0);
+		sl_emit(SL_EV_PROC_EXIT, tgid, tid, -1, 0, 0);
 	}
 	return 0;
 }

@@ -29,6 +29,8 @@
 #define SL_NR_recvmsg 47
 #define SL_NR_socketpair 53
 #define SL_NR_fcntl 72
+#define SL_NR_chdir 80
+#define SL_NR_fchdir 81
 #define SL_NR_creat 85
 #define SL_NR_openat 257
 #define SL_NR_splice 275
@@ -56,6 +58,8 @@
 #define SL_NR_dup3 24
 #define SL_NR_fcntl 25
 #define SL_NR_ioctl 29
+#define SL_NR_chdir 49
+#define SL_NR_fchdir 50
 #define SL_NR_openat 56
 #define SL_NR_close 57
 #define SL_NR_pipe2 59
