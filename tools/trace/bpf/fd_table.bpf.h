@@ -7,7 +7,8 @@
  *   - fds it never saw created (io_uring, eventfd, SCM_RIGHTS...): an id on first use, which
  *     user space resolves from /proc (SL_EV_FD_SEEN): the last resort, which a process that
  *     exits first escapes.
- * Implements the hooks kernel_reads.bpf.h implements for the other variant. */
+ * Implements the hooks kernel_reads.bpf.h implements for the other variant.
+ * Needs Linux 5.17 (bpf_loop; the ring buffer alone needed 5.8). */
 #ifndef SLUICE_TRACE_FD_TABLE_BPF_H
 #define SLUICE_TRACE_FD_TABLE_BPF_H
 
