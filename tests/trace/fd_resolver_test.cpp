@@ -67,14 +67,14 @@ TEST_CASE("open paths: /proc while the fd is that file, the path after it is gon
     r.opened(open_event(7, fd, file.c_str(), AT_FDCWD, SL_FLAG_FD_WRITABLE));
     CHECK(r.lookup(7).cls == FdClass::file);
     CHECK(r.lookup(7).writable);  // from the open flags the probe saw
-    CHECK(r.counts().proc == 1);
+    CHECK(r.counts().opened_proc == 1);
     // The fd was closed before the event was read: the path decides.
     current = 0;
     r.opened(open_event(8, fd, file.c_str()));
     r.opened(open_event(9, fd, "/dev/zero"));
     CHECK(r.lookup(8).cls == FdClass::file);
     CHECK(r.lookup(9).cls == FdClass::devzero);
-    CHECK(r.counts().path == 2);
+    CHECK(r.counts().opened_path == 2);
     // Paths that name the opener's own fds, relative paths without /proc, removed files: unresolved.
     FdResolver strict([](uint32_t, int32_t) { return 0u; }, false);
     strict.opened(open_event(10, fd, "/dev/stdout"));
@@ -100,6 +100,7 @@ TEST_CASE("an fd seen in use: /proc only, and only while it is the same incarnat
     FdResolver r([&](uint32_t, int32_t) { return current; });
     r.seen(ev);
     CHECK(r.lookup(3).cls == FdClass::devnull);
+    CHECK(r.counts().seen_proc == 1);
     current = 4;  // closed and reopened meanwhile
     ev.id = 5;
     r.seen(ev);

@@ -110,7 +110,7 @@ void FdResolver::seen(const sl_event &ev)
         if (current_ && current_(ev.tgid, ev.fd) != ev.id)
             info = FdInfo{};  // closed, dup'ed over or exec'd since the probe saw it: do not guess
     }
-    keep(ev.id, info, &Counts::proc);
+    keep(ev.id, info, &Counts::seen_proc);
 }
 
 std::string FdResolver::absolute(const sl_open_event &e) const
@@ -144,7 +144,7 @@ void FdResolver::opened(const sl_open_event &e)
     if (late_proc_ && current_ && current_(ev.tgid, ev.fd) == ev.id) {
         FdInfo info = resolve(ev.tgid, ev.fd);
         if (info.cls != FdClass::unresolved && current_(ev.tgid, ev.fd) == ev.id)
-            return done(info, &Counts::proc);
+            return done(info, &Counts::opened_proc);
     }
     // The fd is gone (or changed): the path still names the file, unless it was removed or
     // renamed since. A path naming the process's own fds cannot be used from here.
@@ -156,7 +156,7 @@ void FdResolver::opened(const sl_open_event &e)
         info = resolve_path("/proc/" + std::to_string(ev.tgid) +
                             (e.dirfd == AT_FDCWD ? "/cwd/" : "/fd/" + std::to_string(e.dirfd) + "/") +
                             std::string(e.path, strnlen(e.path, sizeof(e.path))));
-    done(info, &Counts::path);
+    done(info, &Counts::opened_path);
 }
 
 void FdResolver::started(uint32_t pid)

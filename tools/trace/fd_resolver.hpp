@@ -50,7 +50,10 @@ public:
     FdInfo lookup(uint32_t id) const;
 
     struct Counts {
-        unsigned proc = 0, path = 0, unresolved = 0;
+        unsigned opened_proc = 0;  // opened; /proc/PID/fd/N while it was still that file
+        unsigned opened_path = 0;  // opened; stat(path) after the fd was gone
+        unsigned seen_proc = 0;    // never seen created; /proc/PID/fd/N on first use
+        unsigned unresolved = 0;
     };
     const Counts &counts() const { return counts_; }
 

@@ -208,9 +208,10 @@ Report run_trace(const Options &opts)
 
     if (!kr) {
         const auto &c = resolver.counts();
-        report.methods.fd_class += fmt::format(" [this trace: {} fds from /proc at the start, {} by open path, "
-                                               "{} from /proc on first use, {} unresolved]",
-                                               seeded, c.path, c.proc, c.unresolved);
+        report.methods.fd_class += fmt::format(" [this trace: {} fds from /proc at the start; opened: {} from "
+                                               "/proc while open, {} by path after; {} from /proc on first "
+                                               "use; {} unresolved]",
+                                               seeded, c.opened_proc, c.opened_path, c.seen_proc, c.unresolved);
     }
     report.stages = build_stages(*probe, resolver, proc_times);
     report.summary = summarize(report.stages, opts.payload_bytes);
