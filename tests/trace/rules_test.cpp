@@ -57,7 +57,8 @@ TEST_CASE("io_uring opcodes map to families")
     CHECK(op_info(SL_OP_URING | 30).swap_sides);
     CHECK(op_info(SL_OP_URING | 47).name == "io_uring:send_zc");
     CHECK(op_info(SL_OP_URING | 13).family == OpFamily::other);  // accept moves no payload
-    CHECK(op_info(40).name == "sendfile");
+    CHECK(op_info(SL_OP_SENDFILE).name == "sendfile");
+    CHECK(op_info(SL_OP_RECVMMSG).family == OpFamily::read_mmsg);
 }
 
 TEST_CASE("dd | nc style pipeline: four copies per payload byte on the sender")

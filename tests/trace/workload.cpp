@@ -2,6 +2,7 @@
 //   workload sendfile FILE        sendfile FILE -> pipe; a child splices the pipe to /dev/null
 //   workload splice FILE OUT      splice FILE -> pipe; a child splices the pipe into OUT
 //   workload uring FILE OUT       io_uring: READ FILE into memory, then SPLICE FILE -> pipe -> OUT
+//   workload fds FILE             fds made every way the probe follows (workload_fds.cpp)
 // No user-space copy of the payload happens in sendfile/splice; the uring READ is one.
 #include <cerrno>
 #include <cstdio>
@@ -176,6 +177,8 @@ int run_uring(const char *path, const char *out_path)
 
 }  // namespace
 
+int run_fds(const char *path);  // workload_fds.cpp
+
 int main(int argc, char **argv)
 {
     std::string mode = argc > 1 ? argv[1] : "";
@@ -185,6 +188,8 @@ int main(int argc, char **argv)
         return run_splice(argv[2], argv[3]);
     if (mode == "uring" && argc == 4)
         return run_uring(argv[2], argv[3]);
-    std::fprintf(stderr, "usage: workload sendfile FILE | splice FILE OUT | uring FILE OUT\n");
+    if (mode == "fds" && argc == 3)
+        return run_fds(argv[2]);
+    std::fprintf(stderr, "usage: workload sendfile FILE | splice FILE OUT | uring FILE OUT | fds FILE\n");
     return 2;
 }

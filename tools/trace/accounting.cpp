@@ -186,11 +186,15 @@ std::vector<Stage> build_stages(const BpfSession &probe, const FdResolver &resol
 
     auto side = [&](const sl_flow_key &k, bool first) -> FdInfo {
         uint8_t cls = first ? k.cls_a : k.cls_b;
-        int32_t fd = first ? k.fd_a : k.fd_b;
-        if (cls != SL_CLS_UNKNOWN || fd < 0)
-            return {static_cast<FdClass>(cls), (k.flags & SL_FLAG_FD_WRITABLE) != 0,
-                    first && (k.flags & SL_FLAG_FD_DIRECT) != 0};
-        return resolver.lookup(k.tgid, fd, first ? k.gen_a : k.gen_b, k.epoch);
+        uint32_t id = first ? k.id_a : k.id_b;
+        if (cls != SL_CLS_UNKNOWN || id == 0) {
+            FdInfo info;
+            info.cls = static_cast<FdClass>(cls);
+            info.writable = (k.flags & SL_FLAG_FD_WRITABLE) != 0;
+            info.direct = first && (k.flags & SL_FLAG_FD_DIRECT) != 0;
+            return info;
+        }
+        return resolver.lookup(id);
     };
     for (const auto &[k, v] : probe.flows()) {
         auto it = stages.find(k.tgid);

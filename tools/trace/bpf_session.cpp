@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace sluice::trace {
 namespace {
@@ -49,9 +50,17 @@ std::vector<std::pair<K, V>> dump(int fd)
 int on_event(void *ctx, void *data, size_t size)
 {
     // ctx is &BpfSession::handler_, which points at the handler of the poll() in progress.
-    auto *const *handler = static_cast<const std::function<void(const sl_event &)> *const *>(ctx);
-    if (size >= sizeof(sl_event) && *handler && **handler)
-        (**handler)(*static_cast<const sl_event *>(data));
+    auto *const *handler = static_cast<const BpfSession::Handler *const *>(ctx);
+    if (size < sizeof(sl_event) || !*handler || !**handler)
+        return 0;
+    const auto *ev = static_cast<const sl_event *>(data);
+    const sl_open_event *open = nullptr;
+    if (ev->kind == SL_EV_FD_OPEN || ev->kind == SL_EV_CHDIR) {
+        if (size < sizeof(sl_open_event))
+            return 0;
+        open = static_cast<const sl_open_event *>(data);
+    }
+    (**handler)(*ev, open);
     return 0;
 }
 
@@ -131,7 +140,7 @@ void BpfSession::track_thread(pid_t tid, pid_t tgid)
     bpf_map_update_elem(map_fd("threads"), &key, &t, BPF_NOEXIST);
 }
 
-void BpfSession::poll(int timeout_ms, const std::function<void(const sl_event &)> &handler)
+void BpfSession::poll(int timeout_ms, const Handler &handler)
 {
     handler_ = &handler;
     // ring_buffer__new captured &handler_, so the callback sees the current handler.
@@ -151,18 +160,33 @@ std::vector<std::pair<uint32_t, sl_proc_val>> BpfSession::procs() const
     return dump<uint32_t, sl_proc_val>(map_fd("procs"));
 }
 
-uint32_t BpfSession::fd_gen(uint32_t tgid, int32_t fd) const
+uint32_t BpfSession::fd_id(uint32_t tgid, int32_t fd) const
 {
-    sl_fd_gen_key k{tgid, fd};
-    uint32_t gen = 0;
-    bpf_map_lookup_elem(map_fd("fd_gens"), &k, &gen);
-    return gen;
+    auto table = std::make_unique<sl_fd_table>();
+    if (fd < 0 || bpf_map_lookup_elem(map_fd("fdtabs"), &tgid, table.get()) != 0)
+        return 0;
+    if (fd < SL_FD_SLOTS)
+        return table->fd[fd].id;
+    sl_fd_key k{tgid, fd};
+    sl_fd_high h{};
+    return bpf_map_lookup_elem(map_fd("fds_high"), &k, &h) == 0 && h.inc == table->inc ? h.v.id : 0;
 }
 
-uint16_t BpfSession::epoch(uint32_t tgid) const
+void BpfSession::seed_fd(uint32_t tgid, int32_t fd, uint8_t cls, uint8_t flags)
 {
-    sl_proc_val p{};
-    return bpf_map_lookup_elem(map_fd("procs"), &tgid, &p) == 0 ? p.epoch : 0xffff;
+    if (fd < 0 || fd >= SL_FD_SLOTS)
+        return;  // high fds are looked up on first use
+    sl_fd_key k{tgid, fd};
+    sl_fd_val v{};
+    v.cls = cls;
+    v.flags = flags;
+    bpf_map_update_elem(map_fd("seeds"), &k, &v, BPF_ANY);
+}
+
+void BpfSession::unseed_fd(uint32_t tgid, int32_t fd)
+{
+    sl_fd_key k{tgid, fd};
+    bpf_map_delete_elem(map_fd("seeds"), &k);
 }
 
 std::vector<std::pair<uint32_t, sl_thread_val>> BpfSession::threads() const

@@ -8,7 +8,7 @@
 
 namespace sluice::trace {
 
-// Mirrors enum sl_fd_class in ebpf/trace.h.
+// Mirrors enum sl_fd_class in trace.h.
 enum class FdClass : uint8_t { unknown, file, pipe, socket, devnull, devzero, other, none, unresolved, fixed };
 const char *class_name(FdClass c);
 

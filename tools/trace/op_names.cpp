@@ -3,31 +3,32 @@
 #include "trace.h"
 
 #include <array>
+#include <iterator>
 #include <string_view>
 
 namespace sluice::trace {
 namespace {
 
 struct SyscallRow {
-    uint16_t nr;
+    uint16_t op;  // enum sl_op: the probe maps this architecture's syscall numbers to it
     const char *name;
     OpFamily family;
 };
 
-// x86_64 numbers, the same set as ebpf/trace.bpf.c.
 constexpr SyscallRow syscalls[] = {
-    {0, "read", OpFamily::read},         {1, "write", OpFamily::write},
-    {17, "pread64", OpFamily::read},     {18, "pwrite64", OpFamily::write},
-    {19, "readv", OpFamily::read},       {20, "writev", OpFamily::write},
-    {40, "sendfile", OpFamily::splice},  {44, "sendto", OpFamily::write},
-    {45, "recvfrom", OpFamily::read},    {46, "sendmsg", OpFamily::write},
-    {47, "recvmsg", OpFamily::read},     {275, "splice", OpFamily::splice},
-    {276, "tee", OpFamily::splice},      {278, "vmsplice", OpFamily::vmsplice},
-    {295, "preadv", OpFamily::read},     {296, "pwritev", OpFamily::write},
-    {299, "recvmmsg", OpFamily::read_mmsg}, {307, "sendmmsg", OpFamily::write_mmsg},
-    {326, "copy_file_range", OpFamily::splice},
-    {327, "preadv2", OpFamily::read},    {328, "pwritev2", OpFamily::write},
+    {SL_OP_READ, "read", OpFamily::read},           {SL_OP_WRITE, "write", OpFamily::write},
+    {SL_OP_PREAD64, "pread64", OpFamily::read},     {SL_OP_PWRITE64, "pwrite64", OpFamily::write},
+    {SL_OP_READV, "readv", OpFamily::read},         {SL_OP_WRITEV, "writev", OpFamily::write},
+    {SL_OP_PREADV, "preadv", OpFamily::read},       {SL_OP_PWRITEV, "pwritev", OpFamily::write},
+    {SL_OP_PREADV2, "preadv2", OpFamily::read},     {SL_OP_PWRITEV2, "pwritev2", OpFamily::write},
+    {SL_OP_SENDTO, "sendto", OpFamily::write},      {SL_OP_RECVFROM, "recvfrom", OpFamily::read},
+    {SL_OP_SENDMSG, "sendmsg", OpFamily::write},    {SL_OP_RECVMSG, "recvmsg", OpFamily::read},
+    {SL_OP_SENDMMSG, "sendmmsg", OpFamily::write_mmsg}, {SL_OP_RECVMMSG, "recvmmsg", OpFamily::read_mmsg},
+    {SL_OP_SENDFILE, "sendfile", OpFamily::splice}, {SL_OP_SPLICE, "splice", OpFamily::splice},
+    {SL_OP_TEE, "tee", OpFamily::splice},           {SL_OP_VMSPLICE, "vmsplice", OpFamily::vmsplice},
+    {SL_OP_COPY_FILE_RANGE, "copy_file_range", OpFamily::splice},
 };
+static_assert(std::size(syscalls) == SL_OP_SYSCALL_END - 1, "every enum sl_op has a name");
 
 // IORING_OP_* in kernel order (include/uapi/linux/io_uring.h, up to 6.18); named here so the
 // tool does not depend on the age of the installed headers.
@@ -73,12 +74,12 @@ OpInfo op_info(uint16_t op)
         return info;
     }
     for (const auto &row : syscalls)
-        if (row.nr == op) {
+        if (row.op == op) {
             info.name = row.name;
             info.family = row.family;
             return info;
         }
-    info.name = "syscall" + std::to_string(op);
+    info.name = "op" + std::to_string(op);
     return info;
 }
 

@@ -1,4 +1,4 @@
-// Names and families of the operations the probe counts (x86_64 syscall numbers, IORING_OP_*).
+// Names and families of the operations the probe counts (enum sl_op, IORING_OP_*).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -23,7 +23,7 @@ struct OpInfo {
     bool swap_sides = false;  // io_uring splice/tee: the probe sees sqe->fd (destination) first
 };
 
-// op as stored in sl_flow_key.op (syscall nr, or SL_OP_URING | opcode).
+// op as stored in sl_flow_key.op (enum sl_op, or SL_OP_URING | opcode).
 OpInfo op_info(uint16_t op);
 
 }  // namespace sluice::trace

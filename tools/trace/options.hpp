@@ -12,8 +12,8 @@ struct Options {
     bool no_kernel_reads = false;   // force the probe variant that works under lockdown=confidentiality
     std::string output;             // report destination; empty = stderr
     std::vector<pid_t> pids;        // -p: attach to running processes
-    double duration_s = 0;
-    uint64_t payload_bytes = 0;     // --payload: the payload size when it cannot be derived          // -p: stop after this long (0 = until they exit or SIGINT)
+    double duration_s = 0;          // -p: stop after this long (0 = until they exit or SIGINT)
+    uint64_t payload_bytes = 0;     // --payload: the payload size when it cannot be derived
     std::vector<std::string> command;  // -- COMMAND...: run and trace it
     bool help = false;
 };

@@ -10,11 +10,15 @@
 #include "target.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <csignal>
+#include <fmt/format.h>
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 #include <unistd.h>
 
 namespace sluice::trace {
@@ -60,6 +64,53 @@ std::unique_ptr<BpfSession> load_probe(const Options &opts, Methods &methods)
     return std::make_unique<BpfSession>(false);
 }
 
+const char *const no_kernel_reads_fd_class =
+    "in the probe, from the syscall that created the fd (pipe/pipe2, socket, socketpair, accept/accept4, "
+    "memfd_create; dup/dup2/dup3/fcntl F_DUPFD copy it, close/close_range drop it, fork copies the table, "
+    "exec drops close-on-exec fds); open/openat/openat2/creat: /dev/null and /dev/zero by path in the probe, "
+    "other paths in user space: stat(/proc/PID/fd/N) while the fd is still open, else stat(path), a relative "
+    "one against the directory fd or the cwd it follows (from /proc at the start, then chdir/fchdir); "
+    "fds open before tracing started: /proc/PID/fd when tracing starts; fds made otherwise (io_uring, "
+    "eventfd, SCM_RIGHTS...): stat(/proc/PID/fd/N) on first use, unresolved if the process exited first";
+
+// SLUICE_TRACE_NO_LATE_PROC=1: no /proc lookups after tracing started (the tests' way to check
+// that the probe and the open paths classify a process that exits at once).
+bool late_proc_lookups()
+{
+    const char *v = std::getenv("SLUICE_TRACE_NO_LATE_PROC");
+    return !v || !*v || *v == '0';
+}
+
+// The fds a process has when tracing starts: the probe never saw them created, so /proc tells
+// it what they are, while the process certainly still has them. Seeded before the process is
+// tracked: a change after that, the probe sees (and drops the seed); one before, the check
+// after tracking starts finds. Returns what was seeded.
+std::vector<std::pair<int32_t, FdInfo>> seed_fds(BpfSession &probe, pid_t pid)
+{
+    auto fds = FdResolver::list(static_cast<uint32_t>(pid));
+    for (const auto &[fd, info] : fds) {
+        uint8_t flags = (info.writable ? SL_FLAG_FD_WRITABLE : 0) | (info.direct ? SL_FLAG_FD_DIRECT : 0) |
+                        (info.cloexec ? SL_FDF_CLOEXEC : 0);
+        probe.seed_fd(static_cast<uint32_t>(pid), fd, static_cast<uint8_t>(info.cls), flags);
+    }
+    return fds;
+}
+
+// After track(): withdraw the seeds of fds that changed before tracking started. Returns how
+// many stand.
+unsigned check_seeds(BpfSession &probe, pid_t pid, const std::vector<std::pair<int32_t, FdInfo>> &seeded)
+{
+    unsigned n = 0;
+    for (const auto &[fd, info] : seeded) {
+        FdInfo now = FdResolver::resolve(static_cast<uint32_t>(pid), fd);
+        if (now.cls != info.cls || now.dev != info.dev || now.ino != info.ino)
+            probe.unseed_fd(static_cast<uint32_t>(pid), fd);
+        else
+            ++n;
+    }
+    return n;
+}
+
 }  // namespace
 
 Report run_trace(const Options &opts)
@@ -74,26 +125,30 @@ Report run_trace(const Options &opts)
     bool kr = probe->kernel_reads();
     report.methods.variant = kr ? "kernel-reads" : "no-kernel-reads";
     report.methods.fd_class = kr ? "in the probe: task->files->fdt->fd[fd]->f_inode mode and rdev (BPF_CORE_READ)"
-                                 : "from user space: stat(/proc/PID/fd/N) when the probe first sees the fd "
-                                   "(no kernel reads; an fd closed before that stays unresolved)";
+                                 : no_kernel_reads_fd_class;
     report.methods.user_sys = kr ? "on-CPU time split in the ratio of task_struct utime:stime (tick samples) summed at thread exit; "
                                    "/proc/PID/stat samples for processes still running"
                                  : "/proc/PID/stat utime/stime, last sample before exit (clock ticks)";
 
     SignalGuard signals(!opts.pids.empty());
     g_stop = false;
-    FdResolver resolver([&probe](uint32_t tgid, int32_t fd) {
-        return std::make_pair(probe->fd_gen(tgid, fd), probe->epoch(tgid));
-    });
+    FdResolver resolver([&probe](uint32_t tgid, int32_t fd) { return probe->fd_id(tgid, fd); }, late_proc_lookups());
     std::map<uint32_t, ProcTimes> proc_times;  // last /proc sample per process
     auto sample = [&](uint32_t pid) {
         if (auto t = read_proc_times(static_cast<pid_t>(pid)))
             proc_times[pid] = *t;
     };
-    std::function<void(const sl_event &)> handler = [&](const sl_event &e) {
+    unsigned seeded = 0;
+    BpfSession::Handler handler = [&](const sl_event &e, const sl_open_event *open) {
         if (e.kind == SL_EV_FD_SEEN)
-            resolver.seen(e.tgid, e.fd, e.gen, e.epoch);
-        else if (e.kind == SL_EV_PROC_NEW || e.kind == SL_EV_PROC_EXIT)
+            resolver.seen(e);
+        else if (open && e.kind == SL_EV_FD_OPEN)
+            resolver.opened(*open);
+        else if (open && e.kind == SL_EV_CHDIR)
+            resolver.chdir(*open);
+        if (e.kind == SL_EV_PROC_NEW)
+            resolver.forked(e.tgid, e.parent);
+        if (e.kind == SL_EV_PROC_NEW || e.kind == SL_EV_PROC_EXIT)
             sample(e.tgid);  // at exit the zombie's /proc entry still holds its final times
     };
 
@@ -101,15 +156,21 @@ Report run_trace(const Options &opts)
     std::optional<Target> target;
     if (!opts.command.empty()) {
         target.emplace(opts.command);
+        auto seeds = kr ? decltype(seed_fds(*probe, 0)){} : seed_fds(*probe, target->pid());
+        resolver.started(static_cast<uint32_t>(target->pid()));
         probe->track(target->pid(), getpid(), true);
+        seeded += check_seeds(*probe, target->pid(), seeds);
         target->go();
     } else {
         for (pid_t pid : opts.pids) {
             if (!process_alive(pid))
                 throw TraceError("no running process with pid " + std::to_string(pid));
+            auto seeds = kr ? decltype(seed_fds(*probe, 0)){} : seed_fds(*probe, pid);
+            resolver.started(static_cast<uint32_t>(pid));
             probe->track(pid, 0);
             for (pid_t tid : list_threads(pid))
                 probe->track_thread(tid, pid);
+            seeded += check_seeds(*probe, pid, seeds);
         }
         report.attached_pids.assign(opts.pids.begin(), opts.pids.end());
         // Tells a user (or a script) that what happens from now on is counted.
@@ -145,6 +206,13 @@ Report run_trace(const Options &opts)
     if (target)
         report.exit_status = target->exit_status();
 
+    if (!kr) {
+        const auto &c = resolver.counts();
+        report.methods.fd_class += fmt::format(" [this trace: {} fds from /proc at the start; opened: {} from "
+                                               "/proc while open, {} by path after; {} from /proc on first "
+                                               "use; {} unresolved]",
+                                               seeded, c.opened_proc, c.opened_path, c.seen_proc, c.unresolved);
+    }
     report.stages = build_stages(*probe, resolver, proc_times);
     report.summary = summarize(report.stages, opts.payload_bytes);
     if (opts.payload_bytes > 0)

@@ -24,7 +24,7 @@ int sluice_trace_main(int argc, char **argv)
         // Open the output before tracing, so a bad path fails before the command runs.
         std::FILE *out = stderr;
         if (!opts.output.empty()) {
-            out = std::fopen(opts.output.c_str(), "w");
+            out = std::fopen(opts.output.c_str(), "we");  // close-on-exec: not the command's
             if (!out)
                 throw_errno("cannot write " + opts.output, errno);
         }
