@@ -253,6 +253,13 @@ def case_errors(env):
     # Usage errors.
     r = subprocess.run([env.cli], timeout=TIMEOUT, capture_output=True, text=True)
     check(r.returncode != 0 and "sluice trace: error:" in r.stderr, "no command: usage error")
+    # A command-line error shows the usage; a failure after parsing does not (decided by where
+    # the error came from, not by its text).
+    r = subprocess.run([env.cli, "--no-such-flag", "--", "true"], timeout=TIMEOUT, capture_output=True, text=True)
+    check(r.returncode == 2 and "usage: sluice trace" in r.stderr, f"unknown option shows the usage ({r.stderr.strip()[:200]})")
+    r = subprocess.run([env.cli, "-o", "/nonexistent-dir/report", "--", "true"], timeout=TIMEOUT, capture_output=True, text=True)
+    check(r.returncode == 2 and "cannot write" in r.stderr and "usage: sluice trace" not in r.stderr,
+          f"a bad output path names it without the usage ({r.stderr.strip()[:200]})")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

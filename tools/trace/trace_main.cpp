@@ -8,15 +8,22 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <fmt/format.h>
 
 int sluice_trace_main(int argc, char **argv)
 {
     using namespace sluice::trace;
+    Options opts;
     try {
-        Options opts = parse_options(argc, argv);
+        opts = parse_options(argc, argv);
+    } catch (const TraceError &e) {
+        // Every error of the command line is the caller's to fix: show how it is used.
+        fmt::print(stderr, "sluice trace: error: {}\n", e.what());
+        std::fputs(usage(), stderr);
+        return e.status;
+    }
+    try {
         if (opts.help) {
             std::fputs(usage(), stdout);
             return 0;
@@ -45,8 +52,6 @@ int sluice_trace_main(int argc, char **argv)
         return report.exit_status >= 0 ? report.exit_status : 0;
     } catch (const TraceError &e) {
         fmt::print(stderr, "sluice trace: error: {}\n", e.what());
-        if (std::strstr(e.what(), "give either") || std::strstr(e.what(), "option"))
-            std::fputs(usage(), stderr);
         return e.status;
     } catch (const std::exception &e) {
         fmt::print(stderr, "sluice trace: error: {}\n", e.what());
