@@ -63,7 +63,7 @@ public:
 
 } // namespace
 
-TEST_CASE("a stream from a pipe reaches an output pipe in order over several streams") {
+TEST_CASE("a pipe transfer from a pipe reaches an output pipe in order over several streams") {
     const std::string data = random_bytes(9 * (1 << 20) + 777, 3);
     PipeFds in, out;
     sluice::Receiver rx(sluice::OutputFd{out.w}, loopback_recv());
