@@ -43,7 +43,7 @@ options:
 namespace {
 
 // Stdout carries the data: everything else goes to stderr.
-int receive_stream(const Args& a, RecvOptions& o) {
+int receive_pipe(const Args& a, RecvOptions& o) {
     if (::isatty(STDOUT_FILENO))
         throw Error(ErrorCode::usage, "--stdout: standard output is a terminal; redirect it to a file or pipe it to a consumer");
     Progress progress;
@@ -59,7 +59,7 @@ int receive_stream(const Args& a, RecvOptions& o) {
     if (a.flag("--json")) {
         std::cerr << s.to_json() << std::endl; // last line of stderr
     } else {
-        print_summary(s, "received", Moved::stream);
+        print_summary(s, "received", Moved::pipe);
     }
     return 0;
 }
@@ -101,7 +101,7 @@ int cmd_recv(int argc, char** argv) {
     if (auto v = a.value("--recv-path")) o.path = parse_recv_path(*v);
     if (auto v = a.value("--sink")) {
         if (*v != "null") throw Error(ErrorCode::usage, "--sink '" + *v + "': only 'null' is supported");
-        o.path = RecvPath::null_sink;
+        o.path = RecvPath::discard;
     }
     o.sync = a.flag("--sync");
     o.verify = a.flag("--verify");
@@ -112,7 +112,7 @@ int cmd_recv(int argc, char** argv) {
     Progress progress;
     o.progress = &progress;
 
-    if (to_stdout) return receive_stream(a, o);
+    if (to_stdout) return receive_pipe(a, o);
     Receiver rx(a.positionals()[0], o);
     std::cout << rx.url() << std::endl;
     if (o.verbose) std::cerr << "sluice: receive path: " << recv_path_name(o.path) << "\n";

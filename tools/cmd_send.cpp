@@ -56,8 +56,8 @@ int cmd_send(int argc, char** argv) {
     }
     if (auto t = a.value("--token")) to.token = *t;
     if (paths.empty()) throw Error(ErrorCode::usage, "no PATH to send");
-    const bool stream = std::find(paths.begin(), paths.end(), "-") != paths.end();
-    if (stream && paths.size() != 1) throw Error(ErrorCode::usage, "'-' (standard input) must be the only PATH");
+    const bool pipe = std::find(paths.begin(), paths.end(), "-") != paths.end();
+    if (pipe && paths.size() != 1) throw Error(ErrorCode::usage, "'-' (standard input) must be the only PATH");
 
     SendOptions o;
     o.streams = a.uint_value("--streams", kDefaultStreams, 1, 128);
@@ -74,12 +74,12 @@ int cmd_send(int argc, char** argv) {
     Stats s;
     {
         ProgressLine line(progress, ::isatty(STDERR_FILENO));
-        s = stream ? send_stream(STDIN_FILENO, to, o) : send(paths, to, o);
+        s = pipe ? send_pipe(STDIN_FILENO, to, o) : send(paths, to, o);
     }
     if (a.flag("--json")) {
         std::cout << s.to_json() << std::endl;
     } else {
-        print_summary(s, "sent", stream ? Moved::stream : Moved::files);
+        print_summary(s, "sent", pipe ? Moved::pipe : Moved::files);
     }
     for (const auto& f : s.fallbacks) std::cerr << "sluice: slower path: " << f << "\n";
     return 0;

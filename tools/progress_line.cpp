@@ -65,7 +65,7 @@ void ProgressLine::run() {
         }
         char streams[64] = "";
         if (n) std::snprintf(streams, sizeof streams, "  streams %u moving %u waiting", moving, waiting);
-        if (progress_.is_stream.load()) {
+        if (progress_.is_pipe.load()) {
             // A byte stream: its length is known only at its end.
             std::fprintf(stderr, "\r\033[K%s  %s/s%s", human(static_cast<double>(done)).c_str(), human(rate).c_str(), streams);
         } else {

@@ -8,9 +8,9 @@ usage: run.py SRC ROUNDS VARIANT... [--out DIR]
   VARIANT is BINARY or 'BINARY|SEND ARGS|RECV ARGS', for example
   run.py /data/2g.bin 8 /tmp/sluice-old /tmp/sluice-new
   run.py /data/2g.bin 8 'build/tools/sluice|--send-path splice' 'build/tools/sluice|--send-path sendfile'
-  run.py /data/2g.bin 8 /tmp/sluice-old /tmp/sluice-new --stream
+  run.py /data/2g.bin 8 /tmp/sluice-old /tmp/sluice-new --pipe
 
---stream: stream mode instead of files: `cat SRC | sluice send - URL` into
+--pipe: pipe mode instead of files: `cat SRC | sluice send - URL` into
 `sluice recv --stdout PORT > /dev/null` (SRC a file); CPU is the two sluice processes' own.
 
 Each run receives into a fresh directory under DIR (default /tmp/sluice-ab, flagged chattr +T)
@@ -56,7 +56,7 @@ def read_source(src):
                 pass
 
 
-def one_stream_run(variant, src):
+def one_pipe_run(variant, src):
     binary, send_args, recv_args = parse_variant(variant)
     port = free_port()
     with open(os.devnull, "wb") as null:
@@ -101,7 +101,7 @@ def main():
     ap.add_argument("rounds", type=int)
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--out", default="/tmp/sluice-ab")
-    ap.add_argument("--stream", action="store_true")
+    ap.add_argument("--pipe", action="store_true")
     a = ap.parse_args()
     size = source_bytes(a.src)
     gb = size / 1e9
@@ -116,8 +116,8 @@ def main():
         for v in a.variants if r % 2 == 0 else a.variants[::-1]:
             n += 1
             read_source(a.src)
-            if a.stream:
-                secs, cs, cr = one_stream_run(v, a.src)
+            if a.pipe:
+                secs, cs, cr = one_pipe_run(v, a.src)
             else:
                 dst = os.path.join(a.out, f"run-{os.getpid()}-{n}")
                 os.makedirs(dst)

@@ -11,6 +11,7 @@ Failures raise a subclass of ``sluice.Error`` (see ``sluice._errors``). docs/pyt
 """
 
 import os
+import warnings
 from dataclasses import dataclass
 
 from . import _sluice
@@ -20,7 +21,7 @@ from ._errors import (AuthError, Cancelled, DestinationError, Error, IntegrityEr
 CancelFlag = _sluice.CancelFlag
 
 __all__ = [
-    "send", "send_fds", "send_stream", "FdSource", "Receiver", "CancelFlag", "parse_size",
+    "send", "send_fds", "send_pipe", "send_stream", "FdSource", "Receiver", "CancelFlag", "parse_size",
     "Error", "UsageError", "SourceError", "DestinationError", "NetworkError", "AuthError",
     "ProtocolError", "IntegrityError", "Cancelled", "InternalError",
 ]
@@ -121,11 +122,11 @@ def _fd_of(obj, what):
     return fd
 
 
-def send_stream(source, url, *, token=None, streams=DEFAULT_STREAMS,
-                block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
-                connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
-                progress=None, progress_interval=0.2, cancel=None):
-    """Stream mode (the ``producer | nc`` replacement): send what can be read from ``source``
+def send_pipe(source, url, *, token=None, streams=DEFAULT_STREAMS,
+              block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
+              connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
+              progress=None, progress_interval=0.2, cancel=None):
+    """Pipe mode (the ``producer | nc`` replacement): send what can be read from ``source``
     (an fd, or a file object, pipe or socket with fileno()) until end of file, in order over
     all streams, to a receiver writing to an fd or a sink (``Receiver(fd=...)``,
     ``Receiver(sink=...)``). Pipe data is spliced to the sockets, not copied. Data already
@@ -139,7 +140,14 @@ def send_stream(source, url, *, token=None, streams=DEFAULT_STREAMS,
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
                          progress_interval=progress_interval, cancel=cancel)
-    return _sluice.send_stream(fd, url, opts)
+    return _sluice.send_pipe(fd, url, opts)
+
+
+def send_stream(*args, **kwargs):
+    """Deprecated: the old name of ``send_pipe`` (pipe mode was called stream mode). Same
+    arguments and result; warns with ``DeprecationWarning``."""
+    warnings.warn("sluice.send_stream is deprecated: use sluice.send_pipe", DeprecationWarning, stacklevel=2)
+    return send_pipe(*args, **kwargs)
 
 
 @dataclass
@@ -188,11 +196,11 @@ class Receiver:
 
     Give exactly one destination:
     dir: the directory files land in (each sent path by its name);
-    fd: an fd or object with fileno() that one stream transfer (send_stream) is written to, in
+    fd: an fd or object with fileno() that one pipe transfer (send_pipe) is written to, in
     order (spliced when it is a pipe); it stays the caller's;
     sink: an object with write(entry, offset, data) and optionally entry_done(entry), called
     once data has matched its checksum (tree transfers: from several threads, any order;
-    streams: in order). entry is a dict (id, path, size, mode, mtime_ns, is_stream); data is a
+    streams: in order). entry is a dict (id, path, size, mode, mtime_ns, is_pipe); data is a
     memoryview valid only during the call (copy what you keep). An exception raised there
     fails the transfer and is re-raised by wait().
     port: 0 lets the kernel pick one. token: None makes a random one.

@@ -6,6 +6,6 @@ namespace sluice::python {
 
 void bind_send(pybind11::module_& m);
 void bind_receiver(pybind11::module_& m);
-void bind_send_fds(pybind11::module_& m); // send_fds and send_stream
+void bind_send_fds(pybind11::module_& m); // send_fds and send_pipe
 
 } // namespace sluice::python

@@ -22,7 +22,7 @@ std::vector<std::string> LogQueue::drain() {
     return out;
 }
 
-LogFn LogQueue::sink() {
+LogFn LogQueue::log_fn() {
     return [this](std::string_view line) { push(line); };
 }
 

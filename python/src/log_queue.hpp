@@ -21,7 +21,7 @@ public:
     // The pending lines, plus one line saying how many were dropped, if any.
     std::vector<std::string> drain();
     // A LogFn that pushes into this queue; the queue must outlive every call of it.
-    LogFn sink();
+    LogFn log_fn();
 
 private:
     std::mutex mu_;

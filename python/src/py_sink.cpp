@@ -14,7 +14,7 @@ py::dict entry_dict(const SinkEntry& e) {
     d["size"] = e.size;
     d["mode"] = e.mode;
     d["mtime_ns"] = e.mtime_ns;
-    d["is_stream"] = e.is_stream;
+    d["is_pipe"] = e.is_pipe;
     return d;
 }
 

@@ -2,7 +2,7 @@
 // A sluice::Sink that hands the received data to a Python object:
 //   obj.write(entry: dict, offset: int, data: memoryview)
 //   obj.entry_done(entry: dict)            (optional)
-// entry has id, path, size, mode, mtime_ns, is_stream. The memoryview is read-only and valid
+// entry has id, path, size, mode, mtime_ns, is_pipe. The memoryview is read-only and valid
 // only during the call (it is released afterwards: copy what you keep, e.g. bytes(data)).
 // Called from the library's stream threads with the GIL taken for each call.
 #include <pybind11/pybind11.h>

@@ -26,7 +26,7 @@ public:
         py::gil_scoped_release nogil;
         rx_ = std::make_unique<Receiver>(std::filesystem::path(dir), std::move(opts));
     }
-    // One stream transfer into a borrowed fd.
+    // One pipe transfer into a borrowed fd.
     PyReceiver(int fd, const py::dict& o) : on_log_(o["log"]) {
         RecvOptions opts = options(o);
         py::gil_scoped_release nogil;
@@ -73,7 +73,7 @@ private:
     RecvOptions options(const py::dict& o) {
         RecvOptions opts = recv_options(o);
         opts.progress = progress_.get();
-        opts.log = log_->sink();
+        opts.log = log_->log_fn();
         return opts;
     }
 

@@ -19,7 +19,7 @@ pybind11::dict run_send(const pybind11::dict& o, Call&& call) {
     LogQueue log;
     opts.cancel = &flag->value;
     opts.progress = &progress;
-    opts.log = log.sink();
+    opts.log = log.log_fn();
 
     Watch w;
     w.progress = &progress;

@@ -1,4 +1,4 @@
-// sluice._sluice.send_fds and send_stream: ranges of open files, and a byte stream of unknown
+// sluice._sluice.send_fds and send_pipe: ranges of open files, and a byte stream of unknown
 // length, with the GIL released while bytes move. Every fd stays the caller's.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -21,9 +21,9 @@ void bind_send_fds(py::module_& m) {
         Endpoint to = endpoint(url, o);
         return run_send(o, [&](const SendOptions& opts) { return send(files, to, opts); });
     });
-    m.def("send_stream", [](int fd, const std::string& url, const py::dict& o) {
+    m.def("send_pipe", [](int fd, const std::string& url, const py::dict& o) {
         Endpoint to = endpoint(url, o);
-        return run_send(o, [&](const SendOptions& opts) { return send_stream(fd, to, opts); });
+        return run_send(o, [&](const SendOptions& opts) { return send_pipe(fd, to, opts); });
     });
 }
 

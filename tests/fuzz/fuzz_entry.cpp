@@ -64,7 +64,7 @@ Verdict pushed(Span in, size_t piece) {
     return v;
 }
 
-// The same stream pulled through DataFrameReader as the direct, splice and stream paths read
+// The same stream pulled through DataFrameReader as the direct, splice and pipe paths read
 // their sockets: frame by frame, each block's data read by the caller in pieces.
 Verdict pulled(Span in, size_t piece) {
     Verdict v;

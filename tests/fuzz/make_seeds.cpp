@@ -20,7 +20,7 @@ static void put(const std::string& dir, const std::string& name, unsigned char s
 int main(int argc, char** argv) {
     if (argc != 2) return 2;
     std::string dir = argv[1];
-    ManifestChunk c;
+    ManifestPage c;
     c.seq = 1;
     ManifestEntry e;
     e.file_id = 0, e.kind = EntryKind::directory, e.path = "d", e.mode = 0755;

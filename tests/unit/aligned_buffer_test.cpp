@@ -1,4 +1,4 @@
-// Receive chunks are written with O_DIRECT and registered with io_uring: their alignment is a
+// Receive buffers are written with O_DIRECT and registered with io_uring: their alignment is a
 // contract, and a 2 MiB one is what lets the kernel back them with one huge page each.
 #include <doctest/doctest.h>
 

@@ -28,13 +28,13 @@ ManifestEntry entry(uint64_t id, std::string path, EntryKind kind = EntryKind::f
 } // namespace
 
 TEST_CASE("manifest round trip keeps every field") {
-    ManifestChunk c;
+    ManifestPage c;
     c.seq = 7;
     c.entries = {entry(0, "dir", EntryKind::directory), entry(1, "dir/a file é.txt", EntryKind::file, 1ull << 40),
                  entry(2, "dir/link", EntryKind::symlink)};
     Bytes out;
     encode_manifest(out, c);
-    ManifestChunk d = decode_manifest(payload_of(out));
+    ManifestPage d = decode_manifest(payload_of(out));
     CHECK(d.seq == 7);
     REQUIRE(d.entries.size() == 3);
     CHECK(d.entries[1].path == "dir/a file é.txt");
@@ -47,7 +47,7 @@ TEST_CASE("manifest round trip keeps every field") {
 TEST_CASE("manifest paths that could escape the destination are refused") {
     for (const char* bad : {"../x", "a/../../x", "/etc/passwd", "a//b", "a/./b", ".", "", "a/"}) {
         CAPTURE(bad);
-        ManifestChunk c;
+        ManifestPage c;
         c.entries = {entry(0, bad)};
         Bytes out;
         encode_manifest(out, c);
@@ -61,7 +61,7 @@ TEST_CASE("manifest paths that could escape the destination are refused") {
 }
 
 TEST_CASE("manifest entries breaking type rules are refused") {
-    ManifestChunk c;
+    ManifestPage c;
     auto e = entry(0, "d", EntryKind::directory);
     e.size = 5; // a directory with a size
     c.entries = {e};
@@ -78,7 +78,7 @@ TEST_CASE("manifest entries breaking type rules are refused") {
 
 TEST_CASE("a manifest claiming more entries than it holds is refused before allocating") {
     Bytes out;
-    encode_manifest(out, ManifestChunk{});
+    encode_manifest(out, ManifestPage{});
     // count field sits after the 8-byte header and 4-byte seq
     out[12] = 0xff;
     out[13] = 0xff;
@@ -86,7 +86,7 @@ TEST_CASE("a manifest claiming more entries than it holds is refused before allo
 }
 
 TEST_CASE("truncated frames are refused, whatever the cut") {
-    ManifestChunk c;
+    ManifestPage c;
     c.entries = {entry(0, "a"), entry(1, "b/c")};
     Bytes out;
     encode_manifest(out, c);

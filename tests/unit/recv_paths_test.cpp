@@ -16,7 +16,7 @@
 
 #include "core/checksum/xxh3.hpp"
 #include "core/wire/codec.hpp"
-#include "recv/paths/chunk_receiver.hpp"
+#include "recv/paths/pipe_receiver.hpp"
 #include "recv/paths/stream_receiver.hpp"
 
 using namespace sluice;
@@ -126,7 +126,7 @@ std::string pattern(size_t n, unsigned seed) {
     return s;
 }
 
-const RecvPath kPaths[] = {RecvPath::direct, RecvPath::recv_write, RecvPath::splice, RecvPath::null_sink};
+const RecvPath kPaths[] = {RecvPath::direct, RecvPath::recv_write, RecvPath::splice, RecvPath::discard};
 
 // The error a path gives for a stream, with its code; empty if it ran through.
 std::string error_of(Harness& h, const Wire& w, RecvPath path, ErrorCode want = ErrorCode::protocol,
@@ -147,7 +147,7 @@ TEST_CASE("every receive path writes the blocks it is sent and counts the stream
     for (RecvPath path : kPaths) {
         CAPTURE(recv_path_name(path));
         Harness h;
-        // Large enough for several 2 MiB chunks and an unaligned tail (the O_DIRECT path where
+        // Large enough for several 2 MiB buffers and an unaligned tail (the O_DIRECT path where
         // the file system allows it), plus a small file that arrives whole in one block.
         const std::string big = pattern((5u << 20) + 123, 1), small = pattern(1000, 2);
         h.add(0, "d", 0, wire::EntryKind::directory);
@@ -161,7 +161,7 @@ TEST_CASE("every receive path writes the blocks it is sent and counts the stream
         CHECK(h.received == big.size() + small.size());
         CHECK(h.completed == 2);
         CHECK(h.failed_offsets.empty());
-        if (path == RecvPath::null_sink) {
+        if (path == RecvPath::discard) {
             CHECK_FALSE(fs::exists(h.dir.path / "d/big"));
             continue;
         }
@@ -252,14 +252,14 @@ TEST_CASE("every receive path refuses bad frames with the reader's words") {
     }
 }
 
-TEST_CASE("stream mode into an fd reads its frames through the same reader") {
+TEST_CASE("pipe mode into an fd reads its frames through the same reader") {
     Harness h;
-    h.add(0, "stdin", 0, wire::EntryKind::stream);
+    h.add(0, "stdin", 0, wire::EntryKind::pipe);
     int out[2];
     REQUIRE(::pipe(out) == 0);
     OrderedOutput ordered(out[1]);
     const std::string a = pattern(70000, 5), b = pattern(5000, 6);
-    SUBCASE("chunks in order reach the output") {
+    SUBCASE("pieces in order reach the output") {
         Wire w;
         w.block(0, 0, a).block(0, a.size(), b).end();
         std::string got;
@@ -267,16 +267,16 @@ TEST_CASE("stream mode into an fd reads its frames through the same reader") {
             char buf[65536];
             for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
         });
-        StreamReceipt r = h.run(w, [&](int sock) { return make_stream_to_fd_receiver(sock, h.ctx, ordered); });
+        StreamReceipt r = h.run(w, [&](int sock) { return make_pipe_to_fd_receiver(sock, h.ctx, ordered); });
         ::close(out[1]);
         reader.join();
         CHECK(r.blocks == 2);
         CHECK(got == a + b);
     }
-    SUBCASE("an empty chunk is refused as on every other path") {
+    SUBCASE("an empty piece is refused as on every other path") {
         Wire w;
         w.block(0, 0, "");
-        CHECK_THROWS_WITH(h.run(w, [&](int sock) { return make_stream_to_fd_receiver(sock, h.ctx, ordered); }),
+        CHECK_THROWS_WITH(h.run(w, [&](int sock) { return make_pipe_to_fd_receiver(sock, h.ctx, ordered); }),
                           "BLOCK frame without data on data stream");
         ::close(out[1]);
     }

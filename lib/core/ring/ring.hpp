@@ -59,7 +59,7 @@ public:
     Completion& operator=(const Completion&) = delete;
     ~Completion();
 
-    // The caller's own meaning (a chunk index, a step of a chain); the ring never reads it.
+    // The caller's own meaning (a buffer index, a step of a chain); the ring never reads it.
     uint64_t tag = 0;
 
     bool busy() const { return ring_ != nullptr; } // a CQE is still owed

@@ -20,7 +20,7 @@ const char* recv_path_name(RecvPath p) {
     case RecvPath::recv_write: return "recv_write";
     case RecvPath::splice: return "splice";
     case RecvPath::direct: return "direct";
-    case RecvPath::null_sink: return "null";
+    case RecvPath::discard: return "null";
     }
     return "?";
 }
@@ -37,7 +37,7 @@ RecvPath parse_recv_path(std::string_view n) {
     if (n == "recv_write" || n == "recv-write") return RecvPath::recv_write;
     if (n == "splice") return RecvPath::splice;
     if (n == "direct") return RecvPath::direct;
-    if (n == "null") return RecvPath::null_sink;
+    if (n == "null") return RecvPath::discard;
     throw Error(ErrorCode::usage, "--recv-path '" + std::string(n) + "': expected direct, recv_write, splice or null");
 }
 

@@ -25,7 +25,7 @@ Span client_hello_signed_part(Span encoded);
 FrameHeader decode_frame_header(Span in);
 void encode_frame_header(unsigned char out[kFrameHeaderBytes], FrameType type, uint32_t length);
 
-void encode_manifest(Bytes& out, const ManifestChunk& c);
+void encode_manifest(Bytes& out, const ManifestPage& c);
 void encode_manifest_ack(Bytes& out, const ManifestAck& a);
 void encode_manifest_end(Bytes& out, const ManifestEnd& e);
 void encode_stream_end(Bytes& out, const StreamEnd& e);
@@ -38,7 +38,7 @@ void encode_abort(Bytes& out, const Abort& a);
 void encode_block_prefix(unsigned char out[kFrameHeaderBytes + kBlockPrefixBytes], const BlockPrefix& p,
                          uint32_t data_length);
 
-ManifestChunk decode_manifest(Span payload);
+ManifestPage decode_manifest(Span payload);
 ManifestAck decode_manifest_ack(Span payload);
 ManifestEnd decode_manifest_end(Span payload);
 BlockPrefix decode_block_prefix(Span prefix24);

@@ -33,7 +33,7 @@ void validate_relative_path(const std::string& path) {
     }
 }
 
-void encode_manifest(Bytes& out, const ManifestChunk& c) {
+void encode_manifest(Bytes& out, const ManifestPage& c) {
     size_t at = begin_frame(out, FrameType::manifest);
     ByteWriter w(out);
     w.u32(c.seq);
@@ -54,12 +54,12 @@ void encode_manifest(Bytes& out, const ManifestChunk& c) {
     end_frame(out, at);
 }
 
-ManifestChunk decode_manifest(Span payload) {
+ManifestPage decode_manifest(Span payload) {
     ByteReader r(payload, "MANIFEST");
-    ManifestChunk c;
+    ManifestPage c;
     c.seq = r.u32();
     uint32_t count = r.u32();
-    if (count > kMaxEntriesPerChunk) bad("MANIFEST: " + std::to_string(count) + " entries exceed the limit per chunk");
+    if (count > kMaxEntriesPerPage) bad("MANIFEST: " + std::to_string(count) + " entries exceed the limit per page");
     if (count > r.remaining() / 36) bad("MANIFEST: entry count " + std::to_string(count) + " larger than the frame");
     c.entries.reserve(count);
     for (uint32_t i = 0; i < count; ++i) {
@@ -82,7 +82,7 @@ ManifestChunk decode_manifest(Span payload) {
         validate_relative_path(e.path);
         if (e.mode & ~07777u) bad("MANIFEST: '" + e.path + "' has mode bits outside 07777");
         if (e.kind != EntryKind::file && e.size != 0) bad("MANIFEST: '" + e.path + "' is not a file but has a size");
-        if (e.kind == EntryKind::stream && count != 1) bad("MANIFEST: stream '" + e.path + "' must be the only entry of its chunk");
+        if (e.kind == EntryKind::pipe && count != 1) bad("MANIFEST: pipe '" + e.path + "' must be the only entry of its page");
         if (e.size > kMaxFileSize) bad("MANIFEST: '" + e.path + "' size " + std::to_string(e.size) + " exceeds 1 PiB");
         if (e.kind == EntryKind::symlink) {
             if (e.link_target.empty() || e.link_target.find('\0') != std::string::npos)
@@ -128,7 +128,7 @@ ManifestAck decode_manifest_ack(Span payload) {
 void encode_manifest_end(Bytes& out, const ManifestEnd& e) {
     size_t at = begin_frame(out, FrameType::manifest_end);
     ByteWriter w(out);
-    w.u32(e.chunk_count);
+    w.u32(e.page_count);
     w.u32(0);
     w.u64(e.file_count);
     w.u64(e.total_bytes);
@@ -138,7 +138,7 @@ void encode_manifest_end(Bytes& out, const ManifestEnd& e) {
 ManifestEnd decode_manifest_end(Span payload) {
     ByteReader r(payload, "MANIFEST_END");
     ManifestEnd e;
-    e.chunk_count = r.u32();
+    e.page_count = r.u32();
     r.u32();
     e.file_count = r.u64();
     e.total_bytes = r.u64();

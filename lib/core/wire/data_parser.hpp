@@ -31,7 +31,7 @@ struct StreamCounts {
 
 // Pull-style: next() reads a frame up to its data and returns the block, or nothing once
 // STREAM_END has arrived with counts that match. The caller reads the block's data itself
-// (into its own chunk, pipe or file), all of it, before calling next() again.
+// (into its own buffer, pipe or file), all of it, before calling next() again.
 class DataFrameReader {
 public:
     // `label` names the stream in messages ("data stream 3").

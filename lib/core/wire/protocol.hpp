@@ -16,13 +16,13 @@ inline constexpr uint16_t kVersion = 1;
 inline constexpr uint32_t kMaxPathBytes = 4095;         // a relative path, without NUL
 inline constexpr uint32_t kMaxNameBytes = 255;          // one path component
 inline constexpr uint32_t kMaxLinkTargetBytes = 4095;
-inline constexpr uint32_t kMaxEntriesPerChunk = 65536;
-inline constexpr uint32_t kMaxControlPayload = 8u << 20; // manifest chunks, acks, status
+inline constexpr uint32_t kMaxEntriesPerPage = 65536;
+inline constexpr uint32_t kMaxControlPayload = 8u << 20; // manifest pages, acks, status
 inline constexpr uint32_t kMaxBlockData = 64u << 20;     // data bytes in one BLOCK frame
 inline constexpr uint32_t kMaxMessageBytes = 4096;       // text in STATUS / ABORT
 inline constexpr uint16_t kMaxStreams = 128;
 inline constexpr uint64_t kMaxFileSize = 1ull << 50;     // 1 PiB: keeps offset + length far from overflow
-inline constexpr uint32_t kMaxStreamChunk = 1u << 20;    // data bytes in one BLOCK of a stream entry
+inline constexpr uint32_t kMaxPiece = 1u << 20;    // data bytes in one BLOCK (a piece) of a pipe entry
 
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr size_t kBlockPrefixBytes = 24; // file_id, offset, checksum before the data
@@ -34,8 +34,8 @@ inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kTransferIdBytes = 16;
 
 enum class FrameType : uint8_t {
-    manifest = 0x01,      // S->R control: a chunk of file entries
-    manifest_ack = 0x02,  // R->S control: chunk registered; ranges already verified (resume)
+    manifest = 0x01,      // S->R control: a page of file entries
+    manifest_ack = 0x02,  // R->S control: page registered; ranges already verified (resume)
     manifest_end = 0x03,  // S->R control: no more entries
     block = 0x10,         // S->R data: file data at an offset, with its checksum
     stream_end = 0x11,    // S->R data: this stream carries no more blocks
@@ -51,12 +51,12 @@ enum class Role : uint8_t { control = 0, data = 1 };
 enum class AuthStatus : uint8_t { ok = 0, bad_token = 1, bad_version = 2, other_transfer = 3, bad_stream = 4 };
 const char* auth_status_text(AuthStatus s);
 
-// stream: a byte stream of unknown length (stream mode); the only entry of its transfer.
-enum class EntryKind : uint8_t { file = 1, directory = 2, symlink = 3, stream = 4 };
+// pipe: a byte stream of unknown length (pipe mode); the only entry of its transfer.
+enum class EntryKind : uint8_t { file = 1, directory = 2, symlink = 3, pipe = 4 };
 
 // ABORT codes.
 inline constexpr uint32_t kAbortFailed = 1;          // the side sending it failed; see the message
-inline constexpr uint32_t kAbortSourceTruncated = 2; // stream mode: the producer failed, the stream is cut short
+inline constexpr uint32_t kAbortSourceTruncated = 2; // pipe mode: the producer failed, the byte stream is cut short
 
 struct FrameHeader {
     uint8_t type = 0;
@@ -94,7 +94,7 @@ struct ManifestEntry {
     std::string link_target; // symlinks only
 };
 
-struct ManifestChunk {
+struct ManifestPage {
     uint32_t seq = 0;
     std::vector<ManifestEntry> entries;
 };
@@ -111,7 +111,7 @@ struct ManifestAck {
 };
 
 struct ManifestEnd {
-    uint32_t chunk_count = 0;
+    uint32_t page_count = 0;
     uint64_t file_count = 0;
     uint64_t total_bytes = 0;
 };

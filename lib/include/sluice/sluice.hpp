@@ -28,7 +28,7 @@
 namespace sluice {
 
 enum class SendPath { splice, sendfile, read_send, zc };
-enum class RecvPath { recv_write, splice, direct, null_sink };
+enum class RecvPath { recv_write, splice, direct, discard };
 SLUICE_EXPORT const char* send_path_name(SendPath p);
 SLUICE_EXPORT const char* recv_path_name(RecvPath p);
 SLUICE_EXPORT SendPath parse_send_path(std::string_view name);
@@ -70,10 +70,10 @@ struct FdSource {
 // Sends ranges of open files; same guarantees as send(paths).
 SLUICE_EXPORT Stats send(const std::vector<FdSource>& files, const Endpoint& to, const SendOptions& options);
 
-// Stream mode (the `producer | nc` replacement): sends what can be read from fd until end of
+// Pipe mode (the `producer | nc` replacement): sends what can be read from fd until end of
 // file (a pipe, socket or file), in order over all streams, to a receiver writing to an fd or
 // a Sink. fd is borrowed. Pipe data is moved to the sockets with splice, not copied.
-SLUICE_EXPORT Stats send_stream(int fd, const Endpoint& to, const SendOptions& options);
+SLUICE_EXPORT Stats send_pipe(int fd, const Endpoint& to, const SendOptions& options);
 
 struct RecvOptions {
     std::string bind_address;         // empty: all addresses
@@ -90,19 +90,19 @@ struct RecvOptions {
     Progress* progress = nullptr;
 };
 
-// What a Sink is told about one file (tree transfers) or the stream (stream transfers).
+// What a Sink is told about one file (tree transfers) or the byte stream (pipe transfers).
 struct SinkEntry {
     uint64_t id = 0;
-    std::string path;      // relative path as sent; the stream's name in stream mode
-    uint64_t size = 0;     // stream mode: 0 until the stream has ended
+    std::string path;      // relative path as sent; the byte stream's name in pipe mode
+    uint64_t size = 0;     // pipe mode: 0 until the byte stream has ended
     uint32_t mode = 0;
     int64_t mtime_ns = 0;
-    bool is_stream = false;
+    bool is_pipe = false;
 };
 
 // A caller-supplied destination instead of a directory. Data reaches it after its checksum
 // matched. Tree transfers: write() is called from several stream threads at once, for
-// different ranges, in no particular order. Stream transfers: in stream order, one call at a
+// different ranges, in no particular order. Pipe transfers: in byte order, one call at a
 // time. An exception thrown from a callback fails the transfer with its message.
 class SLUICE_EXPORT Sink {
 public:
@@ -112,7 +112,7 @@ public:
     virtual void entry_done(const SinkEntry&) {}
 };
 
-// Stream transfers written to a caller's fd (for example stdout) in order; spliced from the
+// Pipe transfers written to a caller's fd (for example stdout) in order; spliced from the
 // sockets when fd is a pipe. Borrowed: the caller keeps ownership.
 struct OutputFd {
     int fd = -1;
@@ -124,7 +124,7 @@ public:
     SLUICE_EXPORT Receiver(const std::filesystem::path& dir, RecvOptions options);
     // Receives into a caller-owned sink, which must outlive the Receiver.
     SLUICE_EXPORT Receiver(Sink& sink, RecvOptions options);
-    // Receives one stream transfer into out.fd; a tree transfer is refused.
+    // Receives one pipe transfer into out.fd; a tree transfer is refused.
     SLUICE_EXPORT Receiver(OutputFd out, RecvOptions options);
     SLUICE_EXPORT ~Receiver();
     Receiver(const Receiver&) = delete;

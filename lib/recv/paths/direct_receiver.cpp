@@ -1,8 +1,8 @@
-// Receive path "direct": block data is received straight into page-aligned 2 MiB chunks
+// Receive path "direct": block data is received straight into page-aligned 2 MiB buffers
 // (the one CPU copy, socket -> user), hashed there while hot, and written with O_DIRECT from
 // the same memory: the disk's DMA reads it, so there is no second copy into the page cache.
-// Up to kChunks writes (WRITE_FIXED from the registered chunks) are in flight while the next
-// chunk is received. Files under kDirectMinBytes, and destinations that refuse O_DIRECT, use buffered writes (reported),
+// Up to kBuffers writes (WRITE_FIXED from the registered buffers) are in flight while the next
+// buffer is received. Files under kDirectMinBytes, and destinations that refuse O_DIRECT, use buffered writes (reported),
 // written at once with pwrite: a buffered write only copies into the page cache, and through
 // io_uring it would be handed to an io-wq worker (a context switch per small file). A file
 // that arrives whole in one block is written into an unnamed O_TMPFILE inode and linked in
@@ -26,8 +26,8 @@ namespace sluice {
 
 namespace {
 
-constexpr size_t kChunkBytes = 2 << 20;
-constexpr int kChunks = 4;
+constexpr size_t kBufferBytes = 2 << 20;
+constexpr int kBuffers = 4;
 constexpr uint64_t kDirectMinBytes = 1 << 20;
 constexpr uint64_t kAlign = 4096;
 
@@ -39,21 +39,21 @@ class DirectReceiver final : public StreamReceiver {
         uint64_t checksum;
         bool checksum_ok;
         int writes_left;
-        bool received; // all chunks submitted
+        bool received; // all buffers submitted
     };
 
 public:
     DirectReceiver(int sock, unsigned index, RecvContext& ctx)
         : sock_(sock), index_(index), ctx_(ctx),
-          chunks_{AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes), AlignedBuffer(kChunkBytes)},
+          buffers_{AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes)},
           dirs_(ctx.tree), ring_(64) {
-        for (int i = 0; i < kChunks; ++i) writes_[i].tag = static_cast<uint64_t>(i);
+        for (int i = 0; i < kBuffers; ++i) writes_[i].tag = static_cast<uint64_t>(i);
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
         timeout_.tv_nsec = (ctx.idle_timeout_ms % 1000) * 1'000'000LL;
-        // Registered once, the chunks are written with WRITE_FIXED: the kernel maps their pages
+        // Registered once, the buffers are written with WRITE_FIXED: the kernel maps their pages
         // at registration instead of pinning them again for every write.
-        iovec iov[kChunks];
-        for (int i = 0; i < kChunks; ++i) iov[i] = {chunks_[i].data(), kChunkBytes};
+        iovec iov[kBuffers];
+        for (int i = 0; i < kBuffers; ++i) iov[i] = {buffers_[i].data(), kBufferBytes};
         int rc = ring_.register_buffers(iov);
         fixed_ = rc == 0;
         if (rc < 0) register_error_ = std::strerror(-rc);
@@ -74,9 +74,9 @@ private:
         xxh_.reset();
         pending_.push_back({&f, p.offset, len, p.checksum, false, 0, false});
         for (uint64_t pos = 0; pos < len;) {
-            int c = free_chunk();
-            size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, len - pos));
-            unsigned char* buf = chunks_[c].data();
+            int c = free_buffer();
+            size_t n = static_cast<size_t>(std::min<uint64_t>(kBufferBytes, len - pos));
+            unsigned char* buf = buffers_[c].data();
             recv_exact(buf, n);
             xxh_.update(buf, n);
             pos += n;
@@ -88,13 +88,13 @@ private:
             }
             size_t write_len = n;
             if (direct_ && n % kAlign) {
-                // Only a file's last chunk is unaligned: pad it; finish_file truncates.
+                // Only a file's last buffer is unaligned: pad it; finish_file truncates.
                 write_len = (n + kAlign - 1) / kAlign * kAlign;
                 std::memset(buf + n, 0, write_len - n);
             }
-            chunk_block_[c] = &pending_.back();
-            chunk_len_[c] = n;
-            chunk_write_[c] = {p.offset + pos - n, write_len};
+            buffer_block_[c] = &pending_.back();
+            buffer_len_[c] = n;
+            buffer_write_[c] = {p.offset + pos - n, write_len};
             queue_write(c);
             ring_.submit();
             pending_.back().writes_left++;
@@ -155,13 +155,13 @@ private:
     }
 
     void queue_write(int c) {
-        const auto [offset, len] = chunk_write_[c];
-        ring_.write(writes_[c], fd_.get(), chunks_[c].data(), static_cast<unsigned>(len), offset, fixed_ ? c : -1);
+        const auto [offset, len] = buffer_write_[c];
+        ring_.write(writes_[c], fd_.get(), buffers_[c].data(), static_cast<unsigned>(len), offset, fixed_ ? c : -1);
     }
 
-    int free_chunk() {
+    int free_buffer() {
         for (;;) {
-            for (int i = 0; i < kChunks; ++i)
+            for (int i = 0; i < kBuffers; ++i)
                 if (!writes_[i].busy()) return i;
             handle(ring_.wait());
         }
@@ -170,7 +170,7 @@ private:
     void drain() {
         for (;;) {
             bool busy = false;
-            for (int i = 0; i < kChunks; ++i) busy |= writes_[i].busy();
+            for (int i = 0; i < kBuffers; ++i) busy |= writes_[i].busy();
             if (!busy) break;
             handle(ring_.wait());
         }
@@ -181,7 +181,7 @@ private:
     void handle(Completion& done) {
         if (&done == &recv_ || &done == &recv_timeout_) return;
         const int c = static_cast<int>(done.tag);
-        PendingBlock* b = chunk_block_[c];
+        PendingBlock* b = buffer_block_[c];
         switch (done.outcome()) {
         case Completion::Outcome::ok: break;
         case Completion::Outcome::retry: return queue_write(c);
@@ -189,7 +189,7 @@ private:
         case Completion::Outcome::failed:
             throw_errno(ErrorCode::destination, "cannot write '" + b->file->entry.path + "'", done.error());
         }
-        if (static_cast<size_t>(done.result()) < chunk_len_[c])
+        if (static_cast<size_t>(done.result()) < buffer_len_[c])
             throw Error(ErrorCode::destination, "cannot write '" + b->file->entry.path + "': short write (no space left?)");
         b->writes_left--;
         // Verified the moment its data is on disk, not when the sender next sends something:
@@ -265,17 +265,17 @@ private:
     unsigned index_;
     RecvContext& ctx_;
     RecvLowWater low_water_{sock_};
-    AlignedBuffer chunks_[kChunks];
-    size_t chunk_len_[kChunks] = {};
-    std::pair<uint64_t, size_t> chunk_write_[kChunks] = {}; // offset and padded length
-    PendingBlock* chunk_block_[kChunks] = {};
+    AlignedBuffer buffers_[kBuffers];
+    size_t buffer_len_[kBuffers] = {};
+    std::pair<uint64_t, size_t> buffer_write_[kBuffers] = {}; // offset and padded length
+    PendingBlock* buffer_block_[kBuffers] = {};
     std::deque<PendingBlock> pending_; // deque: pointers stay valid as blocks are added
     ParentDirCache dirs_;
     Xxh3 xxh_;
     __kernel_timespec timeout_{};
     RecvFile* open_file_ = nullptr;
     UniqueFd fd_;
-    Completion writes_[kChunks]; // tag: the chunk
+    Completion writes_[kBuffers]; // tag: the buffer
     Completion recv_, recv_timeout_;
     // After the memory, fds and completions its requests use, so it is torn down (cancelling
     // and reaping them) before any of those goes.

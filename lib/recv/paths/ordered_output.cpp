@@ -9,8 +9,8 @@
 namespace sluice {
 
 OrderedOutput::OrderedOutput(int out_fd) : out_fd_(out_fd) {
-    // A shell's pipe holds 64 KiB: each chunk would leave in 16 pieces, each a wake-up of the
-    // consumer. A whole chunk fits after this (best effort: the limit is pipe-max-size).
+    // A shell's pipe holds 64 KiB: each piece would leave in 16 pieces, each a wake-up of the
+    // consumer. A whole piece fits after this (best effort: the limit is pipe-max-size).
     ::fcntl(out_fd_, F_SETPIPE_SZ, static_cast<int>(1u << 20));
 }
 OrderedOutput::OrderedOutput(Sink& sink) : sink_(&sink) {}
@@ -23,7 +23,7 @@ void OrderedOutput::set_entry(const SinkEntry& e) {
 void OrderedOutput::wait_turn(uint64_t offset) {
     std::unique_lock lk(mu_);
     cv_.wait(lk, [&] { return next_ == offset || stopped_; });
-    if (stopped_) throw Error(ErrorCode::cancelled, "stream output stopped");
+    if (stopped_) throw Error(ErrorCode::cancelled, "pipe output stopped");
 }
 
 void OrderedOutput::end_turn(uint64_t length) {
@@ -56,8 +56,8 @@ void OrderedOutput::output_failed(int err) {
     uint64_t at = written_;
     if (err == EPIPE)
         throw Error(ErrorCode::destination, "the output (fd " + std::to_string(out_fd_) + ") was closed by its reader after " +
-                                                std::to_string(at) + " bytes of the stream");
-    throw_errno(ErrorCode::destination, "cannot write the stream to fd " + std::to_string(out_fd_) + " after " + std::to_string(at) + " bytes", err);
+                                                std::to_string(at) + " bytes of the byte stream");
+    throw_errno(ErrorCode::destination, "cannot write the byte stream to fd " + std::to_string(out_fd_) + " after " + std::to_string(at) + " bytes", err);
 }
 
 // The caller's fd may be non-blocking (a shared pipe); wait for room instead of spinning.
@@ -98,7 +98,7 @@ void OrderedOutput::drain_pipe(int pipe_read_fd, size_t n) {
             // A tty, an O_APPEND file or anything else without splice support.
             std::lock_guard lk(mu_);
             copy_fallback_ = true;
-            fallback_reason_ = "stream output copied through a buffer: fd " + std::to_string(out_fd_) + " does not accept splice";
+            fallback_reason_ = "pipe output copied through a buffer: fd " + std::to_string(out_fd_) + " does not accept splice";
             break;
         }
         output_failed(m < 0 ? errno : EPIPE);
@@ -106,7 +106,7 @@ void OrderedOutput::drain_pipe(int pipe_read_fd, size_t n) {
     while (n) {
         ssize_t r = ::read(pipe_read_fd, bounce_.data(), std::min(n, bounce_.size()));
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) throw_errno(ErrorCode::internal, "reading a stream chunk back from its pipe");
+        if (r <= 0) throw_errno(ErrorCode::internal, "reading a pipe piece back from its pipe");
         write_fd_all(bounce_.data(), static_cast<size_t>(r));
         n -= static_cast<size_t>(r);
     }

@@ -1,9 +1,9 @@
 #pragma once
-// Stream mode, receiving side: chunks of one byte stream arrive on several data streams (each
-// stream's chunks in increasing order) and must leave in stream order. The data stream
-// holding the chunk that starts at the next output offset has the turn; the others wait with
-// their chunk parked in their own pipe or buffer. The stream holding the lowest undelivered
-// chunk always has it at its head, so waiting never deadlocks.
+// Pipe mode, receiving side: pieces of one byte stream arrive on several data streams (each
+// stream's pieces in increasing order) and must leave in stream order. The data stream
+// holding the piece that starts at the next output offset has the turn; the others wait with
+// their piece parked in their own pipe or buffer. The data stream holding the lowest undelivered
+// piece always has it at its head, so waiting never deadlocks.
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>

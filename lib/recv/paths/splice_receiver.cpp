@@ -73,13 +73,13 @@ private:
                 }
                 uint64_t planned = 0;
                 while (planned < from_socket && n + 2 <= kMaxSteps) {
-                    unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(pipe_.size(), from_socket - planned));
+                    unsigned part = static_cast<unsigned>(std::min<uint64_t>(pipe_.size(), from_socket - planned));
                     steps_[n].tag = kFromSocket;
-                    ring_.splice(steps_[n++], sock_, -1, pipe_.write_fd(), -1, chunk, SPLICE_F_MOVE);
+                    ring_.splice(steps_[n++], sock_, -1, pipe_.write_fd(), -1, part, SPLICE_F_MOVE);
                     steps_[n].tag = kToFile;
                     ring_.splice(steps_[n++], pipe_.read_fd(), -1, open_fd_.get(),
-                                 static_cast<int64_t>(file_pos + in_pipe + planned), chunk, SPLICE_F_MOVE);
-                    planned += chunk;
+                                 static_cast<int64_t>(file_pos + in_pipe + planned), part, SPLICE_F_MOVE);
+                    planned += part;
                 }
             }
             for (unsigned i = 0; i < n; ++i)

@@ -60,7 +60,7 @@ UniqueFd open_unnamed_file(ParentDirCache& dirs, const RecvFile& f);
 void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync);
 // Records a block whose data is written (fd) and whose checksum matched. The block that
 // completes its file finishes it (and drops its journal); any other is journaled, after an
-// fdatasync with --sync, so that a resume skips it. fd < 0: nothing was written (null sink).
+// fdatasync with --sync, so that a resume skips it. fd < 0: nothing was written (the discard path, `--recv-path null`).
 void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd, uint64_t offset, uint64_t length,
                     uint64_t checksum);
 

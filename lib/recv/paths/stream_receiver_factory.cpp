@@ -11,7 +11,7 @@ std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, un
     switch (path) {
     case RecvPath::splice: return make_splice_receiver(sock, index, ctx);
     case RecvPath::recv_write: return make_recv_write_receiver(sock, index, ctx, false);
-    case RecvPath::null_sink: return make_recv_write_receiver(sock, index, ctx, true);
+    case RecvPath::discard: return make_recv_write_receiver(sock, index, ctx, true);
     case RecvPath::direct: return make_direct_receiver(sock, index, ctx);
     }
     return nullptr;

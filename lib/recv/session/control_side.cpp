@@ -1,7 +1,7 @@
 #include "recv/session/control_side.hpp"
 
 #include "core/io/socket.hpp"
-#include "recv/paths/chunk_receiver.hpp"
+#include "recv/paths/pipe_receiver.hpp"
 #include "recv/session/finishing.hpp"
 #include "recv/session/resume.hpp"
 
@@ -39,12 +39,12 @@ Error ControlSide::as_sender_fault(const Error& e) const {
     }
 }
 
-void ControlSide::on_manifest(wire::ManifestChunk&& chunk) {
+void ControlSide::on_manifest(wire::ManifestPage&& page) {
     if (manifest_ended_) throw Error(ErrorCode::protocol, "MANIFEST after MANIFEST_END");
-    if (chunk.seq != chunks_) throw Error(ErrorCode::protocol, "manifest chunk " + std::to_string(chunk.seq) + " out of order");
-    ++chunks_;
-    wire::ManifestAck ack{.seq = chunk.seq, .verified = {}};
-    for (auto& e : chunk.entries) register_entry(std::move(e), ack.verified);
+    if (page.seq != pages_) throw Error(ErrorCode::protocol, "manifest page " + std::to_string(page.seq) + " out of order");
+    ++pages_;
+    wire::ManifestAck ack{.seq = page.seq, .verified = {}};
+    for (auto& e : page.entries) register_entry(std::move(e), ack.verified);
     files_.publish();
     wire::Bytes out;
     wire::encode_manifest_ack(out, ack);
@@ -54,9 +54,9 @@ void ControlSide::on_manifest(wire::ManifestChunk&& chunk) {
 void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already) {
     if (!paths_.insert(e.path).second) throw Error(ErrorCode::protocol, "manifest lists '" + e.path + "' twice");
     target_.check_kind(e);
-    // A stream transfer is its one stream entry.
-    if (stream_entry_ || (e.kind == wire::EntryKind::stream && files_.size() > 0))
-        throw Error(ErrorCode::protocol, "a stream must be the only entry of its transfer");
+    // A pipe transfer is its one pipe entry.
+    if (pipe_entry_ || (e.kind == wire::EntryKind::pipe && files_.size() > 0))
+        throw Error(ErrorCode::protocol, "a pipe must be the only entry of its transfer");
     const bool write = target_.writes_files();
     RecvFile& f = files_.append(std::move(e));
     if (write && f.parent != last_parent_) {
@@ -64,10 +64,10 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
         last_parent_ = f.parent;
     }
     switch (f.entry.kind) {
-    case wire::EntryKind::stream:
-        if (opts_.progress) opts_.progress->is_stream = true;
-        stream_entry_ = &f;
-        target_.stream_output()->set_entry(sink_entry_of(f.entry));
+    case wire::EntryKind::pipe:
+        if (opts_.progress) opts_.progress->is_pipe = true;
+        pipe_entry_ = &f;
+        target_.pipe_output()->set_entry(sink_entry_of(f.entry));
         break;
     case wire::EntryKind::directory:
         ++counts_.dirs;
@@ -136,10 +136,10 @@ void ControlSide::file_completed() {
 }
 
 void ControlSide::on_manifest_end(const wire::ManifestEnd& e) {
-    if (e.chunk_count != chunks_ || e.file_count != files_.size() || e.total_bytes != counts_.bytes)
+    if (e.page_count != pages_ || e.file_count != files_.size() || e.total_bytes != counts_.bytes)
         throw Error(ErrorCode::protocol, "MANIFEST_END announces " + std::to_string(e.file_count) + " entries in " +
-                                             std::to_string(e.chunk_count) + " chunks, but " + std::to_string(files_.size()) +
-                                             " arrived in " + std::to_string(chunks_));
+                                             std::to_string(e.page_count) + " pages, but " + std::to_string(files_.size()) +
+                                             " arrived in " + std::to_string(pages_));
     manifest_ended_ = true;
     // Until now the sender had to keep talking; from here the control connection is quiet
     // while data flows (the data streams have their own timeouts).
@@ -162,12 +162,12 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
     if (ended.blocks != end.blocks || ended.bytes != end.bytes)
         throw Error(ErrorCode::protocol,
                     "sender reports " + std::to_string(end.bytes) + " bytes sent, " + std::to_string(ended.bytes) + " arrived");
-    if (stream_entry_) {
-        uint64_t got = target_.stream_output()->delivered();
+    if (pipe_entry_) {
+        uint64_t got = target_.pipe_output()->delivered();
         if (got != end.bytes)
             throw Error(ErrorCode::protocol,
-                        "the stream is incomplete: " + std::to_string(got) + " of " + std::to_string(end.bytes) + " bytes arrived");
-        target_.stream_done(got);
+                        "the byte stream is incomplete: " + std::to_string(got) + " of " + std::to_string(end.bytes) + " bytes arrived");
+        target_.pipe_done(got);
     }
     check_files_complete(files_);
     if (target_.writes_files()) {

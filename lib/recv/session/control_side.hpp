@@ -1,6 +1,6 @@
 #pragma once
 // The receiver's control thread (docs/design.md, "Receiver"): reads the sender's frames,
-// registers each manifest chunk in the file table (resuming what an earlier run left) and
+// registers each manifest page in the file table (resuming what an earlier run left) and
 // acks it, asks again for blocks that failed their checksum, tells the sender once every file
 // is verified, and at TRANSFER_END checks the transfer and sends the verdict.
 #include <atomic>
@@ -44,11 +44,11 @@ public:
 
     // Once serve() has returned:
     const Counts& counts() const { return counts_; }
-    bool has_stream() const { return stream_entry_ != nullptr; }
+    bool has_pipe() const { return pipe_entry_ != nullptr; }
     uint64_t checksum_failures() const { return resends_.failures(); }
 
 private:
-    void on_manifest(wire::ManifestChunk&& chunk);
+    void on_manifest(wire::ManifestPage&& page);
     void register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already);
     void register_file(RecvFile& f, std::vector<wire::ByteRange>& already);
     void finish_empty_file(RecvFile& f);
@@ -73,8 +73,8 @@ private:
     Counts counts_;
     std::unordered_set<std::string> paths_;
     std::vector<RecvFile*> dirs_, links_;
-    RecvFile* stream_entry_ = nullptr;
-    uint32_t chunks_ = 0;
+    RecvFile* pipe_entry_ = nullptr;
+    uint32_t pages_ = 0;
     bool manifest_ended_ = false;
     std::string last_parent_ = "\x01"; // no real path equals this
 };

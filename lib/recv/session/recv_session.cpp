@@ -200,7 +200,7 @@ Stats RecvSession::stats() {
     const ControlSide::Counts& c = control_side_.counts();
     Stats s{
         .role = "recv",
-        .bytes = control_side_.has_stream() ? target_->stream_output()->delivered() : c.bytes,
+        .bytes = control_side_.has_pipe() ? target_->pipe_output()->delivered() : c.bytes,
         .bytes_sent = tally_.bytes_received.load(),
         .bytes_skipped = c.bytes_skipped,
         .files = c.files,

@@ -2,21 +2,21 @@
 
 #include <fcntl.h>
 
-#include "recv/paths/chunk_receiver.hpp"
+#include "recv/paths/pipe_receiver.hpp"
 
 namespace sluice {
 
 namespace {
 
-bool is_stream(const wire::ManifestEntry& e) { return e.kind == wire::EntryKind::stream; }
+bool is_pipe(const wire::ManifestEntry& e) { return e.kind == wire::EntryKind::pipe; }
 
 class DirectoryTarget final : public RecvTarget {
 public:
     DirectoryTarget(const std::filesystem::path& dir, RecvPath path) : RecvTarget(DestTree(dir)), path_(path) {}
 
-    bool writes_files() const override { return path_ != RecvPath::null_sink; }
+    bool writes_files() const override { return path_ != RecvPath::discard; }
     void check_kind(const wire::ManifestEntry& e) const override {
-        if (is_stream(e))
+        if (is_pipe(e))
             throw Error(ErrorCode::usage, "the sender sends a byte stream ('" + e.path + "'), but this receiver writes files into '" +
                                               tree_.display() + "': receive streams with `sluice recv --stdout`");
     }
@@ -40,7 +40,7 @@ public:
     }
     std::string data_path() const override { return "sink"; }
     void empty_file_done(const RecvFile& f) override { sink_.entry_done(sink_entry_of(f.entry)); }
-    void stream_done(uint64_t size) override {
+    void pipe_done(uint64_t size) override {
         SinkEntry e = out_->entry();
         e.size = size;
         sink_.entry_done(e);
@@ -60,14 +60,14 @@ public:
     }
 
     void check_kind(const wire::ManifestEntry& e) const override {
-        if (!is_stream(e))
+        if (!is_pipe(e))
             throw Error(ErrorCode::usage, "the sender sends files ('" + e.path +
                                               "'), but this receiver writes one byte stream to its output: receive files with `sluice recv DIR`");
     }
     std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned, RecvContext& ctx) override {
-        return make_stream_to_fd_receiver(sock, ctx, *out_);
+        return make_pipe_to_fd_receiver(sock, ctx, *out_);
     }
-    std::string data_path() const override { return "stream_splice"; }
+    std::string data_path() const override { return "pipe_splice"; }
 };
 
 } // namespace

@@ -1,6 +1,6 @@
 #pragma once
 // Where a Receiver puts what arrives (docs/api.md, "Where it can be received"): files into a
-// directory, blocks into a caller's Sink, or one stream into a caller's fd. Everything that
+// directory, blocks into a caller's Sink, or one byte stream (pipe mode) into a caller's fd. Everything that
 // differs between the three is decided here, once, so that the session never asks which one
 // it has.
 #include <filesystem>
@@ -34,12 +34,12 @@ public:
     // Stats::data_path.
     virtual std::string data_path() const = 0;
 
-    // The ordered output of a stream transfer (sink and fd targets), else nullptr.
-    OrderedOutput* stream_output() { return out_.get(); }
-    // A sink is told of every empty file and of the end of a stream (with its final size).
+    // The ordered output of a pipe transfer (sink and fd targets), else nullptr.
+    OrderedOutput* pipe_output() { return out_.get(); }
+    // A sink is told of every empty file and of the end of a pipe (with its final size).
     virtual void empty_file_done(const RecvFile&) {}
-    virtual void stream_done(uint64_t) {}
-    // The transfer failed: every stream waiting for its turn to write returns.
+    virtual void pipe_done(uint64_t) {}
+    // The transfer failed: every data stream waiting for its turn to write returns.
     void stop() {
         if (out_) out_->stop();
     }

@@ -53,12 +53,12 @@ public:
                                  last ? sock_flags_last : sock_flags_more);
                 }
                 for (uint64_t planned = file_pos; planned < file_end && n + 2 <= kMaxOps;) {
-                    unsigned chunk = static_cast<unsigned>(std::min<uint64_t>(pipe_.size(), file_end - planned));
+                    unsigned part = static_cast<unsigned>(std::min<uint64_t>(pipe_.size(), file_end - planned));
                     steps_[n].tag = static_cast<uint64_t>(Op::file_to_pipe);
-                    ring_.splice(steps_[n++], fd, static_cast<int64_t>(planned), pipe_.write_fd(), -1, chunk, SPLICE_F_MOVE);
-                    planned += chunk;
+                    ring_.splice(steps_[n++], fd, static_cast<int64_t>(planned), pipe_.write_fd(), -1, part, SPLICE_F_MOVE);
+                    planned += part;
                     steps_[n].tag = static_cast<uint64_t>(Op::pipe_to_socket);
-                    ring_.splice(steps_[n++], pipe_.read_fd(), -1, sock_, -1, chunk,
+                    ring_.splice(steps_[n++], pipe_.read_fd(), -1, sock_, -1, part,
                                  planned == file_end ? sock_flags_last : sock_flags_more);
                 }
             }

@@ -4,7 +4,7 @@
 // only after its notification CQE says the kernel let go of it.
 //
 // The frame prefix carries the block's checksum ahead of its data, so a whole block is read
-// before its first byte is sent; the buffers of all chunks of a block are in flight together
+// before its first byte is sent; all the buffers of a block are in flight together
 // (reads in parallel, then one linked chain of sends). The pool holds two blocks so that the
 // next block's reads need not wait for the previous block's notifications.
 //
@@ -43,16 +43,16 @@ namespace sluice {
 
 namespace {
 
-constexpr size_t kChunkBytes = 1 << 20;
+constexpr size_t kBufferBytes = 1 << 20;
 constexpr uint64_t kAlign = 4096;
 constexpr uint64_t kDirectMinBytes = 1 << 20; // smaller files are read buffered (likely cached)
 
 class ZcSender final : public BlockSender {
     enum class State : uint8_t { free, reading, sending, awaiting_notif };
-    struct Chunk {
-        AlignedBuffer buf{kChunkBytes};
+    struct Buffer {
+        AlignedBuffer buf{kBufferBytes};
         State state = State::free;
-        size_t want = 0;    // bytes of the block in this chunk
+        size_t want = 0;    // bytes of the block in this buffer
         size_t got = 0;     // bytes read so far
         uint64_t file_offset = 0;
         // After buf: destroyed in flight, they cancel and reap before buf goes.
@@ -69,41 +69,41 @@ public:
         reader_.check_unchanged();
         const int fd = reader_.open(*seg.file);
         if (open_file_ != seg.file) use_file(*seg.file, fd);
-        const size_t n = static_cast<size_t>((seg.length + kChunkBytes - 1) / kChunkBytes);
+        const size_t n = static_cast<size_t>((seg.length + kBufferBytes - 1) / kBufferBytes);
         grow_pool(2 * n);
 
-        // Read every chunk of the block at once, into chunks whose notifications are in.
+        // Read every buffer of the block at once, into buffers whose notifications are in.
         block_.clear();
         for (size_t i = 0; i < n; ++i) {
-            size_t c = take_free_chunk();
-            Chunk& ch = chunks_[c];
+            size_t c = take_free_buffer();
+            Buffer& ch = buffers_[c];
             ch.state = State::reading;
-            ch.file_offset = seg.file->file_offset(seg.offset) + i * kChunkBytes;
-            ch.want = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, seg.length - i * kChunkBytes));
+            ch.file_offset = seg.file->file_offset(seg.offset) + i * kBufferBytes;
+            ch.want = static_cast<size_t>(std::min<uint64_t>(kBufferBytes, seg.length - i * kBufferBytes));
             ch.got = 0;
             block_.push_back(c);
             queue_read(c, fd);
         }
         ring_.submit();
         for (size_t c : block_)
-            while (chunks_[c].state == State::reading) handle(ring_.wait());
+            while (buffers_[c].state == State::reading) handle(ring_.wait());
 
         xxh_.reset();
-        for (size_t c : block_) xxh_.update(chunks_[c].buf.data(), chunks_[c].want);
+        for (size_t c : block_) xxh_.update(buffers_[c].buf.data(), buffers_[c].want);
         wire::BlockPrefix p;
         p.file_id = seg.file->file_id;
         p.offset = seg.offset;
         p.checksum = xxh_.digest();
         wire::encode_block_prefix(prefix_, p, static_cast<uint32_t>(seg.length));
 
-        // One linked chain: prefix, then the chunks in order. Sends on one TCP socket must not
+        // One linked chain: prefix, then the buffers in order. Sends on one TCP socket must not
         // overtake each other; the link keeps them in order and a failed step cancels the rest.
         {
             auto chain = ring_.chain(static_cast<unsigned>(block_.size()) + 1);
             ring_.send(prefix_send_, sock_, prefix_, sizeof prefix_, MSG_NOSIGNAL | MSG_MORE | MSG_WAITALL);
             sends_left_ = 1;
             for (size_t i = 0; i < block_.size(); ++i) {
-                Chunk& ch = chunks_[block_[i]];
+                Buffer& ch = buffers_[block_[i]];
                 ch.state = State::sending;
                 bool last = i + 1 == block_.size();
                 int flags = MSG_NOSIGNAL | MSG_WAITALL | ((more || !last) ? MSG_MORE : 0);
@@ -143,15 +143,15 @@ private:
     }
 
     void grow_pool(size_t want) {
-        if (chunks_.size() >= want) return;
+        if (buffers_.size() >= want) return;
         drain_notifications(); // re-registration must not pull buffers from under the kernel
-        while (chunks_.size() < want) {
-            Chunk& ch = chunks_.emplace_back();
-            ch.read.tag = ch.send.tag = chunks_.size() - 1;
+        while (buffers_.size() < want) {
+            Buffer& ch = buffers_.emplace_back();
+            ch.read.tag = ch.send.tag = buffers_.size() - 1;
         }
         if (!register_error_.empty()) return; // refused once: stay unregistered
-        std::vector<iovec> iov(chunks_.size());
-        for (size_t i = 0; i < chunks_.size(); ++i) iov[i] = {chunks_[i].buf.data(), kChunkBytes};
+        std::vector<iovec> iov(buffers_.size());
+        for (size_t i = 0; i < buffers_.size(); ++i) iov[i] = {buffers_[i].buf.data(), kBufferBytes};
         int rc = ring_.register_buffers(iov);
         fixed_ = rc == 0;
         if (rc < 0)
@@ -159,11 +159,11 @@ private:
                               (rc == -ENOMEM ? ", RLIMIT_MEMLOCK" : "") + "): unregistered buffers, plain reads";
     }
 
-    size_t take_free_chunk() {
+    size_t take_free_buffer() {
         for (;;) {
-            for (size_t k = 0; k < chunks_.size(); ++k) {
-                size_t c = (next_ + k) % chunks_.size();
-                if (chunks_[c].state == State::free) {
+            for (size_t k = 0; k < buffers_.size(); ++k) {
+                size_t c = (next_ + k) % buffers_.size();
+                if (buffers_[c].state == State::free) {
                     next_ = c + 1;
                     return c;
                 }
@@ -173,7 +173,7 @@ private:
     }
 
     void queue_read(size_t c, int fd) {
-        Chunk& ch = chunks_[c];
+        Buffer& ch = buffers_[c];
         size_t left = ch.want - ch.got;
         // O_DIRECT needs aligned lengths: a file's tail is read rounded up (the read stops at EOF).
         if (direct_) left = (left + kAlign - 1) / kAlign * kAlign;
@@ -190,7 +190,7 @@ private:
             return;
         }
         const size_t c = static_cast<size_t>(done.tag);
-        Chunk& ch = chunks_[c];
+        Buffer& ch = buffers_[c];
         if (&done == &ch.read) {
             switch (done.outcome()) {
             case Completion::Outcome::ok: break;
@@ -220,7 +220,7 @@ private:
     // A short read (a signal, or O_DIRECT stopping early): read the rest, buffered if the
     // remainder is no longer aligned.
     void requeue_read(size_t c, const Segment& seg) {
-        Chunk& ch = chunks_[c];
+        Buffer& ch = buffers_[c];
         if (direct_ && ch.got % kAlign) {
             while (ch.got < ch.want) {
                 ssize_t r = ::pread(reader_fd_for(seg), ch.buf.data() + ch.got, ch.want - ch.got,
@@ -251,7 +251,7 @@ private:
     void drain_notifications() {
         for (;;) {
             bool busy = false;
-            for (auto& ch : chunks_) busy |= ch.state != State::free;
+            for (auto& ch : buffers_) busy |= ch.state != State::free;
             if (!busy) return;
             handle(ring_.wait());
         }
@@ -260,7 +260,7 @@ private:
     // Declared before ring_ so the ring is torn down first (cancelling and reaping the reads
     // and sends); notifications still owed are written off: the kernel keeps the pages of a
     // buffer it still references pinned, so freeing our mapping after is safe.
-    std::deque<Chunk> chunks_; // deque: buffers never move once registered
+    std::deque<Buffer> buffers_; // deque: buffers never move once registered
     unsigned char prefix_[32];
     Completion prefix_send_;
     Ring ring_;

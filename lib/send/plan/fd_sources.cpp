@@ -24,7 +24,7 @@ std::vector<CheckedFdSource> check_fd_sources(const std::vector<FdSource>& sourc
         if (!names.insert(s.name).second) throw Error(ErrorCode::usage, "name '" + s.name + "' given twice");
         struct stat st{};
         if (s.fd < 0 || ::fstat(s.fd, &st) != 0) throw_errno(ErrorCode::source, which + " ('" + s.name + "')", s.fd < 0 ? EBADF : errno);
-        if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::source, which + " ('" + s.name + "') is not a regular file; use send_stream for pipes and sockets");
+        if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::source, which + " ('" + s.name + "') is not a regular file; use send_pipe for pipes and sockets");
         int fl = ::fcntl(s.fd, F_GETFL);
         if ((fl & O_ACCMODE) == O_WRONLY) throw Error(ErrorCode::source, which + " ('" + s.name + "') is not open for reading");
         const uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -47,10 +47,10 @@ std::vector<CheckedFdSource> check_fd_sources(const std::vector<FdSource>& sourc
     return out;
 }
 
-void walk_fd_sources(const std::vector<CheckedFdSource>& sources, WalkSink& sink) {
+void walk_fd_sources(const std::vector<CheckedFdSource>& sources, WalkVisitor& visit) {
     for (const CheckedFdSource& c : sources) {
         wire::ManifestEntry e = c.entry;
-        sink.entry(std::move(e), "fd " + std::to_string(c.fd));
+        visit.entry(std::move(e), "fd " + std::to_string(c.fd));
     }
 }
 

@@ -21,7 +21,7 @@ struct CheckedFdSource {
 std::vector<CheckedFdSource> check_fd_sources(const std::vector<FdSource>& sources);
 
 // Emits one file entry per source, in order, as the tree walk would.
-void walk_fd_sources(const std::vector<CheckedFdSource>& sources, WalkSink& sink);
+void walk_fd_sources(const std::vector<CheckedFdSource>& sources, WalkVisitor& visit);
 
 // Fills the fields a SourceFile needs to read a caller's range.
 void attach_fd_source(SourceFile& f, const CheckedFdSource& c);

@@ -39,7 +39,7 @@ std::string read_link(const std::string& path, size_t size_hint) {
 
 class Walker {
 public:
-    explicit Walker(const WalkSink& sink) : sink_(sink) {}
+    explicit Walker(const WalkVisitor& visit) : visit_(visit) {}
 
     void visit(const std::string& src, const std::string& rel) {
         struct stat st{};
@@ -61,14 +61,14 @@ public:
             emit(std::move(e), {});
             for (const std::string& name : list_dir(src)) visit(src + "/" + name, rel + "/" + name);
         } else {
-            sink_.skipped("skipping " + std::string(special_kind(st.st_mode)) + " '" + src + "'");
+            visit_.skipped("skipping " + std::string(special_kind(st.st_mode)) + " '" + src + "'");
         }
     }
 
 private:
     void emit(wire::ManifestEntry&& e, std::string&& src) {
         e.file_id = next_id_++;
-        sink_.entry(std::move(e), std::move(src));
+        visit_.entry(std::move(e), std::move(src));
     }
 
     // Sorted names, so that manifests (and resumes) are deterministic.
@@ -91,7 +91,7 @@ private:
         return names;
     }
 
-    const WalkSink& sink_;
+    const WalkVisitor& visit_;
     uint64_t next_id_ = 0;
 };
 
@@ -122,8 +122,8 @@ std::vector<SourceRoot> check_sources(const std::vector<std::string>& paths) {
     return roots;
 }
 
-void walk_sources(const std::vector<SourceRoot>& roots, const WalkSink& sink) {
-    Walker w(sink);
+void walk_sources(const std::vector<SourceRoot>& roots, const WalkVisitor& visit) {
+    Walker w(visit);
     for (const auto& r : roots) w.visit(r.path, r.name);
 }
 

@@ -36,7 +36,7 @@ struct SourceFile {
 // or two sources that would land under the same name.
 std::vector<SourceRoot> check_sources(const std::vector<std::string>& paths);
 
-struct WalkSink {
+struct WalkVisitor {
     // Every entry in manifest order; source_path is set for regular files.
     std::function<void(wire::ManifestEntry&& entry, std::string&& source_path)> entry;
     // One line per skipped entry (fifo, socket, device).
@@ -44,6 +44,6 @@ struct WalkSink {
 };
 
 // Assigns file ids from 0 upwards in the order entries are emitted.
-void walk_sources(const std::vector<SourceRoot>& roots, const WalkSink& sink);
+void walk_sources(const std::vector<SourceRoot>& roots, const WalkVisitor& visit);
 
 } // namespace sluice

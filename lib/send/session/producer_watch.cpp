@@ -84,7 +84,7 @@ bool ProducerWatch::subscribe() {
     addr.nl_pid = 0;
     if (!netlink_ || ::bind(netlink_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
         unavailable_ = std::string("cannot watch the producer's exit (process events connector: ") + std::strerror(errno) +
-                       (errno == EPERM ? "; needs CAP_NET_ADMIN" : "") + "): a producer that dies looks like the end of the stream";
+                       (errno == EPERM ? "; needs CAP_NET_ADMIN" : "") + "): a producer that dies looks like the end of the byte stream";
         netlink_.reset();
         return false;
     }
@@ -101,7 +101,7 @@ bool ProducerWatch::subscribe() {
     std::memcpy(cn->data, &op, sizeof op);
     if (::send(netlink_.get(), &msg, sizeof msg, 0) != static_cast<ssize_t>(sizeof msg)) {
         unavailable_ = std::string("cannot watch the producer's exit (process events connector: ") + std::strerror(errno) +
-                       "): a producer that dies looks like the end of the stream";
+                       "): a producer that dies looks like the end of the byte stream";
         netlink_.reset();
         return false;
     }

@@ -1,5 +1,5 @@
 #pragma once
-// Stream mode: telling a producer that died from one that finished. Both close the pipe, and
+// Pipe mode: telling a producer that died from one that finished. Both close the pipe, and
 // the exit status belongs to the shell, so the sender watches the processes holding its
 // input pipe's write end through the kernel's process-events connector (needs CAP_NET_ADMIN)
 // and learns how each of them exited.
@@ -24,7 +24,7 @@ public:
     ProducerWatch& operator=(const ProducerWatch&) = delete;
 
     // After end of input: waits up to wait_ms for the writers to exit and returns why the
-    // stream must be treated as cut short (a writer killed by a signal or exiting non-zero).
+    // byte stream must be treated as cut short (a writer killed by a signal or exiting non-zero).
     std::optional<std::string> failure(int wait_ms);
     // Empty when watching (or when there is nothing to watch); otherwise why a producer's
     // death cannot be told from the end of its data.

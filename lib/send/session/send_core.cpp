@@ -51,7 +51,7 @@ void SendCore::on_resend(const wire::ByteRange&) { unexpected(static_cast<uint8_
 
 void SendCore::unexpected(uint8_t type) const {
     throw Error(ErrorCode::protocol, std::string("receiver sent an unexpected ") + wire::frame_type_name(type) +
-                                         (mode_ == Mode::stream ? " frame in stream mode" : " frame"));
+                                         (mode_ == Mode::pipe ? " frame in pipe mode" : " frame"));
 }
 
 void SendCore::end_stream(size_t i, const wire::StreamEnd& end) {

@@ -1,5 +1,5 @@
 #pragma once
-// What the file sender (sender.cpp) and the stream sender (stream_sender.cpp) share
+// What the file sender (sender.cpp) and the pipe sender (pipe_sender.cpp) share
 // (docs/design.md): the option checks, connecting, the control reader and the frames both
 // handle alike, the end of a data stream, the end of the transfer (TRANSFER_END and the
 // receiver's verdict, or an ABORT and the reason) and the Stats fields both fill alike.
@@ -21,7 +21,7 @@ namespace sluice {
 
 class SendCore {
 protected:
-    enum class Mode { files, stream };
+    enum class Mode { files, pipe };
     // Throws usage for options out of range (the block size only where files are cut into blocks).
     SendCore(const Endpoint& to, const SendOptions& o, Mode mode);
     virtual ~SendCore() = default;
@@ -79,7 +79,7 @@ protected:
     RateLimiter limiter_;
     FailureLatch latch_;
     ControlChannel control_;
-    std::vector<UniqueFd> data_; // data_[i] is stream i + 1
+    std::vector<UniqueFd> data_; // data_[i] is data stream i + 1
 
 private:
     void end_stream(size_t i, const wire::StreamEnd& end);

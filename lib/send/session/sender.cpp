@@ -1,7 +1,7 @@
 // The sending side of a transfer (docs/design.md): the calling thread walks the sources and
 // streams the manifest on the control connection; a reader thread turns each MANIFEST_ACK
 // into planned work; one thread per data stream sends work items through its send path.
-// What the stream sender does alike is in send_core.cpp.
+// What the pipe sender does alike is in send_core.cpp.
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -105,40 +105,40 @@ public:
 
 private:
     void walk_and_announce() {
-        wire::ManifestChunk chunk;
-        std::vector<const SourceFile*> chunk_files;
-        size_t chunk_bytes = 0;
-        size_t chunk_limit = 64; // small first chunk: data starts flowing after one round trip
+        wire::ManifestPage page;
+        std::vector<const SourceFile*> page_files;
+        size_t page_bytes = 0;
+        size_t page_limit = 64; // small first page: data starts flowing after one round trip
         auto flush = [&] {
-            if (chunk.entries.empty()) return;
-            chunk.seq = chunks_sent_;
+            if (page.entries.empty()) return;
+            page.seq = pages_sent_;
             wire::Bytes out;
-            wire::encode_manifest(out, chunk);
+            wire::encode_manifest(out, page);
             {
-                std::lock_guard lk(chunks_mu_);
-                pending_chunks_[chunk.seq] = std::move(chunk_files);
-                ++chunks_sent_;
+                std::lock_guard lk(pages_mu_);
+                pending_pages_[page.seq] = std::move(page_files);
+                ++pages_sent_;
             }
             control_.write(out, "sending the manifest");
-            chunk.entries.clear();
-            chunk_files.clear();
-            chunk_bytes = 0;
-            chunk_limit = std::min<size_t>(chunk_limit * 4, 4096);
+            page.entries.clear();
+            page_files.clear();
+            page_bytes = 0;
+            page_limit = std::min<size_t>(page_limit * 4, 4096);
         };
-        WalkSink sink;
-        sink.skipped = [&](std::string_view line) {
+        WalkVisitor visit;
+        visit.skipped = [&](std::string_view line) {
             ++skipped_;
             log_.line(std::string("warning: ") + std::string(line));
         };
-        sink.entry = [&](wire::ManifestEntry&& e, std::string&& src) {
+        visit.entry = [&](wire::ManifestEntry&& e, std::string&& src) {
             throw_if_cancelled();
             if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
             if (e.kind == wire::EntryKind::file) {
                 files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
                 if (!fd_sources_.empty()) attach_fd_source(files_.back(), fd_sources_[e.file_id]);
-                chunk_files.push_back(&files_.back());
+                page_files.push_back(&files_.back());
                 {
-                    std::lock_guard lk(chunks_mu_);
+                    std::lock_guard lk(pages_mu_);
                     by_id_[e.file_id] = &files_.back();
                 }
                 total_bytes_ += e.size;
@@ -151,19 +151,19 @@ private:
             } else {
                 ++symlinks_;
             }
-            chunk_bytes += 36 + e.path.size() + e.link_target.size();
-            chunk.entries.push_back(std::move(e));
-            if (chunk.entries.size() >= chunk_limit || chunk_bytes >= (1u << 20)) flush();
+            page_bytes += 36 + e.path.size() + e.link_target.size();
+            page.entries.push_back(std::move(e));
+            if (page.entries.size() >= page_limit || page_bytes >= (1u << 20)) flush();
         };
         if (!fd_sources_.empty()) {
-            walk_fd_sources(fd_sources_, sink);
+            walk_fd_sources(fd_sources_, visit);
         } else {
-            walk_sources(roots_, sink);
+            walk_sources(roots_, visit);
         }
         flush();
         if (opts_.progress) opts_.progress->walk_done = true;
         wire::Bytes out;
-        wire::encode_manifest_end(out, wire::ManifestEnd{.chunk_count = chunks_sent_,
+        wire::encode_manifest_end(out, wire::ManifestEnd{.page_count = pages_sent_,
                                                          .file_count = static_cast<uint64_t>(entries_total()),
                                                          .total_bytes = total_bytes_});
         control_.write(out, "sending the manifest");
@@ -174,19 +174,19 @@ private:
     // Streams stay open until the receiver has verified everything: it may still ask for a
     // block again after the last one was planned.
     void wait_for_acks() {
-        std::unique_lock lk(chunks_mu_);
-        acks_cv_.wait(lk, [&] { return (chunks_acked_ == chunks_sent_ && all_verified_) || latch_.stopped(); });
+        std::unique_lock lk(pages_mu_);
+        acks_cv_.wait(lk, [&] { return (pages_acked_ == pages_sent_ && all_verified_) || latch_.stopped(); });
     }
 
     void on_manifest_ack(wire::ManifestAck&& ack) override {
         std::vector<const SourceFile*> files;
         {
-            std::lock_guard lk(chunks_mu_);
-            auto it = pending_chunks_.find(ack.seq);
-            if (it == pending_chunks_.end())
-                throw Error(ErrorCode::protocol, "receiver acknowledged unknown manifest chunk " + std::to_string(ack.seq));
+            std::lock_guard lk(pages_mu_);
+            auto it = pending_pages_.find(ack.seq);
+            if (it == pending_pages_.end())
+                throw Error(ErrorCode::protocol, "receiver acknowledged unknown manifest page " + std::to_string(ack.seq));
             files = std::move(it->second);
-            pending_chunks_.erase(it);
+            pending_pages_.erase(it);
         }
         std::vector<WorkItem> items;
         for (const SourceFile* f : files) planner_.add(*f, ack.verified, items);
@@ -194,14 +194,14 @@ private:
         planner_.flush(items);
         for (auto& w : items) queue_.push(std::move(w));
         {
-            std::lock_guard lk(chunks_mu_);
-            ++chunks_acked_;
+            std::lock_guard lk(pages_mu_);
+            ++pages_acked_;
         }
         acks_cv_.notify_all();
     }
 
     void on_all_verified() override {
-        std::lock_guard lk(chunks_mu_);
+        std::lock_guard lk(pages_mu_);
         all_verified_ = true;
         acks_cv_.notify_all();
     }
@@ -223,7 +223,7 @@ private:
     void on_resend(const wire::ByteRange& r) override {
         const SourceFile* f = nullptr;
         {
-            std::lock_guard lk(chunks_mu_);
+            std::lock_guard lk(pages_mu_);
             auto it = by_id_.find(r.file_id);
             if (it != by_id_.end()) f = it->second;
         }
@@ -238,7 +238,7 @@ private:
     void wake_all() override {
         queue_.close();
         // Under the lock: wait_for_acks() may have just seen the latch unset and not yet sleep.
-        { std::lock_guard lk(chunks_mu_); }
+        { std::lock_guard lk(pages_mu_); }
         acks_cv_.notify_all();
     }
 
@@ -285,11 +285,11 @@ private:
     std::deque<SourceFile> files_; // stable addresses: work items point into it
     uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
 
-    std::mutex chunks_mu_;
+    std::mutex pages_mu_;
     std::condition_variable acks_cv_;
-    std::map<uint32_t, std::vector<const SourceFile*>> pending_chunks_;
-    uint32_t chunks_sent_ = 0;
-    uint32_t chunks_acked_ = 0;
+    std::map<uint32_t, std::vector<const SourceFile*>> pending_pages_;
+    uint32_t pages_sent_ = 0;
+    uint32_t pages_acked_ = 0;
     bool all_verified_ = false;
     std::unordered_map<uint64_t, const SourceFile*> by_id_;
     std::atomic<uint64_t> resent_{0};

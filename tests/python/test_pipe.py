@@ -1,4 +1,4 @@
-"""Stream mode and caller-supplied destinations from Python: send_stream from a pipe into a
+"""Pipe mode and caller-supplied destinations from Python: send_pipe from a pipe into a
 Receiver(fd=...) (a file, and a pipe read by a consumer thread), into a Receiver(sink=...);
 a tree into a sink; ranges of open files with send_fds; a sink's exception re-raised."""
 import hashlib
@@ -12,14 +12,14 @@ from conftest import Served, local_receiver
 import sluice
 
 
-def producer(data, chunk=1 << 16):
+def producer(data, piece=1 << 16):
     """A pipe fed by a thread; returns the read end (the caller closes it)."""
     r, w = os.pipe()
 
     def feed():
         with os.fdopen(w, "wb", buffering=0) as f:
-            for i in range(0, len(data), chunk):
-                f.write(data[i:i + chunk])
+            for i in range(0, len(data), piece):
+                f.write(data[i:i + piece])
 
     threading.Thread(target=feed, daemon=True).start()
     return r
@@ -29,7 +29,7 @@ def payload(n=20 << 20, seed=3):
     return random.Random(seed).randbytes(n)
 
 
-def test_stream_from_a_pipe_into_a_file(tmp_path):
+def test_pipe_from_a_pipe_into_a_file(tmp_path):
     data = payload()
     out = tmp_path / "out.bin"
     with open(out, "wb") as f:
@@ -37,7 +37,7 @@ def test_stream_from_a_pipe_into_a_file(tmp_path):
         served = Served(rx)
         r = producer(data)
         try:
-            sent = sluice.send_stream(r, rx.url, streams=3, block_size="1M")
+            sent = sluice.send_pipe(r, rx.url, streams=3, block_size="1M")
         finally:
             os.close(r)
         got = served.join()
@@ -45,7 +45,24 @@ def test_stream_from_a_pipe_into_a_file(tmp_path):
     assert sent["bytes_sent"] == got["bytes_sent"] == len(data)
 
 
-def test_stream_into_a_pipe_read_by_a_consumer(tmp_path):
+def test_send_stream_is_a_deprecated_alias_of_send_pipe(tmp_path):
+    data = payload(1 << 20, seed=5)
+    out = tmp_path / "out.bin"
+    with open(out, "wb") as f:
+        rx = local_receiver(None, fd=f)
+        served = Served(rx)
+        r = producer(data)
+        try:
+            with pytest.warns(DeprecationWarning, match="send_pipe"):
+                sent = sluice.send_stream(r, rx.url, streams=2)
+        finally:
+            os.close(r)
+        served.join()
+    assert out.read_bytes() == data
+    assert sent["bytes_sent"] == len(data)
+
+
+def test_pipe_into_a_pipe_read_by_a_consumer(tmp_path):
     data = payload(seed=4)
     cr, cw = os.pipe()
     digest = hashlib.sha256()
@@ -64,7 +81,7 @@ def test_stream_into_a_pipe_read_by_a_consumer(tmp_path):
     served = Served(rx)
     r = producer(data)
     try:
-        sluice.send_stream(r, rx.url)
+        sluice.send_pipe(r, rx.url)
     finally:
         os.close(r)
     served.join()
@@ -92,13 +109,13 @@ class CollectingSink:
             self.done.append(entry)
 
 
-def test_stream_into_a_sink_arrives_in_order():
+def test_pipe_into_a_sink_arrives_in_order():
     data = payload(seed=5)
     offsets = []
 
     class Ordered(CollectingSink):
         def write(self, entry, offset, data):
-            assert entry["is_stream"]
+            assert entry["is_pipe"]
             offsets.append((offset, len(data)))
             super().write(entry, offset, data)
 
@@ -107,7 +124,7 @@ def test_stream_into_a_sink_arrives_in_order():
     served = Served(rx)
     r = producer(data)
     try:
-        sluice.send_stream(r, rx.url, streams=4, block_size="1M")
+        sluice.send_pipe(r, rx.url, streams=4, block_size="1M")
     finally:
         os.close(r)
     served.join()

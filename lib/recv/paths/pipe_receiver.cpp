@@ -1,7 +1,7 @@
 // One data stream of a Receiver without a directory. Frames are read one at a time with
-// plain syscalls: a stream chunk is at most 1 MiB and moves with a handful of splices, and a
+// plain syscalls: a pipe piece is at most 1 MiB and moves with a handful of splices, and a
 // sink gets whole verified blocks.
-#include "recv/paths/chunk_receiver.hpp"
+#include "recv/paths/pipe_receiver.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -24,7 +24,7 @@ SinkEntry sink_entry_of(const wire::ManifestEntry& e) {
     s.size = e.size;
     s.mode = e.mode;
     s.mtime_ns = e.mtime_ns;
-    s.is_stream = e.kind == wire::EntryKind::stream;
+    s.is_pipe = e.kind == wire::EntryKind::pipe;
     return s;
 }
 
@@ -47,15 +47,15 @@ public:
 protected:
     virtual void on_block(const wire::BlockPrefix& p, uint32_t length) = 0;
 
-    // The stream entry a chunk names, checked: announced, a stream, in increasing order.
-    void check_chunk(const wire::BlockPrefix& p, uint32_t length) {
+    // The pipe entry a piece names, checked: announced, a pipe, in increasing order.
+    void check_piece(const wire::BlockPrefix& p, uint32_t length) {
         RecvFile* f = ctx_.files.find(p.file_id);
-        if (!f || f->entry.kind != wire::EntryKind::stream)
-            throw Error(ErrorCode::protocol, "stream chunk for id " + std::to_string(p.file_id) + ", which is not the announced stream");
-        if (length > wire::kMaxStreamChunk)
-            throw Error(ErrorCode::protocol, "stream chunk of " + std::to_string(length) + " bytes exceeds the 1 MiB limit");
+        if (!f || f->entry.kind != wire::EntryKind::pipe)
+            throw Error(ErrorCode::protocol, "pipe piece for id " + std::to_string(p.file_id) + ", which is not the announced pipe");
+        if (length > wire::kMaxPiece)
+            throw Error(ErrorCode::protocol, "pipe piece of " + std::to_string(length) + " bytes exceeds the 1 MiB limit");
         if (p.offset < next_offset_ || p.offset > wire::kMaxFileSize)
-            throw Error(ErrorCode::protocol, "stream chunk at offset " + std::to_string(p.offset) + " out of order on its stream");
+            throw Error(ErrorCode::protocol, "pipe piece at offset " + std::to_string(p.offset) + " out of order on its stream");
         next_offset_ = p.offset + length;
     }
 
@@ -82,14 +82,14 @@ void wait_readable(int sock, int timeout_ms) {
     }
 }
 
-class StreamToFd final : public FrameLoop {
+class PipeToFd final : public FrameLoop {
 public:
-    StreamToFd(int sock, RecvContext& ctx, OrderedOutput& out) : FrameLoop(sock, ctx), out_(out), pipe_(wire::kMaxStreamChunk) {}
+    PipeToFd(int sock, RecvContext& ctx, OrderedOutput& out) : FrameLoop(sock, ctx), out_(out), pipe_(wire::kMaxPiece) {}
     std::string fallback() const override { return out_.fallback(); }
 
 private:
     void on_block(const wire::BlockPrefix& p, uint32_t length) override {
-        check_chunk(p, length);
+        check_piece(p, length);
         size_t received = 0, parked = 0;
         bool turn = false;
         while (received < length) {
@@ -100,12 +100,12 @@ private:
                 parked += static_cast<size_t>(n);
                 continue;
             }
-            if (n == 0) throw Error(ErrorCode::network, "data stream: connection closed by peer in the middle of a chunk",
+            if (n == 0) throw Error(ErrorCode::network, "data stream: connection closed by peer in the middle of a piece",
                                             ErrorCause::peer_closed);
             if (errno == EINTR) continue;
             if (errno != EAGAIN) throw_errno(ErrorCode::network, "data stream");
             // The socket has data but the pipe is full (small skb fragments use up its slots):
-            // this chunk cannot be parked whole, so it waits for its turn and flows through.
+            // this piece cannot be parked whole, so it waits for its turn and flows through.
             if (!turn) {
                 out_.wait_turn(p.offset);
                 turn = true;
@@ -125,18 +125,18 @@ private:
 
 class SinkReceiver final : public FrameLoop {
 public:
-    SinkReceiver(int sock, RecvContext& ctx, Sink& sink, OrderedOutput& stream_out)
-        : FrameLoop(sock, ctx), sink_(sink), stream_out_(stream_out) {}
+    SinkReceiver(int sock, RecvContext& ctx, Sink& sink, OrderedOutput& pipe_out)
+        : FrameLoop(sock, ctx), sink_(sink), pipe_out_(pipe_out) {}
 
 private:
     void on_block(const wire::BlockPrefix& p, uint32_t length) override {
         RecvFile* f = ctx_.files.find(p.file_id);
-        if (f && f->entry.kind == wire::EntryKind::stream) {
-            check_chunk(p, length);
+        if (f && f->entry.kind == wire::EntryKind::pipe) {
+            check_piece(p, length);
             auto data = receive(length);
-            stream_out_.wait_turn(p.offset);
-            guarded([&] { stream_out_.write(p.offset, data); });
-            stream_out_.end_turn(length);
+            pipe_out_.wait_turn(p.offset);
+            guarded([&] { pipe_out_.write(p.offset, data); });
+            pipe_out_.end_turn(length);
             counted(length);
             return;
         }
@@ -176,18 +176,18 @@ private:
     }
 
     Sink& sink_;
-    OrderedOutput& stream_out_;
+    OrderedOutput& pipe_out_;
     std::optional<AlignedBuffer> buf_;
 };
 
 } // namespace
 
-std::unique_ptr<StreamReceiver> make_stream_to_fd_receiver(int sock, RecvContext& ctx, OrderedOutput& out) {
-    return std::make_unique<StreamToFd>(sock, ctx, out);
+std::unique_ptr<StreamReceiver> make_pipe_to_fd_receiver(int sock, RecvContext& ctx, OrderedOutput& out) {
+    return std::make_unique<PipeToFd>(sock, ctx, out);
 }
 
-std::unique_ptr<StreamReceiver> make_sink_receiver(int sock, RecvContext& ctx, Sink& sink, OrderedOutput& stream_out) {
-    return std::make_unique<SinkReceiver>(sock, ctx, sink, stream_out);
+std::unique_ptr<StreamReceiver> make_sink_receiver(int sock, RecvContext& ctx, Sink& sink, OrderedOutput& pipe_out) {
+    return std::make_unique<SinkReceiver>(sock, ctx, sink, pipe_out);
 }
 
 } // namespace sluice

@@ -1,6 +1,6 @@
 #pragma once
-// Stream mode, sending side: the input (a pipe, file or socket) is spliced into one pipe per
-// chunk slot, and each data stream splices its slots' pipes into its socket behind a BLOCK
+// Pipe mode, sending side: the input (a pipe, file or socket) is spliced into one pipe per
+// piece slot, and each data stream splices its slots' pipes into its socket behind a BLOCK
 // header. The bytes never enter user space.
 #include <cstdint>
 #include <functional>
@@ -12,9 +12,9 @@
 
 namespace sluice {
 
-class ChunkSource {
+class PieceSource {
 public:
-    explicit ChunkSource(int in_fd);
+    explicit PieceSource(int in_fd);
     // Moves up to max bytes of input into p: waits for the first byte (asking `stop` about
     // every 200 ms), then takes what is ready without waiting. 0 at end of input.
     size_t fill(Pipe& p, size_t max, const std::function<bool()>& stop);
@@ -29,7 +29,7 @@ private:
     std::unique_ptr<AlignedBuffer> bounce_owner_;
 };
 
-// Sends one chunk: the BLOCK header, then `length` bytes spliced from p into sock.
-void send_chunk(int sock, Pipe& p, uint64_t stream_id, uint64_t offset, size_t length);
+// Sends one piece: the BLOCK header, then `length` bytes spliced from p into sock.
+void send_piece(int sock, Pipe& p, uint64_t pipe_id, uint64_t offset, size_t length);
 
 } // namespace sluice

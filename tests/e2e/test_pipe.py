@@ -1,4 +1,4 @@
-"""Stream mode end to end: `producer | sluice send - URL` into `sluice recv --stdout | consumer`."""
+"""Pipe mode end to end: `producer | sluice send - URL` into `sluice recv --stdout | consumer`."""
 import hashlib
 import json
 import os
@@ -16,7 +16,7 @@ class StreamReceiver:
 
     def __init__(self, stdout, *args):
         self.port = free_port()
-        cmd = [SLUICE, "recv", "--stdout", str(self.port), "--bind", "127.0.0.1", "--token", "streamtoken", "--json", *args]
+        cmd = [SLUICE, "recv", "--stdout", str(self.port), "--bind", "127.0.0.1", "--token", "pipetoken", "--json", *args]
         self.proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True)
         self.url = self.proc.stderr.readline().strip()
         assert self.url.startswith("sluice://"), self.proc.stderr.read()
@@ -52,12 +52,12 @@ def send_from(producer_cmd, url, *args, shell=True):
 @pytest.fixture
 def source(tmp_path):
     path = tmp_path / "source.bin"
-    write_random(path, 48 << 20 | 12345, seed=7)  # not a multiple of the chunk size
+    write_random(path, 48 << 20 | 12345, seed=7)  # not a multiple of the piece size
     return path
 
 
 @pytest.mark.parametrize("streams", [1, 4, 16])
-def test_stream_round_trip_through_pipes(tmp_path, source, streams):
+def test_pipe_round_trip_through_pipes(tmp_path, source, streams):
     out_path = tmp_path / "out.bin"
     with open(out_path, "wb") as out:
         consumer = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=out)
@@ -71,12 +71,12 @@ def test_stream_round_trip_through_pipes(tmp_path, source, streams):
     assert sha256_file(out_path) == sha256_file(source)
     sent, got = json.loads(sout.strip().splitlines()[-1]), rx.stats(rerr)
     assert sent["bytes"] == got["bytes"] == source.stat().st_size
-    assert sent["send_path"] == "stream_splice" and got["recv_path"] == "stream_splice"
+    assert sent["send_path"] == "pipe_splice" and got["recv_path"] == "pipe_splice"
     assert got["streams"] == streams
     assert got["fallbacks"] == []  # stdout is a pipe: spliced
 
 
-def test_stream_from_a_file_into_a_file(tmp_path, source):
+def test_pipe_from_a_file_into_a_file(tmp_path, source):
     out_path = tmp_path / "out.bin"
     with open(out_path, "wb") as out:
         rx = StreamReceiver(out)
@@ -119,7 +119,7 @@ def test_slow_producer_small_writes_keep_order(tmp_path):
     assert out_path.read_bytes() == b"".join(b"%05d-" % i * 7 for i in range(400))
 
 
-def test_empty_stream(tmp_path):
+def test_empty_pipe(tmp_path):
     out_path = tmp_path / "out.bin"
     with open(out_path, "wb") as out:
         rx = StreamReceiver(out)
@@ -148,7 +148,7 @@ def test_producer_that_dies_fails_both_sides(tmp_path, how, expect):
     assert expect in rerr and "truncated" in rerr, rerr
 
 
-def test_sender_killed_mid_stream_fails_receiver(tmp_path):
+def test_sender_killed_mid_pipe_fails_receiver(tmp_path):
     out_path = tmp_path / "out.bin"
     with open(out_path, "wb") as out:
         rx = StreamReceiver(out, "--idle-timeout", "20")
@@ -179,7 +179,7 @@ def test_consumer_closing_early_stops_the_sender(tmp_path):
     assert "closed by its reader" in err, err
 
 
-def test_stream_into_a_directory_receiver_is_refused(tmp_path, receiver_factory):
+def test_pipe_into_a_directory_receiver_is_refused(tmp_path, receiver_factory):
     dest = tmp_path / "dest"
     dest.mkdir()
     r = receiver_factory(dest)
@@ -190,7 +190,7 @@ def test_stream_into_a_directory_receiver_is_refused(tmp_path, receiver_factory)
     assert list(dest.iterdir()) == []
 
 
-def test_files_into_a_stream_receiver_are_refused(tmp_path, source):
+def test_files_into_a_pipe_receiver_are_refused(tmp_path, source):
     out_path = tmp_path / "out.bin"
     with open(out_path, "wb") as out:
         rx = StreamReceiver(out)

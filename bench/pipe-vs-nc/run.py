@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stream mode on loopback (issue 7): a producer pipe to a consumer pipe,
+"""Pipe mode on loopback (issue 7): a producer pipe to a consumer pipe,
    dd if=FILE bs=1M | sluice send - URL      ->  sluice recv --stdout | dd of=/dev/null bs=1M
    dd if=FILE bs=1M | nc -N 127.0.0.1 PORT   ->  nc -l PORT | dd of=/dev/null bs=1M
 FILE is in the page cache. Rounds alternate the order; wall time runs from the producer's
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "streambench"
+TOKEN = "pipebench"
 
 
 def free_port():
@@ -79,7 +79,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--streams", type=int, default=4)
     ap.add_argument("--sluice", default=str(ROOT / "build/tools/sluice"))
-    ap.add_argument("--out", default=str(ROOT / "bench/out/stream-vs-nc"))
+    ap.add_argument("--out", default=str(ROOT / "bench/out/pipe-vs-nc"))
     a = ap.parse_args()
     size = int(a.size[:-1]) << {"K": 10, "M": 20, "G": 30}[a.size[-1]] if a.size[-1] in "KMG" else int(a.size)
     out = Path(a.out)

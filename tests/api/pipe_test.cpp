@@ -1,4 +1,4 @@
-// send_stream() into Receiver(OutputFd) and Receiver(Sink&).
+// send_pipe() into Receiver(OutputFd) and Receiver(Sink&).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 
@@ -48,8 +48,8 @@ std::string read_all(int fd) {
 class OrderedSink : public sluice::Sink {
 public:
     void write(const sluice::SinkEntry& e, uint64_t offset, std::span<const std::byte> data) override {
-        CHECK(e.is_stream);
-        CHECK(offset == got.size()); // stream order, one call at a time
+        CHECK(e.is_pipe);
+        CHECK(offset == got.size()); // byte order, one call at a time
         got.append(reinterpret_cast<const char*>(data.data()), data.size());
     }
     void entry_done(const sluice::SinkEntry& e) override {
@@ -63,7 +63,7 @@ public:
 
 } // namespace
 
-TEST_CASE("a stream from a pipe reaches an output pipe in order over several streams") {
+TEST_CASE("a pipe transfer from a pipe reaches an output pipe in order over several streams") {
     const std::string data = random_bytes(9 * (1 << 20) + 777, 3);
     PipeFds in, out;
     sluice::Receiver rx(sluice::OutputFd{out.w}, loopback_recv());
@@ -77,7 +77,7 @@ TEST_CASE("a stream from a pipe reaches an output pipe in order over several str
     sluice::Progress progress;
     auto o = quick_send(4);
     o.progress = &progress;
-    sluice::Stats sent = sluice::send_stream(in.r, sluice::parse_url(rx.url()), o);
+    sluice::Stats sent = sluice::send_pipe(in.r, sluice::parse_url(rx.url()), o);
     producer.join();
     sluice::Stats got = w.get();
     out.close_write();
@@ -85,7 +85,7 @@ TEST_CASE("a stream from a pipe reaches an output pipe in order over several str
     CHECK(received == data);
     CHECK(sent.bytes == data.size());
     CHECK(got.bytes == data.size());
-    CHECK(sent.data_path == "stream_splice");
+    CHECK(sent.data_path == "pipe_splice");
     CHECK(progress.stream_count == 4);
     uint64_t per_stream = 0;
     for (unsigned i = 0; i < 4; ++i) {
@@ -95,7 +95,7 @@ TEST_CASE("a stream from a pipe reaches an output pipe in order over several str
     CHECK(per_stream == data.size());
 }
 
-TEST_CASE("a stream into a sink arrives in order and ends with its length") {
+TEST_CASE("a pipe into a sink arrives in order and ends with its length") {
     const std::string data = random_bytes(5 * (1 << 20) + 5, 4);
     PipeFds in;
     OrderedSink sink;
@@ -105,7 +105,7 @@ TEST_CASE("a stream into a sink arrives in order and ends with its length") {
         write_all(in.w, data);
         in.close_write();
     });
-    sluice::send_stream(in.r, sluice::parse_url(rx.url()), quick_send(3));
+    sluice::send_pipe(in.r, sluice::parse_url(rx.url()), quick_send(3));
     producer.join();
     w.get();
     CHECK(sink.got == data);

@@ -1,4 +1,4 @@
-#include "send/paths/chunk_sender.hpp"
+#include "send/paths/pipe_piece_sender.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,12 +13,12 @@
 
 namespace sluice {
 
-ChunkSource::ChunkSource(int in_fd) : in_(in_fd) {
-    // A bigger input pipe lets the producer run ahead of us by a whole chunk.
-    ::fcntl(in_, F_SETPIPE_SZ, static_cast<int>(wire::kMaxStreamChunk));
+PieceSource::PieceSource(int in_fd) : in_(in_fd) {
+    // A bigger input pipe lets the producer run ahead of us by a whole piece.
+    ::fcntl(in_, F_SETPIPE_SZ, static_cast<int>(wire::kMaxPiece));
 }
 
-size_t ChunkSource::fill(Pipe& p, size_t max, const std::function<bool()>& stop) {
+size_t PieceSource::fill(Pipe& p, size_t max, const std::function<bool()>& stop) {
     if (!fallback_.empty()) return copy_fill(p, max);
     for (;;) {
         pollfd pf{in_, POLLIN, 0};
@@ -36,39 +36,39 @@ size_t ChunkSource::fill(Pipe& p, size_t max, const std::function<bool()>& stop)
         }
         if (n == 0) break; // end of input
         if (errno == EINTR) continue;
-        if (errno == EAGAIN) break; // nothing more ready, or the chunk's pipe is full: ship it
+        if (errno == EAGAIN) break; // nothing more ready, or the piece's pipe is full: ship it
         if (errno == EINVAL && filled == 0) {
-            fallback_ = "stream input copied through a buffer: the input does not support splice";
+            fallback_ = "pipe input copied through a buffer: the input does not support splice";
             return copy_fill(p, max);
         }
-        throw_errno(ErrorCode::source, "reading the input stream");
+        throw_errno(ErrorCode::source, "reading the pipe input");
     }
     return filled;
 }
 
 // Inputs without splice (a terminal, some character devices): one read, one write to the pipe.
-size_t ChunkSource::copy_fill(Pipe& p, size_t max) {
-    if (!bounce_owner_) bounce_owner_ = std::make_unique<AlignedBuffer>(wire::kMaxStreamChunk);
+size_t PieceSource::copy_fill(Pipe& p, size_t max) {
+    if (!bounce_owner_) bounce_owner_ = std::make_unique<AlignedBuffer>(wire::kMaxPiece);
     for (;;) {
         ssize_t n = ::read(in_, bounce_owner_->data(), std::min(max, bounce_owner_->size()));
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw_errno(ErrorCode::source, "reading the input stream");
+        if (n < 0) throw_errno(ErrorCode::source, "reading the pipe input");
         size_t done = 0;
         while (done < static_cast<size_t>(n)) {
             ssize_t w = ::write(p.write_fd(), bounce_owner_->data() + done, static_cast<size_t>(n) - done);
             if (w < 0 && errno == EINTR) continue;
-            if (w < 0) throw_errno(ErrorCode::internal, "filling a chunk pipe");
+            if (w < 0) throw_errno(ErrorCode::internal, "filling a piece pipe");
             done += static_cast<size_t>(w);
         }
         return static_cast<size_t>(n);
     }
 }
 
-void send_chunk(int sock, Pipe& p, uint64_t stream_id, uint64_t offset, size_t length) {
+void send_piece(int sock, Pipe& p, uint64_t pipe_id, uint64_t offset, size_t length) {
     unsigned char head[wire::kFrameHeaderBytes + wire::kBlockPrefixBytes];
-    // Stream chunks carry no checksum (docs/protocol.md): computing one would need the copy
-    // through user space that stream mode exists to avoid.
-    wire::encode_block_prefix(head, {stream_id, offset, 0}, static_cast<uint32_t>(length));
+    // Pipe pieces carry no checksum (docs/protocol.md): computing one would need the copy
+    // through user space that pipe mode exists to avoid.
+    wire::encode_block_prefix(head, {pipe_id, offset, 0}, static_cast<uint32_t>(length));
     size_t sent = 0;
     while (sent < sizeof head) {
         ssize_t n = ::send(sock, head + sent, sizeof head - sent, MSG_MORE | MSG_NOSIGNAL);

@@ -1,6 +1,6 @@
-// Stream mode, sending side (docs/design.md, "Stream mode"): the calling thread splices the
-// input into chunk pipes, chunk k going to data stream k mod N (two pipes per stream, so one
-// fills while the other drains); each stream thread sends its chunks in order. A reader
+// Pipe mode, sending side (docs/design.md, "Pipe mode"): the calling thread splices the
+// input into piece pipes, piece k going to data stream k mod N (two pipes per stream, so one
+// fills while the other drains); each stream thread sends its pieces in order. A reader
 // thread watches the control connection for the receiver's verdict or abort. What the file
 // sender does alike is in send_core.cpp.
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/wire/codec.hpp"
-#include "send/paths/chunk_sender.hpp"
+#include "send/paths/pipe_piece_sender.hpp"
 #include "send/session/producer_watch.hpp"
 #include "send/session/send_core.hpp"
 #include "sluice/sluice.hpp"
@@ -25,22 +25,22 @@ namespace sluice {
 
 namespace {
 
-constexpr uint64_t kStreamId = 0;
+constexpr uint64_t kPipeId = 0;
 constexpr int kSlotsPerStream = 2;
 constexpr int kProducerExitWaitMs = 2000;
 
-// One pipe holding one chunk between the input and a data stream.
+// One pipe holding one piece between the input and a data stream.
 struct Slot {
-    explicit Slot() : pipe(static_cast<int>(wire::kMaxStreamChunk)) {}
+    explicit Slot() : pipe(static_cast<int>(wire::kMaxPiece)) {}
     Pipe pipe;
     bool full = false;
     uint64_t offset = 0;
     size_t length = 0;
 };
 
-class StreamSendSession final : SendCore {
+class PipeSendSession final : SendCore {
 public:
-    StreamSendSession(int fd, const Endpoint& to, const SendOptions& o) : SendCore(to, o, Mode::stream), in_(fd) {
+    PipeSendSession(int fd, const Endpoint& to, const SendOptions& o) : SendCore(to, o, Mode::pipe), in_(fd) {
         struct stat st{};
         if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::source, "input fd " + std::to_string(fd));
         int fl = ::fcntl(fd, F_GETFL);
@@ -58,8 +58,8 @@ public:
         } else if (watch.writers()) {
             log_.verbose_line("watching " + std::to_string(watch.writers()) + " producer process(es) for how they exit");
         }
-        if (opts_.progress) opts_.progress->is_stream = true;
-        connect(" (stream mode, splice)");
+        if (opts_.progress) opts_.progress->is_pipe = true;
+        connect(" (pipe mode, splice)");
         announce();
 
         slots_.resize(data_.size());
@@ -69,9 +69,9 @@ public:
         std::vector<std::thread> streams;
         totals_.resize(data_.size());
         for (size_t i = 0; i < data_.size(); ++i)
-            streams.emplace_back([&, i] { run_stream(i, [&](StreamProgress* sp) { return send_chunks(i, sp); }); });
+            streams.emplace_back([&, i] { run_stream(i, [&](StreamProgress* sp) { return send_pieces(i, sp); }); });
 
-        ChunkSource source(in_);
+        PieceSource source(in_);
         uint64_t offset = 0;
         std::optional<std::string> truncated;
         try {
@@ -89,7 +89,7 @@ public:
         for (auto& t : streams) t.join();
 
         if (truncated && !latch_.stopped()) {
-            latch_.fail(Error(ErrorCode::source, *truncated + " after " + std::to_string(offset) + " bytes: the stream is truncated"));
+            latch_.fail(Error(ErrorCode::source, *truncated + " after " + std::to_string(offset) + " bytes: the byte stream is truncated"));
             abort_peer(reader, wire::kAbortSourceTruncated);
         }
         uint64_t blocks = 0, bytes = 0;
@@ -106,8 +106,8 @@ public:
                 .bytes = offset,
                 .bytes_sent = offset,
                 .blocks = blocks,
-                .block_size = wire::kMaxStreamChunk,
-                .data_path = source.fallback().empty() ? "stream_splice" : "stream_copy",
+                .block_size = wire::kMaxPiece,
+                .data_path = source.fallback().empty() ? "pipe_splice" : "pipe_copy",
                 .fallbacks = std::move(fallbacks),
                 .ring_mode = "none",
             },
@@ -118,28 +118,28 @@ private:
     void announce() {
         timespec now{};
         ::clock_gettime(CLOCK_REALTIME, &now);
-        wire::ManifestChunk chunk;
-        chunk.entries.push_back(wire::ManifestEntry{
-            .file_id = kStreamId,
+        wire::ManifestPage page;
+        page.entries.push_back(wire::ManifestEntry{
+            .file_id = kPipeId,
             .mtime_ns = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec,
             .mode = 0644,
-            .kind = wire::EntryKind::stream,
+            .kind = wire::EntryKind::pipe,
             .path = "stdin",
             .link_target = {},
         });
         wire::Bytes out;
-        wire::encode_manifest(out, chunk);
-        wire::encode_manifest_end(out, wire::ManifestEnd{.chunk_count = 1, .file_count = 1, .total_bytes = 0});
+        wire::encode_manifest(out, page);
+        wire::encode_manifest_end(out, wire::ManifestEnd{.page_count = 1, .file_count = 1, .total_bytes = 0});
         control_.write(out, "sending the manifest");
     }
 
     void on_manifest_ack(wire::ManifestAck&& ack) override {
-        if (ack.seq != 0 || !ack.verified.empty()) throw Error(ErrorCode::protocol, "receiver acknowledged a stream with resume ranges");
+        if (ack.seq != 0 || !ack.verified.empty()) throw Error(ErrorCode::protocol, "receiver acknowledged a pipe with resume ranges");
         std::lock_guard lk(mu_);
         acked_ = true;
         cv_.notify_all();
     }
-    // ALL_VERIFIED: nothing to resend in a stream.
+    // ALL_VERIFIED: nothing to resend in pipe mode.
 
     void wake_all() override {
         // Under the lock: a waiter may have just seen the latch unset and not yet sleep.
@@ -154,8 +154,8 @@ private:
 
     bool stopping() const { return latch_.stopped() || cancelled(); }
 
-    // Fills slots in stream order until end of input; returns the stream's length.
-    uint64_t pump(ChunkSource& source) {
+    // Fills slots in data-stream order until end of input; returns the byte stream's length.
+    uint64_t pump(PieceSource& source) {
         uint64_t offset = 0;
         for (uint64_t k = 0;; ++k) {
             const size_t stream = k % data_.size();
@@ -166,10 +166,10 @@ private:
             }
             throw_if_cancelled();
             if (latch_.stopped()) return offset;
-            size_t n = source.fill(slot.pipe, wire::kMaxStreamChunk, [&] { return stopping(); });
+            size_t n = source.fill(slot.pipe, wire::kMaxPiece, [&] { return stopping(); });
             throw_if_cancelled();
             if (n == 0) {
-                if (opts_.progress) opts_.progress->walk_done = true; // the stream's length is known now
+                if (opts_.progress) opts_.progress->walk_done = true; // the byte stream's length is known now
                 return offset;
             }
             {
@@ -185,7 +185,7 @@ private:
     }
 
     // One data stream: its slots in turn until the input has ended.
-    std::optional<wire::StreamEnd> send_chunks(size_t i, StreamProgress* sp) {
+    std::optional<wire::StreamEnd> send_pieces(size_t i, StreamProgress* sp) {
         auto& [blocks, bytes] = totals_[i];
         for (uint64_t j = 0;; ++j) {
             Slot& slot = slots_[i][j % kSlotsPerStream];
@@ -194,11 +194,11 @@ private:
                 if (sp) sp->state = StreamState::waiting;
                 cv_.wait(lk, [&] { return slot.full || input_done_ || latch_.stopped(); });
                 if (latch_.stopped()) return std::nullopt;
-                if (!slot.full) break; // input ended and this stream's chunks are all sent
+                if (!slot.full) break; // input ended and this stream's pieces are all sent
             }
             if (sp) sp->state = StreamState::moving;
             limiter_.acquire(slot.length);
-            send_chunk(data_[i].get(), slot.pipe, kStreamId, slot.offset, slot.length);
+            send_piece(data_[i].get(), slot.pipe, kPipeId, slot.offset, slot.length);
             bytes += slot.length;
             ++blocks;
             if (sp) sp->bytes += slot.length;
@@ -223,8 +223,8 @@ private:
 
 } // namespace
 
-Stats send_stream(int fd, const Endpoint& to, const SendOptions& options) {
-    StreamSendSession session(fd, to, options);
+Stats send_pipe(int fd, const Endpoint& to, const SendOptions& options) {
+    PipeSendSession session(fd, to, options);
     return session.run();
 }
 
