@@ -51,8 +51,8 @@ unsigned Args::uint_value(const std::string& name, unsigned fallback, unsigned l
     unsigned out = 0;
     auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
     if (ec != std::errc() || p != v->data() + v->size() || out < lo || out > hi)
-        throw Error(ErrorCode::usage, name + " '" + *v + "': expected a whole number from " + std::to_string(lo) + " to " +
-                                          std::to_string(hi));
+        throw Error(ErrorCode::usage,
+                    name + " '" + *v + "': expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
     return out;
 }
 

@@ -74,7 +74,8 @@ int cmd_recv(int argc, char** argv) {
         return 0;
     }
     const bool to_stdout = a.flag("--stdout");
-    if (!to_stdout && a.positionals().size() != 1) throw Error(ErrorCode::usage, "expected exactly one DIR (see sluice recv --help)");
+    if (!to_stdout && a.positionals().size() != 1)
+        throw Error(ErrorCode::usage, "expected exactly one DIR (see sluice recv --help)");
     if (to_stdout && a.positionals().size() > 1)
         throw Error(ErrorCode::usage, "--stdout takes at most one PORT or sluice:// URL, not a DIR");
     RecvOptions o;

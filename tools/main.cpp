@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
 #ifdef SLUICE_HAVE_TRACE
             return sluice_trace_main(argc - 1, argv + 1);
 #else
-            std::fputs("sluice: error: this build has no eBPF tracer (libbpf, clang or bpftool were missing at build time)\n", stderr);
+            std::fputs("sluice: error: this build has no eBPF tracer (libbpf, clang or bpftool were missing at build time)\n",
+                       stderr);
             return 1;
 #endif
         }

@@ -19,8 +19,8 @@ struct Watch {
     pybind11::object on_progress;       // None, or callable(dict)
     double interval_s = 0.2;            // at most one progress call per interval
     LogQueue* log = nullptr;
-    pybind11::object on_log;            // callable(str); None: the "sluice" logger
-    std::function<void()> cancel;       // asks the running call to stop; any thread
+    pybind11::object on_log;      // callable(str); None: the "sluice" logger
+    std::function<void()> cancel; // asks the running call to stop; any thread
 };
 
 // Must be called with the GIL held; returns with it held. Library errors propagate as

@@ -6,9 +6,7 @@ namespace py = pybind11;
 
 namespace sluice::python {
 
-py::dict stats_to_dict(const Stats& stats) {
-    return py::module_::import("json").attr("loads")(stats.to_json());
-}
+py::dict stats_to_dict(const Stats& stats) { return py::module_::import("json").attr("loads")(stats.to_json()); }
 
 py::dict progress_to_dict(const Progress& p) {
     py::dict d;

@@ -59,8 +59,7 @@ void PySink::write(const SinkEntry& entry, uint64_t offset, std::span<const std:
         // the sink's own exception is the one to report.
         try {
             view.attr("release")();
-        } catch (py::error_already_set&) {
-        }
+        } catch (py::error_already_set&) {}
         e.restore();
         fail("write");
     }

@@ -92,7 +92,8 @@ void bind_receiver(py::module_& m) {
     py::class_<PyReceiver>(m, "Receiver")
         .def(py::init<const std::string&, const py::dict&>())
         .def_static("for_fd", [](int fd, const py::dict& o) { return std::make_unique<PyReceiver>(fd, o); })
-        .def_static("for_sink", [](py::object sink, const py::dict& o) { return std::make_unique<PyReceiver>(std::move(sink), o); })
+        .def_static("for_sink",
+                    [](py::object sink, const py::dict& o) { return std::make_unique<PyReceiver>(std::move(sink), o); })
         .def_property_readonly("url", &PyReceiver::url)
         .def_property_readonly("port", &PyReceiver::port)
         .def("wait", &PyReceiver::wait)

@@ -12,7 +12,8 @@ namespace sluice::python {
 void bind_send(py::module_& m) {
     py::class_<CancelFlag>(m, "CancelFlag", "Set it from any thread to cancel the send() it was passed to.")
         .def(py::init<>())
-        .def("set", [](CancelFlag& f) { f.value.store(true); }, "Ask the transfer to stop; it raises sluice.Cancelled.")
+        .def(
+            "set", [](CancelFlag& f) { f.value.store(true); }, "Ask the transfer to stop; it raises sluice.Cancelled.")
         .def("is_set", [](const CancelFlag& f) { return f.value.load(); });
 
     m.def("send", [](const std::vector<std::string>& paths, const std::string& url, const py::dict& o) {

@@ -10,8 +10,7 @@
 namespace sluice::python {
 
 // Runs one send-like call with progress, log and cancel wired to the Python callables in o.
-template <class Call>
-pybind11::dict run_send(const pybind11::dict& o, Call&& call) {
+template <class Call> pybind11::dict run_send(const pybind11::dict& o, Call&& call) {
     SendOptions opts = send_options(o);
     CancelFlag own;
     CancelFlag* flag = o["cancel"].is_none() ? &own : o["cancel"].cast<CancelFlag*>();

@@ -65,13 +65,14 @@ inline sluice::SendOptions quick_send(unsigned streams = 3) {
 // Runs rx.wait() on its own thread; get() returns its stats or rethrows its error.
 class Waiter {
 public:
-    explicit Waiter(sluice::Receiver& rx) : thread_([this, &rx] {
-        try {
-            stats_ = rx.wait();
-        } catch (...) {
-            error_ = std::current_exception();
-        }
-    }) {}
+    explicit Waiter(sluice::Receiver& rx)
+        : thread_([this, &rx] {
+              try {
+                  stats_ = rx.wait();
+              } catch (...) {
+                  error_ = std::current_exception();
+              }
+          }) {}
     ~Waiter() {
         if (thread_.joinable()) thread_.join();
     }

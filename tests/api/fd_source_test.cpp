@@ -7,14 +7,14 @@
 using namespace api_test;
 
 // doctest has no generators: each send path is a subcase.
-#define GENERATE_PATH()                                                                         \
-    [] {                                                                                        \
-        sluice::SendPath p = sluice::SendPath::splice;                                          \
-        SUBCASE("splice") { p = sluice::SendPath::splice; }                                     \
-        SUBCASE("sendfile") { p = sluice::SendPath::sendfile; }                                 \
-        SUBCASE("read_send") { p = sluice::SendPath::read_send; }                               \
-        SUBCASE("zc") { p = sluice::SendPath::zc; }                                             \
-        return p;                                                                               \
+#define GENERATE_PATH()                                                                                                          \
+    [] {                                                                                                                         \
+        sluice::SendPath p = sluice::SendPath::splice;                                                                           \
+        SUBCASE("splice") { p = sluice::SendPath::splice; }                                                                      \
+        SUBCASE("sendfile") { p = sluice::SendPath::sendfile; }                                                                  \
+        SUBCASE("read_send") { p = sluice::SendPath::read_send; }                                                                \
+        SUBCASE("zc") { p = sluice::SendPath::zc; }                                                                              \
+        return p;                                                                                                                \
     }()
 
 TEST_CASE("ranges of open files land under their names, byte for byte, on every send path") {

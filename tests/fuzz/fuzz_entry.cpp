@@ -44,7 +44,9 @@ void control_frame(Span in) {
     case FrameType::transfer_end: decode_transfer_end(p); break;
     case FrameType::final_status: decode_final_status(p); break;
     case FrameType::abort: decode_abort(p); break;
-    case FrameType::block: if (p.size() >= kBlockPrefixBytes) decode_block_prefix(p.first(kBlockPrefixBytes)); break;
+    case FrameType::block:
+        if (p.size() >= kBlockPrefixBytes) decode_block_prefix(p.first(kBlockPrefixBytes));
+        break;
     }
 }
 
@@ -88,8 +90,7 @@ Verdict pulled(Span in, size_t piece) {
         if (pos < in.size()) reader.data_after_end(); // what refuse_data_after_end sees queued
     } catch (const Error& e) {
         v.error = e.what();
-    } catch (const OutOfInput&) {
-    }
+    } catch (const OutOfInput&) {}
     v.ended = reader.ended();
     v.counts = reader.counts();
     return v;
@@ -101,7 +102,8 @@ void data_stream(Span in) {
     size_t piece = 1 + in[0] % 97;
     in = in.subspan(1);
     Verdict a = pushed(in, piece), b = pulled(in, piece);
-    if (a.error != b.error || a.ended != b.ended || a.counts.blocks != b.counts.blocks || a.counts.bytes != b.counts.bytes) std::abort();
+    if (a.error != b.error || a.ended != b.ended || a.counts.blocks != b.counts.blocks || a.counts.bytes != b.counts.bytes)
+        std::abort();
     if (!a.error.empty()) throw Error(ErrorCode::protocol, a.error);
 }
 
@@ -114,10 +116,13 @@ void fuzz_one(const uint8_t* data, size_t size) {
         switch (data[0] % 5) {
         case 0: control_frame(in); break;
         case 1: data_stream(in); break;
-        case 2: if (in.size() == kClientHelloBytes) decode_client_hello(in); break;
-        case 3: if (in.size() == kServerHelloBytes) decode_server_hello(in); break;
+        case 2:
+            if (in.size() == kClientHelloBytes) decode_client_hello(in);
+            break;
+        case 3:
+            if (in.size() == kServerHelloBytes) decode_server_hello(in);
+            break;
         case 4: decode_manifest(in); break;
         }
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
 }

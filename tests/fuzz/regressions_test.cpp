@@ -25,15 +25,15 @@ TEST_CASE("fuzzer regressions stay fixed") {
 
 TEST_CASE("hand-made hostile inputs are refused without crashing") {
     std::vector<std::vector<unsigned char>> cases = {
-        {0, 0x01, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f},           // manifest claiming 2 GiB
-        {0, 0x10, 0, 0, 0, 1, 0, 0, 0},                       // block shorter than its prefix
-        {1, 0, 0x10, 0, 0, 0, 0xff, 0xff, 0xff, 0xff},        // data stream: 4 GiB block
-        {4, 0, 0, 0, 0, 1, 0, 0, 0},                          // manifest: one entry, no bytes
-        {1, 0, 0x10, 0, 0, 0, 24, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-         0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                       // data stream: empty block
-        {1, 3, 0x11, 0, 0, 0, 24, 0, 0, 0},                   // data stream: STREAM_END of 24 bytes
-        {1, 0, 0x11, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-         0, 0x11},                                            // data stream: bytes after STREAM_END
+        {0, 0x01, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f},    // manifest claiming 2 GiB
+        {0, 0x10, 0, 0, 0, 1, 0, 0, 0},                // block shorter than its prefix
+        {1, 0, 0x10, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}, // data stream: 4 GiB block
+        {4, 0, 0, 0, 0, 1, 0, 0, 0},                   // manifest: one entry, no bytes
+        {1, 0, 0x10, 0, 0, 0, 24, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+         0, 0, 0,    0, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, // data stream: empty block
+        {1, 3, 0x11, 0, 0, 0, 24, 0, 0, 0},                         // data stream: STREAM_END of 24 bytes
+        {1, 0, 0x11, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0,
+         0, 0, 0,    0, 0, 0, 0,  0, 0, 0, 0, 0, 0, 0x11},                                  // data stream: bytes after STREAM_END
         {1, 0, 0x11, 0, 0, 0, 16, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, // wrong counts
     };
     for (auto& c : cases) fuzz_one(c.data(), c.size());

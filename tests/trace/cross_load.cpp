@@ -8,15 +8,14 @@
 #include <cstring>
 #include <unistd.h>
 
-int main(int argc, char **argv)
-{
+int main(int argc, char** argv) {
     if (geteuid() != 0) {
         std::puts("SKIP: loading BPF programs needs root");
         return 77;
     }
     int failed = 0;
     for (int i = 1; i < argc; ++i) {
-        bpf_object *obj = bpf_object__open_file(argv[i], nullptr);
+        bpf_object* obj = bpf_object__open_file(argv[i], nullptr);
         int err = obj ? bpf_object__load(obj) : -errno;
         std::printf("%s: %s\n", argv[i], err ? std::strerror(-err) : "loads");
         failed += err != 0;

@@ -10,8 +10,7 @@ using namespace sluice::trace;
 
 namespace {
 
-Flow flow(const std::string &op, OpFamily fam, FdClass from, FdClass to, uint64_t bytes)
-{
+Flow flow(const std::string& op, OpFamily fam, FdClass from, FdClass to, uint64_t bytes) {
     Flow f;
     f.op = op;
     f.via = "syscall";
@@ -25,10 +24,9 @@ Flow flow(const std::string &op, OpFamily fam, FdClass from, FdClass to, uint64_
     return f;
 }
 
-}  // namespace
+} // namespace
 
-TEST_CASE("reads and writes copy, except /dev/null and /dev/zero")
-{
+TEST_CASE("reads and writes copy, except /dev/null and /dev/zero") {
     CHECK(classify(OpFamily::read, "read", FdClass::file, FdClass::none, false).kind == Kind::copy_in);
     CHECK(classify(OpFamily::read, "read", FdClass::devzero, FdClass::none, false).kind == Kind::no_data);
     CHECK(classify(OpFamily::write, "write", FdClass::none, FdClass::socket, false).kind == Kind::copy_out);
@@ -37,32 +35,28 @@ TEST_CASE("reads and writes copy, except /dev/null and /dev/zero")
     CHECK(classify(OpFamily::read, "read", FdClass::unresolved, FdClass::none, false).kind == Kind::copy_in);
 }
 
-TEST_CASE("splice family: by reference, except into the page cache")
-{
+TEST_CASE("splice family: by reference, except into the page cache") {
     CHECK(classify(OpFamily::splice, "splice", FdClass::file, FdClass::pipe, false).kind == Kind::zero_copy);
     CHECK(classify(OpFamily::splice, "sendfile", FdClass::file, FdClass::socket, false).kind == Kind::zero_copy);
     CHECK(classify(OpFamily::splice, "splice", FdClass::pipe, FdClass::file, false).kind == Kind::kernel_copy);
-    CHECK(classify(OpFamily::splice, "copy_file_range", FdClass::file, FdClass::file, false).kind ==
-          Kind::kernel_copy);
+    CHECK(classify(OpFamily::splice, "copy_file_range", FdClass::file, FdClass::file, false).kind == Kind::kernel_copy);
     CHECK(classify(OpFamily::splice, "splice", FdClass::pipe, FdClass::devnull, false).kind == Kind::no_data);
     CHECK(classify(OpFamily::vmsplice, "vmsplice", FdClass::none, FdClass::pipe, true).kind == Kind::zero_copy);
     CHECK(classify(OpFamily::vmsplice, "vmsplice", FdClass::pipe, FdClass::none, false).kind == Kind::copy_in);
 }
 
-TEST_CASE("io_uring opcodes map to families")
-{
+TEST_CASE("io_uring opcodes map to families") {
     CHECK(op_info(SL_OP_URING | 22).name == "io_uring:read");
     CHECK(op_info(SL_OP_URING | 22).family == OpFamily::read);
     CHECK(op_info(SL_OP_URING | 30).family == OpFamily::splice);
     CHECK(op_info(SL_OP_URING | 30).swap_sides);
     CHECK(op_info(SL_OP_URING | 47).name == "io_uring:send_zc");
-    CHECK(op_info(SL_OP_URING | 13).family == OpFamily::other);  // accept moves no payload
+    CHECK(op_info(SL_OP_URING | 13).family == OpFamily::other); // accept moves no payload
     CHECK(op_info(SL_OP_SENDFILE).name == "sendfile");
     CHECK(op_info(SL_OP_RECVMMSG).family == OpFamily::read_mmsg);
 }
 
-TEST_CASE("dd | nc style pipeline: four copies per payload byte on the sender")
-{
+TEST_CASE("dd | nc style pipeline: four copies per payload byte on the sender") {
     const uint64_t n = 1000;
     Stage dd = build_stage(1), nc = build_stage(2);
     add_flow(dd, flow("read", OpFamily::read, FdClass::file, FdClass::none, n));
@@ -71,13 +65,12 @@ TEST_CASE("dd | nc style pipeline: four copies per payload byte on the sender")
     add_flow(nc, flow("write", OpFamily::write, FdClass::none, FdClass::socket, n));
     dd.cpu_ns = 1'000'000;
     Summary s = summarize({dd, nc});
-    CHECK(s.payload_bytes == n);  // the pipe between the stages is not payload twice
+    CHECK(s.payload_bytes == n); // the pipe between the stages is not payload twice
     CHECK(s.copies_per_byte == doctest::Approx(4.0));
     CHECK(s.cpu_s_per_gb == doctest::Approx(0.001 / (n / 1e9)));
 }
 
-TEST_CASE("sendfile sender and a splice receiver into /dev/null: no copies, payload counted once")
-{
+TEST_CASE("sendfile sender and a splice receiver into /dev/null: no copies, payload counted once") {
     const uint64_t n = 4096;
     Stage tx = build_stage(1), rx = build_stage(2);
     add_flow(tx, flow("sendfile", OpFamily::splice, FdClass::file, FdClass::socket, n));
@@ -96,8 +89,7 @@ TEST_CASE("sendfile sender and a splice receiver into /dev/null: no copies, payl
     CHECK(summarize({tx, rx}, n).payload_bytes == n);
 }
 
-TEST_CASE("flows with the same op and classes merge into one row")
-{
+TEST_CASE("flows with the same op and classes merge into one row") {
     Stage st = build_stage(1);
     add_flow(st, flow("read", OpFamily::read, FdClass::file, FdClass::none, 10));
     add_flow(st, flow("read", OpFamily::read, FdClass::file, FdClass::none, 5));

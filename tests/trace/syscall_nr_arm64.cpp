@@ -7,12 +7,43 @@
 #include <asm-generic/unistd.h>
 
 #define SAME(name) static_assert(SL_NR_##name == __NR_##name, #name)
-SAME(read); SAME(write); SAME(close); SAME(ioctl); SAME(pread64); SAME(pwrite64); SAME(readv);
-SAME(writev); SAME(dup); SAME(dup3); SAME(sendfile); SAME(socket); SAME(accept); SAME(accept4);
-SAME(sendto); SAME(recvfrom); SAME(sendmsg); SAME(recvmsg); SAME(socketpair); SAME(fcntl);
-SAME(openat); SAME(openat2); SAME(splice); SAME(tee); SAME(vmsplice); SAME(pipe2); SAME(preadv);
-SAME(pwritev); SAME(recvmmsg); SAME(sendmmsg); SAME(memfd_create); SAME(copy_file_range);
-SAME(preadv2); SAME(pwritev2); SAME(close_range); SAME(chdir); SAME(fchdir);
+SAME(read);
+SAME(write);
+SAME(close);
+SAME(ioctl);
+SAME(pread64);
+SAME(pwrite64);
+SAME(readv);
+SAME(writev);
+SAME(dup);
+SAME(dup3);
+SAME(sendfile);
+SAME(socket);
+SAME(accept);
+SAME(accept4);
+SAME(sendto);
+SAME(recvfrom);
+SAME(sendmsg);
+SAME(recvmsg);
+SAME(socketpair);
+SAME(fcntl);
+SAME(openat);
+SAME(openat2);
+SAME(splice);
+SAME(tee);
+SAME(vmsplice);
+SAME(pipe2);
+SAME(preadv);
+SAME(pwritev);
+SAME(recvmmsg);
+SAME(sendmmsg);
+SAME(memfd_create);
+SAME(copy_file_range);
+SAME(preadv2);
+SAME(pwritev2);
+SAME(close_range);
+SAME(chdir);
+SAME(fchdir);
 #undef SAME
 #if defined(SL_NR_open) || defined(SL_NR_creat) || defined(SL_NR_pipe) || defined(SL_NR_dup2)
 #error "arm64 has no open, creat, pipe or dup2"

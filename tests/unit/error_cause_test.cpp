@@ -25,8 +25,7 @@ struct SocketPair {
 };
 
 // The Error a call throws, or none.
-template <class F>
-Error error_of(F&& f) {
+template <class F> Error error_of(F&& f) {
     try {
         f();
     } catch (const Error& e) {

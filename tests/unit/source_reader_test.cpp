@@ -22,7 +22,7 @@ TEST_CASE("SourceReader checksums equal XXH3 of the whole block across mapping w
     int fd = ::mkstemp(name);
     REQUIRE(fd >= 0);
     REQUIRE(::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()));
-    struct stat st{};
+    struct stat st {};
     REQUIRE(::fstat(fd, &st) == 0);
     ::close(fd);
 

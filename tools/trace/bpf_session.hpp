@@ -19,8 +19,8 @@ public:
     // kernel_reads=false loads the variant built with -DSL_NO_KERNEL_READS. Throws TraceError.
     explicit BpfSession(bool kernel_reads);
     ~BpfSession();
-    BpfSession(const BpfSession &) = delete;
-    BpfSession &operator=(const BpfSession &) = delete;
+    BpfSession(const BpfSession&) = delete;
+    BpfSession& operator=(const BpfSession&) = delete;
 
     bool kernel_reads() const { return kernel_reads_; }
     // Trace this process (and, through task_newtask, everything it starts).
@@ -29,9 +29,9 @@ public:
     void track_thread(pid_t tid, pid_t tgid);
 
     // One ring buffer event; open is set for SL_EV_FD_OPEN and SL_EV_CHDIR (it holds ev).
-    using Handler = std::function<void(const sl_event &ev, const sl_open_event *open)>;
+    using Handler = std::function<void(const sl_event& ev, const sl_open_event* open)>;
     // Drain ring buffer events into handler; waits up to timeout_ms for the first one.
-    void poll(int timeout_ms, const Handler &handler);
+    void poll(int timeout_ms, const Handler& handler);
 
     std::vector<std::pair<sl_flow_key, sl_flow_val>> flows() const;
     std::vector<std::pair<uint32_t, sl_proc_val>> procs() const;
@@ -46,13 +46,13 @@ public:
     void unseed_fd(uint32_t tgid, int32_t fd);
 
 private:
-    int map_fd(const char *name) const;
+    int map_fd(const char* name) const;
 
     bool kernel_reads_;
-    bpf_object *obj_ = nullptr;
-    std::function<void()> destroy_;  // the skeleton's __destroy for the variant that loaded
-    ring_buffer *rb_ = nullptr;
-    const Handler *handler_ = nullptr;
+    bpf_object* obj_ = nullptr;
+    std::function<void()> destroy_; // the skeleton's __destroy for the variant that loaded
+    ring_buffer* rb_ = nullptr;
+    const Handler* handler_ = nullptr;
 };
 
-}  // namespace sluice::trace
+} // namespace sluice::trace

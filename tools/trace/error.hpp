@@ -8,12 +8,11 @@
 namespace sluice::trace {
 
 struct TraceError : std::runtime_error {
-    explicit TraceError(const std::string &what, int exit_status = 2)
-        : std::runtime_error(what), status(exit_status) {}
+    explicit TraceError(const std::string& what, int exit_status = 2) : std::runtime_error(what), status(exit_status) {}
     int status;
 };
 
 // TraceError with ": strerror(err)" appended.
-[[noreturn]] void throw_errno(const std::string &what, int err, int exit_status = 2);
+[[noreturn]] void throw_errno(const std::string& what, int err, int exit_status = 2);
 
-}  // namespace sluice::trace
+} // namespace sluice::trace

@@ -17,13 +17,13 @@ enum class OpFamily : uint8_t {
 };
 
 struct OpInfo {
-    std::string name;  // "read", "io_uring:splice"
+    std::string name; // "read", "io_uring:splice"
     OpFamily family = OpFamily::other;
     bool uring = false;
-    bool swap_sides = false;  // io_uring splice/tee: the probe sees sqe->fd (destination) first
+    bool swap_sides = false; // io_uring splice/tee: the probe sees sqe->fd (destination) first
 };
 
 // op as stored in sl_flow_key.op (enum sl_op, or SL_OP_URING | opcode).
 OpInfo op_info(uint16_t op);
 
-}  // namespace sluice::trace
+} // namespace sluice::trace

@@ -8,8 +8,7 @@
 
 namespace sluice::trace {
 
-const char *usage()
-{
+const char* usage() {
     return "usage: sluice trace [--json] [-o FILE] [--no-kernel-reads] -- COMMAND [ARG...]\n"
            "       sluice trace [--json] [-o FILE] [--no-kernel-reads] -p PID[,PID...] [--duration S]\n"
            "Traces COMMAND (or the running PIDs) and every process it starts, and reports per stage\n"
@@ -27,24 +26,20 @@ const char *usage()
 
 namespace {
 
-pid_t parse_pid(std::string_view s)
-{
+pid_t parse_pid(std::string_view s) {
     int v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size() || v <= 0)
-        throw TraceError("bad pid '" + std::string(s) + "'");
+    if (ec != std::errc{} || p != s.data() + s.size() || v <= 0) throw TraceError("bad pid '" + std::string(s) + "'");
     return v;
 }
 
-}  // namespace
+} // namespace
 
-Options parse_options(int argc, char **argv)
-{
+Options parse_options(int argc, char** argv) {
     Options o;
     int i = 1;
-    auto value = [&](const char *flag) -> std::string {
-        if (i + 1 >= argc)
-            throw TraceError(std::string(flag) + " needs a value");
+    auto value = [&](const char* flag) -> std::string {
+        if (i + 1 >= argc) throw TraceError(std::string(flag) + " needs a value");
         return argv[++i];
     };
     for (; i < argc; ++i) {
@@ -68,16 +63,14 @@ Options parse_options(int argc, char **argv)
             }
         } else if (a == "--duration") {
             std::string v = value("--duration");
-            char *end = nullptr;
+            char* end = nullptr;
             o.duration_s = std::strtod(v.c_str(), &end);
-            if (!end || *end || o.duration_s <= 0)
-                throw TraceError("bad --duration '" + v + "'");
+            if (!end || *end || o.duration_s <= 0) throw TraceError("bad --duration '" + v + "'");
         } else if (a == "--payload") {
             std::string v = value("--payload");
             uint64_t n = 0;
             auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-            if (ec != std::errc{} || p != v.data() + v.size() || n == 0)
-                throw TraceError("bad --payload '" + v + "' (bytes)");
+            if (ec != std::errc{} || p != v.data() + v.size() || n == 0) throw TraceError("bad --payload '" + v + "' (bytes)");
             o.payload_bytes = n;
         } else if (a == "-h" || a == "--help") {
             o.help = true;
@@ -85,16 +78,13 @@ Options parse_options(int argc, char **argv)
         } else if (!a.empty() && a[0] == '-') {
             throw TraceError("unknown option '" + std::string(a) + "'");
         } else {
-            break;  // the command starts here (the "--" is optional before a non-option)
+            break; // the command starts here (the "--" is optional before a non-option)
         }
     }
-    for (; i < argc; ++i)
-        o.command.emplace_back(argv[i]);
-    if (o.command.empty() == o.pids.empty())
-        throw TraceError("give either a command (after --) or -p PID");
-    if (o.duration_s > 0 && o.pids.empty())
-        throw TraceError("--duration only applies to -p");
+    for (; i < argc; ++i) o.command.emplace_back(argv[i]);
+    if (o.command.empty() == o.pids.empty()) throw TraceError("give either a command (after --) or -p PID");
+    if (o.duration_s > 0 && o.pids.empty()) throw TraceError("--duration only applies to -p");
     return o;
 }
 
-}  // namespace sluice::trace
+} // namespace sluice::trace

@@ -16,4 +16,4 @@ std::optional<ProcTimes> read_proc_times(pid_t pid);
 bool process_alive(pid_t pid);
 std::vector<pid_t> list_threads(pid_t pid);
 
-}  // namespace sluice::trace
+} // namespace sluice::trace

@@ -7,8 +7,8 @@
 
 namespace sluice::trace {
 
-void write_table(std::FILE *out, const Report &r);
-void write_json(std::FILE *out, const Report &r);
+void write_table(std::FILE* out, const Report& r);
+void write_json(std::FILE* out, const Report& r);
 std::string human_bytes(uint64_t b);
 
-}  // namespace sluice::trace
+} // namespace sluice::trace

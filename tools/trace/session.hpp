@@ -7,6 +7,6 @@
 namespace sluice::trace {
 
 // Runs the trace described by opts and returns the finished report.
-Report run_trace(const Options &opts);
+Report run_trace(const Options& opts);
 
-}  // namespace sluice::trace
+} // namespace sluice::trace

@@ -9,10 +9,10 @@ namespace sluice::trace {
 
 class Target {
 public:
-    explicit Target(const std::vector<std::string> &command);
-    ~Target();  // kills and reaps a child that was never released
-    Target(const Target &) = delete;
-    Target &operator=(const Target &) = delete;
+    explicit Target(const std::vector<std::string>& command);
+    ~Target(); // kills and reaps a child that was never released
+    Target(const Target&) = delete;
+    Target& operator=(const Target&) = delete;
 
     pid_t pid() const { return pid_; }
     // Let the child exec COMMAND. Throws TraceError when the exec failed.
@@ -24,10 +24,10 @@ public:
 
 private:
     pid_t pid_ = -1;
-    int gate_fd_ = -1;   // write end: closing it releases the child
-    int err_fd_ = -1;    // read end of a CLOEXEC pipe: the child writes errno here if exec fails
+    int gate_fd_ = -1; // write end: closing it releases the child
+    int err_fd_ = -1;  // read end of a CLOEXEC pipe: the child writes errno here if exec fails
     bool released_ = false, reaped_ = false;
     int status_ = -1;
 };
 
-}  // namespace sluice::trace
+} // namespace sluice::trace

@@ -11,13 +11,12 @@
 #include <exception>
 #include <fmt/format.h>
 
-int sluice_trace_main(int argc, char **argv)
-{
+int sluice_trace_main(int argc, char** argv) {
     using namespace sluice::trace;
     Options opts;
     try {
         opts = parse_options(argc, argv);
-    } catch (const TraceError &e) {
+    } catch (const TraceError& e) {
         // Every error of the command line is the caller's to fix: show how it is used.
         fmt::print(stderr, "sluice trace: error: {}\n", e.what());
         std::fputs(usage(), stderr);
@@ -29,18 +28,15 @@ int sluice_trace_main(int argc, char **argv)
             return 0;
         }
         // Open the output before tracing, so a bad path fails before the command runs.
-        std::FILE *out = stderr;
+        std::FILE* out = stderr;
         if (!opts.output.empty()) {
-            out = std::fopen(opts.output.c_str(), "we");  // close-on-exec: not the command's
-            if (!out)
-                throw_errno("cannot write " + opts.output, errno);
+            out = std::fopen(opts.output.c_str(), "we"); // close-on-exec: not the command's
+            if (!out) throw_errno("cannot write " + opts.output, errno);
         }
         struct Closer {
-            std::FILE *f;
-            ~Closer()
-            {
-                if (f != stderr)
-                    std::fclose(f);
+            std::FILE* f;
+            ~Closer() {
+                if (f != stderr) std::fclose(f);
             }
         } closer{out};
         Report report = run_trace(opts);
@@ -50,10 +46,10 @@ int sluice_trace_main(int argc, char **argv)
             write_table(out, report);
         std::fflush(out);
         return report.exit_status >= 0 ? report.exit_status : 0;
-    } catch (const TraceError &e) {
+    } catch (const TraceError& e) {
         fmt::print(stderr, "sluice trace: error: {}\n", e.what());
         return e.status;
-    } catch (const std::exception &e) {
+    } catch (const std::exception& e) {
         fmt::print(stderr, "sluice trace: error: {}\n", e.what());
         return 2;
     }

@@ -39,8 +39,10 @@ public:
     AlignedBuffer(const AlignedBuffer&) = delete;
     AlignedBuffer& operator=(const AlignedBuffer&) = delete;
     ~AlignedBuffer() {
-        if (mapped_) ::munmap(p_, mapped_);
-        else std::free(p_);
+        if (mapped_)
+            ::munmap(p_, mapped_);
+        else
+            std::free(p_);
     }
 
     unsigned char* data() noexcept { return p_; }

@@ -114,8 +114,9 @@ UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms) {
         }
     }
     ::freeaddrinfo(res);
-    throw Error(ErrorCode::network, "cannot connect to " + host + ":" + service + " (tried " + tried +
-                                        "): " + std::strerror(last_err), cause_of_errno(last_err));
+    throw Error(ErrorCode::network,
+                "cannot connect to " + host + ":" + service + " (tried " + tried + "): " + std::strerror(last_err),
+                cause_of_errno(last_err));
 }
 
 // set_nodelay and set_socket_buffers are hints (latency, throughput): a kernel that refuses one
@@ -139,7 +140,8 @@ void set_socket_buffers(int fd, int bytes) {
 void set_io_timeout(int fd, int ms) {
     timeval tv{ms / 1000, (ms % 1000) * 1000};
     // Every idle timeout rests on these: a socket without them would wait for a silent peer forever.
-    if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 || ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
         throw_errno(ErrorCode::internal, "cannot set the timeout of socket " + std::to_string(fd));
 }
 

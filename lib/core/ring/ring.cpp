@@ -127,8 +127,10 @@ void Ring::queue_cancel(uint64_t user_data, unsigned flags) noexcept {
 }
 
 void Ring::unlink(Completion& c) noexcept {
-    if (c.prev_) c.prev_->next_ = c.next_;
-    else in_flight_ = c.next_;
+    if (c.prev_)
+        c.prev_->next_ = c.next_;
+    else
+        in_flight_ = c.next_;
     if (c.next_) c.next_->prev_ = c.prev_;
     c.prev_ = c.next_ = nullptr;
     c.ring_ = nullptr;
@@ -221,11 +223,12 @@ void Ring::link_timeout(Completion& c, const __kernel_timespec& ts) {
 Ring::Chain Ring::chain(unsigned max_requests) {
     if (chain_open_) throw Error(ErrorCode::internal, "io_uring: chains do not nest");
     if (max_requests > sq_entries_)
-        throw Error(ErrorCode::internal, "io_uring: a chain of " + std::to_string(max_requests) + " requests does not fit a ring of " +
-                                             std::to_string(sq_entries_));
+        throw Error(ErrorCode::internal, "io_uring: a chain of " + std::to_string(max_requests) +
+                                             " requests does not fit a ring of " + std::to_string(sq_entries_));
     // Submitting what is queued is safe here: no chain is half-built.
     if (io_uring_sq_space_left(&ring_) < max_requests) submit();
-    if (io_uring_sq_space_left(&ring_) < max_requests) throw Error(ErrorCode::internal, "io_uring: submission queue still full after submit");
+    if (io_uring_sq_space_left(&ring_) < max_requests)
+        throw Error(ErrorCode::internal, "io_uring: submission queue still full after submit");
     chain_open_ = true;
     chain_left_ = max_requests;
     chain_last_ = nullptr;

@@ -114,8 +114,8 @@ std::string format_url(const Endpoint& e) {
 
 uint64_t parse_size(std::string_view text, const char* option) {
     auto fail = [&] {
-        throw Error(ErrorCode::usage, std::string(option) + ": '" + std::string(text) +
-                                          "' is not a size (examples: 65536, 512K, 8M, 1G)");
+        throw Error(ErrorCode::usage,
+                    std::string(option) + ": '" + std::string(text) + "' is not a size (examples: 65536, 512K, 8M, 1G)");
     };
     uint64_t v = 0;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -124,7 +124,8 @@ uint64_t parse_size(std::string_view text, const char* option) {
     if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.remove_suffix(1);
     if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.remove_suffix(1);
     int shift = 0;
-    if (unit.empty()) shift = 0;
+    if (unit.empty())
+        shift = 0;
     else if (unit.size() == 1) {
         switch (std::toupper(static_cast<unsigned char>(unit[0]))) {
         case 'K': shift = 10; break;

@@ -11,8 +11,7 @@ namespace sluice::wire {
 
 namespace {
 
-Mac hmac(const std::string& key, std::string_view label, std::span<const unsigned char> a,
-         std::span<const unsigned char> b) {
+Mac hmac(const std::string& key, std::string_view label, std::span<const unsigned char> a, std::span<const unsigned char> b) {
     Mac out{};
     unsigned int len = 0;
     HMAC_CTX* ctx = HMAC_CTX_new();

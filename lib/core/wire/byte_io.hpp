@@ -59,8 +59,8 @@ public:
     size_t remaining() const { return in_.size() - pos_; }
     void expect_end() const {
         if (remaining() != 0)
-            throw Error(ErrorCode::protocol, std::string(what_) + ": " + std::to_string(remaining()) +
-                                                 " unexpected trailing bytes");
+            throw Error(ErrorCode::protocol,
+                        std::string(what_) + ": " + std::to_string(remaining()) + " unexpected trailing bytes");
     }
 
 private:

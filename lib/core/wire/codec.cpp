@@ -49,7 +49,8 @@ FrameHeader decode_frame_header(Span in) {
     h.flags = r.u8();
     uint16_t reserved = r.u16();
     h.length = r.u32();
-    if (reserved != 0 || h.flags != 0) bad("frame header: reserved bits set in a " + std::string(frame_type_name(h.type)) + " frame");
+    if (reserved != 0 || h.flags != 0)
+        bad("frame header: reserved bits set in a " + std::string(frame_type_name(h.type)) + " frame");
     uint64_t limit = 0;
     switch (static_cast<FrameType>(h.type)) {
     case FrameType::block: limit = kBlockPrefixBytes + uint64_t{kMaxBlockData}; break;
@@ -62,11 +63,12 @@ FrameHeader decode_frame_header(Span in) {
     case FrameType::transfer_end:
     case FrameType::final_status:
     case FrameType::abort: limit = kMaxControlPayload; break;
-    default: bad("frame header: unknown frame type 0x" + [&] {
-                 char b[8];
-                 std::snprintf(b, sizeof b, "%02x", h.type);
-                 return std::string(b);
-             }());
+    default:
+        bad("frame header: unknown frame type 0x" + [&] {
+            char b[8];
+            std::snprintf(b, sizeof b, "%02x", h.type);
+            return std::string(b);
+        }());
     }
     if (h.length > limit)
         bad(std::string(frame_type_name(h.type)) + " frame of " + std::to_string(h.length) + " bytes exceeds the limit of " +
@@ -82,8 +84,7 @@ void encode_frame_header(unsigned char out[kFrameHeaderBytes], FrameType type, u
     for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<unsigned char>(length >> (8 * i));
 }
 
-void encode_block_prefix(unsigned char out[kFrameHeaderBytes + kBlockPrefixBytes], const BlockPrefix& p,
-                         uint32_t data_length) {
+void encode_block_prefix(unsigned char out[kFrameHeaderBytes + kBlockPrefixBytes], const BlockPrefix& p, uint32_t data_length) {
     encode_frame_header(out, FrameType::block, data_length + static_cast<uint32_t>(kBlockPrefixBytes));
     auto put = [&](size_t at, uint64_t v) {
         for (int i = 0; i < 8; ++i) out[at + i] = static_cast<unsigned char>(v >> (8 * i));

@@ -35,8 +35,7 @@ void encode_transfer_end(Bytes& out, const TransferEnd& e);
 void encode_final_status(Bytes& out, const FinalStatus& s);
 void encode_abort(Bytes& out, const Abort& a);
 // Header + prefix of a BLOCK frame; the data follows on the wire (spliced, not copied).
-void encode_block_prefix(unsigned char out[kFrameHeaderBytes + kBlockPrefixBytes], const BlockPrefix& p,
-                         uint32_t data_length);
+void encode_block_prefix(unsigned char out[kFrameHeaderBytes + kBlockPrefixBytes], const BlockPrefix& p, uint32_t data_length);
 
 ManifestPage decode_manifest(Span payload);
 ManifestAck decode_manifest_ack(Span payload);

@@ -16,8 +16,7 @@ namespace {
 
 void check_magic(ByteReader& r, const char* what) {
     auto m = r.bytes(kMagic.size());
-    if (!std::equal(m.begin(), m.end(), kMagic.begin()))
-        bad(std::string(what) + ": bad magic (not a sluice peer)");
+    if (!std::equal(m.begin(), m.end(), kMagic.begin())) bad(std::string(what) + ": bad magic (not a sluice peer)");
 }
 
 void put_magic(ByteWriter& w) { w.bytes(kMagic.data(), kMagic.size()); }

@@ -73,7 +73,8 @@ ManifestPage decode_manifest(Span payload) {
         uint16_t path_len = r.u16();
         uint16_t target_len = r.u16();
         r.u16();
-        if (kind < 1 || kind > 4) bad("MANIFEST: entry " + std::to_string(e.file_id) + " has unknown kind " + std::to_string(kind));
+        if (kind < 1 || kind > 4)
+            bad("MANIFEST: entry " + std::to_string(e.file_id) + " has unknown kind " + std::to_string(kind));
         e.kind = static_cast<EntryKind>(kind);
         if (path_len > kMaxPathBytes) bad("MANIFEST: entry " + std::to_string(e.file_id) + " path too long");
         if (target_len > kMaxLinkTargetBytes) bad("MANIFEST: entry " + std::to_string(e.file_id) + " link target too long");

@@ -26,11 +26,12 @@ size_t DataFrameReader::on_header(std::span<const unsigned char> header) {
         return kBlockPrefixBytes;
     case FrameType::stream_end:
         if (h.length != kStreamEndBytes)
-            throw Error(ErrorCode::protocol, "STREAM_END frame of " + std::to_string(h.length) + " bytes on " + label_ + " (it carries " +
-                                                 std::to_string(kStreamEndBytes) + ")");
+            throw Error(ErrorCode::protocol, "STREAM_END frame of " + std::to_string(h.length) + " bytes on " + label_ +
+                                                 " (it carries " + std::to_string(kStreamEndBytes) + ")");
         return kStreamEndBytes;
     default:
-        throw Error(ErrorCode::protocol, std::string(frame_type_name(h.type)) + " frame is not allowed on a data stream (" + label_ + ")");
+        throw Error(ErrorCode::protocol,
+                    std::string(frame_type_name(h.type)) + " frame is not allowed on a data stream (" + label_ + ")");
     }
 }
 
@@ -43,15 +44,14 @@ std::optional<BlockHeader> DataFrameReader::on_part(std::span<const unsigned cha
     }
     const StreamEnd e = decode_stream_end(part);
     if (e.blocks != counts_.blocks || e.bytes != counts_.bytes)
-        throw Error(ErrorCode::protocol, label_ + " ended announcing " + std::to_string(e.blocks) + " blocks / " + std::to_string(e.bytes) +
-                                             " bytes, but carried " + std::to_string(counts_.blocks) + " / " + std::to_string(counts_.bytes));
+        throw Error(ErrorCode::protocol, label_ + " ended announcing " + std::to_string(e.blocks) + " blocks / " +
+                                             std::to_string(e.bytes) + " bytes, but carried " + std::to_string(counts_.blocks) +
+                                             " / " + std::to_string(counts_.bytes));
     ended_ = true;
     return std::nullopt;
 }
 
-void DataFrameReader::data_after_end() const {
-    throw Error(ErrorCode::protocol, "data after STREAM_END on " + label_);
-}
+void DataFrameReader::data_after_end() const { throw Error(ErrorCode::protocol, "data after STREAM_END on " + label_); }
 
 void refuse_data_after_end(const DataFrameReader& reader, int sock) {
     unsigned char b;

@@ -38,8 +38,7 @@ public:
     explicit DataFrameReader(std::string label = "data stream") : label_(std::move(label)) {}
 
     // read_exact(unsigned char* p, size_t n) fills p with the next n bytes of the stream or throws.
-    template <class ReadExact>
-    std::optional<BlockHeader> next(ReadExact&& read_exact) {
+    template <class ReadExact> std::optional<BlockHeader> next(ReadExact&& read_exact) {
         if (ended_) data_after_end();
         unsigned char buf[kBlockPrefixBytes];
         read_exact(buf, kFrameHeaderBytes);

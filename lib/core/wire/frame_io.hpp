@@ -25,8 +25,6 @@ inline Frame read_frame(int fd, const char* what) {
     return f;
 }
 
-inline void write_frame(int fd, const std::vector<unsigned char>& encoded, const char* what) {
-    send_all(fd, encoded, what);
-}
+inline void write_frame(int fd, const std::vector<unsigned char>& encoded, const char* what) { send_all(fd, encoded, what); }
 
 } // namespace sluice

@@ -13,16 +13,16 @@ inline constexpr std::array<unsigned char, 8> kMagic = {'S', 'L', 'U', 'I', 'C',
 inline constexpr uint16_t kVersion = 1;
 
 // Bounds on everything read from the network. A peer exceeding one is a protocol error.
-inline constexpr uint32_t kMaxPathBytes = 4095;         // a relative path, without NUL
-inline constexpr uint32_t kMaxNameBytes = 255;          // one path component
+inline constexpr uint32_t kMaxPathBytes = 4095; // a relative path, without NUL
+inline constexpr uint32_t kMaxNameBytes = 255;  // one path component
 inline constexpr uint32_t kMaxLinkTargetBytes = 4095;
 inline constexpr uint32_t kMaxEntriesPerPage = 65536;
 inline constexpr uint32_t kMaxControlPayload = 8u << 20; // manifest pages, acks, status
 inline constexpr uint32_t kMaxBlockData = 64u << 20;     // data bytes in one BLOCK frame
 inline constexpr uint32_t kMaxMessageBytes = 4096;       // text in STATUS / ABORT
 inline constexpr uint16_t kMaxStreams = 128;
-inline constexpr uint64_t kMaxFileSize = 1ull << 50;     // 1 PiB: keeps offset + length far from overflow
-inline constexpr uint32_t kMaxPiece = 1u << 20;    // data bytes in one BLOCK (a piece) of a pipe entry
+inline constexpr uint64_t kMaxFileSize = 1ull << 50; // 1 PiB: keeps offset + length far from overflow
+inline constexpr uint32_t kMaxPiece = 1u << 20;      // data bytes in one BLOCK (a piece) of a pipe entry
 
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr size_t kBlockPrefixBytes = 24; // file_id, offset, checksum before the data
@@ -34,16 +34,16 @@ inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kTransferIdBytes = 16;
 
 enum class FrameType : uint8_t {
-    manifest = 0x01,      // S->R control: a page of file entries
-    manifest_ack = 0x02,  // R->S control: page registered; ranges already verified (resume)
-    manifest_end = 0x03,  // S->R control: no more entries
-    block = 0x10,         // S->R data: file data at an offset, with its checksum
-    stream_end = 0x11,    // S->R data: this stream carries no more blocks
-    resend = 0x20,        // R->S control: a block failed its checksum, send it again
-    all_verified = 0x21,  // R->S control: every file of the manifest is complete; streams may end
-    transfer_end = 0x30,  // S->R control: every data stream has ended
-    final_status = 0x31,  // R->S control: the receiver's verdict
-    abort = 0x3f,         // either way: the transfer is over, with a reason
+    manifest = 0x01,     // S->R control: a page of file entries
+    manifest_ack = 0x02, // R->S control: page registered; ranges already verified (resume)
+    manifest_end = 0x03, // S->R control: no more entries
+    block = 0x10,        // S->R data: file data at an offset, with its checksum
+    stream_end = 0x11,   // S->R data: this stream carries no more blocks
+    resend = 0x20,       // R->S control: a block failed its checksum, send it again
+    all_verified = 0x21, // R->S control: every file of the manifest is complete; streams may end
+    transfer_end = 0x30, // S->R control: every data stream has ended
+    final_status = 0x31, // R->S control: the receiver's verdict
+    abort = 0x3f,        // either way: the transfer is over, with a reason
 };
 const char* frame_type_name(uint8_t type);
 

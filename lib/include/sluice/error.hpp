@@ -10,14 +10,14 @@
 namespace sluice {
 
 enum class ErrorCode {
-    usage,          // a bad option or value given by the caller
-    source,         // a source path missing, unreadable or changed
-    destination,    // the destination directory or a file in it cannot be written
-    network,        // connect, listen, or a connection lost
-    auth,           // the token was refused
-    protocol,       // the peer sent something that breaks the wire protocol
-    integrity,      // a checksum did not match
-    cancelled,      // cancel() was called
+    usage,       // a bad option or value given by the caller
+    source,      // a source path missing, unreadable or changed
+    destination, // the destination directory or a file in it cannot be written
+    network,     // connect, listen, or a connection lost
+    auth,        // the token was refused
+    protocol,    // the peer sent something that breaks the wire protocol
+    integrity,   // a checksum did not match
+    cancelled,   // cancel() was called
     internal,
 };
 

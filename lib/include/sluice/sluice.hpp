@@ -44,13 +44,13 @@ inline constexpr uint64_t kDefaultBlockSize = 8ull << 20;
 struct SendOptions {
     unsigned streams = kDefaultStreams;
     uint64_t block_size = kDefaultBlockSize;
-    uint64_t rate_limit = 0;          // bytes per second over all streams; 0 = unlimited
+    uint64_t rate_limit = 0; // bytes per second over all streams; 0 = unlimited
     SendPath path = SendPath::splice;
     int connect_timeout_ms = 10000;
-    int idle_timeout_ms = 60000;      // a peer silent for this long fails the transfer
+    int idle_timeout_ms = 60000; // a peer silent for this long fails the transfer
     bool verbose = false;
-    LogFn log;                        // warnings and verbose lines; default: dropped
-    Progress* progress = nullptr;     // optional counters to poll
+    LogFn log;                                 // warnings and verbose lines; default: dropped
+    Progress* progress = nullptr;              // optional counters to poll
     const std::atomic<bool>* cancel = nullptr; // set to true from any thread to stop
 };
 
@@ -60,10 +60,10 @@ SLUICE_EXPORT Stats send(const std::vector<std::string>& paths, const Endpoint& 
 
 // A range of an open file to send, stored under `name` at the receiver.
 struct FdSource {
-    int fd = -1;           // borrowed: stays the caller's, must stay open until send() returns
-    uint64_t offset = 0;   // first byte of the range in the file
-    uint64_t length = 0;   // bytes to send from offset; must lie within the file
-    std::string name;      // relative path at the receiver ('/'-separated, no '..')
+    int fd = -1;         // borrowed: stays the caller's, must stay open until send() returns
+    uint64_t offset = 0; // first byte of the range in the file
+    uint64_t length = 0; // bytes to send from offset; must lie within the file
+    std::string name;    // relative path at the receiver ('/'-separated, no '..')
     uint32_t mode = 0644;
     int64_t mtime_ns = -1; // -1: the file's own mtime
 };
@@ -76,13 +76,13 @@ SLUICE_EXPORT Stats send(const std::vector<FdSource>& files, const Endpoint& to,
 SLUICE_EXPORT Stats send_pipe(int fd, const Endpoint& to, const SendOptions& options);
 
 struct RecvOptions {
-    std::string bind_address;         // empty: all addresses
-    std::string advertise_host;       // host put into url(); empty: this host's primary address
-    uint16_t port = 0;                // 0: the kernel picks one
-    std::string token;                // empty: a random one
+    std::string bind_address;   // empty: all addresses
+    std::string advertise_host; // host put into url(); empty: this host's primary address
+    uint16_t port = 0;          // 0: the kernel picks one
+    std::string token;          // empty: a random one
     RecvPath path = RecvPath::direct;
-    bool sync = false;                // fsync files and directories before reporting success
-    bool verify = false;              // re-read each file from disk (O_DIRECT) and check every block before renaming it
+    bool sync = false;   // fsync files and directories before reporting success
+    bool verify = false; // re-read each file from disk (O_DIRECT) and check every block before renaming it
     uint64_t max_files = 10'000'000;
     int idle_timeout_ms = 60000;
     bool verbose = false;
@@ -93,8 +93,8 @@ struct RecvOptions {
 // What a Sink is told about one file (tree transfers) or the byte stream (pipe transfers).
 struct SinkEntry {
     uint64_t id = 0;
-    std::string path;      // relative path as sent; the byte stream's name in pipe mode
-    uint64_t size = 0;     // pipe mode: 0 until the byte stream has ended
+    std::string path;  // relative path as sent; the byte stream's name in pipe mode
+    uint64_t size = 0; // pipe mode: 0 until the byte stream has ended
     uint32_t mode = 0;
     int64_t mtime_ns = 0;
     bool is_pipe = false;

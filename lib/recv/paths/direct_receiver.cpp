@@ -44,8 +44,8 @@ class DirectReceiver final : public StreamReceiver {
 
 public:
     DirectReceiver(int sock, unsigned index, RecvContext& ctx)
-        : sock_(sock), index_(index), ctx_(ctx),
-          buffers_{AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes)},
+        : sock_(sock), index_(index), ctx_(ctx), buffers_{AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes),
+                                                          AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes)},
           dirs_(ctx.tree), ring_(64) {
         for (int i = 0; i < kBuffers; ++i) writes_[i].tag = static_cast<uint64_t>(i);
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
@@ -222,7 +222,9 @@ private:
         for (;;) {
             ssize_t r = ::recv(sock_, p, n, MSG_DONTWAIT);
             if (r > 0) return static_cast<size_t>(r);
-            if (r == 0) throw Error(ErrorCode::network, "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer",
+            if (r == 0)
+                throw Error(ErrorCode::network,
+                            "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer",
                             ErrorCause::peer_closed);
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -249,13 +251,16 @@ private:
             case Completion::Outcome::ok: break;
             case Completion::Outcome::retry: continue;
             case Completion::Outcome::cancelled:
-                throw Error(ErrorCode::network, "no data from the sender on stream " + std::to_string(index_) + " for " +
-                                                    std::to_string(ctx_.idle_timeout_ms / 1000) + " s",
+                throw Error(ErrorCode::network,
+                            "no data from the sender on stream " + std::to_string(index_) + " for " +
+                                std::to_string(ctx_.idle_timeout_ms / 1000) + " s",
                             ErrorCause::timed_out);
-            case Completion::Outcome::failed: throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
+            case Completion::Outcome::failed:
+                throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
             }
             if (recv_.result() == 0)
-                throw Error(ErrorCode::network, "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer",
+                throw Error(ErrorCode::network,
+                            "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer",
                             ErrorCause::peer_closed);
             got += static_cast<size_t>(recv_.result());
         }
@@ -292,7 +297,8 @@ public:
         std::string fb;
         if (direct_refused_) fb = "direct: the destination refuses O_DIRECT (EINVAL): buffered writes";
         if (tmpfile_refused_)
-            fb += std::string(fb.empty() ? "" : "; ") + "direct: the destination has no O_TMPFILE: small files under temporary names";
+            fb += std::string(fb.empty() ? "" : "; ") +
+                  "direct: the destination has no O_TMPFILE: small files under temporary names";
         if (!register_error_.empty())
             fb += (fb.empty() ? "" : "; ") + std::string("direct: registering buffers failed (") + register_error_ +
                   "): writes pin pages each time";

@@ -57,7 +57,8 @@ void OrderedOutput::output_failed(int err) {
     if (err == EPIPE)
         throw Error(ErrorCode::destination, "the output (fd " + std::to_string(out_fd_) + ") was closed by its reader after " +
                                                 std::to_string(at) + " bytes of the byte stream");
-    throw_errno(ErrorCode::destination, "cannot write the byte stream to fd " + std::to_string(out_fd_) + " after " + std::to_string(at) + " bytes", err);
+    throw_errno(ErrorCode::destination,
+                "cannot write the byte stream to fd " + std::to_string(out_fd_) + " after " + std::to_string(at) + " bytes", err);
 }
 
 // The caller's fd may be non-blocking (a shared pipe); wait for room instead of spinning.

@@ -51,7 +51,8 @@ protected:
     void check_piece(const wire::BlockPrefix& p, uint32_t length) {
         RecvFile* f = ctx_.files.find(p.file_id);
         if (!f || f->entry.kind != wire::EntryKind::pipe)
-            throw Error(ErrorCode::protocol, "pipe piece for id " + std::to_string(p.file_id) + ", which is not the announced pipe");
+            throw Error(ErrorCode::protocol,
+                        "pipe piece for id " + std::to_string(p.file_id) + ", which is not the announced pipe");
         if (length > wire::kMaxPiece)
             throw Error(ErrorCode::protocol, "pipe piece of " + std::to_string(length) + " bytes exceeds the 1 MiB limit");
         if (p.offset < next_offset_ || p.offset > wire::kMaxFileSize)
@@ -100,8 +101,9 @@ private:
                 parked += static_cast<size_t>(n);
                 continue;
             }
-            if (n == 0) throw Error(ErrorCode::network, "data stream: connection closed by peer in the middle of a piece",
-                                            ErrorCause::peer_closed);
+            if (n == 0)
+                throw Error(ErrorCode::network, "data stream: connection closed by peer in the middle of a piece",
+                            ErrorCause::peer_closed);
             if (errno == EINTR) continue;
             if (errno != EAGAIN) throw_errno(ErrorCode::network, "data stream");
             // The socket has data but the pipe is full (small skb fragments use up its slots):
@@ -164,8 +166,7 @@ private:
         return {buf_->data(), length};
     }
 
-    template <class F>
-    static void guarded(F&& f) {
+    template <class F> static void guarded(F&& f) {
         try {
             f();
         } catch (const Error&) {

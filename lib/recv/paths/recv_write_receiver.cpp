@@ -42,8 +42,8 @@ class RecvWriteReceiver final : public StreamReceiver, wire::DataFrameHandler {
 
 public:
     RecvWriteReceiver(int sock, unsigned index, RecvContext& ctx, bool discard)
-        : sock_(sock), index_(index), ctx_(ctx), discard_(discard), bufs_{AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes)},
-          dirs_(ctx.tree), ring_(256) {
+        : sock_(sock), index_(index), ctx_(ctx),
+          discard_(discard), bufs_{AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes)}, dirs_(ctx.tree), ring_(256) {
         writes_.reserve(1024);
         done_.reserve(1024);
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
@@ -58,7 +58,8 @@ public:
         for (;;) {
             if (n == 0) {
                 if (parser_.ended()) break;
-                throw Error(ErrorCode::network, "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer",
+                throw Error(ErrorCode::network,
+                            "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer",
                             ErrorCause::peer_closed);
             }
             parser_.feed(std::span<const unsigned char>(bufs_[cur].data(), n), *this);
@@ -97,9 +98,7 @@ private:
         ctx_.bytes_received.fetch_add(d.size(), std::memory_order_relaxed);
         if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(d.size(), std::memory_order_relaxed);
     }
-    void block_end() override {
-        done_.push_back({block_, xxh_.digest()});
-    }
+    void block_end() override { done_.push_back({block_, xxh_.digest()}); }
     void stream_end(const wire::StreamCounts&) override {}
 
     // --- ring work ---
@@ -114,8 +113,9 @@ private:
         switch (recv_.outcome()) {
         case Completion::Outcome::ok: break;
         case Completion::Outcome::cancelled:
-            throw Error(ErrorCode::network, "no data from the sender on stream " + std::to_string(index_) + " for " +
-                                                std::to_string(ctx_.idle_timeout_ms / 1000) + " s",
+            throw Error(ErrorCode::network,
+                        "no data from the sender on stream " + std::to_string(index_) + " for " +
+                            std::to_string(ctx_.idle_timeout_ms / 1000) + " s",
                         ErrorCause::timed_out);
         case Completion::Outcome::retry: // wait_recv queued it again
         case Completion::Outcome::failed: throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
@@ -164,7 +164,8 @@ private:
     }
 
     void complete_write(const PendingWrite& w, const Completion& c) {
-        if (c.outcome() != Completion::Outcome::ok) throw_errno(ErrorCode::destination, "cannot write '" + w.file->entry.path + "'", c.error());
+        if (c.outcome() != Completion::Outcome::ok)
+            throw_errno(ErrorCode::destination, "cannot write '" + w.file->entry.path + "'", c.error());
         // A short write means the next one fails (no space, quota): let pwrite name the error.
         size_t done = static_cast<size_t>(c.result());
         while (done < w.len) {
@@ -195,7 +196,6 @@ private:
             if (rf == f) return fd.get();
         throw Error(ErrorCode::internal, "no open file for '" + f->entry.path + "'");
     }
-
 
     int sock_;
     unsigned index_;

@@ -99,8 +99,9 @@ private:
                     file_pos += r;
                 } else {
                     if (r == 0)
-                        throw Error(ErrorCode::network, "sender closed data stream " + std::to_string(index_) +
-                                                            " in the middle of '" + f.entry.path + "'",
+                        throw Error(ErrorCode::network,
+                                    "sender closed data stream " + std::to_string(index_) + " in the middle of '" + f.entry.path +
+                                        "'",
                                     ErrorCause::peer_closed);
                     in_pipe += r;
                     from_socket -= r;

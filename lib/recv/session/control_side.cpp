@@ -16,7 +16,8 @@ void ControlSide::serve(uint16_t stream_count) {
         case wire::FrameType::transfer_end: on_transfer_end(wire::decode_transfer_end(f.payload), stream_count); return;
         case wire::FrameType::abort: {
             wire::Abort a = wire::decode_abort(f.payload);
-            if (a.code == wire::kAbortSourceTruncated) throw Error(ErrorCode::source, "sender: " + a.message, ErrorCause::peer_aborted);
+            if (a.code == wire::kAbortSourceTruncated)
+                throw Error(ErrorCode::source, "sender: " + a.message, ErrorCause::peer_aborted);
             throw Error(ErrorCode::network, "sender aborted the transfer: " + a.message, ErrorCause::peer_aborted);
         }
         default:
@@ -120,7 +121,8 @@ void ControlSide::block_failed(RecvFile& f, uint64_t off, uint64_t len) {
         throw Error(ErrorCode::integrity, "checksum mismatch in '" + f.entry.path + "' at offset " + std::to_string(off) + " (" +
                                               std::to_string(len) + " bytes), still wrong after " +
                                               std::to_string(ResendPolicy::kMaxResends) + " resends");
-    log_.line("warning: checksum mismatch in '" + f.entry.path + "' at offset " + std::to_string(off) + ": asking the sender again");
+    log_.line("warning: checksum mismatch in '" + f.entry.path + "' at offset " + std::to_string(off) +
+              ": asking the sender again");
     wire::Bytes out;
     wire::encode_resend(out, wire::ByteRange{.file_id = f.entry.file_id, .offset = off, .length = len});
     send(out);
@@ -165,8 +167,8 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
     if (pipe_entry_) {
         uint64_t got = target_.pipe_output()->delivered();
         if (got != end.bytes)
-            throw Error(ErrorCode::protocol,
-                        "the byte stream is incomplete: " + std::to_string(got) + " of " + std::to_string(end.bytes) + " bytes arrived");
+            throw Error(ErrorCode::protocol, "the byte stream is incomplete: " + std::to_string(got) + " of " +
+                                                 std::to_string(end.bytes) + " bytes arrived");
         target_.pipe_done(got);
     }
     check_files_complete(files_);

@@ -14,8 +14,8 @@ void check_files_complete(FileTable& files) {
     for (uint64_t id = 0; id < files.size(); ++id) {
         RecvFile& f = files.at(id);
         if (f.entry.kind == wire::EntryKind::file && !files.is_complete(f))
-            throw Error(ErrorCode::protocol, "'" + f.entry.path + "' is incomplete: " + std::to_string(f.verified_bytes) + " of " +
-                                                 std::to_string(f.entry.size) + " bytes arrived");
+            throw Error(ErrorCode::protocol, "'" + f.entry.path + "' is incomplete: " + std::to_string(f.verified_bytes) +
+                                                 " of " + std::to_string(f.entry.size) + " bytes arrived");
     }
 }
 
@@ -58,8 +58,7 @@ void remove_partial_files(FileTable& files, const DestTree& tree, bool keep_jour
             UniqueFd dir = tree.open_dir(f.parent);
             ::unlinkat(dir.get(), f.temp.c_str(), 0); // best effort: the failure is already being reported
             journal::remove(dir.get(), f.temp);
-        } catch (...) {
-        }
+        } catch (...) {}
     }
 }
 

@@ -12,8 +12,7 @@ struct Receiver::Impl {
 
 Receiver::Receiver(const std::filesystem::path& dir, RecvOptions options)
     : impl_(std::make_unique<Impl>(RecvTarget::directory(dir, options.path), std::move(options))) {}
-Receiver::Receiver(Sink& sink, RecvOptions options)
-    : impl_(std::make_unique<Impl>(RecvTarget::sink(sink), std::move(options))) {}
+Receiver::Receiver(Sink& sink, RecvOptions options) : impl_(std::make_unique<Impl>(RecvTarget::sink(sink), std::move(options))) {}
 Receiver::Receiver(OutputFd out, RecvOptions options)
     : impl_(std::make_unique<Impl>(RecvTarget::output_fd(out.fd), std::move(options))) {}
 Receiver::~Receiver() = default;

@@ -77,7 +77,7 @@ private:
     std::thread control_thread_;
     std::vector<std::thread> data_threads_;
 
-    std::mutex data_mu_; // data_ is filled on the wait() thread and shut down by fail() on any
+    std::mutex data_mu_;         // data_ is filled on the wait() thread and shut down by fail() on any
     std::vector<UniqueFd> data_; // by stream index (from 1)
 };
 

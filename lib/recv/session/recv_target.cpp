@@ -17,8 +17,9 @@ public:
     bool writes_files() const override { return path_ != RecvPath::discard; }
     void check_kind(const wire::ManifestEntry& e) const override {
         if (is_pipe(e))
-            throw Error(ErrorCode::usage, "the sender sends a byte stream ('" + e.path + "'), but this receiver writes files into '" +
-                                              tree_.display() + "': receive streams with `sluice recv --stdout`");
+            throw Error(ErrorCode::usage, "the sender sends a byte stream ('" + e.path +
+                                              "'), but this receiver writes files into '" + tree_.display() +
+                                              "': receive streams with `sluice recv --stdout`");
     }
     std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned index, RecvContext& ctx) override {
         return make_stream_receiver(path_, sock, index, ctx);
@@ -61,8 +62,9 @@ public:
 
     void check_kind(const wire::ManifestEntry& e) const override {
         if (!is_pipe(e))
-            throw Error(ErrorCode::usage, "the sender sends files ('" + e.path +
-                                              "'), but this receiver writes one byte stream to its output: receive files with `sluice recv DIR`");
+            throw Error(ErrorCode::usage,
+                        "the sender sends files ('" + e.path +
+                            "'), but this receiver writes one byte stream to its output: receive files with `sluice recv DIR`");
     }
     std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned, RecvContext& ctx) override {
         return make_pipe_to_fd_receiver(sock, ctx, *out_);

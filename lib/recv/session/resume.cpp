@@ -9,7 +9,7 @@ namespace sluice {
 
 Resumed resume_file(const DestTree& tree, FileTable& files, RecvFile& f, bool verify, std::vector<wire::ByteRange>& already) {
     UniqueFd dir = tree.open_dir(f.parent);
-    struct stat st{};
+    struct stat st {};
     if (::fstatat(dir.get(), f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
         static_cast<uint64_t>(st.st_size) == f.entry.size &&
         static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec == f.entry.mtime_ns) {

@@ -25,10 +25,11 @@ int openat2_beneath(int dirfd, const std::string& rel, uint64_t flags) {
 } // namespace
 
 DestTree::DestTree(const std::filesystem::path& dir) : display_(dir.string()) {
-    struct stat st{};
+    struct stat st {};
     if (::stat(dir.c_str(), &st) != 0) throw_errno(ErrorCode::destination, "destination '" + display_ + "'");
     if (!S_ISDIR(st.st_mode)) throw Error(ErrorCode::destination, "destination '" + display_ + "' is not a directory");
-    if (::access(dir.c_str(), W_OK | X_OK) != 0) throw_errno(ErrorCode::destination, "destination '" + display_ + "' is not writable");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        throw_errno(ErrorCode::destination, "destination '" + display_ + "' is not writable");
     root_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!root_) throw_errno(ErrorCode::destination, "cannot open destination '" + display_ + "'");
 }

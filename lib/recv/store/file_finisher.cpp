@@ -15,7 +15,9 @@ namespace sluice {
 
 RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t len) {
     RecvFile* f = files.find(p.file_id);
-    if (!f) throw Error(ErrorCode::protocol, "BLOCK for file id " + std::to_string(p.file_id) + " that the manifest did not announce");
+    if (!f)
+        throw Error(ErrorCode::protocol,
+                    "BLOCK for file id " + std::to_string(p.file_id) + " that the manifest did not announce");
     if (f->entry.kind != wire::EntryKind::file)
         throw Error(ErrorCode::protocol, "BLOCK for '" + f->entry.path + "', which is not a regular file");
     if (p.offset > f->entry.size || len > f->entry.size - p.offset || len == 0)
@@ -64,14 +66,15 @@ UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f) {
 
 void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync) {
     const std::string& path = f.entry.path;
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::destination, "cannot stat '" + path + "'");
     // A temporary file left by an earlier run may be longer than the file now is.
     if (static_cast<uint64_t>(st.st_size) != f.entry.size && ::ftruncate(fd, static_cast<off_t>(f.entry.size)) != 0)
         throw_errno(ErrorCode::destination, "cannot set the size of '" + path + "'");
     // Set-id and sticky bits from the network are dropped: a transfer must not mint setuid files.
     if (::fchmod(fd, f.entry.mode & 0777) != 0) throw_errno(ErrorCode::destination, "cannot set the mode of '" + path + "'");
-    if (::futimens(fd, FileTimes(f.entry.mtime_ns).t) != 0) throw_errno(ErrorCode::destination, "cannot set the mtime of '" + path + "'");
+    if (::futimens(fd, FileTimes(f.entry.mtime_ns).t) != 0)
+        throw_errno(ErrorCode::destination, "cannot set the mtime of '" + path + "'");
     if (sync && ::fsync(fd) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + path + "'");
     int dir = dirs.get(f.parent);
     if (f.unnamed) {

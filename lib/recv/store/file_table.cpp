@@ -10,10 +10,11 @@ FileTable::FileTable(uint64_t max_files) : max_files_(max_files), slabs_((max_fi
 
 RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     if (e.file_id != count_)
-        throw Error(ErrorCode::protocol, "manifest entry '" + e.path + "' has id " + std::to_string(e.file_id) +
-                                             ", expected " + std::to_string(count_));
+        throw Error(ErrorCode::protocol, "manifest entry '" + e.path + "' has id " + std::to_string(e.file_id) + ", expected " +
+                                             std::to_string(count_));
     if (count_ >= max_files_)
-        throw Error(ErrorCode::protocol, "manifest has more than " + std::to_string(max_files_) + " entries (the receiver's limit)");
+        throw Error(ErrorCode::protocol,
+                    "manifest has more than " + std::to_string(max_files_) + " entries (the receiver's limit)");
     auto& slab = slabs_[count_ / kSlab];
     if (!slab) slab = std::make_unique<RecvFile[]>(kSlab);
     RecvFile& f = slot(count_);
@@ -31,8 +32,8 @@ bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const 
     auto& v = f.verified;
     auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(offset, uint64_t{0}));
     if ((it != v.end() && it->first < end) || (it != v.begin() && std::prev(it)->second > offset))
-        throw Error(ErrorCode::protocol, "block at offset " + std::to_string(offset) + " of '" + f.entry.path +
-                                             "' overlaps data already received");
+        throw Error(ErrorCode::protocol,
+                    "block at offset " + std::to_string(offset) + " of '" + f.entry.path + "' overlaps data already received");
     // Merge with neighbours so the list stays as short as the number of gaps.
     bool merge_prev = it != v.begin() && std::prev(it)->second == offset;
     bool merge_next = it != v.end() && it->first == end;

@@ -17,16 +17,16 @@ namespace sluice {
 
 struct RecvFile {
     wire::ManifestEntry entry;
-    std::string parent;    // relative directory
-    std::string name;      // final name in parent
-    std::string temp;      // temporary name in parent
+    std::string parent; // relative directory
+    std::string name;   // final name in parent
+    std::string temp;   // temporary name in parent
     // Set by the one stream writing the whole file into an unnamed O_TMPFILE inode (a file that
     // arrives in one block): it has no temporary name and is linked in place when verified.
     bool unnamed = false;
     // Guarded by the table's stripe lock for this id:
     std::vector<std::pair<uint64_t, uint64_t>> verified; // sorted, merged [begin, end)
     uint64_t verified_bytes = 0;
-    bool complete = false; // renamed into place
+    bool complete = false;  // renamed into place
     bool journaled = false; // a journal of verified ranges exists beside the temp file
     // With --verify: every block's (offset, length, checksum), re-checked from disk at the end.
     std::vector<std::array<uint64_t, 3>> sums;
@@ -41,17 +41,14 @@ public:
     RecvFile& append(wire::ManifestEntry&& e);
     void publish() { published_.store(count_, std::memory_order_release); }
     // nullptr for an id not (yet) announced.
-    RecvFile* find(uint64_t id) {
-        return id < size() ? &slot(id) : nullptr;
-    }
+    RecvFile* find(uint64_t id) { return id < size() ? &slot(id) : nullptr; }
     RecvFile& at(uint64_t id) { return slot(id); }
 
     // Records [offset, offset+len) of f as verified. Returns true to the one caller whose
     // range completes the file. Throws protocol Error on an overlap (a block sent twice).
     // `on_partial(first)` runs under the file's lock when the range leaves the file
     // incomplete (first: no journal yet), so journal records of one file never race.
-    bool mark_verified(RecvFile& f, uint64_t offset, uint64_t len,
-                       const std::function<void(bool first)>& on_partial = {});
+    bool mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const std::function<void(bool first)>& on_partial = {});
     void record_checksum(RecvFile& f, uint64_t offset, uint64_t len, uint64_t checksum);
     bool is_complete(RecvFile& f);
     void set_complete(RecvFile& f);

@@ -52,14 +52,14 @@ std::string name_for(const std::string& temp_name) { return temp_name + ".j"; }
 Contents load(int dir, const std::string& temp, uint64_t size, int64_t mtime) {
     UniqueFd fd(::openat(dir, name_for(temp).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) return {};
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > kMaxJournalBytes) return {};
     std::vector<unsigned char> buf(static_cast<size_t>(st.st_size));
     if (::pread(fd.get(), buf.data(), buf.size(), 0) != static_cast<ssize_t>(buf.size())) return {};
     if (buf.size() < kHeader || std::memcmp(buf.data(), kMagic, 4) != 0) return {};
     if (get64(&buf[8]) != size || static_cast<int64_t>(get64(&buf[16])) != mtime) return {};
     // The temporary file must still be there and long enough for what the journal claims.
-    struct stat data{};
+    struct stat data {};
     if (::fstatat(dir, temp.c_str(), &data, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(data.st_mode)) return {};
     Contents c;
     for (size_t at = kHeader; at + kRecord <= buf.size(); at += kRecord) {

@@ -21,7 +21,8 @@ SendPathChoice choose_send_path(SendPath wanted) {
     if (wanted == SendPath::splice) {
         const RingFeatures& f = probe_ring_features();
         if (!f.op_splice || !f.op_send)
-            return {SendPath::sendfile, "io_uring splice unavailable (no IORING_OP_SPLICE/SEND or io_uring disabled): using sendfile"};
+            return {SendPath::sendfile,
+                    "io_uring splice unavailable (no IORING_OP_SPLICE/SEND or io_uring disabled): using sendfile"};
     }
     if (wanted == SendPath::zc) {
         const RingFeatures& f = probe_ring_features();

@@ -25,8 +25,7 @@ public:
     static constexpr uint64_t kInlineBytes = 64 * 1024;
     static constexpr size_t kBufferBytes = 4 << 20;
 
-    SmallFileBatch(int sock, SourceReader& reader)
-        : sock_(sock), reader_(reader), buf_(kBufferBytes), scratch_(kMaxFileBytes) {}
+    SmallFileBatch(int sock, SourceReader& reader) : sock_(sock), reader_(reader), buf_(kBufferBytes), scratch_(kMaxFileBytes) {}
 
     static bool fits(const Segment& s) {
         return s.offset == 0 && s.length == s.file->size && s.length <= kMaxFileBytes && s.length > 0;

@@ -15,15 +15,15 @@ namespace sluice {
 namespace {
 
 void check_identity(int fd, const SourceFile& f, const char* when) {
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::source, "cannot stat source '" + f.path + "'");
     int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
     const uint64_t size = f.fd >= 0 ? f.file_size : f.size;
     const int64_t mtime_listed = f.fd >= 0 ? f.file_mtime_ns : f.mtime_ns;
     if (static_cast<uint64_t>(st.st_size) != size || mtime != mtime_listed)
-        throw Error(ErrorCode::source, "source '" + f.path + "' changed " + when + " (size " + std::to_string(size) +
-                                           " -> " + std::to_string(st.st_size) +
-                                           (mtime != mtime_listed ? ", mtime changed" : "") + "); run the transfer again");
+        throw Error(ErrorCode::source, "source '" + f.path + "' changed " + when + " (size " + std::to_string(size) + " -> " +
+                                           std::to_string(st.st_size) + (mtime != mtime_listed ? ", mtime changed" : "") +
+                                           "); run the transfer again");
 }
 
 } // namespace

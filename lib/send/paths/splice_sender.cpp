@@ -14,7 +14,7 @@ namespace sluice {
 
 namespace {
 
-constexpr unsigned kMaxOps = 33; // one send + 16 splice pairs
+constexpr unsigned kMaxOps = 33;    // one send + 16 splice pairs
 constexpr int kPipeBytes = 1 << 20; // pipe-max-size on most systems
 
 enum class Op : uint8_t { send_prefix, file_to_pipe, pipe_to_socket };
@@ -32,7 +32,7 @@ public:
         size_t prefix_left = sizeof prefix_;
         uint64_t file_pos = seg.file->file_offset(seg.offset);
         const uint64_t file_end = file_pos + seg.length;
-        uint64_t in_pipe = 0;  // spliced from the file, not yet to the socket
+        uint64_t in_pipe = 0; // spliced from the file, not yet to the socket
         uint64_t to_socket = seg.length;
 
         while (prefix_left || to_socket) {

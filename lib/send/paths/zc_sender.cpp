@@ -52,8 +52,8 @@ class ZcSender final : public BlockSender {
     struct Buffer {
         AlignedBuffer buf{kBufferBytes};
         State state = State::free;
-        size_t want = 0;    // bytes of the block in this buffer
-        size_t got = 0;     // bytes read so far
+        size_t want = 0; // bytes of the block in this buffer
+        size_t got = 0;  // bytes read so far
         uint64_t file_offset = 0;
         // After buf: destroyed in flight, they cancel and reap before buf goes.
         Completion read;
@@ -107,7 +107,8 @@ public:
                 ch.state = State::sending;
                 bool last = i + 1 == block_.size();
                 int flags = MSG_NOSIGNAL | MSG_WAITALL | ((more || !last) ? MSG_MORE : 0);
-                ring_.send_zc(ch.send, sock_, ch.buf.data(), ch.want, flags, zc_flags_, fixed_ ? static_cast<int>(block_[i]) : -1);
+                ring_.send_zc(ch.send, sock_, ch.buf.data(), ch.want, flags, zc_flags_,
+                              fixed_ ? static_cast<int>(block_[i]) : -1);
                 ++sends_left_;
             }
         }
@@ -196,7 +197,8 @@ private:
             case Completion::Outcome::ok: break;
             case Completion::Outcome::retry: return requeue_read(c, seg);
             case Completion::Outcome::cancelled:
-            case Completion::Outcome::failed: throw_errno(ErrorCode::source, "cannot read source '" + path_of(seg) + "'", done.error());
+            case Completion::Outcome::failed:
+                throw_errno(ErrorCode::source, "cannot read source '" + path_of(seg) + "'", done.error());
             }
             if (done.result() == 0) throw Error(ErrorCode::source, "source '" + path_of(seg) + "' shrank while being sent");
             ch.got = std::min(ch.want, ch.got + static_cast<size_t>(done.result()));
@@ -226,7 +228,8 @@ private:
                 ssize_t r = ::pread(reader_fd_for(seg), ch.buf.data() + ch.got, ch.want - ch.got,
                                     static_cast<off_t>(ch.file_offset + ch.got));
                 if (r < 0 && errno == EINTR) continue;
-                if (r < 0 && errno == EINVAL) throw Error(ErrorCode::source, "source '" + path_of(seg) + "': unaligned direct read");
+                if (r < 0 && errno == EINVAL)
+                    throw Error(ErrorCode::source, "source '" + path_of(seg) + "': unaligned direct read");
                 if (r < 0) throw_errno(ErrorCode::source, "cannot read source '" + path_of(seg) + "'");
                 if (r == 0) throw Error(ErrorCode::source, "source '" + path_of(seg) + "' shrank while being sent");
                 ch.got += static_cast<size_t>(r);
@@ -242,10 +245,12 @@ private:
     static std::string path_of(const Segment& seg) { return seg.file ? seg.file->path : std::string("?"); }
 
     [[noreturn]] void send_failed(int err, const Segment& seg) {
-        throw_errno(ErrorCode::network, "data stream lost while sending '" + (seg.file ? seg.file->rel : std::string("?")) + "'", err);
+        throw_errno(ErrorCode::network, "data stream lost while sending '" + (seg.file ? seg.file->rel : std::string("?")) + "'",
+                    err);
     }
     [[noreturn]] void short_send(const Segment& seg) {
-        throw Error(ErrorCode::network, "data stream lost while sending '" + (seg.file ? seg.file->rel : std::string("?")) + "' (short send)");
+        throw Error(ErrorCode::network,
+                    "data stream lost while sending '" + (seg.file ? seg.file->rel : std::string("?")) + "' (short send)");
     }
 
     void drain_notifications() {

@@ -22,15 +22,19 @@ std::vector<CheckedFdSource> check_fd_sources(const std::vector<FdSource>& sourc
             throw Error(ErrorCode::usage, which + ": name " + e.what());
         }
         if (!names.insert(s.name).second) throw Error(ErrorCode::usage, "name '" + s.name + "' given twice");
-        struct stat st{};
-        if (s.fd < 0 || ::fstat(s.fd, &st) != 0) throw_errno(ErrorCode::source, which + " ('" + s.name + "')", s.fd < 0 ? EBADF : errno);
-        if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::source, which + " ('" + s.name + "') is not a regular file; use send_pipe for pipes and sockets");
+        struct stat st {};
+        if (s.fd < 0 || ::fstat(s.fd, &st) != 0)
+            throw_errno(ErrorCode::source, which + " ('" + s.name + "')", s.fd < 0 ? EBADF : errno);
+        if (!S_ISREG(st.st_mode))
+            throw Error(ErrorCode::source,
+                        which + " ('" + s.name + "') is not a regular file; use send_pipe for pipes and sockets");
         int fl = ::fcntl(s.fd, F_GETFL);
         if ((fl & O_ACCMODE) == O_WRONLY) throw Error(ErrorCode::source, which + " ('" + s.name + "') is not open for reading");
         const uint64_t size = static_cast<uint64_t>(st.st_size);
         if (s.offset > size || s.length > size - s.offset)
-            throw Error(ErrorCode::source, which + " ('" + s.name + "'): range [" + std::to_string(s.offset) + ", +" + std::to_string(s.length) +
-                                               ") lies beyond the end of its file (" + std::to_string(size) + " bytes)");
+            throw Error(ErrorCode::source, which + " ('" + s.name + "'): range [" + std::to_string(s.offset) + ", +" +
+                                               std::to_string(s.length) + ") lies beyond the end of its file (" +
+                                               std::to_string(size) + " bytes)");
         CheckedFdSource c;
         c.entry.file_id = out.size();
         c.entry.kind = wire::EntryKind::file;

@@ -42,7 +42,7 @@ public:
     explicit Walker(const WalkVisitor& visit) : visit_(visit) {}
 
     void visit(const std::string& src, const std::string& rel) {
-        struct stat st{};
+        struct stat st {};
         if (::lstat(src.c_str(), &st) != 0) throw_errno(ErrorCode::source, "cannot stat '" + src + "'");
         wire::ManifestEntry e;
         e.path = rel;
@@ -102,7 +102,7 @@ std::vector<SourceRoot> check_sources(const std::vector<std::string>& paths) {
     std::vector<SourceRoot> roots;
     std::set<std::string> names;
     for (const std::string& p : paths) {
-        struct stat st{};
+        struct stat st {};
         if (::lstat(p.c_str(), &st) != 0) throw_errno(ErrorCode::source, "source '" + p + "'");
         if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
             if (::access(p.c_str(), R_OK | (S_ISDIR(st.st_mode) ? X_OK : 0)) != 0)
@@ -114,7 +114,8 @@ std::vector<SourceRoot> check_sources(const std::vector<std::string>& paths) {
         if (!abs.has_filename()) abs = abs.parent_path();
         std::string name = abs.filename().string();
         if (name.empty() || name == "/" || name == "..")
-            throw Error(ErrorCode::source, "source '" + p + "' has no name to use under the destination (send its contents instead)");
+            throw Error(ErrorCode::source,
+                        "source '" + p + "' has no name to use under the destination (send its contents instead)");
         if (!names.insert(name).second)
             throw Error(ErrorCode::source, "two sources would both be received as '" + name + "' (second: '" + p + "')");
         roots.push_back({p, name});

@@ -41,10 +41,11 @@ struct Slot {
 class PipeSendSession final : SendCore {
 public:
     PipeSendSession(int fd, const Endpoint& to, const SendOptions& o) : SendCore(to, o, Mode::pipe), in_(fd) {
-        struct stat st{};
+        struct stat st {};
         if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::source, "input fd " + std::to_string(fd));
         int fl = ::fcntl(fd, F_GETFL);
-        if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY) throw Error(ErrorCode::source, "input fd " + std::to_string(fd) + " is not open for reading");
+        if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY)
+            throw Error(ErrorCode::source, "input fd " + std::to_string(fd) + " is not open for reading");
         if (S_ISDIR(st.st_mode)) throw Error(ErrorCode::source, "input fd " + std::to_string(fd) + " is a directory");
     }
 
@@ -89,7 +90,8 @@ public:
         for (auto& t : streams) t.join();
 
         if (truncated && !latch_.stopped()) {
-            latch_.fail(Error(ErrorCode::source, *truncated + " after " + std::to_string(offset) + " bytes: the byte stream is truncated"));
+            latch_.fail(Error(ErrorCode::source,
+                              *truncated + " after " + std::to_string(offset) + " bytes: the byte stream is truncated"));
             abort_peer(reader, wire::kAbortSourceTruncated);
         }
         uint64_t blocks = 0, bytes = 0;
@@ -134,7 +136,8 @@ private:
     }
 
     void on_manifest_ack(wire::ManifestAck&& ack) override {
-        if (ack.seq != 0 || !ack.verified.empty()) throw Error(ErrorCode::protocol, "receiver acknowledged a pipe with resume ranges");
+        if (ack.seq != 0 || !ack.verified.empty())
+            throw Error(ErrorCode::protocol, "receiver acknowledged a pipe with resume ranges");
         std::lock_guard lk(mu_);
         acked_ = true;
         cv_.notify_all();
@@ -215,7 +218,7 @@ private:
     int in_;
     std::mutex mu_;
     std::condition_variable cv_;
-    std::vector<std::deque<Slot>> slots_; // [stream][slot]; deque: Slot holds a Pipe and never moves
+    std::vector<std::deque<Slot>> slots_;               // [stream][slot]; deque: Slot holds a Pipe and never moves
     std::vector<std::pair<uint64_t, uint64_t>> totals_; // [stream]: (blocks, bytes) sent
     bool acked_ = false;
     bool input_done_ = false;

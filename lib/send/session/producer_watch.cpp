@@ -56,7 +56,7 @@ std::string describe_exit(int pid, const std::string& comm, int status) {
 } // namespace
 
 ProducerWatch::ProducerWatch(int fd) {
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return; // a file or socket: no producer
     if (!subscribe()) return;
     thread_ = std::thread([this] { run(); });
@@ -68,7 +68,8 @@ ProducerWatch::ProducerWatch(int fd) {
         if (writers_.count(pid)) kept[pid] = status;
     exits_ = std::move(kept);
     if (writers_.empty())
-        unavailable_ = "no other process holds the input pipe's write end (the producer has exited already): its exit status is unknown";
+        unavailable_ =
+            "no other process holds the input pipe's write end (the producer has exited already): its exit status is unknown";
 }
 
 ProducerWatch::~ProducerWatch() {
@@ -84,7 +85,8 @@ bool ProducerWatch::subscribe() {
     addr.nl_pid = 0;
     if (!netlink_ || ::bind(netlink_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
         unavailable_ = std::string("cannot watch the producer's exit (process events connector: ") + std::strerror(errno) +
-                       (errno == EPERM ? "; needs CAP_NET_ADMIN" : "") + "): a producer that dies looks like the end of the byte stream";
+                       (errno == EPERM ? "; needs CAP_NET_ADMIN" : "") +
+                       "): a producer that dies looks like the end of the byte stream";
         netlink_.reset();
         return false;
     }
@@ -110,10 +112,11 @@ bool ProducerWatch::subscribe() {
 
 void ProducerWatch::find_writers(int fd) {
     std::string target = "pipe:[" + std::to_string([&] {
-                             struct stat st{};
+                             struct stat st {};
                              ::fstat(fd, &st);
                              return st.st_ino;
-                         }()) + "]";
+                         }()) +
+                         "]";
     const std::string self = std::to_string(::getpid());
     DIR* proc = ::opendir("/proc");
     if (!proc) return;

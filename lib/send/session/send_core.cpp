@@ -11,8 +11,10 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
     : opts_(o), to_(to), peer_(to.host + ":" + std::to_string(to.port)), log_(o.log, o.verbose), limiter_(o.rate_limit),
       mode_(mode) {
     if (opts_.streams < 1 || opts_.streams > wire::kMaxStreams)
-        throw Error(ErrorCode::usage, "--streams " + std::to_string(opts_.streams) + ": must be 1 to " + std::to_string(wire::kMaxStreams));
-    if (mode_ == Mode::files && (opts_.block_size < 64 * 1024 || opts_.block_size > wire::kMaxBlockData || opts_.block_size % 4096))
+        throw Error(ErrorCode::usage,
+                    "--streams " + std::to_string(opts_.streams) + ": must be 1 to " + std::to_string(wire::kMaxStreams));
+    if (mode_ == Mode::files &&
+        (opts_.block_size < 64 * 1024 || opts_.block_size > wire::kMaxBlockData || opts_.block_size % 4096))
         throw Error(ErrorCode::usage,
                     "--block-size " + std::to_string(opts_.block_size) + ": must be a multiple of 4 KiB from 64 KiB to 64 MiB");
     if (to_.token.empty()) throw Error(ErrorCode::usage, "no token: use the receiver's sluice:// line or --token");
@@ -80,9 +82,11 @@ void SendCore::conclude(std::thread& reader, uint64_t blocks, uint64_t bytes) {
     reader.join();
     if (latch_.stopped()) latch_.rethrow();
     if (!final_)
-        throw Error(ErrorCode::network, "receiver " + peer_ + " closed the connection without a final status", ErrorCause::peer_closed);
+        throw Error(ErrorCode::network, "receiver " + peer_ + " closed the connection without a final status",
+                    ErrorCause::peer_closed);
     if (final_->status != 0)
-        throw Error(ErrorCode::destination, "receiver " + peer_ + " reported failure: " + final_->message, ErrorCause::peer_aborted);
+        throw Error(ErrorCode::destination, "receiver " + peer_ + " reported failure: " + final_->message,
+                    ErrorCause::peer_aborted);
 }
 
 void SendCore::abort_peer(std::thread& reader, uint32_t code) {

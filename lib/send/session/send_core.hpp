@@ -40,8 +40,7 @@ protected:
 
     // Runs data stream i: body(progress) sends until there is nothing left and returns the
     // stream's totals (then STREAM_END goes out), or nullopt if the transfer stopped.
-    template <class Body>
-    void run_stream(size_t i, Body&& body) {
+    template <class Body> void run_stream(size_t i, Body&& body) {
         StreamProgress* sp = opts_.progress ? &opts_.progress->streams[i] : nullptr;
         try {
             if (sp) sp->state = StreamState::moving;

@@ -59,7 +59,8 @@ public:
         std::vector<std::thread> streams;
         std::vector<StreamTotals> totals(data_.size());
         for (size_t i = 0; i < data_.size(); ++i)
-            streams.emplace_back([&, i] { run_stream(i, [&](StreamProgress* sp) { return send_items(i, choice.path, totals[i], sp); }); });
+            streams.emplace_back(
+                [&, i] { run_stream(i, [&](StreamProgress* sp) { return send_items(i, choice.path, totals[i], sp); }); });
         std::thread reader([&] { read_control(); });
 
         try {
@@ -228,7 +229,8 @@ private:
             if (it != by_id_.end()) f = it->second;
         }
         if (!f || r.offset > f->size || r.length > f->size - r.offset || r.length == 0 || r.length > opts_.block_size)
-            throw Error(ErrorCode::protocol, "receiver asked to resend a block that was never sent (file id " + std::to_string(r.file_id) + ")");
+            throw Error(ErrorCode::protocol,
+                        "receiver asked to resend a block that was never sent (file id " + std::to_string(r.file_id) + ")");
         ++resent_;
         log_.line("warning: receiver found a checksum mismatch in '" + f->rel + "' at offset " + std::to_string(r.offset) +
                   ": sending it again");

@@ -92,7 +92,7 @@
 #define SL_NR_close_range 436
 #define SL_NR_openat2 437
 
-#define SL_O_DIRECT 0200000  /* arm64's own; 040000 is O_DIRECTORY there */
+#define SL_O_DIRECT 0200000 /* arm64's own; 040000 is O_DIRECTORY there */
 
 #else
 #error "sluice trace: no syscall table for this architecture (add one to syscall_nr.h)"
@@ -103,7 +103,7 @@
 #define SL_O_CREAT 0100
 #define SL_O_WRONLY 01
 #define SL_O_TRUNC 01000
-#define SL_O_CLOEXEC 02000000    /* also SOCK_CLOEXEC */
+#define SL_O_CLOEXEC 02000000 /* also SOCK_CLOEXEC */
 #define SL_MFD_CLOEXEC 1
 #define SL_FD_CLOEXEC 1
 #define SL_F_DUPFD 0

@@ -17,13 +17,13 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-#include "maps.bpf.h"          /* procs, threads, flows, the event ring */
+#include "maps.bpf.h" /* procs, threads, flows, the event ring */
 #ifndef SL_NO_KERNEL_READS
-#include "kernel_reads.bpf.h"  /* fd class from the inode */
+#include "kernel_reads.bpf.h" /* fd class from the inode */
 #else
-#include "fd_table.bpf.h"      /* fd class from the creating syscall ... */
-#include "fd_create.bpf.h"     /* ... which these programs follow */
+#include "fd_table.bpf.h"  /* fd class from the creating syscall ... */
+#include "fd_create.bpf.h" /* ... which these programs follow */
 #endif
-#include "syscalls.bpf.h"      /* bytes per syscall */
-#include "uring.bpf.h"         /* bytes per io_uring request */
-#include "sched.bpf.h"         /* processes, threads, CPU */
+#include "syscalls.bpf.h" /* bytes per syscall */
+#include "uring.bpf.h"    /* bytes per io_uring request */
+#include "sched.bpf.h"    /* processes, threads, CPU */
