@@ -222,10 +222,7 @@ private:
         for (;;) {
             ssize_t r = ::recv(sock_, p, n, MSG_DONTWAIT);
             if (r > 0) return static_cast<size_t>(r);
-            if (r == 0)
-                throw Error(ErrorCode::network,
-                            "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer",
-                            ErrorCause::peer_closed);
+            if (r == 0) throw stream_cut_short(index_);
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
             throw_errno(ErrorCode::network, "data stream " + std::to_string(index_));
@@ -250,18 +247,11 @@ private:
             switch (recv_.outcome()) {
             case Completion::Outcome::ok: break;
             case Completion::Outcome::retry: continue;
-            case Completion::Outcome::cancelled:
-                throw Error(ErrorCode::network,
-                            "no data from the sender on stream " + std::to_string(index_) + " for " +
-                                std::to_string(ctx_.idle_timeout_ms / 1000) + " s",
-                            ErrorCause::timed_out);
+            case Completion::Outcome::cancelled: throw stream_went_silent(index_, ctx_.idle_timeout_ms);
             case Completion::Outcome::failed:
                 throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
             }
-            if (recv_.result() == 0)
-                throw Error(ErrorCode::network,
-                            "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer",
-                            ErrorCause::peer_closed);
+            if (recv_.result() == 0) throw stream_cut_short(index_);
             got += static_cast<size_t>(recv_.result());
         }
     }

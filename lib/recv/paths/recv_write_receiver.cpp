@@ -58,9 +58,7 @@ public:
         for (;;) {
             if (n == 0) {
                 if (parser_.ended()) break;
-                throw Error(ErrorCode::network,
-                            "sender closed data stream " + std::to_string(index_) + " in the middle of the transfer",
-                            ErrorCause::peer_closed);
+                throw stream_cut_short(index_);
             }
             parser_.feed(std::span<const unsigned char>(bufs_[cur].data(), n), *this);
             const bool more = !parser_.ended();
@@ -112,11 +110,7 @@ private:
     size_t recv_result() {
         switch (recv_.outcome()) {
         case Completion::Outcome::ok: break;
-        case Completion::Outcome::cancelled:
-            throw Error(ErrorCode::network,
-                        "no data from the sender on stream " + std::to_string(index_) + " for " +
-                            std::to_string(ctx_.idle_timeout_ms / 1000) + " s",
-                        ErrorCause::timed_out);
+        case Completion::Outcome::cancelled: throw stream_went_silent(index_, ctx_.idle_timeout_ms);
         case Completion::Outcome::retry: // wait_recv queued it again
         case Completion::Outcome::failed: throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
         }

@@ -98,11 +98,7 @@ private:
                     in_pipe -= r;
                     file_pos += r;
                 } else {
-                    if (r == 0)
-                        throw Error(ErrorCode::network,
-                                    "sender closed data stream " + std::to_string(index_) + " in the middle of '" + f.entry.path +
-                                        "'",
-                                    ErrorCause::peer_closed);
+                    if (r == 0) throw stream_cut_short(index_, "'" + f.entry.path + "'");
                     in_pipe += r;
                     from_socket -= r;
                 }

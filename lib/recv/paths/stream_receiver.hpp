@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "sluice/sluice.hpp"
 #include "recv/store/dest_tree.hpp"
@@ -46,6 +47,12 @@ public:
 };
 
 std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, unsigned stream_index, RecvContext& ctx);
+
+// The two ways a data stream ends early, worded and caused alike on every path (the session
+// tells a sender that hung up from one that went silent by the cause).
+Error stream_went_silent(unsigned stream_index, int idle_timeout_ms);
+// where: "the transfer", or the quoted file the stream was in.
+Error stream_cut_short(unsigned stream_index, std::string_view where = "the transfer");
 
 // Shared steps of every path (file_finisher.cpp).
 // The file a BLOCK names, checked against the manifest: known id, a regular file, in bounds.

@@ -1,4 +1,4 @@
-// Picks the receive path a data stream runs.
+// Picks the receive path a data stream runs; the errors every path ends a stream with.
 #include "recv/paths/stream_receiver.hpp"
 
 namespace sluice {
@@ -15,6 +15,19 @@ std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, un
     case RecvPath::direct: return make_direct_receiver(sock, index, ctx);
     }
     return nullptr;
+}
+
+Error stream_went_silent(unsigned index, int idle_timeout_ms) {
+    return Error(ErrorCode::network,
+                 "no data from the sender on stream " + std::to_string(index) + " for " + std::to_string(idle_timeout_ms / 1000) +
+                     " s",
+                 ErrorCause::timed_out);
+}
+
+Error stream_cut_short(unsigned index, std::string_view where) {
+    return Error(ErrorCode::network,
+                 "sender closed data stream " + std::to_string(index) + " in the middle of " + std::string(where),
+                 ErrorCause::peer_closed);
 }
 
 } // namespace sluice
