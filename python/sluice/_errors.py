@@ -3,9 +3,11 @@
 
 class Error(Exception):
     """A sluice failure. ``code`` is the category (as in the CLI's exit status and JSON);
-    the message names the path, host or value and the reason."""
+    ``cause`` what was detected where one was ("peer_closed", "peer_reset", "timed_out",
+    "peer_aborted"), else "none"; the message names the path, host or value and the reason."""
 
     code = "internal"
+    cause = "none"  # errors raised in Python itself (bad arguments) have none
 
     def __init__(self, message):
         super().__init__(message)

@@ -103,3 +103,10 @@ def test_most_errors_have_no_cause(tmp_path):
     with pytest.raises(sluice.DestinationError) as e:
         sluice.Receiver(tmp_path / "nope")
     assert e.value.cause == "none"
+
+
+def test_errors_raised_in_python_have_a_cause_too():
+    # A bad argument is refused before the library runs; code that reads .cause must not fail.
+    with pytest.raises(sluice.UsageError) as e:
+        sluice.send(["x"], "sluice://127.0.0.1:1/?token=t", streams="4")
+    assert e.value.cause == "none"
