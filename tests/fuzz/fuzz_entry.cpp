@@ -14,7 +14,7 @@ using namespace sluice::wire;
 
 namespace {
 
-struct Sink : DataFrameHandler {
+struct CountingHandler : DataFrameHandler {
     uint64_t bytes = 0;
     void block_begin(const BlockPrefix&, uint32_t) override {}
     void block_data(std::span<const unsigned char> d) override { bytes += d.size(); }
@@ -44,6 +44,7 @@ void control_frame(Span in) {
     case FrameType::transfer_end: decode_transfer_end(p); break;
     case FrameType::final_status: decode_final_status(p); break;
     case FrameType::abort: decode_abort(p); break;
+    case FrameType::all_verified: break; // no payload: nothing to decode
     case FrameType::block:
         if (p.size() >= kBlockPrefixBytes) decode_block_prefix(p.first(kBlockPrefixBytes));
         break;
@@ -55,9 +56,9 @@ void control_frame(Span in) {
 Verdict pushed(Span in, size_t piece) {
     Verdict v;
     DataFrameParser parser;
-    Sink sink;
+    CountingHandler counter;
     try {
-        for (size_t i = 0; i < in.size(); i += piece) parser.feed(in.subspan(i, std::min(piece, in.size() - i)), sink);
+        for (size_t i = 0; i < in.size(); i += piece) parser.feed(in.subspan(i, std::min(piece, in.size() - i)), counter);
     } catch (const Error& e) {
         v.error = e.what();
     }
