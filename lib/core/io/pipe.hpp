@@ -1,5 +1,9 @@
 #pragma once
 #include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <string>
 
 #include "core/io/sys_error.hpp"
 #include "core/io/unique_fd.hpp"
@@ -27,5 +31,19 @@ private:
     UniqueFd read_, write_;
     int size_ = 0;
 };
+
+// Asks for a bigger buffer on a caller's pipe (a shell's holds 64 KiB, so a 1 MiB piece would
+// move in 16 steps, each a wake-up). Returns why it stays smaller when fd is a pipe the kernel
+// would not grow (pipe-max-size, the per-user pipe page limit): a slower path the stats must
+// name. Empty when it grew, or when fd is no pipe (a file or socket has no pipe buffer).
+inline std::string grow_pipe(int fd, int wanted, const char* which) {
+    if (::fcntl(fd, F_SETPIPE_SZ, wanted) >= 0) return {};
+    int err = errno;
+    struct stat st = {};
+    if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return {};
+    int now = ::fcntl(fd, F_GETPIPE_SZ);
+    return std::string(which) + " pipe stays at " + std::to_string(now > 0 ? now / 1024 : 0) + " KiB (growing it to " +
+           std::to_string(wanted / 1024) + " KiB: " + std::strerror(err) + "): more wake-ups per piece";
+}
 
 } // namespace sluice

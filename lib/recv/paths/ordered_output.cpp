@@ -4,14 +4,14 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "core/io/pipe.hpp"
 #include "core/io/sys_error.hpp"
 
 namespace sluice {
 
 OrderedOutput::OrderedOutput(int out_fd) : out_fd_(out_fd) {
-    // A shell's pipe holds 64 KiB: each piece would leave in 16 pieces, each a wake-up of the
-    // consumer. A whole piece fits after this (best effort: the limit is pipe-max-size).
-    ::fcntl(out_fd_, F_SETPIPE_SZ, static_cast<int>(1u << 20));
+    // A whole piece fits the consumer's pipe after this; where the kernel refuses, the stats say so.
+    pipe_note_ = grow_pipe(out_fd_, static_cast<int>(1u << 20), "the output");
 }
 OrderedOutput::OrderedOutput(Sink& sink) : sink_(&sink) {}
 
@@ -49,7 +49,8 @@ uint64_t OrderedOutput::delivered() const {
 
 std::string OrderedOutput::fallback() const {
     std::lock_guard lk(mu_);
-    return fallback_reason_;
+    if (pipe_note_.empty()) return fallback_reason_;
+    return fallback_reason_.empty() ? pipe_note_ : fallback_reason_ + "; " + pipe_note_;
 }
 
 void OrderedOutput::output_failed(int err) {

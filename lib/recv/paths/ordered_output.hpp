@@ -55,6 +55,7 @@ private:
     bool stopped_ = false;
     bool copy_fallback_ = false; // the fd refused splice: bytes go through bounce_
     std::string fallback_reason_;
+    std::string pipe_note_; // the output pipe could not be grown (set once, before any thread)
     AlignedBuffer bounce_{1u << 20};
 };
 

@@ -15,7 +15,7 @@ namespace sluice {
 
 PieceSource::PieceSource(int in_fd) : in_(in_fd) {
     // A bigger input pipe lets the producer run ahead of us by a whole piece.
-    ::fcntl(in_, F_SETPIPE_SZ, static_cast<int>(wire::kMaxPiece));
+    small_pipe_ = grow_pipe(in_, static_cast<int>(wire::kMaxPiece), "the input");
 }
 
 size_t PieceSource::fill(Pipe& p, size_t max, const std::function<bool()>& stop) {

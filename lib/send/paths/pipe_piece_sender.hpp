@@ -20,12 +20,15 @@ public:
     size_t fill(Pipe& p, size_t max, const std::function<bool()>& stop);
     // Why the input is copied rather than spliced (empty when spliced).
     const std::string& fallback() const { return fallback_; }
+    // Why the input pipe stays smaller than a piece (empty when it grew or is no pipe).
+    const std::string& small_pipe() const { return small_pipe_; }
 
 private:
     size_t copy_fill(Pipe& p, size_t max);
 
     int in_;
     std::string fallback_;
+    std::string small_pipe_;
     std::unique_ptr<AlignedBuffer> bounce_owner_;
 };
 

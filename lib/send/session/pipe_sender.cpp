@@ -102,6 +102,7 @@ public:
         conclude(reader, blocks, bytes);
 
         if (!source.fallback().empty()) fallbacks.push_back(source.fallback());
+        if (!source.small_pipe().empty()) fallbacks.push_back(source.small_pipe());
         return closing_stats(
             Stats{
                 .role = kRole,
