@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "progress_line.hpp"
 #include "summary_line.hpp"
+#include "token.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice::cli {
@@ -21,13 +22,21 @@ exits 0 once every file is complete, verified and renamed into place.
 With --stdout, receives one byte stream (`producer | sluice send - URL`) and writes it to
 standard output in order (spliced when stdout is a pipe or file); the connection string and
 stats go to stderr. A PORT or URL argument fixes the port (and the URL's token).
+The token comes from --token-file, --token, the URL argument, or else SLUICE_TOKEN; if none
+gives one, a random token is made. The printed line carries the token only when it was made
+or given with --token and no --url-file is given: a token kept out of argv stays out of logs.
 
 options:
   --stdout             receive a byte stream and write it to standard output
   --port P             port to listen on (default: one chosen by the system)
   --bind ADDR          address to listen on (default: all)
   --host NAME          host name or address to print in the connection string
-  --token SECRET       use this token instead of a random one (lets a resume reuse it)
+  --token-file FILE    use the token in FILE (mode 0600 or stricter) instead of a random one
+                       (lets a resume reuse it); the printed line then leaves it out
+  --token SECRET       the same from the command line, where every local user can read it
+                       in ps: prefer --token-file or the SLUICE_TOKEN environment variable
+  --url-file FILE      also write the connection string with the token to FILE, created
+                       with mode 0600 (FILE must not exist); the printed line leaves it out
   --recv-path PATH     direct (default: O_DIRECT writes from the receive buffers),
                        recv_write (buffered writes), splice, or null (discard the data)
   --sink null          same as --recv-path null: measure the sender alone
@@ -42,20 +51,30 @@ options:
 
 namespace {
 
+// Writes the --url-file and returns the line to print: the URL, without its token where the
+// token was kept out of argv or goes to the --url-file instead.
+std::string announce(const Args& a, const Receiver& rx, bool show_token) {
+    if (auto f = a.value("--url-file")) write_url_file(*f, rx.url());
+    if (show_token) return rx.url();
+    Endpoint e = parse_url(rx.url());
+    e.token.clear();
+    return format_url(e);
+}
+
 // Stdout carries the data: everything else goes to stderr.
-int receive_pipe(const Args& a, RecvOptions& o) {
+int receive_pipe(const Args& a, RecvOptions& o, bool show_token) {
     if (::isatty(STDOUT_FILENO))
         throw Error(ErrorCode::usage, "--stdout: standard output is a terminal; redirect it to a file or pipe it to a consumer");
     Progress progress;
     o.progress = &progress;
     Receiver rx(OutputFd{STDOUT_FILENO}, o);
-    std::cerr << rx.url() << std::endl;
+    std::cerr << announce(a, rx, show_token) << std::endl;
     Stats s;
     {
         ProgressLine line(progress, ::isatty(STDERR_FILENO));
         s = rx.wait();
     }
-    for (const auto& f : s.fallbacks) std::cerr << "sluice: slower path: " << f << "\n";
+    for (const auto& f : s.fallbacks) std::cerr << "sluice: slower path: " << printable(f) << "\n";
     if (a.flag("--json")) {
         std::cerr << s.to_json() << std::endl; // last line of stderr
     } else {
@@ -67,7 +86,9 @@ int receive_pipe(const Args& a, RecvOptions& o) {
 } // namespace
 
 int cmd_recv(int argc, char** argv) {
-    Args a(argc, argv, {"--port", "--bind", "--host", "--token", "--recv-path", "--sink", "--idle-timeout", "--max-files"},
+    Args a(argc, argv,
+           {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
+            "--max-files"},
            {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
@@ -80,12 +101,13 @@ int cmd_recv(int argc, char** argv) {
         throw Error(ErrorCode::usage, "--stdout takes at most one PORT or sluice:// URL, not a DIR");
     RecvOptions o;
     o.port = static_cast<uint16_t>(a.uint_value("--port", 0, 0, 65535));
+    std::string url_token;
     if (to_stdout && a.positionals().size() == 1) {
         const std::string& where = a.positionals()[0];
         if (where.rfind("sluice://", 0) == 0) {
             Endpoint e = parse_url(where);
             o.port = e.port;
-            o.token = e.token;
+            url_token = e.token;
         } else {
             if (where.empty() || where.size() > 5 || where.find_first_not_of("0123456789") != std::string::npos ||
                 std::stoul(where) > 65535)
@@ -95,10 +117,9 @@ int cmd_recv(int argc, char** argv) {
     }
     if (auto v = a.value("--bind")) o.bind_address = *v;
     if (auto v = a.value("--host")) o.advertise_host = *v;
-    if (auto v = a.value("--token")) {
-        if (v->empty()) throw Error(ErrorCode::usage, "--token must not be empty");
-        o.token = *v;
-    }
+    const Token token = resolve_token(a, url_token);
+    o.token = token.value; // empty: the receiver makes a random one
+    const bool show_token = !token.kept_out_of_argv() && !a.value("--url-file");
     if (auto v = a.value("--recv-path")) o.path = parse_recv_path(*v);
     if (auto v = a.value("--sink")) {
         if (*v != "null") throw Error(ErrorCode::usage, "--sink '" + *v + "': only 'null' is supported");
@@ -109,13 +130,16 @@ int cmd_recv(int argc, char** argv) {
     o.max_files = a.uint_value("--max-files", 10'000'000, 1, 1'000'000'000);
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     o.verbose = a.flag("--verbose") || a.flag("-v");
-    o.log = [](std::string_view line) { std::cerr << "sluice: " << line << "\n"; };
+    o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
+    if (o.verbose)
+        std::cerr << "sluice: token " << (token.from == TokenFrom::none ? "made at random" : "from " + printable(token.source))
+                  << "\n";
     Progress progress;
     o.progress = &progress;
 
-    if (to_stdout) return receive_pipe(a, o);
+    if (to_stdout) return receive_pipe(a, o, show_token);
     Receiver rx(a.positionals()[0], o);
-    std::cout << rx.url() << std::endl;
+    std::cout << announce(a, rx, show_token) << std::endl;
     if (o.verbose) std::cerr << "sluice: receive path: " << recv_path_name(o.path) << "\n";
     Stats s;
     {

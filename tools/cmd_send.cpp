@@ -8,12 +8,14 @@
 #include "commands.hpp"
 #include "progress_line.hpp"
 #include "summary_line.hpp"
+#include "token.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice::cli {
 
 const char* const kSendHelp = R"(usage: sluice send [options] PATH... sluice://HOST:PORT/?token=SECRET
-       sluice send [options] PATH... --to HOST:PORT --token SECRET
+       sluice send [options] PATH... --to HOST:PORT --token-file FILE
+       SLUICE_TOKEN=SECRET sluice send [options] PATH... sluice://HOST:PORT/
        producer | sluice send [options] - sluice://HOST:PORT/?token=SECRET
 
 Sends files and directories (recursively; symlinks as symlinks; mode and mtime kept) to a
@@ -22,6 +24,8 @@ With `-` as the only PATH, sends standard input as one byte stream, in order ove
 to a receiver started with `sluice recv --stdout` (spliced: no copy through user space).
 A producer that dies instead of finishing (killed, or a non-zero exit) fails the transfer on
 both sides where sluice can watch it (root or CAP_NET_ADMIN); otherwise -v says so.
+The token comes from the URL, --token-file, --token or SLUICE_TOKEN (used only when none of
+the others gives one); a URL token and an option that differ are refused.
 
 options:
   --streams N          TCP data streams (default 4, 1-128)
@@ -29,7 +33,9 @@ options:
   --rate-limit RATE    cap the total rate in bytes per second (e.g. 400M)
   --send-path PATH     splice (default), sendfile, zc or read_send
   --to HOST:PORT       receiver address, instead of a sluice:// URL
-  --token SECRET       the receiver's token, instead of the one in the URL
+  --token-file FILE    read the receiver's token from FILE (mode 0600 or stricter)
+  --token SECRET       the receiver's token (visible to every local user in ps: prefer
+                       --token-file or the SLUICE_TOKEN environment variable)
   --connect-timeout S  seconds to wait for a connection (default 10)
   --idle-timeout S     fail if the receiver is silent this long (default 60)
   --json               print final stats as one JSON object on stdout
@@ -38,7 +44,8 @@ options:
 
 int cmd_send(int argc, char** argv) {
     Args a(argc, argv,
-           {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--connect-timeout", "--idle-timeout"},
+           {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--token-file", "--connect-timeout",
+            "--idle-timeout"},
            {"--json", "--verbose", "-v", "--help", "-h"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
@@ -54,7 +61,11 @@ int cmd_send(int argc, char** argv) {
         to = parse_url(paths.back());
         paths.pop_back();
     }
-    if (auto t = a.value("--token")) to.token = *t;
+    const Token token = resolve_token(a, to.token);
+    if (token.from == TokenFrom::none)
+        throw Error(ErrorCode::usage, "no token: the URL has none; give --token-file FILE or SLUICE_TOKEN (or --token, which "
+                                      "every local user can read in ps)");
+    to.token = token.value;
     if (paths.empty()) throw Error(ErrorCode::usage, "no PATH to send");
     const bool pipe = std::find(paths.begin(), paths.end(), "-") != paths.end();
     if (pipe && paths.size() != 1) throw Error(ErrorCode::usage, "'-' (standard input) must be the only PATH");
@@ -67,7 +78,8 @@ int cmd_send(int argc, char** argv) {
     o.connect_timeout_ms = static_cast<int>(a.uint_value("--connect-timeout", 10, 1, 3600)) * 1000;
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     o.verbose = a.flag("--verbose") || a.flag("-v");
-    o.log = [](std::string_view line) { std::cerr << "sluice: " << line << "\n"; };
+    o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
+    if (o.verbose) std::cerr << "sluice: token from " << printable(token.source) << "\n";
     Progress progress;
     o.progress = &progress;
 
@@ -81,7 +93,7 @@ int cmd_send(int argc, char** argv) {
     } else {
         print_summary(s, "sent", pipe ? Moved::pipe : Moved::files);
     }
-    for (const auto& f : s.fallbacks) std::cerr << "sluice: slower path: " << f << "\n";
+    for (const auto& f : s.fallbacks) std::cerr << "sluice: slower path: " << printable(f) << "\n";
     return 0;
 }
 

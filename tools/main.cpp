@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "sluice/error.hpp"
+#include "sluice/printable.hpp"
 
 #ifdef SLUICE_HAVE_TRACE
 #include "trace/trace_main.hpp"
@@ -67,10 +68,12 @@ int main(int argc, char** argv) {
         }
         throw sluice::Error(sluice::ErrorCode::usage, "unknown command '" + cmd + "' (expected send, recv or trace)");
     } catch (const sluice::Error& e) {
-        std::cerr << "sluice " << cmd << ": error: " << e.what() << "\n";
+        // what() is already printable (sluice::Error escapes its message); printing through it
+        // again costs nothing and keeps this the one place every error line passes.
+        std::cerr << "sluice " << sluice::printable(cmd) << ": error: " << sluice::printable(e.what()) << "\n";
         return exit_status(e.code());
     } catch (const std::exception& e) {
-        std::cerr << "sluice " << cmd << ": error: " << e.what() << "\n";
+        std::cerr << "sluice " << sluice::printable(cmd) << ": error: " << sluice::printable(e.what()) << "\n";
         return 1;
     }
 }

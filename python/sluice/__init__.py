@@ -85,7 +85,8 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     name. Returns the final stats as a dict (the fields of ``sluice send --json``) once the
     receiver has verified everything; raises a ``sluice.Error`` subclass otherwise.
 
-    paths: a path (str or os.PathLike) or a list of them. token: overrides the URL's token.
+    paths: a path (str or os.PathLike) or a list of them. token: overrides the URL's token;
+    with neither, the SLUICE_TOKEN environment variable is used (a URL may then omit it).
     block_size, rate_limit: ints or strings such as "8M" (rate_limit in bytes/s, 0 = none).
     send_path: "splice", "sendfile" or "read_send". Timeouts in seconds.
     progress: callable(dict) called on this thread every ``progress_interval`` seconds and
@@ -203,7 +204,8 @@ class Receiver:
     streams: in order). entry is a dict (id, path, size, mode, mtime_ns, is_pipe); data is a
     memoryview valid only during the call (copy what you keep). An exception raised there
     fails the transfer and is re-raised by wait().
-    port: 0 lets the kernel pick one. token: None makes a random one.
+    port: 0 lets the kernel pick one. token: None takes the SLUICE_TOKEN environment variable,
+    or makes a random one if it is unset or empty.
     bind_address: "" = all addresses. advertise_host: the host put into ``url``.
     recv_path: "direct", "recv_write", "splice" or "null". sync: fsync before success.
     verify: re-read each file from disk before renaming it. log: callable(str).

@@ -1,12 +1,20 @@
 #include "options.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace py = pybind11;
 
 namespace sluice::python {
 namespace {
+
+// SLUICE_TOKEN, as the CLI reads it: the token without putting it in argv. Only a default:
+// a token given in the call (token=, or the URL's) is used as given.
+std::string env_token() {
+    const char* t = std::getenv("SLUICE_TOKEN");
+    return t ? std::string(t) : std::string();
+}
 
 int timeout_ms(const py::dict& o, const char* key) {
     double s = o[key].cast<double>();
@@ -34,7 +42,7 @@ RecvOptions recv_options(const py::dict& o) {
     r.bind_address = o["bind_address"].cast<std::string>();
     r.advertise_host = o["advertise_host"].cast<std::string>();
     r.port = o["port"].cast<uint16_t>();
-    if (!o["token"].is_none()) r.token = o["token"].cast<std::string>();
+    r.token = o["token"].is_none() ? env_token() : o["token"].cast<std::string>(); // empty: a random one
     r.path = parse_recv_path(o["recv_path"].cast<std::string>());
     r.sync = o["sync"].cast<bool>();
     r.verify = o["verify"].cast<bool>();
@@ -45,7 +53,10 @@ RecvOptions recv_options(const py::dict& o) {
 
 Endpoint endpoint(const std::string& url, const py::dict& o) {
     Endpoint e = parse_url(url);
-    if (!o["token"].is_none()) e.token = o["token"].cast<std::string>();
+    if (!o["token"].is_none())
+        e.token = o["token"].cast<std::string>(); // overrides the URL's, as it always has
+    else if (e.token.empty())
+        e.token = env_token();
     return e;
 }
 

@@ -2,6 +2,7 @@
 // The caller's log function as a session calls it: from any of its threads, one call at a
 // time (docs/api.md promises that), verbose lines only when asked for.
 #include <mutex>
+#include <string>
 #include <string_view>
 
 #include "sluice/sluice.hpp"
@@ -15,8 +16,9 @@ public:
     bool verbose() const { return verbose_; }
     void line(std::string_view text) {
         if (!fn_) return;
+        std::string shown = printable(text); // lines name paths from the peer's manifest
         std::lock_guard lk(mu_);
-        fn_(text);
+        fn_(shown);
     }
     void verbose_line(std::string_view text) {
         if (verbose_) line(text);

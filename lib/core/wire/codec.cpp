@@ -9,6 +9,7 @@
 
 #include "core/wire/byte_io.hpp"
 #include "core/wire/codec_detail.hpp"
+#include "sluice/printable.hpp"
 
 namespace sluice::wire {
 
@@ -21,7 +22,8 @@ namespace {
 std::string checked_message(ByteReader& r, const char* what) {
     uint32_t n = r.u32();
     if (n > kMaxMessageBytes) bad(std::string(what) + ": message of " + std::to_string(n) + " bytes exceeds the limit");
-    return r.string(n);
+    // The peer's own words, only ever shown to a person: escaped as they enter.
+    return printable(r.string(n));
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sluice/export.hpp"
+#include "sluice/printable.hpp"
 
 namespace sluice {
 
@@ -33,8 +34,11 @@ enum class ErrorCause {
 
 class SLUICE_EXPORT Error : public std::runtime_error {
 public:
+    // The message is kept as printable(message): it often holds a peer's words (an ABORT
+    // reason) or names from its manifest, and every program prints what() to a terminal.
+    // Escaping here, where every message is made, leaves no call site to forget.
     Error(ErrorCode code, const std::string& message, ErrorCause cause = ErrorCause::none)
-        : std::runtime_error(message), code_(code), cause_(cause) {}
+        : std::runtime_error(printable(message)), code_(code), cause_(cause) {}
     ErrorCode code() const noexcept { return code_; }
     ErrorCause cause() const noexcept { return cause_; }
 
