@@ -3,7 +3,8 @@
 //
 // When the process maps (mmap) or reads (pread) a regular file whose path contains
 // $SLUICE_TEST_TRUNCATE_MATCH at a file offset >= $SLUICE_TEST_TRUNCATE_AT, the file is
-// truncated to $SLUICE_TEST_TRUNCATE_TO bytes (default 0) once, just before the call goes
+// truncated to $SLUICE_TEST_TRUNCATE_TO bytes (default 0) once per value of MATCH (a process
+// that sets it again with setenv re-arms the shim), just before the call goes
 // through, and "sluice-test-shim: truncated PATH" is written to standard error. That is the
 // moment a checksum starts reading a block: exactly the window logrotate's copytruncate can
 // hit. Every other call passes through untouched.
@@ -22,12 +23,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static atomic_int fired;
+// The MATCH string the shim last fired for (glibc's setenv never frees an old value, so a
+// new setenv is a new pointer).
+static _Atomic(const char*) fired_for;
 
 static void maybe_truncate(int fd, off_t offset) {
-    if (fd < 0 || atomic_load(&fired)) return;
+    if (fd < 0) return;
     const char* match = getenv("SLUICE_TEST_TRUNCATE_MATCH");
-    if (!match || !*match) return;
+    if (!match || !*match || atomic_load(&fired_for) == match) return;
     const char* at = getenv("SLUICE_TEST_TRUNCATE_AT");
     if (offset < (at ? atoll(at) : 0)) return;
     char link[64];
@@ -39,7 +42,7 @@ static void maybe_truncate(int fd, off_t offset) {
     if (!strstr(target, match)) return;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
-    if (atomic_exchange(&fired, 1)) return;
+    if (atomic_exchange(&fired_for, match) == match) return;
     const char* to = getenv("SLUICE_TEST_TRUNCATE_TO");
     if (truncate(link, to ? atoll(to) : 0) != 0) {
         perror("sluice-test-shim: truncate");
