@@ -19,10 +19,10 @@ SHIM = os.environ.get("SLUICE_TRUNCATE_SHIM",
 MIB = 1 << 20
 
 
-def shim_env(match, at, to):
+def shim_env(match, at, to, when="before"):
     env = dict(os.environ)
     env.update(LD_PRELOAD=SHIM, SLUICE_TEST_TRUNCATE_MATCH=str(match), SLUICE_TEST_TRUNCATE_AT=str(at),
-               SLUICE_TEST_TRUNCATE_TO=str(to))
+               SLUICE_TEST_TRUNCATE_TO=str(to), SLUICE_TEST_TRUNCATE_WHEN=when)
     return env
 
 
@@ -81,6 +81,30 @@ def test_a_source_truncated_while_a_block_is_checksummed_fails_naming_it(tmp_pat
     sent = subprocess.run([SLUICE, "send", str(src), rx.url, "--streams", "1", "--block-size", "1M",
                            "--send-path", send_path],
                           capture_output=True, text=True, timeout=120, env=shim_env(src, 2 * MIB, 2 * MIB + MIB // 2))
+    assert "sluice-test-shim: truncated" in sent.stderr, sent.stderr
+    assert sent.returncode == 5, (sent.returncode, sent.stderr)
+    assert (f"source '{src}' shrank while being sent: expected {MIB} bytes at offset {2 * MIB}, got {MIB // 2}"
+            in sent.stderr), sent.stderr
+    rc, _, err = rx.wait()
+    assert rc != 0
+    assert not (dest / "app.log").exists()
+
+
+@pytest.mark.parametrize("send_path", ["splice", "sendfile", "read_send"])
+def test_a_source_truncated_after_a_blocks_checksum_fails_in_the_data_path_naming_it(tmp_path, rx_factory, send_path):
+    """The checksum of the block at 2 MiB reads the whole block; the file is cut to 2.5 MiB just
+    after, so the splice, sendfile or read that moves the block's data meets the end of file: a
+    short count, then 0. That must end the transfer the same way, not hang or send garbage."""
+    assert_shim_present()
+    src = tmp_path / "app.log"
+    write_random(src, 4 * MIB, 23)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = rx_factory(dest)
+    sent = subprocess.run([SLUICE, "send", str(src), rx.url, "--streams", "1", "--block-size", "1M",
+                           "--send-path", send_path],
+                          capture_output=True, text=True, timeout=120,
+                          env=shim_env(src, 3 * MIB, 2 * MIB + MIB // 2, when="after"))
     assert "sluice-test-shim: truncated" in sent.stderr, sent.stderr
     assert sent.returncode == 5, (sent.returncode, sent.stderr)
     assert (f"source '{src}' shrank while being sent: expected {MIB} bytes at offset {2 * MIB}, got {MIB // 2}"

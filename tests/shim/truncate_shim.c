@@ -8,6 +8,11 @@
 // through, and "sluice-test-shim: truncated PATH" is written to standard error. That is the
 // moment a checksum starts reading a block: exactly the window logrotate's copytruncate can
 // hit. Every other call passes through untouched.
+//
+// With $SLUICE_TEST_TRUNCATE_WHEN=after, the file is truncated instead just after a pread of
+// it returns whose range ends at or beyond AT: the last read of a block's checksum, so the
+// checksum is of the whole block and the data path (splice, sendfile, read) is the one that
+// meets the shorter file.
 // Both the plain and the 64 names are defined below: keep the headers from redirecting one
 // to the other (on 64-bit Linux off_t is 64 bits either way).
 #undef _FILE_OFFSET_BITS
@@ -26,6 +31,11 @@
 // The MATCH string the shim last fired for (glibc's setenv never frees an old value, so a
 // new setenv is a new pointer).
 static _Atomic(const char*) fired_for;
+
+static int after_mode(void) {
+    const char* when = getenv("SLUICE_TEST_TRUNCATE_WHEN");
+    return when && strcmp(when, "after") == 0;
+}
 
 static void maybe_truncate(int fd, off_t offset) {
     if (fd < 0) return;
@@ -59,18 +69,18 @@ typedef void* (*mmap_fn)(void*, size_t, int, int, int, off_t);
 typedef ssize_t (*pread_fn)(int, void*, size_t, off_t);
 
 void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-    maybe_truncate(fd, off);
+    if (!after_mode()) maybe_truncate(fd, off);
     return REAL("mmap", mmap_fn)(addr, len, prot, flags, fd, off);
 }
 void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-    maybe_truncate(fd, off);
+    if (!after_mode()) maybe_truncate(fd, off);
     return REAL("mmap64", mmap_fn)(addr, len, prot, flags, fd, off);
 }
-ssize_t pread(int fd, void* buf, size_t len, off_t off) {
-    maybe_truncate(fd, off);
-    return REAL("pread", pread_fn)(fd, buf, len, off);
+static ssize_t pread_through(const char* name, int fd, void* buf, size_t len, off_t off) {
+    if (!after_mode()) maybe_truncate(fd, off);
+    ssize_t n = REAL(name, pread_fn)(fd, buf, len, off);
+    if (after_mode() && n > 0) maybe_truncate(fd, off + n);
+    return n;
 }
-ssize_t pread64(int fd, void* buf, size_t len, off_t off) {
-    maybe_truncate(fd, off);
-    return REAL("pread64", pread_fn)(fd, buf, len, off);
-}
+ssize_t pread(int fd, void* buf, size_t len, off_t off) { return pread_through("pread", fd, buf, len, off); }
+ssize_t pread64(int fd, void* buf, size_t len, off_t off) { return pread_through("pread64", fd, buf, len, off); }
