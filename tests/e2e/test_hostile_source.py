@@ -6,6 +6,7 @@ a tree that contains the receiver's DIR, and `a/lnk/..`.
 Truncation happens at a known point, not after a sleep: an LD_PRELOAD shim
 (tests/shim/truncate_shim.c) truncates the file when the process first maps or reads it at
 or beyond a given offset, which is where a block's checksum starts."""
+import json
 import os
 import subprocess
 import tempfile
@@ -167,6 +168,14 @@ def test_mtimes_before_1970_with_a_fraction_and_from_1900_arrive_exactly(tmp_pat
         assert tree_digest(dest / "restored") == tree_digest(src)
         assert (dest / "restored").stat().st_mtime_ns == -3_000_000_001
         assert (dest / "restored" / "1900").stat().st_mtime_ns == times["1900"]
+        # The same commands again: a resume's quick check (size and mtime) finds every file
+        # complete, so nothing is sent again (an inexact mtime would send them all).
+        rx = rx_factory(dest)
+        again = run_sluice("send", src, rx.url, "--json")
+        rc, _, err = rx.wait()
+        assert again.returncode == 0 and rc == 0, (again.stderr, err)
+        stats = json.loads(again.stdout.strip().splitlines()[-1])
+        assert stats["bytes_sent"] == 0 and stats["bytes_skipped"] == stats["bytes"] > 0, stats
     finally:
         if base != tmp_path:
             subprocess.run(["rm", "-rf", str(base)], check=False)
