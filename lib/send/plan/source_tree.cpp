@@ -32,7 +32,7 @@ int64_t mtime_ns_of(const struct stat& st, const std::string& path) {
 }
 
 const char* special_kind(mode_t m) {
-    if (S_ISFIFO(m)) return "pipe or fifo";
+    if (S_ISFIFO(m)) return "fifo";
     if (S_ISSOCK(m)) return "socket";
     if (S_ISCHR(m)) return "character device";
     if (S_ISBLK(m)) return "block device";
@@ -210,7 +210,7 @@ std::vector<SourceRoot> check_sources(const std::vector<std::string>& paths) {
         }
         if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
             throw Error(ErrorCode::source,
-                        "source '" + p + "' is a " + special_kind(st.st_mode) +
+                        "source '" + p + "' is a " + (S_ISFIFO(st.st_mode) ? "pipe or fifo" : special_kind(st.st_mode)) +
                             ", not a file or directory; to send the bytes read from it, use pipe mode: sluice send - URL < '" +
                             p + "' (or producer | sluice send - URL), into sluice recv --stdout");
         if (::access(p.c_str(), R_OK | (S_ISDIR(st.st_mode) ? X_OK : 0)) != 0)
