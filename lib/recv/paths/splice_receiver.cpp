@@ -1,12 +1,17 @@
 // Receive path "splice": frame headers are read with recv(); block data moves socket -> pipe
 // -> file at its offset through linked IORING_OP_SPLICE pairs (the pipe -> file step is the
 // kernel's one copy into the page cache), then the checksum is computed by reading the
-// written pages through a mapping.
+// written pages back with pread into a buffer the stream keeps for the whole transfer (not
+// through a mapping: another process truncating the temporary file while a mapping of it is
+// read would kill the receiver with SIGBUS; pread returns a short count, reported as an
+// error naming the file).
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <memory>
 
-#include "core/io/mapped_region.hpp"
 #include "core/io/pipe.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
@@ -45,15 +50,34 @@ private:
             open_file_ = &f;
         }
         splice_in(f, p.offset, len);
-        MappedRegion map(open_fd_.get(), p.offset, len);
-        if (!map.ok()) throw_errno(ErrorCode::destination, "cannot map '" + f.entry.path + "' to verify it");
-        bool ok = xxh3_64(map.data(), len) == p.checksum;
+        bool ok = checksum_written(f, p.offset, len) == p.checksum;
         ctx_.bytes_received.fetch_add(len, std::memory_order_relaxed);
         if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(len, std::memory_order_relaxed);
         if (ok)
             block_verified(ctx_, dirs_, f, open_fd_.get(), p.offset, len, p.checksum);
         else
             ctx_.block_failed(f, p.offset, len);
+    }
+
+    // XXH3 of what was just written at [offset, offset+len) of the temporary file, read back
+    // through buf_ (in the page cache: the splice put it there).
+    uint64_t checksum_written(const RecvFile& f, uint64_t offset, uint64_t len) {
+        hash_.reset();
+        uint64_t done = 0;
+        while (done < len) {
+            const size_t want = static_cast<size_t>(std::min<uint64_t>(kReadBytes, len - done));
+            ssize_t n = ::pread(open_fd_.get(), buf_.get(), want, static_cast<off_t>(offset + done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) throw_errno(ErrorCode::destination, "cannot read back '" + f.entry.path + "' to verify it");
+            if (n == 0)
+                throw Error(ErrorCode::destination, "the temporary file of '" + f.entry.path +
+                                                        "' shrank while being received: expected " + std::to_string(len) +
+                                                        " bytes at offset " + std::to_string(offset) + ", got " +
+                                                        std::to_string(done) + " (another process truncated it)");
+            hash_.update(buf_.get(), static_cast<size_t>(n));
+            done += static_cast<uint64_t>(n);
+        }
+        return hash_.digest();
     }
 
     // Same accounting as the splice sender: a short step breaks the chain; what each step
@@ -114,6 +138,10 @@ private:
     RecvFile* open_file_ = nullptr;
     UniqueFd open_fd_;
     Completion steps_[kMaxSteps]; // tag: kFromSocket or kToFile
+    // The checksum's read-back buffer: once per stream, L2-sized (the hash reads it hot).
+    static constexpr size_t kReadBytes = size_t{256} << 10;
+    std::unique_ptr<unsigned char[]> buf_ = std::make_unique_for_overwrite<unsigned char[]>(kReadBytes);
+    Xxh3 hash_;
     // After the pipe, file and completions its splices use: torn down (cancelling them) first.
     Ring ring_;
     wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};

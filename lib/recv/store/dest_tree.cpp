@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -32,6 +33,11 @@ DestTree::DestTree(const std::filesystem::path& dir) : display_(dir.string()) {
         throw_errno(ErrorCode::destination, "destination '" + display_ + "' is not writable");
     root_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!root_) throw_errno(ErrorCode::destination, "cannot open destination '" + display_ + "'");
+    // Marks DIR as being received into for as long as this receiver lives: a sender on this
+    // host walking a tree that contains DIR sees the lock and skips DIR instead of sending
+    // back what it is receiving (send/plan/source_tree.cpp, is_receiving_dir). Best effort:
+    // a second receiver into the same DIR, or a file system without flock, goes unmarked.
+    (void)::flock(root_.get(), LOCK_EX | LOCK_NB);
 }
 
 UniqueFd DestTree::open_dir(const std::string& rel_dir) const {

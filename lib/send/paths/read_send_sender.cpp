@@ -31,7 +31,7 @@ public:
                 if (errno == EINTR) continue;
                 throw_errno(ErrorCode::source, "cannot read source '" + seg.file->path + "'");
             }
-            if (n == 0) throw Error(ErrorCode::source, "source '" + seg.file->path + "' shrank while being sent");
+            if (n == 0) throw_source_shrank(*seg.file, seg.file->file_offset(seg.offset), seg.length, done);
             done += static_cast<uint64_t>(n);
             send_bytes(buf_.data(), static_cast<size_t>(n), more || done < seg.length);
         }

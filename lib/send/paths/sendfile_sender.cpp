@@ -29,7 +29,7 @@ public:
                 if (errno == EINTR) continue;
                 throw_errno(ErrorCode::network, "data stream lost while sending '" + seg.file->rel + "'");
             }
-            if (n == 0) throw Error(ErrorCode::source, "source '" + seg.file->path + "' shrank while being sent");
+            if (n == 0) throw_source_shrank(*seg.file, seg.file->file_offset(seg.offset), seg.length, seg.length - left);
             left -= static_cast<uint64_t>(n);
         }
         (void)more;

@@ -51,7 +51,7 @@ void SmallFileBatch::send_file_data(const Segment& seg) {
                 throw_errno(ErrorCode::source, "cannot read source '" + seg.file->path + "'");
             throw_errno(ErrorCode::network, "data stream lost while sending '" + seg.file->rel + "'");
         }
-        if (n == 0) throw Error(ErrorCode::source, "source '" + seg.file->path + "' shrank while being sent");
+        if (n == 0) throw_source_shrank(*seg.file, seg.file->file_offset(0), seg.length, seg.length - left);
         left -= static_cast<uint64_t>(n);
     }
 }

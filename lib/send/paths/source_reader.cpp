@@ -2,39 +2,61 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <xxhash.h>
-
-#include "core/io/mapped_region.hpp"
-#include "core/io/sys_error.hpp"
-#include "core/checksum/xxh3.hpp"
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+
+#include "core/io/file_times.hpp"
+#include "core/io/sys_error.hpp"
 
 namespace sluice {
 
 namespace {
 
 void check_identity(int fd, const SourceFile& f, const char* when) {
-    struct stat st {};
+    struct stat st = {};
     if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::source, "cannot stat source '" + f.path + "'");
-    int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
     const uint64_t size = f.fd >= 0 ? f.file_size : f.size;
     const int64_t mtime_listed = f.fd >= 0 ? f.file_mtime_ns : f.mtime_ns;
+    const auto mtime = ns_of(st.st_mtim);
     if (static_cast<uint64_t>(st.st_size) != size || mtime != mtime_listed)
         throw Error(ErrorCode::source, "source '" + f.path + "' changed " + when + " (size " + std::to_string(size) + " -> " +
                                            std::to_string(st.st_size) + (mtime != mtime_listed ? ", mtime changed" : "") +
                                            "); run the transfer again");
 }
 
+// pread until want bytes are in or the file ends; returns the bytes read.
+size_t pread_full(int fd, const SourceFile& f, unsigned char* out, size_t want, uint64_t file_offset) {
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = ::pread(fd, out + got, want - got, static_cast<off_t>(file_offset + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw_errno(ErrorCode::source, "cannot read source '" + f.path + "'");
+        if (n == 0) break;
+        got += static_cast<size_t>(n);
+    }
+    return got;
+}
+
 } // namespace
+
+void throw_source_shrank(const SourceFile& f, uint64_t file_offset, uint64_t expected, uint64_t got) {
+    throw Error(ErrorCode::source, "source '" + f.path + "' shrank while being sent: expected " + std::to_string(expected) +
+                                       " bytes at offset " + std::to_string(file_offset) + ", got " + std::to_string(got) +
+                                       "; run the transfer again once nothing truncates it");
+}
 
 int SourceReader::open(const SourceFile& f) {
     if (current_ == &f) return fd_.get();
     check_unchanged();
     // A caller's fd is reopened (following the /proc magic link is the point), never dup'ed:
-    // paths change file status flags (O_DIRECT) on the fd they read from.
+    // paths change file status flags (O_DIRECT) on the fd they read from. A path inside a tree
+    // is opened with O_NOFOLLOW (a file replaced by a symlink since the walk is not followed);
+    // a command-line operand that is a symlink was followed on purpose (the user named it).
+    const int nofollow = f.is_operand() ? 0 : O_NOFOLLOW;
     fd_.reset(f.fd >= 0 ? ::open(("/proc/self/fd/" + std::to_string(f.fd)).c_str(), O_RDONLY | O_CLOEXEC)
-                        : ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+                        : ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | nofollow));
     current_ = nullptr;
     if (!fd_) throw_errno(ErrorCode::source, "cannot open source '" + f.path + "'");
     check_identity(fd_.get(), f, "after it was listed");
@@ -47,58 +69,27 @@ void SourceReader::check_unchanged() {
 }
 
 void SourceReader::read_whole(const SourceFile& f, unsigned char* out) {
-    int fd = open(f);
-    uint64_t done = 0;
-    while (done < f.size) {
-        ssize_t n = ::pread(fd, out + done, static_cast<size_t>(f.size - done), static_cast<off_t>(f.file_offset(done)));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw_errno(ErrorCode::source, "cannot read source '" + f.path + "'");
-        if (n == 0) throw Error(ErrorCode::source, "source '" + f.path + "' shrank while being sent");
-        done += static_cast<uint64_t>(n);
-    }
+    const int fd = open(f);
+    const size_t got = pread_full(fd, f, out, static_cast<size_t>(f.size), f.file_offset(0));
+    if (got < f.size) throw_source_shrank(f, f.file_offset(0), f.size, got);
     check_unchanged();
 }
 
 uint64_t SourceReader::checksum(const SourceFile& f, uint64_t offset, uint64_t length) {
     // A block after the file's first was opened for: check the file has not changed since.
     if (current_ == &f) check_unchanged();
-    int fd = open(f);
-    // Read through mappings of at most kWindow bytes at a time: the process then maps (and
-    // counts in its RSS) one window per stream, not one block, whatever --block-size is.
-    if (length <= kWindow) {
-        MappedRegion map(fd, f.file_offset(offset), length);
-        if (map.ok()) return xxh3_64(map.data(), length);
-    } else {
-        hash_.reset();
-        uint64_t done = 0;
-        for (; done < length; done += kWindow) {
-            const size_t n = static_cast<size_t>(std::min<uint64_t>(kWindow, length - done));
-            MappedRegion map(fd, f.file_offset(offset + done), n);
-            if (!map.ok()) break;
-            hash_.update(map.data(), n);
-        }
-        if (done >= length) return hash_.digest();
-    }
-    // Some file systems cannot be mapped: read the block once instead, and say so.
-    read_fallback_ = true;
-    XXH3_state_t* st = XXH3_createState();
-    XXH3_64bits_reset(st);
-    fallback_buf_.resize(1 << 20);
+    const int fd = open(f);
+    if (!buf_) buf_ = std::make_unique_for_overwrite<unsigned char[]>(kBufferBytes);
+    hash_.reset();
     uint64_t done = 0;
     while (done < length) {
-        size_t want = static_cast<size_t>(std::min<uint64_t>(fallback_buf_.size(), length - done));
-        ssize_t n = ::pread(fd, fallback_buf_.data(), want, static_cast<off_t>(f.file_offset(offset + done)));
-        if (n <= 0) {
-            XXH3_freeState(st);
-            if (n == 0) throw Error(ErrorCode::source, "source '" + f.path + "' shrank while being sent");
-            throw_errno(ErrorCode::source, "cannot read source '" + f.path + "'");
-        }
-        XXH3_64bits_update(st, fallback_buf_.data(), static_cast<size_t>(n));
-        done += static_cast<uint64_t>(n);
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(kBufferBytes, length - done));
+        const size_t got = pread_full(fd, f, buf_.get(), want, f.file_offset(offset + done));
+        hash_.update(buf_.get(), got);
+        done += got;
+        if (got < want) throw_source_shrank(f, f.file_offset(offset), length, done);
     }
-    uint64_t h = XXH3_64bits_digest(st);
-    XXH3_freeState(st);
-    return h;
+    return hash_.digest();
 }
 
 } // namespace sluice

@@ -1,9 +1,16 @@
 #pragma once
 // Opens source files for a data stream (one open per file, not per block) and computes
-// block checksums by reading the page cache through a mapping, so that checksumming adds
-// no copy to a zero-copy send.
+// block checksums by reading the file with pread into one buffer the stream keeps for the
+// whole transfer.
+//
+// Not through a mapping: a file truncated while a mapping of it is read (logrotate's
+// copytruncate does exactly that) raises SIGBUS, which kills the process (and a Python
+// interpreter with it) with no message. pread returns a short count instead, which becomes
+// an error naming the file. The buffer is allocated once and reused, so there is no
+// per-file or per-block allocation or mapping (mmap set-up and munmap's TLB flush per file
+// were a measured cost of their own).
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "core/io/unique_fd.hpp"
 #include "core/checksum/xxh3.hpp"
@@ -11,19 +18,22 @@
 
 namespace sluice {
 
+// Throws Error(source) "source 'PATH' shrank while being sent: expected N bytes at offset X,
+// got Y": a read of f found end of file before the listed size (offset is in the file).
+[[noreturn]] void throw_source_shrank(const SourceFile& f, uint64_t file_offset, uint64_t expected, uint64_t got);
+
 class SourceReader {
 public:
-    // The most a checksum maps at once, so that the RSS stays bounded whatever --block-size is
-    // (whole-block mappings counted streams x block: 264 MiB at 8 streams of 64 MiB blocks).
-    // Not smaller than the default block, which so keeps one mapping (and one TLB flush on
-    // unmap) per block, as measured in docs/benchmarks.md; 2 MiB windows measured the same
-    // unbounded, and 1 Gbit/s runs were too noisy to tell.
-    static constexpr uint64_t kWindow = uint64_t{8} << 20;
+    // Bytes read per pread for a checksum: small enough to stay in the CPU's L2 cache, so the
+    // hash reads what the copy just wrote while it is hot; large enough that the syscalls are
+    // few (32 per 8 MiB block).
+    static constexpr size_t kBufferBytes = size_t{256} << 10;
 
     // The fd of f, opened on first use; checks that f still has the size and mtime the
     // manifest announced (a changed source is an error, never sent torn).
     int open(const SourceFile& f);
-    // XXH3-64 of [offset, offset+length) of the open file.
+    // XXH3-64 of [offset, offset+length) of the open file. A file that ends before
+    // offset+length (it shrank) is an Error(source) naming it, never a signal.
     uint64_t checksum(const SourceFile& f, uint64_t offset, uint64_t length);
     // Checks that the file this reader has open still has its listed size and mtime: a file
     // written to while it was being sent is reported, never delivered torn. Called when the
@@ -32,15 +42,14 @@ public:
     // Reads all of f (offset 0, f.size bytes) into out with pread and checks, after the read,
     // that f still has its listed size and mtime: the bytes read are the file as listed.
     void read_whole(const SourceFile& f, unsigned char* out);
-    // Set when a mapping failed and the checksum was read through a buffer instead.
-    bool used_read_fallback() const { return read_fallback_; }
 
 private:
     const SourceFile* current_ = nullptr;
     Xxh3 hash_;
     UniqueFd fd_;
-    std::vector<unsigned char> fallback_buf_;
-    bool read_fallback_ = false;
+    // The checksum's read buffer: allocated on the first checksum (a zc stream hashes its own
+    // buffers and never needs it), then kept for the stream's life.
+    std::unique_ptr<unsigned char[]> buf_;
 };
 
 } // namespace sluice

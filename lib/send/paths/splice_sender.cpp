@@ -30,7 +30,8 @@ public:
         frame_prefix(seg, prefix);
 
         size_t prefix_left = sizeof prefix_;
-        uint64_t file_pos = seg.file->file_offset(seg.offset);
+        const uint64_t file_start = seg.file->file_offset(seg.offset);
+        uint64_t file_pos = file_start;
         const uint64_t file_end = file_pos + seg.length;
         uint64_t in_pipe = 0; // spliced from the file, not yet to the socket
         uint64_t to_socket = seg.length;
@@ -74,7 +75,7 @@ public:
                 switch (op) {
                 case Op::send_prefix: prefix_left -= static_cast<size_t>(r); break;
                 case Op::file_to_pipe:
-                    if (r == 0) throw Error(ErrorCode::source, "source '" + seg.file->path + "' shrank while being sent");
+                    if (r == 0) throw_source_shrank(*seg.file, file_start, seg.length, file_pos - file_start);
                     file_pos += r;
                     in_pipe += r;
                     break;

@@ -200,7 +200,7 @@ private:
             case Completion::Outcome::failed:
                 throw_errno(ErrorCode::source, "cannot read source '" + path_of(seg) + "'", done.error());
             }
-            if (done.result() == 0) throw Error(ErrorCode::source, "source '" + path_of(seg) + "' shrank while being sent");
+            if (done.result() == 0) shrank(seg, ch);
             ch.got = std::min(ch.want, ch.got + static_cast<size_t>(done.result()));
             if (ch.got < ch.want) return requeue_read(c, seg);
             ch.state = State::sending; // read done; held for the send
@@ -231,7 +231,7 @@ private:
                 if (r < 0 && errno == EINVAL)
                     throw Error(ErrorCode::source, "source '" + path_of(seg) + "': unaligned direct read");
                 if (r < 0) throw_errno(ErrorCode::source, "cannot read source '" + path_of(seg) + "'");
-                if (r == 0) throw Error(ErrorCode::source, "source '" + path_of(seg) + "' shrank while being sent");
+                if (r == 0) shrank(seg, ch);
                 ch.got += static_cast<size_t>(r);
             }
             ch.state = State::sending;
@@ -242,6 +242,12 @@ private:
     }
 
     int reader_fd_for(const Segment& seg) { return reader_.open(*seg.file); }
+    // A read found end of file inside the block: the file ends where this buffer's read stopped.
+    [[noreturn]] static void shrank(const Segment& seg, const Buffer& ch) {
+        if (!seg.file) throw Error(ErrorCode::source, "a source shrank while being sent");
+        const uint64_t start = seg.file->file_offset(seg.offset);
+        throw_source_shrank(*seg.file, start, seg.length, ch.file_offset + ch.got - start);
+    }
     static std::string path_of(const Segment& seg) { return seg.file ? seg.file->path : std::string("?"); }
 
     [[noreturn]] void send_failed(int err, const Segment& seg) {

@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <unordered_set>
 
+#include "core/io/file_times.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/wire/codec.hpp"
 
@@ -31,6 +34,18 @@ std::vector<CheckedFdSource> check_fd_sources(const std::vector<FdSource>& sourc
         int fl = ::fcntl(s.fd, F_GETFL);
         if ((fl & O_ACCMODE) == O_WRONLY) throw Error(ErrorCode::source, which + " ('" + s.name + "') is not open for reading");
         const uint64_t size = static_cast<uint64_t>(st.st_size);
+        if (size == 0) {
+            // procfs and sysfs files say 0 bytes and yield data: "to the end of the file" would be
+            // nothing, sent with a success. pread moves no file offset of the caller's.
+            unsigned char byte = 0;
+            ssize_t n = 0;
+            do n = ::pread(s.fd, &byte, 1, 0);
+            while (n < 0 && errno == EINTR);
+            if (n > 0)
+                throw Error(ErrorCode::source, which + " ('" + s.name +
+                                                   "') reports a size of 0 but has data (a procfs or sysfs "
+                                                   "pseudo-file?); send its bytes with send_pipe instead");
+        }
         if (s.offset > size || s.length > size - s.offset)
             throw Error(ErrorCode::source, which + " ('" + s.name + "'): range [" + std::to_string(s.offset) + ", +" +
                                                std::to_string(s.length) + ") lies beyond the end of its file (" +
@@ -41,8 +56,17 @@ std::vector<CheckedFdSource> check_fd_sources(const std::vector<FdSource>& sourc
         c.entry.size = s.length;
         c.entry.mode = s.mode & 0777;
         c.entry.path = s.name;
-        c.file_mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-        c.entry.mtime_ns = s.mtime_ns >= 0 ? s.mtime_ns : c.file_mtime_ns;
+        c.file_mtime_ns = ns_of(st.st_mtim); // compared only, at each block: saturating is enough
+        // Only -1 means "the file's own": any other time, before 1970 too, is the caller's choice.
+        if (s.mtime_ns != -1) {
+            c.entry.mtime_ns = s.mtime_ns;
+        } else if (auto ns = ns_of_checked(st.st_mtim)) {
+            c.entry.mtime_ns = *ns;
+        } else {
+            throw Error(ErrorCode::source, which + " ('" + s.name +
+                                               "') has an mtime outside the years 1677-2262 that sluice can carry; "
+                                               "give mtime_ns");
+        }
         c.base = s.offset;
         c.fd = s.fd;
         c.file_size = size;

@@ -2,13 +2,19 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <set>
 
+#include "core/io/file_times.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/io/unique_fd.hpp"
 
@@ -16,8 +22,13 @@ namespace sluice {
 
 namespace {
 
-int64_t mtime_ns_of(const struct stat& st) {
-    return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+// The mtime of a listed entry. A time an int64 of nanoseconds cannot hold (before 1677 or
+// after 2262) cannot be carried by the manifest: refused naming the file, never wrapped.
+int64_t mtime_ns_of(const struct stat& st, const std::string& path) {
+    if (auto ns = ns_of_checked(st.st_mtim)) return *ns;
+    throw Error(ErrorCode::source, "source '" + path + "' has an mtime (" + std::to_string(st.st_mtim.tv_sec) +
+                                       " s since 1970) outside the years 1677-2262 that sluice can carry; set it "
+                                       "(touch -m) and send again");
 }
 
 const char* special_kind(mode_t m) {
@@ -37,29 +48,92 @@ std::string read_link(const std::string& path, size_t size_hint) {
     return target;
 }
 
+// Kernel file systems whose files report a size of 0 (or a page) whatever they hold.
+const char* pseudo_fs_name(const struct statfs& sf) {
+    switch (static_cast<unsigned long>(sf.f_type)) {
+    case PROC_SUPER_MAGIC: return "procfs";
+    case SYSFS_MAGIC: return "sysfs";
+    case DEBUGFS_MAGIC: return "debugfs";
+    case TRACEFS_MAGIC: return "tracefs";
+    case SECURITYFS_MAGIC: return "securityfs";
+    case CGROUP_SUPER_MAGIC:
+    case CGROUP2_SUPER_MAGIC: return "cgroupfs";
+    case BPF_FS_MAGIC: return "bpffs";
+    case EFIVARFS_MAGIC: return "efivarfs";
+    case PSTOREFS_MAGIC: return "pstore";
+    case 0x62656570: return "configfs"; // CONFIGFS_MAGIC, not in every linux/magic.h
+    default: return nullptr;
+    }
+}
+
+[[noreturn]] void throw_pseudo_file(const std::string& path, const std::string& why) {
+    throw Error(ErrorCode::source, "source '" + path + "' " + why +
+                                       ": sluice sends a file's listed size, so it would arrive empty. Copy it to a "
+                                       "regular file first, or send its bytes in pipe mode: sluice send - URL < '" +
+                                       path + "' (into sluice recv --stdout)");
+}
+
+// The name a path given on the command line gets under the destination. From its last
+// component as written (a symlink keeps its own name, as cp -L and tar -h name it), except
+// that "." and ".." (and "/") say nothing about what is read: the kernel resolves ".." after
+// the symlinks before it (`a/lnk/..` is the parent of lnk's target, not `a`), so those are
+// named after the directory they actually resolve to.
+std::string name_for(const std::string& p) {
+    std::string t = p;
+    while (t.size() > 1 && t.back() == '/') t.pop_back();
+    const size_t slash = t.rfind('/');
+    std::string last = slash == std::string::npos ? t : t.substr(slash + 1);
+    if (!last.empty() && last != "." && last != "..") return last;
+    char* real = ::realpath(p.c_str(), nullptr);
+    if (!real) throw_errno(ErrorCode::source, "source '" + p + "'");
+    std::string r = real;
+    std::free(real);
+    if (r == "/") return {};
+    return r.substr(r.rfind('/') + 1);
+}
+
 class Walker {
 public:
     explicit Walker(const WalkVisitor& visit) : visit_(visit) {}
 
-    void visit(const std::string& src, const std::string& rel) {
-        struct stat st {};
-        if (::lstat(src.c_str(), &st) != 0) throw_errno(ErrorCode::source, "cannot stat '" + src + "'");
+    // root: src is a path given to send(), whose symlink (if it is one) is followed; inside
+    // the tree entries are taken as they are (a symlink is sent as a symlink).
+    void visit(const std::string& src, const std::string& rel, bool root) {
+        struct stat st = {};
+        if ((root ? ::stat(src.c_str(), &st) : ::lstat(src.c_str(), &st)) != 0)
+            throw_errno(ErrorCode::source, "cannot stat '" + src + "'");
         wire::ManifestEntry e;
         e.path = rel;
         e.mode = st.st_mode & 07777;
-        e.mtime_ns = mtime_ns_of(st);
         if (S_ISREG(st.st_mode)) {
+            e.mtime_ns = mtime_ns_of(st, src);
+            if (st.st_size == 0) refuse_pseudo_file(src, root);
             e.kind = wire::EntryKind::file;
             e.size = static_cast<uint64_t>(st.st_size);
             emit(std::move(e), std::string(src));
         } else if (S_ISLNK(st.st_mode)) {
+            e.mtime_ns = mtime_ns_of(st, src);
             e.kind = wire::EntryKind::symlink;
             e.link_target = read_link(src, static_cast<size_t>(st.st_size));
             emit(std::move(e), {});
         } else if (S_ISDIR(st.st_mode)) {
+            UniqueFd fd(::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (root ? 0 : O_NOFOLLOW)));
+            if (!fd) throw_errno(ErrorCode::source, "cannot open directory '" + src + "'");
+            if (is_receiving_dir(fd.get())) {
+                // The receiver of this (or another) transfer writes here right now: its temporary
+                // files change under the walk and what it renames into place would be sent back
+                // into itself, one level deeper each time.
+                if (root)
+                    throw Error(ErrorCode::source, "source '" + src +
+                                                       "' is the directory a sluice receiver is receiving into; "
+                                                       "send it once that transfer has ended");
+                visit_.skipped("skipping '" + src + "': a sluice receiver is receiving into it");
+                return;
+            }
+            e.mtime_ns = mtime_ns_of(st, src);
             e.kind = wire::EntryKind::directory;
             emit(std::move(e), {});
-            for (const std::string& name : list_dir(src)) visit(src + "/" + name, rel + "/" + name);
+            for (const std::string& name : list_dir(std::move(fd), src)) visit(src + "/" + name, rel + "/" + name, false);
         } else {
             visit_.skipped("skipping " + std::string(special_kind(st.st_mode)) + " '" + src + "'");
         }
@@ -72,9 +146,7 @@ private:
     }
 
     // Sorted names, so that manifests (and resumes) are deterministic.
-    static std::vector<std::string> list_dir(const std::string& dir) {
-        UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        if (!fd) throw_errno(ErrorCode::source, "cannot open directory '" + dir + "'");
+    static std::vector<std::string> list_dir(UniqueFd fd, const std::string& dir) {
         DIR* d = ::fdopendir(fd.get());
         if (!d) throw_errno(ErrorCode::source, "cannot read directory '" + dir + "'");
         fd.release();
@@ -97,23 +169,62 @@ private:
 
 } // namespace
 
+bool is_receiving_dir(int dir_fd) {
+    // A shared lock is refused only while someone holds the exclusive one: several senders
+    // walking the same tree never see each other.
+    if (::flock(dir_fd, LOCK_SH | LOCK_NB) != 0) return errno == EWOULDBLOCK;
+    ::flock(dir_fd, LOCK_UN);
+    return false;
+}
+
+void refuse_pseudo_file(const std::string& path, bool follow) {
+    struct statfs sf = {};
+    if (::statfs(path.c_str(), &sf) == 0) {
+        if (const char* fs = pseudo_fs_name(sf))
+            throw_pseudo_file(path, std::string("is a pseudo-file (") + fs + "): its size reads 0 whatever it holds");
+    }
+    // Elsewhere (FUSE, network file systems) the size is believed unless a read says otherwise.
+    // Non-blocking: a file that would block is not an empty regular file either.
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW)));
+    if (!fd) return; // unreadable: nothing can be sent from it; it is listed as the empty file it says it is
+    unsigned char byte = 0;
+    ssize_t n = 0;
+    do n = ::read(fd.get(), &byte, 1);
+    while (n < 0 && errno == EINTR);
+    if (n > 0) throw_pseudo_file(path, "reports a size of 0 but has data (a pseudo-file?)");
+    if (n < 0 && errno == EAGAIN) throw_pseudo_file(path, "reports a size of 0 but would block when read");
+}
+
 std::vector<SourceRoot> check_sources(const std::vector<std::string>& paths) {
     if (paths.empty()) throw Error(ErrorCode::usage, "no source paths given");
     std::vector<SourceRoot> roots;
     std::set<std::string> names;
     for (const std::string& p : paths) {
-        struct stat st {};
-        if (::lstat(p.c_str(), &st) != 0) throw_errno(ErrorCode::source, "source '" + p + "'");
-        if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
-            if (::access(p.c_str(), R_OK | (S_ISDIR(st.st_mode) ? X_OK : 0)) != 0)
-                throw_errno(ErrorCode::source, "source '" + p + "' is not readable");
-        } else if (!S_ISLNK(st.st_mode)) {
-            throw Error(ErrorCode::source, "source '" + p + "' is a " + special_kind(st.st_mode) + ", not a file or directory");
+        struct stat st = {};
+        if (::stat(p.c_str(), &st) != 0) {
+            const int err = errno;
+            struct stat lst = {};
+            if (::lstat(p.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
+                throw_errno(ErrorCode::source, "source '" + p + "' is a symlink to '" + read_link(p, 0) + "'", err);
+            throw_errno(ErrorCode::source, "source '" + p + "'", err);
         }
-        std::filesystem::path abs = std::filesystem::absolute(p).lexically_normal();
-        if (!abs.has_filename()) abs = abs.parent_path();
-        std::string name = abs.filename().string();
-        if (name.empty() || name == "/" || name == "..")
+        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+            throw Error(ErrorCode::source,
+                        "source '" + p + "' is a " + (S_ISFIFO(st.st_mode) ? "pipe or fifo" : special_kind(st.st_mode)) +
+                            ", not a file or directory; to send the bytes read from it, use pipe mode: sluice send - URL < '" +
+                            p + "' (or producer | sluice send - URL), into sluice recv --stdout");
+        if (::access(p.c_str(), R_OK | (S_ISDIR(st.st_mode) ? X_OK : 0)) != 0)
+            throw_errno(ErrorCode::source, "source '" + p + "' is not readable");
+        if (S_ISREG(st.st_mode) && st.st_size == 0) refuse_pseudo_file(p, true);
+        if (S_ISDIR(st.st_mode)) {
+            UniqueFd fd(::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            if (fd && is_receiving_dir(fd.get()))
+                throw Error(ErrorCode::source, "source '" + p +
+                                                   "' is the directory a sluice receiver is receiving into; send it "
+                                                   "once that transfer has ended");
+        }
+        std::string name = name_for(p);
+        if (name.empty())
             throw Error(ErrorCode::source,
                         "source '" + p + "' has no name to use under the destination (send its contents instead)");
         if (!names.insert(name).second)
@@ -125,7 +236,7 @@ std::vector<SourceRoot> check_sources(const std::vector<std::string>& paths) {
 
 void walk_sources(const std::vector<SourceRoot>& roots, const WalkVisitor& visit) {
     Walker w(visit);
-    for (const auto& r : roots) w.visit(r.path, r.name);
+    for (const auto& r : roots) w.visit(r.path, r.name, true);
 }
 
 } // namespace sluice

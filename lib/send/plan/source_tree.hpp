@@ -30,16 +30,37 @@ struct SourceFile {
     uint64_t file_size = 0;
     int64_t file_mtime_ns = 0;
     uint64_t file_offset(uint64_t offset) const { return base + offset; }
+    // A path given to send() itself, not a file inside a tree: a symlink there was followed
+    // when it was listed (check_sources), so it is opened following it again.
+    bool is_operand() const { return fd < 0 && rel.find('/') == std::string::npos; }
 };
 
 // Throws Error(source) naming the first path that is missing, unreadable or not sendable,
 // or two sources that would land under the same name.
+//
+// A path given here that is a symlink is followed (what the user named is what is sent, as
+// cp, tar -h and rsync -L do), under the symlink's own name; inside a tree, symlinks stay
+// symlinks. What it leads to must be a regular file or a directory: a pipe, FIFO, socket or
+// device (`<(producer)`, /dev/stdin, /proc/self/fd/N) is refused with a hint to send its
+// bytes in pipe mode (`-`). A path ending in "." or ".." is named after the directory it
+// actually resolves to, not after its text. A regular file whose size reads 0 but which has
+// data (procfs, sysfs) is refused (refuse_pseudo_file), here and in the walk.
 std::vector<SourceRoot> check_sources(const std::vector<std::string>& paths);
+
+// Throws Error(source) if path (a regular file whose size is 0) is a pseudo-file: on a
+// kernel pseudo file system (procfs, sysfs, debugfs, ...), or it yields data when read.
+// sluice lists a file with its size and sends that many bytes; such a file would arrive
+// empty with a success. follow: whether a symlink in path's last component is followed.
+void refuse_pseudo_file(const std::string& path, bool follow);
+
+// True if a sluice receiver holds DIR open for writing (it takes an exclusive flock(2) on
+// its DIR for the whole transfer): dir_fd is then the directory being received into.
+bool is_receiving_dir(int dir_fd);
 
 struct WalkVisitor {
     // Every entry in manifest order; source_path is set for regular files.
     std::function<void(wire::ManifestEntry&& entry, std::string&& source_path)> entry;
-    // One line per skipped entry (fifo, socket, device).
+    // One line per skipped entry (fifo, socket, device, a receiver's DIR).
     std::function<void(std::string_view)> skipped;
 };
 

@@ -29,7 +29,6 @@ namespace {
 struct StreamTotals {
     uint64_t blocks = 0;
     uint64_t bytes = 0;
-    bool read_fallback = false;
     std::string path_fallback; // BlockSender::fallback()
 };
 
@@ -78,7 +77,6 @@ public:
         for (auto& t : totals) {
             blocks += t.blocks;
             bytes += t.bytes;
-            if (t.read_fallback) fallbacks.push_back("checksums read through a buffer: source could not be mapped");
             if (!t.path_fallback.empty()) fallbacks.push_back(t.path_fallback);
         }
         conclude(reader, blocks, bytes);
@@ -276,7 +274,6 @@ private:
             }
         }
         sender->reader().check_unchanged();
-        t.read_fallback = sender->reader().used_read_fallback();
         t.path_fallback = sender->fallback();
         return wire::StreamEnd{.blocks = t.blocks, .bytes = t.bytes};
     }
