@@ -81,6 +81,11 @@ def scenarios():
     size = MiB + MiB // 2 + 123
     tiny = tiny_pieces(size, rng)
     s["tiny-blocks-four-streams"] = ([size], [(i % 4 + 1, 0, o, n) for i, (o, n) in enumerate(tiny)], 4)
+    # Blocks of exactly one page, each straddling two pages, round-robin over 4 streams: every
+    # page is written half by one stream and half by another, at the same time.
+    size = MiB + 5000
+    cuts = pieces(range(1000, size, 4096), size)
+    s["page-blocks-off-by-1000-four-streams"] = ([size], [(i % 4 + 1, 0, o, n) for i, (o, n) in enumerate(cuts)], 4)
     # Two files, interleaved, cut at random edges.
     a, b = 3 * MiB + 17, MiB + 4095
     blocks = [(0, o, n) for o, n in pieces(sorted(rng.sample(range(1, a), 9)), a)]

@@ -6,7 +6,9 @@
 // written at once with pwrite: a buffered write only copies into the page cache, and through
 // io_uring it would be handed to an io-wq worker (a context switch per small file). A file
 // that arrives whole in one block is written into an unnamed O_TMPFILE inode and linked in
-// place once verified: no temporary name to create and rename.
+// place once verified: no temporary name to create and rename. A block whose edge falls inside
+// a 4 KiB page shares that page with another block: that part of the page is written through
+// the page cache instead, so it cannot overwrite the neighbour's bytes (direct_layout.hpp).
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
