@@ -156,6 +156,18 @@ def transfer(rx, files, blocks, streams, in_turn_dest=None):
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_blocks_off_page_edges_are_written_exactly(tmp_path, receiver_factory, path, name):
+    check_scenario(tmp_path, receiver_factory, name, "--recv-path", path)
+
+
+@pytest.mark.parametrize("name", ["page-blocks-off-by-1000-four-streams", "tiny-blocks-four-streams"])
+def test_blocks_off_page_edges_with_verify_and_sync(tmp_path, receiver_factory, name):
+    """--verify reads every block back with O_DIRECT (the kernel writes the pages written
+    through the page cache back first); --sync fsyncs them with the rest."""
+    check_scenario(tmp_path, receiver_factory, name, "--verify", "--sync")
+
+
+def check_scenario(tmp_path, receiver_factory, name, *args):
+    path = " ".join(args)
     sizes, blocks, streams = SCENARIOS[name]
     # The layout is a partition of each file: every byte sent exactly once.
     for f, size in enumerate(sizes):
@@ -165,7 +177,7 @@ def test_blocks_off_page_edges_are_written_exactly(tmp_path, receiver_factory, p
     files = [rng.randbytes(size) for size in sizes]
     dest = tmp_path / "dest"
     dest.mkdir()
-    rx = receiver_factory(dest, "--recv-path", path)
+    rx = receiver_factory(dest, *args)
     assert transfer(rx, files, blocks, streams, dest if "in-turn" in name else None) == 0
     rc, out, err = rx.wait()
     assert rc == 0, err
