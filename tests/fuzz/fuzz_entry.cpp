@@ -1,13 +1,20 @@
 #include "fuzz_entry.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "sluice/error.hpp"
 #include "core/wire/codec.hpp"
 #include "core/wire/data_parser.hpp"
+#include "recv/paths/direct_layout.hpp"
 
 using namespace sluice;
 using namespace sluice::wire;
@@ -108,13 +115,110 @@ void data_stream(Span in) {
     if (!a.error.empty()) throw Error(ErrorCode::protocol, a.error);
 }
 
+// Takes bytes from the front of the input; zeros once it is used up.
+struct Bytes {
+    Span in;
+    unsigned take() {
+        if (in.empty()) return 0;
+        unsigned b = in[0];
+        in = in.subspan(1);
+        return b;
+    }
+    unsigned take16() { return take() | take() << 8; }
+};
+
+unsigned char expected_byte(uint64_t i) { return static_cast<unsigned char>(i * 131 + (i >> 12) * 7 + 1); }
+
+[[noreturn]] void placement_bug(const char* what) {
+    std::fprintf(stderr, "placement: %s\n", what);
+    std::abort();
+}
+
+// The direct receive path's block placement (direct_layout): a file cut into non-overlapping
+// blocks at fuzzer-chosen edges, the blocks' chunks written in a fuzzer-chosen interleaving
+// of up to four "streams", each chunk exactly as DirectReceiver writes it (data at buffer +
+// skew, head and tail with a plain write, the whole pages from the buffer with the padding
+// zeroed). Aborts if a direct write breaks O_DIRECT's alignment, pads anywhere but past the
+// end of the file, or if the file read back differs from what was sent by a single byte.
+// Input: size (3 bytes), buffer pages (1), then block lengths (2 bytes each; top bit: whole
+// pages), then the interleaving.
+void placement(Span input) {
+    using namespace sluice::direct_layout;
+    static int fd = ::memfd_create("sluice-fuzz-placement", MFD_CLOEXEC);
+    if (fd < 0) placement_bug("no memfd");
+    Bytes in{input};
+    const uint64_t size = 1 + (in.take() | in.take() << 8 | in.take() << 16) % (3u << 16);
+    const size_t capacity = (1 + in.take() % 16) * kAlign;
+    std::vector<std::pair<uint64_t, uint64_t>> blocks; // [offset, end)
+    for (uint64_t off = 0; off < size;) {
+        unsigned v = in.in.empty() ? 0x7fff : in.take16();
+        uint64_t len = v & 0x8000 ? (1 + v % 8) * kAlign : 1 + v % 20000;
+        len = std::min(len, size - off);
+        blocks.push_back({off, off + len});
+        off += len;
+    }
+    for (size_t i = blocks.size(); i > 1; --i) std::swap(blocks[i - 1], blocks[in.take() % i]); // send order
+    const size_t streams = 1 + in.take() % 4;
+    // Each stream takes the next unsent block when it is done with its own.
+    std::vector<std::pair<uint64_t, uint64_t>> at(streams, {0, 0}); // the stream's [next chunk, block end)
+    size_t next_block = 0;
+    if (::ftruncate(fd, 0) != 0) placement_bug("ftruncate");
+    std::vector<unsigned char> mem(capacity + 2 * kAlign);
+    unsigned char* buf = mem.data() + (kAlign - reinterpret_cast<uintptr_t>(mem.data()) % kAlign) % kAlign;
+    for (size_t step = 0; step < 1'000'000; ++step) {
+        size_t s = in.take() % streams;
+        for (size_t k = 0; k < streams && at[s].first == at[s].second; ++k) {
+            if (next_block < blocks.size()) {
+                at[s] = blocks[next_block++];
+                break;
+            }
+            s = (s + 1) % streams;
+        }
+        if (at[s].first == at[s].second) break; // every block written
+        const Chunk c = next_chunk(at[s].first, at[s].second, capacity);
+        if (c.offset != at[s].first || c.length == 0 || c.skew + c.length > capacity) placement_bug("chunk");
+        at[s].first += c.length;
+        // What the buffer held before, as far as a write could reach: never to reach the file.
+        std::memset(buf, 0xEE, std::min<size_t>(capacity, (c.skew + c.length + kAlign - 1) / kAlign * kAlign));
+        for (size_t i = 0; i < c.length; ++i) buf[c.skew + i] = expected_byte(c.offset + i);
+        const Plan p = plan_chunk(c, size);
+        if (p.head.offset != c.offset || p.direct.offset != p.head.offset + p.head.length ||
+            p.tail.offset != p.direct.offset + p.direct.length || p.tail.offset + p.tail.length != c.offset + c.length)
+            placement_bug("runs do not cover the chunk in order");
+        for (const Run* r : {&p.head, &p.direct, &p.tail})
+            if (r->at != c.skew + (r->offset - c.offset)) placement_bug("run taken from the wrong place in the buffer");
+        if (p.head.length >= kAlign || p.tail.length >= kAlign) placement_bug("a buffered run longer than a page");
+        if (p.direct.length) {
+            if (p.direct.offset % kAlign || p.direct.at % kAlign || p.direct_padded % kAlign ||
+                p.direct_padded < p.direct.length || p.direct_padded - p.direct.length >= kAlign ||
+                p.direct.at + p.direct_padded > capacity)
+                placement_bug("direct write not aligned");
+            if (p.direct_padded != p.direct.length && p.direct.offset + p.direct.length != size)
+                placement_bug("padding written before the end of the file");
+            std::memset(buf + p.direct.at + p.direct.length, 0, p.direct_padded - p.direct.length);
+        }
+        auto write = [&](const unsigned char* from, size_t n, uint64_t off) {
+            if (n && ::pwrite(fd, from, n, static_cast<off_t>(off)) != static_cast<ssize_t>(n)) placement_bug("pwrite");
+        };
+        write(buf + p.head.at, p.head.length, p.head.offset);
+        write(buf + p.tail.at, p.tail.length, p.tail.offset);
+        write(buf + p.direct.at, p.direct_padded, p.direct.offset);
+    }
+    // finish_file truncates the padding of the last page.
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) placement_bug("ftruncate");
+    std::vector<unsigned char> got(size + 1);
+    if (::pread(fd, got.data(), size + 1, 0) != static_cast<ssize_t>(size)) placement_bug("file has the wrong size");
+    for (uint64_t i = 0; i < size; ++i)
+        if (got[i] != expected_byte(i)) placement_bug("the file differs from what was sent");
+}
+
 } // namespace
 
 void fuzz_one(const uint8_t* data, size_t size) {
     if (size == 0) return;
     Span in(data + 1, size - 1);
     try {
-        switch (data[0] % 5) {
+        switch (data[0] % 6) {
         case 0: control_frame(in); break;
         case 1: data_stream(in); break;
         case 2:
@@ -124,6 +228,7 @@ void fuzz_one(const uint8_t* data, size_t size) {
             if (in.size() == kServerHelloBytes) decode_server_hello(in);
             break;
         case 4: decode_manifest(in); break;
+        case 5: placement(in); break;
         }
     } catch (const Error&) {}
 }

@@ -70,5 +70,10 @@ int main(int argc, char** argv) {
     b.clear();
     encode_server_hello(b, {});
     put(dir, "server-hello", 3, b);
+    // Block placement on the direct path (selector 5): an 8 KiB file in a 2-page buffer, sent as
+    // [1024, 8192) then [0, 1024), the layout that once zeroed bytes 1024-4095; and a file of
+    // 4097 bytes cut at 1000 and 4000 over three streams.
+    put(dir, "placement-head-last", 5, Bytes{0xff, 0x1f, 0x00, 1, 0xff, 0x03, 0xff, 0x1b, 0, 0});
+    put(dir, "placement-odd-size", 5, Bytes{0x00, 0x10, 0x00, 0, 0xe7, 0x03, 0xb7, 0x0b, 0xff, 0x7f, 1, 0, 2, 0, 1, 2});
     return 0;
 }

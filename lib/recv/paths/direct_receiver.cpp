@@ -6,7 +6,9 @@
 // written at once with pwrite: a buffered write only copies into the page cache, and through
 // io_uring it would be handed to an io-wq worker (a context switch per small file). A file
 // that arrives whole in one block is written into an unnamed O_TMPFILE inode and linked in
-// place once verified: no temporary name to create and rename.
+// place once verified: no temporary name to create and rename. A block whose edge falls inside
+// a 4 KiB page shares that page with another block: that part of the page is written through
+// the page cache instead, so it cannot overwrite the neighbour's bytes (direct_layout.hpp).
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -17,6 +19,7 @@
 #include "core/io/aligned_buffer.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
+#include "recv/paths/direct_layout.hpp"
 #include "recv/paths/stream_receiver.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "core/ring/ring.hpp"
@@ -29,7 +32,8 @@ namespace {
 constexpr size_t kBufferBytes = 2 << 20;
 constexpr int kBuffers = 4;
 constexpr uint64_t kDirectMinBytes = 1 << 20;
-constexpr uint64_t kAlign = 4096;
+// How far the allocation of a file may run ahead of the bytes written to it (allocate_ahead).
+constexpr uint64_t kAllocateAhead = 64 << 20;
 
 class DirectReceiver final : public StreamReceiver {
     // A block whose data has all arrived; verified once its writes are on disk.
@@ -73,28 +77,33 @@ private:
         if (open_file_ != &f) switch_file(f, p.offset == 0 && len == f.entry.size);
         xxh_.reset();
         pending_.push_back({&f, p.offset, len, p.checksum, false, 0, false});
-        for (uint64_t pos = 0; pos < len;) {
+        const uint64_t end = p.offset + len;
+        for (uint64_t pos = p.offset; pos < end;) {
             int c = free_buffer();
-            size_t n = static_cast<size_t>(std::min<uint64_t>(kBufferBytes, len - pos));
+            const direct_layout::Chunk chunk = direct_layout::next_chunk(pos, end, kBufferBytes);
             unsigned char* buf = buffers_[c].data();
-            recv_exact(buf, n);
-            xxh_.update(buf, n);
-            pos += n;
-            ctx_.bytes_received.fetch_add(n, std::memory_order_relaxed);
-            if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(n, std::memory_order_relaxed);
+            unsigned char* data = buf + chunk.skew;
+            recv_exact(data, chunk.length);
+            // Hashed in the memory the writes below take their bytes from.
+            xxh_.update(data, chunk.length);
+            pos += chunk.length;
+            ctx_.bytes_received.fetch_add(chunk.length, std::memory_order_relaxed);
+            if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(chunk.length, std::memory_order_relaxed);
             if (!direct_) {
-                write_now(f, buf, n, p.offset + pos - n);
+                write_now(f, fd_.get(), data, chunk.length, chunk.offset);
                 continue;
             }
-            size_t write_len = n;
-            if (direct_ && n % kAlign) {
-                // Only a file's last buffer is unaligned: pad it; finish_file truncates.
-                write_len = (n + kAlign - 1) / kAlign * kAlign;
-                std::memset(buf + n, 0, write_len - n);
-            }
+            const direct_layout::Plan plan = direct_layout::plan_chunk(chunk, f.entry.size);
+            // Pages shared with a neighbouring block: through the page cache, at once.
+            if (plan.head.length) write_shared_page(f, buf, plan.head);
+            if (plan.tail.length) write_shared_page(f, buf, plan.tail);
+            if (!plan.direct.length) continue;
+            allocate_ahead(f, plan.direct.offset, plan.direct.offset + plan.direct.length);
+            if (plan.direct_padded != plan.direct.length)
+                std::memset(buf + plan.direct.at + plan.direct.length, 0, plan.direct_padded - plan.direct.length);
             buffer_block_[c] = &pending_.back();
-            buffer_len_[c] = n;
-            buffer_write_[c] = {p.offset + pos - n, write_len};
+            buffer_len_[c] = plan.direct.length;
+            buffer_write_[c] = {plan.direct.offset, plan.direct.at, plan.direct_padded};
             queue_write(c);
             ring_.submit();
             pending_.back().writes_left++;
@@ -105,9 +114,48 @@ private:
         retire_blocks();
     }
 
-    void write_now(const RecvFile& f, const unsigned char* p, size_t n, uint64_t offset) {
+    // A block's part of a page it shares with another block, which another stream may be
+    // writing at this moment: a buffered write changes only these bytes (the page cache
+    // merges the two parts under its page lock), where an O_DIRECT write of the whole page
+    // would put whatever this buffer holds over the neighbour's bytes. The two ways never
+    // meet on one page: the O_DIRECT writes cover only pages no other block has bytes in.
+    // fsync and fdatasync work on the file, not the fd, so --sync covers these pages too.
+    void write_shared_page(const RecvFile& f, const unsigned char* buf, const direct_layout::Run& r) {
+        if (!shared_fd_) {
+            shared_fd_.reset(::openat(dirs_.get(f.parent), f.temp.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC));
+            if (!shared_fd_) throw_errno(ErrorCode::destination, "cannot open '" + f.entry.path + "' for buffered writes");
+        }
+        write_now(f, shared_fd_.get(), buf + r.at, r.length, r.offset);
+        ++shared_page_writes_;
+    }
+
+    // Allocates the file as its data arrives, a front [0, allocated_to) shared by the streams:
+    // an O_DIRECT write into allocated (unwritten) extents is an overwrite, which ext4 issues
+    // inline instead of handing it to an io-wq worker as it does for writes that extend the
+    // file (receiver CPU -17% on a 2 GiB file). The front runs ahead of the bytes written to
+    // the file by at most as many again, capped at kAllocateAhead, so a sender that declares
+    // a large file and stops (or sends far-apart scraps of it) leaves on the disk at most about
+    // twice what it sent, plus 64 MiB: never the declared size. It moves in steps of at least
+    // a quarter of that (or up to the end of the file), so a large file costs one fallocate
+    // per 16-64 MiB; a write beyond what the front may cover is written unallocated.
+    // Existing data (a resumed file) is kept.
+    void allocate_ahead(RecvFile& f, uint64_t offset, uint64_t end) {
+        const uint64_t written = f.direct_written.fetch_add(end - offset, std::memory_order_relaxed) + (end - offset);
+        uint64_t front = f.allocated_to.load(std::memory_order_relaxed);
+        if (end <= front || allocate_refused_) return;
+        const uint64_t ahead = std::min(written, kAllocateAhead);
+        const uint64_t target = std::min(f.entry.size, written + ahead);
+        if (target < end || (target < f.entry.size && target - front < std::min(written, kAllocateAhead / 4))) return;
+        while (front < target && !f.allocated_to.compare_exchange_weak(front, target, std::memory_order_relaxed)) {}
+        if (front >= target) return; // another stream moved it
+        if (::fallocate(fd_.get(), 0, static_cast<off_t>(front), static_cast<off_t>(target - front)) == 0) return;
+        if (errno != EOPNOTSUPP) throw_errno(ErrorCode::destination, "cannot allocate '" + f.entry.path + "'");
+        allocate_refused_ = true; // a file system without fallocate: writes extend the file
+    }
+
+    void write_now(const RecvFile& f, int fd, const unsigned char* p, size_t n, uint64_t offset) {
         while (n) {
-            ssize_t w = ::pwrite(fd_.get(), p, n, static_cast<off_t>(offset));
+            ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
             if (w < 0 && errno == EINTR) continue;
             if (w < 0) throw_errno(ErrorCode::destination, "cannot write '" + f.entry.path + "'");
             if (w == 0) throw Error(ErrorCode::destination, "cannot write '" + f.entry.path + "': short write (no space left?)");
@@ -121,6 +169,7 @@ private:
     void switch_file(RecvFile& f, bool whole) {
         drain();
         fd_.reset();
+        shared_fd_.reset();
         open_file_ = nullptr;
         direct_ = f.entry.size >= kDirectMinBytes && !direct_refused_;
         // --verify reads the file back by its temporary name, so it keeps one.
@@ -145,18 +194,12 @@ private:
             fd_.reset(::openat(dir, f.temp.c_str(), flags, 0600));
         }
         if (!fd_) throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
-        // Allocated up front, an O_DIRECT file's writes are overwrites of unwritten extents,
-        // which ext4 issues inline instead of handing each to an io-wq worker as it does for
-        // writes that extend a file (receiver CPU -17% on a 2 GiB file); a full disk also
-        // shows here, before the file's data is received. Existing data (a resumed file) is kept.
-        if (direct_ && ::fallocate(fd_.get(), 0, 0, static_cast<off_t>(f.entry.size)) != 0 && errno != EOPNOTSUPP)
-            throw_errno(ErrorCode::destination, "cannot allocate '" + f.entry.path + "'");
         open_file_ = &f;
     }
 
     void queue_write(int c) {
-        const auto [offset, len] = buffer_write_[c];
-        ring_.write(writes_[c], fd_.get(), buffers_[c].data(), static_cast<unsigned>(len), offset, fixed_ ? c : -1);
+        const BufferWrite& w = buffer_write_[c];
+        ring_.write(writes_[c], fd_.get(), buffers_[c].data() + w.at, static_cast<unsigned>(w.padded), w.offset, fixed_ ? c : -1);
     }
 
     int free_buffer() {
@@ -262,14 +305,21 @@ private:
     RecvLowWater low_water_{sock_};
     AlignedBuffer buffers_[kBuffers];
     size_t buffer_len_[kBuffers] = {};
-    std::pair<uint64_t, size_t> buffer_write_[kBuffers] = {}; // offset and padded length
+    struct BufferWrite {
+        uint64_t offset = 0; // in the file
+        size_t at = 0;       // in the buffer
+        size_t padded = 0;   // length written: the data rounded up to a page at the end of the file
+    };
+    BufferWrite buffer_write_[kBuffers] = {};
     PendingBlock* buffer_block_[kBuffers] = {};
     std::deque<PendingBlock> pending_; // deque: pointers stay valid as blocks are added
     ParentDirCache dirs_;
     Xxh3 xxh_;
     __kernel_timespec timeout_{};
     RecvFile* open_file_ = nullptr;
-    UniqueFd fd_;
+    UniqueFd fd_;        // O_DIRECT when direct_
+    UniqueFd shared_fd_; // the same file without O_DIRECT, for pages shared with another block
+    uint64_t shared_page_writes_ = 0;
     Completion writes_[kBuffers]; // tag: the buffer
     Completion recv_, recv_timeout_;
     // After the memory, fds and completions its requests use, so it is torn down (cancelling
@@ -279,6 +329,7 @@ private:
     bool direct_refused_ = false;
     bool tmpfile_refused_ = false;
     bool fixed_ = false;
+    bool allocate_refused_ = false;
     std::string register_error_;
     wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};
 
@@ -289,6 +340,9 @@ public:
         if (tmpfile_refused_)
             fb += std::string(fb.empty() ? "" : "; ") +
                   "direct: the destination has no O_TMPFILE: small files under temporary names";
+        if (shared_page_writes_)
+            fb += (fb.empty() ? "" : "; ") + std::string("direct: ") + std::to_string(shared_page_writes_) +
+                  " block edge(s) off a 4 KiB page: those partial pages written through the page cache";
         if (!register_error_.empty())
             fb += (fb.empty() ? "" : "; ") + std::string("direct: registering buffers failed (") + register_error_ +
                   "): writes pin pages each time";

@@ -96,18 +96,22 @@ void verify_from_disk(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f) {
     if (!fd) throw_errno(ErrorCode::destination, "cannot reopen '" + f.entry.path + "' to verify it");
     uint64_t largest = 0;
     for (auto& s : f.sums) largest = std::max(largest, s[1]);
-    AlignedBuffer buf((largest + 4095) / 4096 * 4096);
+    // A block may start and end inside a page (docs/protocol.md, "Block edges"): O_DIRECT reads
+    // whole pages, so the pages around it are read and the block taken from among them.
+    AlignedBuffer buf((largest + 4095) / 4096 * 4096 + 4096);
     for (auto& [off, len, sum] : f.sums) {
-        size_t want = static_cast<size_t>((len + 4095) / 4096 * 4096);
+        const uint64_t start = off / 4096 * 4096;
+        const size_t skew = static_cast<size_t>(off - start), need = skew + static_cast<size_t>(len);
+        const size_t want = (need + 4095) / 4096 * 4096;
         size_t got = 0;
-        while (got < len) {
-            ssize_t n = ::pread(fd.get(), buf.data() + got, want - got, static_cast<off_t>(off + got));
+        while (got < need) {
+            ssize_t n = ::pread(fd.get(), buf.data() + got, want - got, static_cast<off_t>(start + got));
             if (n < 0 && errno == EINTR) continue;
             if (n < 0) throw_errno(ErrorCode::destination, "cannot read back '" + f.entry.path + "'");
             if (n == 0) break;
             got += static_cast<size_t>(n);
         }
-        if (got < len || xxh3_64(buf.data(), len) != sum) {
+        if (got < need || xxh3_64(buf.data() + skew, len) != sum) {
             // The journal would otherwise keep vouching for the bad range in every later run;
             // without it the failed transfer removes the temporary file too.
             if (f.journaled) journal::remove(dir, f.temp);

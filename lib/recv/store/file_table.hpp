@@ -23,6 +23,10 @@ struct RecvFile {
     // Set by the one stream writing the whole file into an unnamed O_TMPFILE inode (a file that
     // arrives in one block): it has no temporary name and is linked in place when verified.
     bool unnamed = false;
+    // The direct path's allocation ahead of its writes (direct_receiver.cpp, allocate_ahead):
+    // bytes written with O_DIRECT, and the end of the allocated front. Shared by the streams.
+    std::atomic<uint64_t> direct_written{0};
+    std::atomic<uint64_t> allocated_to{0};
     // Guarded by the table's stripe lock for this id:
     std::vector<std::pair<uint64_t, uint64_t>> verified; // sorted, merged [begin, end)
     uint64_t verified_bytes = 0;
