@@ -1,5 +1,6 @@
 #include "fuzz_entry.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -12,9 +13,12 @@
 #include <vector>
 
 #include "sluice/error.hpp"
+#include "sluice/printable.hpp"
+#include "sluice/url.hpp"
 #include "core/wire/codec.hpp"
 #include "core/wire/data_parser.hpp"
 #include "recv/paths/direct_layout.hpp"
+#include "recv/store/journal.hpp"
 
 using namespace sluice;
 using namespace sluice::wire;
@@ -212,13 +216,72 @@ void placement(Span input) {
         if (got[i] != expected_byte(i)) placement_bug("the file differs from what was sent");
 }
 
+// printable() stands between peer text and a terminal: whatever comes in, what comes out has
+// no C0 control, no DEL, no C1 control in its UTF-8 form, is valid UTF-8, and is a fixed point.
+void terminal_text(Span in) {
+    const std::string_view raw(reinterpret_cast<const char*>(in.data()), in.size());
+    const std::string out = printable(raw);
+    for (size_t i = 0; i < out.size(); ++i) {
+        const auto c = static_cast<unsigned char>(out[i]);
+        if (c < 0x20 || c == 0x7f) std::abort();
+        if (c == 0xc2 && i + 1 < out.size() && static_cast<unsigned char>(out[i + 1]) < 0xa0) std::abort(); // U+0080-U+009F
+    }
+    if (printable(out) != out) std::abort();
+}
+
+// A URL from the command line or a script: parse_url either refuses it or returns a host
+// and token that are parts of it (never a '#' or '@' carried into either).
+void url(Span in) {
+    const std::string text(reinterpret_cast<const char*>(in.data()), in.size());
+    const Endpoint e = parse_url(text);
+    if (e.host.empty() || e.port == 0) std::abort();
+    if (e.host.find_first_of("@#/?") != std::string::npos || e.token.find('#') != std::string::npos) std::abort();
+}
+
+// The resume journal is read back from the receive directory after a crash, so its bytes are
+// whatever a torn write left there: load() must return or refuse, never crash, and every
+// range it returns must lie inside the file it describes.
+void journal_file(Span in) {
+    static const int dir = [] {
+        static char tmpl[] = "/tmp/sluice-fuzz-journal.XXXXXX";
+        static char* made = ::mkdtemp(tmpl);
+        if (!made) return -1;
+        std::atexit([] { // leave nothing behind in /tmp
+            const std::string d = made;
+            ::unlink((d + "/.sluice-part.fuzz").c_str());
+            ::unlink((d + "/.sluice-part.fuzz.j").c_str());
+            ::rmdir(d.c_str());
+        });
+        return ::open(made, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+    }();
+    if (dir < 0 || in.size() < 8) return;
+    const uint64_t size = in[0] | (uint64_t{in[1]} << 8) | (uint64_t{in[2]} << 16) | (uint64_t{in[3]} << 24);
+    const int64_t mtime = static_cast<int8_t>(in[4]);
+    in = in.subspan(8);
+    const std::string temp = ".sluice-part.fuzz";
+    // The partial file the journal describes, as long as its declared size (sparse).
+    const int data_fd = ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (data_fd < 0) return;
+    const bool sized = ::ftruncate(data_fd, static_cast<off_t>(size)) == 0;
+    ::close(data_fd);
+    if (!sized) return;
+    const int fd = ::openat(dir, journal::name_for(temp).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    const bool written = ::write(fd, in.data(), in.size()) == static_cast<ssize_t>(in.size());
+    ::close(fd);
+    if (!written) return;
+    const journal::Contents c = journal::load(dir, temp, size, mtime);
+    for (const auto& [begin, end] : c.ranges)
+        if (begin >= end || end > size) std::abort();
+}
+
 } // namespace
 
 void fuzz_one(const uint8_t* data, size_t size) {
     if (size == 0) return;
     Span in(data + 1, size - 1);
     try {
-        switch (data[0] % 6) {
+        switch (data[0] % 10) {
         case 0: control_frame(in); break;
         case 1: data_stream(in); break;
         case 2:
@@ -229,6 +292,12 @@ void fuzz_one(const uint8_t* data, size_t size) {
             break;
         case 4: decode_manifest(in); break;
         case 5: placement(in); break;
+        case 6:
+            if (in.size() == kServerAuthBytes) decode_server_auth(in);
+            break;
+        case 7: terminal_text(in); break;
+        case 8: url(in); break;
+        case 9: journal_file(in); break;
         }
     } catch (const Error&) {}
 }

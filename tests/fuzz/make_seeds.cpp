@@ -1,10 +1,14 @@
 // Writes a seed corpus of valid frames (one file each, first byte = the target selector of
 // fuzz_entry.cpp) into the directory given, so the fuzzer starts from real protocol shapes.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/wire/codec.hpp"
+#include "recv/store/journal.hpp"
 
 using namespace sluice::wire;
 
@@ -75,5 +79,32 @@ int main(int argc, char** argv) {
     // 4097 bytes cut at 1000 and 4000 over three streams.
     put(dir, "placement-head-last", 5, Bytes{0xff, 0x1f, 0x00, 1, 0xff, 0x03, 0xff, 0x1b, 0, 0});
     put(dir, "placement-odd-size", 5, Bytes{0x00, 0x10, 0x00, 0, 0xe7, 0x03, 0xb7, 0x0b, 0xff, 0x7f, 1, 0, 2, 0, 1, 2});
+    b.assign(kServerAuthBytes, 0);
+    put(dir, "server-auth", 6, b);
+    auto text = [](std::string_view t) { return Bytes(t.begin(), t.end()); };
+    put(dir, "terminal-text", 7, text("ok caf\xc3\xa9 \x1b[2J\x1b]0;title\x07\r\xe2\x80\xae\xc2\x9b\xff"));
+    put(dir, "url", 8, text("sluice://127.0.0.1:7000/?token=abc"));
+    put(dir, "url-ipv6", 8, text("sluice://[::1]:7000/?token=abc#frag"));
+    put(dir, "url-user", 8, text("sluice://user@host:7000/"));
+    // A real journal (two blocks) for selector 9: size and mtime as fuzz_entry.cpp reads them,
+    // then the file's bytes.
+    char tmpl[] = "/tmp/sluice-seed-journal.XXXXXX";
+    if (const char* jd = ::mkdtemp(tmpl)) {
+        const int dfd = ::open(jd, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+        const std::string temp = ".sluice-part.seed";
+        sluice::journal::create(dfd, temp, 0x30000, 7);
+        sluice::journal::append(dfd, temp, 0x30000, 7, 0, 0x10000, 1);
+        sluice::journal::append(dfd, temp, 0x30000, 7, 0x20000, 0x10000, 2);
+        const std::string jname = sluice::journal::name_for(temp);
+        const int jfd = ::openat(dfd, jname.c_str(), O_RDONLY | O_CLOEXEC);
+        Bytes j = {0x00, 0x00, 0x03, 0x00, 7, 0, 0, 0};
+        unsigned char chunk[4096];
+        for (ssize_t n; jfd >= 0 && (n = ::read(jfd, chunk, sizeof chunk)) > 0;) j.insert(j.end(), chunk, chunk + n);
+        if (jfd >= 0) ::close(jfd);
+        put(dir, "journal", 9, j);
+        ::unlinkat(dfd, jname.c_str(), 0);
+        ::close(dfd);
+        ::rmdir(jd);
+    }
     return 0;
 }
