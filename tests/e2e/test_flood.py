@@ -13,9 +13,9 @@ import pytest
 import sluice_wire as w
 
 FLOOD_SOURCES = [f"127.0.0.{i}" for i in range(2, 34)]  # 32 addresses: more than 256 / 16
-FLOOD_MAX_SECONDS = 25  # upper bound against a hang, not a measure
+FLOOD_MAX_SECONDS = 60  # upper bound against a hang, not a measure
 FLOOD_MAX_CONNECTIONS = 100_000
-STEP = 1000  # flood connections the receiver accepts between two pieces of the slow hello
+STEP = 500  # flood connections the receiver accepts between two pieces of the slow hello
 
 
 class Flood:
@@ -23,8 +23,9 @@ class Flood:
     connection counts once the receiver has accepted it (its ServerHello arrived); then it
     stays open silent, sends a valid-looking prefix of a hello, or sends garbage."""
 
-    def __init__(self, port, max_open):
+    def __init__(self, port, max_open, sources=FLOOD_SOURCES):
         self.port = port
+        self.sources = sources
         self.max_open = max_open
         self.accepted = 0
         self.failed = 0
@@ -41,7 +42,7 @@ class Flood:
                 s = socket.socket()
                 try:
                     s.settimeout(5)
-                    s.bind((FLOOD_SOURCES[i % len(FLOOD_SOURCES)], 0))
+                    s.bind((self.sources[i % len(self.sources)], 0))
                     s.connect(("127.0.0.1", self.port))
                     w.recv_exact(s, 32)
                     if i % 3 == 1:
@@ -99,13 +100,19 @@ def slow_handshake(flood, port, token, role, index, count, tid):
     return s
 
 
-def test_flood_of_connections_does_not_evict_a_handshake_in_progress(tmp_path, receiver_factory):
+def fd_budget():
+    """Raises this process's fd limit for the flood's sockets; returns it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = min(hard, 8192)
     if soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     if want < 1024:
         pytest.skip(f"RLIMIT_NOFILE hard limit {hard} is too low for a flood")
+    return want
+
+
+def test_flood_of_connections_does_not_evict_a_handshake_in_progress(tmp_path, receiver_factory):
+    want = fd_budget()
     dest = tmp_path / "dest"
     dest.mkdir()
     rx = receiver_factory(dest)
@@ -132,3 +139,36 @@ def test_flood_of_connections_does_not_evict_a_handshake_in_progress(tmp_path, r
     assert rc == 0, err
     assert (dest / "empty").stat().st_size == 0 and os.readlink(dest / "link") == "empty"
     assert flood.accepted >= 8 * STEP * 2, flood.accepted
+
+
+def test_flood_from_many_addresses_does_not_evict_the_transfers_data_stream(tmp_path, receiver_factory):
+    """512 flood addresses, each holding about one pending connection like a sender does: the
+    table is full of ties, so only the transfer's own address being protected keeps its data
+    stream's handshake (a random one of 256 is dropped per new connection otherwise)."""
+    want = fd_budget()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    tid = os.urandom(16)
+    c, status = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, 1, tid)  # before the flood
+    assert status == 0
+    c.sendall(w.manifest(0, [(0, w.FILE, "empty", 0, "")]))
+    assert w.read_frame(c)[0] == w.MANIFEST_ACK
+    c.sendall(w.frame(w.MANIFEST_END, struct.pack("<IIQQ", 1, 0, 1, 0)))
+    assert w.read_frame(c)[0] == w.ALL_VERIFIED
+    many = [f"127.0.{1 + i // 256}.{i % 256}" for i in range(512)]
+    flood = Flood(rx.port, max_open=min(1500, want - 256), sources=many)
+    flood.thread.start()
+    try:
+        flood.wait_accepted(STEP)
+        d = slow_handshake(flood, rx.port, "testtoken", 1, 1, 1, tid)
+        d.sendall(w.frame(w.STREAM_END, struct.pack("<QQ", 0, 0)))
+        c.sendall(w.frame(w.TRANSFER_END, struct.pack("<IIQQ", 1, 0, 0, 0)))
+        ftype, payload = w.read_frame(c)
+        assert ftype == w.FINAL_STATUS and struct.unpack_from("<I", payload)[0] == 0, (ftype, payload)
+    finally:
+        flood.stop.set()
+        flood.thread.join(timeout=60)
+    rc, out, err = rx.wait(timeout=60)
+    assert rc == 0, err
+    assert (dest / "empty").stat().st_size == 0
