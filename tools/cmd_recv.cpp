@@ -44,6 +44,7 @@ options:
   --verify             before renaming a file into place, read it back from disk (O_DIRECT)
                        and check every block received in this run against the sender's checksum
   --max-files N        refuse manifests with more entries (default 10000000)
+  --max-manifest-bytes SIZE  refuse a manifest needing more receiver memory (default: 1/4 of RAM)
   --idle-timeout S     fail if the sender is silent this long (default 60)
   --json               print final stats as one JSON object (last line of stdout)
   -v, --verbose        say which data path is used and every refused connection
@@ -88,7 +89,7 @@ int receive_pipe(const Args& a, RecvOptions& o, bool show_token) {
 int cmd_recv(int argc, char** argv) {
     Args a(argc, argv,
            {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
-            "--max-files"},
+            "--max-files", "--max-manifest-bytes"},
            {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
@@ -128,6 +129,8 @@ int cmd_recv(int argc, char** argv) {
     o.sync = a.flag("--sync");
     o.verify = a.flag("--verify");
     o.max_files = a.uint_value("--max-files", 10'000'000, 1, 1'000'000'000);
+    if (auto v = a.value("--max-manifest-bytes"); v && !(o.max_manifest_bytes = parse_size(*v, "--max-manifest-bytes")))
+        throw Error(ErrorCode::usage, "--max-manifest-bytes must be more than 0");
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };

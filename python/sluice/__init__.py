@@ -209,11 +209,12 @@ class Receiver:
     bind_address: "" = all addresses. advertise_host: the host put into ``url``.
     recv_path: "direct", "recv_write", "splice" or "null". sync: fsync before success.
     verify: re-read each file from disk before renaming it. log: callable(str).
+    max_manifest_bytes: the most memory the manifest may take (a size; 0: a quarter of RAM).
     """
 
     def __init__(self, dir=None, *, fd=None, sink=None, port=0, token=None, bind_address="", advertise_host="",
                  recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
-                 verbose=False, log=None):
+                 verbose=False, log=None, max_manifest_bytes=0):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise UsageError(f"port={port!r}: expected an int from 0 to 65535")
         opts = {
@@ -225,6 +226,7 @@ class Receiver:
             "sync": bool(sync),
             "verify": bool(verify),
             "idle_timeout": float(idle_timeout),
+            "max_manifest_bytes": parse_size(max_manifest_bytes, "max_manifest_bytes"),
             "verbose": bool(verbose),
             "log": _callable_or_none(log, "log"),
         }

@@ -47,6 +47,7 @@ RecvOptions recv_options(const py::dict& o) {
     r.sync = o["sync"].cast<bool>();
     r.verify = o["verify"].cast<bool>();
     r.idle_timeout_ms = timeout_ms(o, "idle_timeout");
+    if (o.contains("max_manifest_bytes")) r.max_manifest_bytes = o["max_manifest_bytes"].cast<uint64_t>();
     r.verbose = o["verbose"].cast<bool>();
     return r;
 }

@@ -55,3 +55,86 @@ TEST_CASE("temporary names are fixed per path and stay short") {
     CHECK(a.temp.rfind(".sluice-part.", 0) == 0);
     CHECK(a.temp.size() == 13 + 16);
 }
+
+namespace {
+
+wire::ManifestEntry long_symlink(uint64_t id) {
+    wire::ManifestEntry e;
+    e.file_id = id;
+    e.kind = wire::EntryKind::symlink;
+    e.path = std::string(200, 'd') + "/" + std::to_string(id) + std::string(3800, 'n');
+    e.link_target = std::string(4095, 't');
+    return e;
+}
+
+} // namespace
+
+TEST_CASE("the memory the table holds is counted per entry, names and targets included") {
+    FileTable t(100, 1ull << 30);
+    CHECK(t.bytes() == 0);
+    RecvFile& a = t.append(file(0, 1));
+    const uint64_t small = t.bytes();
+    CHECK(small == FileTable::entry_bytes(a));
+    CHECK(small >= sizeof(RecvFile));
+    RecvFile& b = t.append(long_symlink(1));
+    const uint64_t big = t.bytes() - small;
+    CHECK(big == FileTable::entry_bytes(b));
+    // The path (~4 KB), its parent, its name and the 4 KB target are each a heap block.
+    CHECK(big >= sizeof(RecvFile) + b.entry.path.size() + b.entry.link_target.size() + b.parent.size() + b.name.size());
+    CHECK(big <= sizeof(RecvFile) + 2 * (b.entry.path.size() + b.entry.link_target.size()) + 512);
+}
+
+TEST_CASE("a manifest past the memory limit is refused, naming the limit") {
+    const uint64_t limit = 1 << 20;
+    FileTable t(100'000, limit);
+    uint64_t id = 0;
+    std::string what;
+    try {
+        for (; id < 100'000; ++id) t.append(long_symlink(id));
+    } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::protocol);
+        what = e.what();
+    }
+    CHECK(what.find("--max-manifest-bytes " + std::to_string(limit)) != std::string::npos);
+    CHECK(what.find("entry " + std::to_string(id)) != std::string::npos);
+    // Refused at the first entry past the limit, not later.
+    CHECK(id > 0);
+    CHECK(id * FileTable::entry_bytes(t.at(0)) <= limit);
+    CHECK((id + 1) * FileTable::entry_bytes(t.at(0)) > limit);
+}
+
+TEST_CASE("verified ranges and --verify checksums count against the same limit") {
+    FileTable t(10, 64 << 10);
+    RecvFile& f = t.append(file(0, 1'000'000));
+    t.publish();
+    const uint64_t entry = t.bytes();
+    // One-byte blocks with gaps between them: the range list grows with each.
+    std::string what;
+    try {
+        for (uint64_t off = 0; off < 1'000'000; off += 2) t.mark_verified(f, off, 1);
+    } catch (const Error& e) {
+        what = e.what();
+    }
+    CHECK(what.find("the verified ranges of entry 0") != std::string::npos);
+    CHECK(f.verified.capacity() * sizeof f.verified[0] <= t.bytes() - entry);
+    FileTable u(10, 64 << 10);
+    RecvFile& g = u.append(file(0, 1'000'000));
+    CHECK_THROWS_WITH(
+        [&] {
+            for (uint64_t off = 0; off < 1'000'000; ++off) u.record_checksum(g, off, 1, 0);
+        }(),
+        doctest::Contains("--max-manifest-bytes 65536"));
+}
+
+TEST_CASE("a path listed twice is refused") {
+    FileTable t(10);
+    t.append(file(0, 1));
+    auto again = file(1, 1);
+    again.path = "d/f0";
+    CHECK_THROWS_WITH(t.append(std::move(again)), doctest::Contains("lists 'd/f0' twice"));
+}
+
+TEST_CASE("the default limit is a share of this host's memory, at least 256 MiB") {
+    CHECK(FileTable::default_max_bytes() >= 256ull << 20);
+    CHECK(FileTable(1).max_bytes() == FileTable::default_max_bytes());
+}

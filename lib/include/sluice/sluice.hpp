@@ -84,6 +84,10 @@ struct RecvOptions {
     bool sync = false;   // fsync files and directories before reporting success
     bool verify = false; // re-read each file from disk (O_DIRECT) and check every block before renaming it
     uint64_t max_files = 10'000'000;
+    // The most memory the receiver may hold for the manifest (entries, names, symlink targets,
+    // verified ranges); a manifest needing more is refused. 0: a quarter of physical memory
+    // (or of the cgroup's limit), at least 256 MiB.
+    uint64_t max_manifest_bytes = 0;
     int idle_timeout_ms = 60000;
     bool verbose = false;
     LogFn log;

@@ -1,5 +1,7 @@
 #include "recv/session/acceptor.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -7,6 +9,8 @@
 
 #include <algorithm>
 #include <array>
+#include <unordered_map>
+#include <cstring>
 #include <vector>
 
 #include "core/io/socket.hpp"
@@ -19,8 +23,49 @@ namespace sluice {
 
 namespace {
 
+// Why these numbers (docs/guarantees.md, "A flood of connections"): 256 pending sockets are
+// far below the fd limit, a sender has one pending at a time (it connects its streams one
+// after another), and 16 per source leaves room for several senders behind one NAT while a
+// single flooding address can never hold more than 1/16 of the table.
 constexpr size_t kMaxPendingHandshakes = 256;
+constexpr size_t kMaxPendingPerSource = 16;
 constexpr int kHandshakeDeadlineMs = 10000;
+// Connections taken from the listen backlog per round, so the pending handshakes get a turn
+// between bursts; the next poll() returns at once while the backlog holds more.
+constexpr int kAcceptsPerRound = 256;
+
+// The source a connection is counted against: the IPv4 address, or the /64 prefix of an IPv6
+// address (a host usually owns a whole /64). IPv4 keys carry a prefix (ffff:ffff::/32, in the
+// multicast range, which is never a TCP source) so they cannot collide with an IPv6 prefix.
+uint64_t source_of(const sockaddr_storage& ss) {
+    if (ss.ss_family == AF_INET6) {
+        const auto& a = reinterpret_cast<const sockaddr_in6&>(ss).sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(&a)) {
+            uint32_t v4 = 0;
+            std::memcpy(&v4, a.s6_addr + 12, 4);
+            return 0xffff'ffff'0000'0000ull | ntohl(v4);
+        }
+        uint64_t prefix = 0;
+        for (int i = 0; i < 8; ++i) prefix = prefix << 8 | a.s6_addr[i];
+        return prefix;
+    }
+    if (ss.ss_family == AF_INET)
+        return 0xffff'ffff'0000'0000ull | ntohl(reinterpret_cast<const sockaddr_in&>(ss).sin_addr.s_addr);
+    return 0;
+}
+
+std::string source_text(uint64_t source) {
+    char buf[INET6_ADDRSTRLEN + 8] = {};
+    if ((source >> 32) == 0xffff'ffffu) {
+        in_addr a{.s_addr = htonl(static_cast<uint32_t>(source))};
+        ::inet_ntop(AF_INET, &a, buf, sizeof buf);
+        return buf;
+    }
+    in6_addr a{};
+    for (int i = 0; i < 8; ++i) a.s6_addr[i] = static_cast<unsigned char>(source >> (56 - 8 * i));
+    ::inet_ntop(AF_INET6, &a, buf, sizeof buf);
+    return std::string(buf) + "/64";
+}
 
 } // namespace
 
@@ -30,6 +75,7 @@ struct Acceptor::Pending {
     std::array<unsigned char, wire::kClientHelloBytes> hello{};
     size_t got = 0;
     Clock::time_point deadline;
+    uint64_t source = 0;
 };
 
 Acceptor::Acceptor(const RecvOptions& opts, SessionLog& log)
@@ -40,6 +86,11 @@ Acceptor::Acceptor(const RecvOptions& opts, SessionLog& log)
     set_nonblocking(listener_.get(), true);
     wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_) throw_errno(ErrorCode::internal, "eventfd");
+    std::array<unsigned char, 8> seed{};
+    wire::random_bytes(seed);
+    uint64_t s = 0;
+    std::memcpy(&s, seed.data(), sizeof s);
+    rng_.seed(s); // unpredictable, so a flood cannot aim its evictions
 }
 
 void Acceptor::wake() noexcept {
@@ -48,7 +99,8 @@ void Acceptor::wake() noexcept {
 }
 
 void Acceptor::run(Admission& admission) {
-    std::deque<Pending> pending;
+    std::vector<Pending> pending;
+    pending.reserve(kMaxPendingHandshakes);
     while (admission.accepting()) {
         std::vector<pollfd> pfds;
         pfds.push_back({wake_.get(), POLLIN, 0});
@@ -86,19 +138,52 @@ void Acceptor::run(Admission& admission) {
     }
 }
 
-void Acceptor::accept_new(std::deque<Pending>& pending) {
-    for (int burst = 0; burst < 64; ++burst) {
-        int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) return;
-        Pending p{.fd = UniqueFd(fd), .deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs)};
+void Acceptor::accept_new(std::vector<Pending>& pending) {
+    size_t dropped = 0;
+    for (int burst = 0; burst < kAcceptsPerRound; ++burst) {
+        sockaddr_storage peer{};
+        socklen_t len = sizeof peer;
+        int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        Pending p{.fd = UniqueFd(fd),
+                  .deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs),
+                  .source = source_of(peer)};
         wire::random_bytes(p.nonce);
         wire::Bytes out;
         wire::encode_server_hello(out, wire::ServerHello{.nonce = p.nonce});
         if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) continue;
-        // Bounded: a flood of silent connections evicts the oldest, never exhausts fds.
-        if (pending.size() >= kMaxPendingHandshakes) pending.pop_front();
+        dropped += make_room(pending, p.source);
         pending.push_back(std::move(p));
     }
+    // One line per round, not per connection: a flood must not become a flood of log lines.
+    if (dropped) log_.verbose_line("too many pending handshakes: dropped " + std::to_string(dropped));
+}
+
+// Bounded per source and in total, so a flood cannot exhaust fds. The oldest entry is not the
+// one dropped (it is as likely to be a sender whose hello is one round trip away as a silent
+// attacker); a random one of the source with the most entries is, so a flood mostly evicts
+// itself, and a source holding one or two entries (a real sender connects one at a time) is
+// reached only by a flood from at least as many addresses as the table has slots.
+size_t Acceptor::make_room(std::vector<Pending>& pending, uint64_t source) {
+    auto drop_random_of = [&](auto&& eligible) -> size_t {
+        std::vector<size_t> candidates;
+        for (size_t i = 0; i < pending.size(); ++i)
+            if (eligible(pending[i])) candidates.push_back(i);
+        if (candidates.empty()) return 0;
+        size_t victim = candidates[std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng_)];
+        pending.erase(pending.begin() + static_cast<long>(victim));
+        return 1;
+    };
+    std::unordered_map<uint64_t, size_t> counts; // one pass: this runs per connection of a flood
+    for (const auto& q : pending) ++counts[q.source];
+    if (counts[source] >= kMaxPendingPerSource) return drop_random_of([&](const Pending& q) { return q.source == source; });
+    if (pending.size() < kMaxPendingHandshakes) return 0;
+    // The transfer's own address is left out: its data streams must not be evicted by others.
+    auto protected_source = [&](uint64_t s) { return have_transfer_source_ && s == transfer_source_; };
+    size_t most = 0;
+    for (auto [s, n] : counts)
+        if (!protected_source(s)) most = std::max(most, n);
+    return drop_random_of([&](const Pending& q) { return !protected_source(q.source) && counts[q.source] == most; });
 }
 
 // Returns false when the connection is finished with (handed over or refused).
@@ -106,6 +191,11 @@ bool Acceptor::advance_handshake(Admission& admission, Pending& p) {
     ssize_t n = ::recv(p.fd.get(), p.hello.data() + p.got, p.hello.size() - p.got, 0);
     if (n <= 0) return n < 0 && (errno == EAGAIN || errno == EINTR);
     p.got += static_cast<size_t>(n);
+    // Not a sluice hello: refused at once rather than holding a slot until its deadline.
+    if (std::memcmp(p.hello.data(), wire::kMagic.data(), std::min(p.got, wire::kMagic.size())) != 0) {
+        log_.verbose_line("refused a connection from " + source_text(p.source) + ": not a sluice hello");
+        return false;
+    }
     if (p.got < p.hello.size()) return true;
     wire::ClientHello h;
     try {
@@ -122,7 +212,12 @@ bool Acceptor::advance_handshake(Admission& admission, Pending& p) {
     }
     // Admission and joining happen on this thread only, so nothing can change in between.
     if (auto status = admission.admit(h); status != wire::AuthStatus::ok) return refuse(p, status);
-    if (accept_stream(p, h)) admission.join(h, std::move(p.fd));
+    if (!accept_stream(p, h)) return false;
+    if (h.role == wire::Role::control) {
+        transfer_source_ = p.source;
+        have_transfer_source_ = true;
+    }
+    admission.join(h, std::move(p.fd));
     return false;
 }
 

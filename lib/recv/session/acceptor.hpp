@@ -1,11 +1,16 @@
 #pragma once
 // Accepting and authenticating connections (docs/design.md, "Receiver"; docs/protocol.md,
 // "Handshake"): one poll() over the listening socket and every pending handshake, so that no
-// peer can hold the others up. At most 256 handshakes are pending, each with a 10 s deadline.
+// peer can hold the others up. At most 256 handshakes are pending, each with a 10 s deadline,
+// and at most 16 from one source address (an IPv4 address, an IPv6 /64). When the table is
+// full a flood pays for itself: the entry dropped is a random one of the source holding the
+// most, never one of the authenticated transfer's own address for another's sake
+// (docs/guarantees.md, "A flood of connections").
 #include <atomic>
 #include <cstdint>
-#include <deque>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "core/io/unique_fd.hpp"
 #include "core/session/session_log.hpp"
@@ -46,7 +51,9 @@ public:
 
 private:
     struct Pending;
-    void accept_new(std::deque<Pending>& pending);
+    void accept_new(std::vector<Pending>& pending);
+    // Makes room for one more pending handshake from `source`; returns how many were dropped.
+    size_t make_room(std::vector<Pending>& pending, uint64_t source);
     bool advance_handshake(Admission& admission, Pending& p);
     bool refuse(Pending& p, wire::AuthStatus why);
     bool accept_stream(Pending& p, const wire::ClientHello& h);
@@ -57,6 +64,11 @@ private:
     UniqueFd listener_;
     uint16_t port_ = 0;
     UniqueFd wake_;
+    // The source address of the transfer's control connection once it is authenticated: its
+    // data streams are never dropped to make room for another source's connections.
+    uint64_t transfer_source_ = 0;
+    bool have_transfer_source_ = false;
+    std::mt19937_64 rng_;
 };
 
 } // namespace sluice

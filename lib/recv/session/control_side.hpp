@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "core/session/control_channel.hpp"
@@ -71,7 +70,6 @@ private:
 
     // Control thread only.
     Counts counts_;
-    std::unordered_set<std::string> paths_;
     std::vector<RecvFile*> dirs_, links_;
     RecvFile* pipe_entry_ = nullptr;
     uint32_t pages_ = 0;

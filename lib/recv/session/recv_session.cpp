@@ -32,8 +32,8 @@ void block_sigpipe_on_this_thread() {
 } // namespace
 
 RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
-    : opts_(std::move(opts)), log_(opts_.log, opts_.verbose), target_(std::move(target)), files_(opts_.max_files),
-      control_side_(opts_, *target_, files_, tally_, control_, log_, latch_),
+    : opts_(std::move(opts)), log_(opts_.log, opts_.verbose), target_(std::move(target)),
+      files_(opts_.max_files, opts_.max_manifest_bytes), control_side_(opts_, *target_, files_, tally_, control_, log_, latch_),
       ctx_{.files = files_,
            .tree = target_->tree(),
            .sync = opts_.sync,

@@ -1,12 +1,73 @@
 #include "recv/store/file_table.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 
 #include "recv/store/dest_tree.hpp"
 
 namespace sluice {
 
-FileTable::FileTable(uint64_t max_files) : max_files_(max_files), slabs_((max_files + kSlab - 1) / kSlab), stripes_(256) {}
+namespace {
+
+// What a string's heap block costs (libstdc++ keeps up to 15 bytes inside the object; malloc
+// adds its header and rounds to 16), so the count follows the real memory, not the text.
+uint64_t heap_bytes(const std::string& s) {
+    constexpr uint64_t kInline = 15;
+    return s.capacity() <= kInline ? 0 : (s.capacity() + 1 + 8 + 15) / 16 * 16;
+}
+
+// Beyond the RecvFile: its node and bucket in the path index (a string_view and a cached
+// hash behind a next pointer), and a pointer in the control side's directory or link list.
+constexpr uint64_t kIndexBytes = 64;
+
+// The memory.max of this process's cgroup (v2) and of its ancestors, the lowest; 0 if none.
+uint64_t cgroup_memory_limit() {
+    std::ifstream self("/proc/self/cgroup");
+    std::string line, path;
+    while (std::getline(self, line))
+        if (line.rfind("0::", 0) == 0) path = line.substr(3);
+    if (path.empty()) return 0;
+    uint64_t lowest = 0;
+    for (;;) {
+        std::ifstream f("/sys/fs/cgroup" + path + "/memory.max");
+        uint64_t v = 0;
+        if (f >> v && v > 0 && (lowest == 0 || v < lowest)) lowest = v; // "max" reads as no number
+        if (path.empty() || path == "/") break;
+        path = path.substr(0, path.rfind('/'));
+    }
+    return lowest;
+}
+
+} // namespace
+
+uint64_t FileTable::default_max_bytes() {
+    long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    uint64_t mem = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+    if (uint64_t cg = cgroup_memory_limit(); cg && (mem == 0 || cg < mem)) mem = cg;
+    return std::max<uint64_t>(mem / 4, 256ull << 20);
+}
+
+uint64_t FileTable::entry_bytes(const RecvFile& f) {
+    return sizeof(RecvFile) + kIndexBytes + heap_bytes(f.entry.path) + heap_bytes(f.entry.link_target) + heap_bytes(f.parent) +
+           heap_bytes(f.name) + heap_bytes(f.temp);
+}
+
+FileTable::FileTable(uint64_t max_files, uint64_t max_bytes)
+    : max_files_(max_files), max_bytes_(max_bytes ? max_bytes : default_max_bytes()), slabs_((max_files + kSlab - 1) / kSlab),
+      stripes_(256) {}
+
+void FileTable::charge(uint64_t n, const RecvFile& f, const char* what) {
+    uint64_t now = bytes_.fetch_add(n, std::memory_order_relaxed) + n;
+    if (now <= max_bytes_) return;
+    // The path may be 4 KB: the id and a prefix say enough.
+    std::string path = f.entry.path.size() > 80 ? f.entry.path.substr(0, 80) + "..." : f.entry.path;
+    throw Error(ErrorCode::protocol, "the manifest needs more than " + std::to_string(max_bytes_) +
+                                         " bytes of the receiver's memory (--max-manifest-bytes " + std::to_string(max_bytes_) +
+                                         "): " + std::to_string(now) + " bytes at " + what + "entry " +
+                                         std::to_string(f.entry.file_id) + " '" + path + "'");
+}
 
 RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     if (e.file_id != count_)
@@ -15,6 +76,7 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     if (count_ >= max_files_)
         throw Error(ErrorCode::protocol,
                     "manifest has more than " + std::to_string(max_files_) + " entries (the receiver's limit)");
+    if (paths_.contains(e.path)) throw Error(ErrorCode::protocol, "manifest lists '" + e.path + "' twice");
     auto& slab = slabs_[count_ / kSlab];
     if (!slab) slab = std::make_unique<RecvFile[]>(kSlab);
     RecvFile& f = slot(count_);
@@ -22,6 +84,10 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     f.name = DestTree::name_of(e.path);
     f.temp = DestTree::temp_name(e.path);
     f.entry = std::move(e);
+    // Counted before it is published: an entry past the limit is never used (the transfer
+    // fails), and what it holds is freed with the table.
+    charge(entry_bytes(f), f, "");
+    paths_.insert(f.entry.path);
     ++count_;
     return f;
 }
@@ -45,7 +111,10 @@ bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const 
     } else if (merge_next) {
         it->first = offset;
     } else {
+        size_t before = v.capacity();
         v.insert(it, {offset, end});
+        // A range list grows with the gaps a sender leaves (one per block at worst).
+        if (v.capacity() != before) charge((v.capacity() - before) * sizeof v[0], f, "the verified ranges of ");
     }
     f.verified_bytes += len;
     bool complete = f.verified_bytes == f.entry.size;
@@ -58,7 +127,10 @@ bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const 
 
 void FileTable::record_checksum(RecvFile& f, uint64_t offset, uint64_t len, uint64_t checksum) {
     std::lock_guard lk(lock_for(f));
+    size_t before = f.sums.capacity();
     f.sums.push_back({offset, len, checksum});
+    if (f.sums.capacity() != before)
+        charge((f.sums.capacity() - before) * sizeof f.sums[0], f, "the block checksums (--verify) of ");
 }
 
 bool FileTable::is_complete(RecvFile& f) {
