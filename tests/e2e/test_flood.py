@@ -172,3 +172,36 @@ def test_flood_from_many_addresses_does_not_evict_the_transfers_data_stream(tmp_
     rc, out, err = rx.wait(timeout=60)
     assert rc == 0, err
     assert (dest / "empty").stat().st_size == 0
+
+
+def test_a_flood_of_wrong_tokens_does_not_flood_stderr(tmp_path, receiver_factory):
+    """Each wrong-token hello used to print a warning line, so a guesser filled the receiver's
+    stderr (and its logs) at the rate it could connect. Now the first is named and the rest are
+    summed up at most once per 10 s: 200 wrong tokens print a handful of lines, however fast or
+    slow the machine is (at most one line per 10 s beyond the first, plus the summary)."""
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    tries = 200
+    t0 = time.monotonic()
+    for i in range(tries):
+        s, status = w.handshake("127.0.0.1", rx.port, "not-the-token", 0, 0, 1, os.urandom(16))
+        s.close()
+        assert status != 0, "a wrong token was accepted"
+    elapsed = time.monotonic() - t0
+    # The real sender still gets in and ends the receiver.
+    tid = os.urandom(16)
+    c, status = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, 1, tid)
+    assert status == 0
+    c.sendall(w.frame(w.MANIFEST_END, struct.pack("<IIQQ", 0, 0, 0, 0)))
+    assert w.read_frame(c)[0] == w.ALL_VERIFIED
+    d, status = w.handshake("127.0.0.1", rx.port, "testtoken", 1, 1, 1, tid)
+    d.sendall(w.frame(w.STREAM_END, struct.pack("<QQ", 0, 0)))
+    c.sendall(w.frame(w.TRANSFER_END, struct.pack("<IIQQ", 1, 0, 0, 0)))
+    assert w.read_frame(c)[0] == w.FINAL_STATUS
+    rc, out, err = rx.wait(timeout=60)
+    assert rc == 0, err
+    lines = [l for l in err.splitlines() if "wrong token" in l]
+    assert lines, err
+    assert len(lines) <= 2 + int(elapsed // 10), f"{len(lines)} warning lines for {tries} wrong tokens"
+    assert "refused a connection from 127.0.0.1" in lines[0]

@@ -207,7 +207,7 @@ bool Acceptor::advance_handshake(Admission& admission, Pending& p) {
     if (h.version != wire::kVersion) return refuse(p, wire::AuthStatus::bad_version);
     auto expected = wire::client_hello_mac(token_, p.nonce, wire::client_hello_signed_part(p.hello));
     if (!wire::macs_equal(expected, h.mac)) {
-        log_.line("warning: refused a connection: wrong token");
+        warn_wrong_token(p.source);
         return refuse(p, wire::AuthStatus::bad_token);
     }
     // Admission and joining happen on this thread only, so nothing can change in between.
@@ -219,6 +219,24 @@ bool Acceptor::advance_handshake(Admission& admission, Pending& p) {
     }
     admission.join(h, std::move(p.fd));
     return false;
+}
+
+// A wrong token is worth a warning without -v (a sender with a stale token, or someone guessing),
+// but a flood of them must not flood stderr: the first is named, then at most one line per
+// kWrongTokenQuiet sums up how many more were refused.
+void Acceptor::warn_wrong_token(uint64_t source) {
+    const auto now = std::chrono::steady_clock::now();
+    if (wrong_token_since_ != std::chrono::steady_clock::time_point{} && now - wrong_token_since_ < kWrongTokenQuiet) {
+        ++wrong_token_unsaid_;
+        return;
+    }
+    if (wrong_token_unsaid_ > 0)
+        log_.line("warning: refused " + std::to_string(wrong_token_unsaid_) +
+                  " more connection(s) with a wrong token in the last " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - wrong_token_since_).count()) + " s");
+    log_.line("warning: refused a connection from " + source_text(source) + ": wrong token");
+    wrong_token_since_ = now;
+    wrong_token_unsaid_ = 0;
 }
 
 bool Acceptor::refuse(Pending& p, wire::AuthStatus why) {

@@ -8,6 +8,7 @@
 // (docs/guarantees.md, "A flood of connections").
 #include <atomic>
 #include <cstdint>
+#include <chrono>
 #include <random>
 #include <string>
 #include <vector>
@@ -56,6 +57,7 @@ private:
     size_t make_room(std::vector<Pending>& pending, uint64_t source);
     bool advance_handshake(Admission& admission, Pending& p);
     bool refuse(Pending& p, wire::AuthStatus why);
+    void warn_wrong_token(uint64_t source);
     bool accept_stream(Pending& p, const wire::ClientHello& h);
 
     int idle_timeout_ms_;
@@ -69,6 +71,9 @@ private:
     uint64_t transfer_source_ = 0;
     bool have_transfer_source_ = false;
     std::mt19937_64 rng_;
+    static constexpr std::chrono::seconds kWrongTokenQuiet{10};
+    std::chrono::steady_clock::time_point wrong_token_since_{};
+    uint64_t wrong_token_unsaid_ = 0;
 };
 
 } // namespace sluice
