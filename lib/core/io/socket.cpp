@@ -145,17 +145,31 @@ void set_io_timeout(int fd, int ms) {
         throw_errno(ErrorCode::internal, "cannot set the timeout of socket " + std::to_string(fd));
 }
 
+void throw_send_errno(const std::string& what, int err) {
+    if (err == EAGAIN || err == EWOULDBLOCK)
+        throw Error(ErrorCode::network, what + ": peer stopped reading (timed out)", ErrorCause::timed_out);
+    throw_errno(ErrorCode::network, what, err);
+}
+
 void send_all(int fd, std::span<const unsigned char> data, const char* what) {
     size_t done = 0;
     while (done < data.size()) {
         ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN)
-                throw Error(ErrorCode::network, std::string(what) + ": peer stopped reading (timed out)", ErrorCause::timed_out);
-            throw_errno(ErrorCode::network, what);
+            throw_send_errno(what, errno);
         }
         done += static_cast<size_t>(n);
+    }
+}
+
+bool wait_readable_for(int fd, int timeout_ms) {
+    pollfd p{fd, POLLIN, 0};
+    for (;;) {
+        int r = ::poll(&p, 1, timeout_ms);
+        if (r > 0) return true; // data, end of file or an error: the read that follows says which
+        if (r == 0) return false;
+        if (errno != EINTR) throw_errno(ErrorCode::internal, "poll on socket " + std::to_string(fd));
     }
 }
 

@@ -22,7 +22,14 @@ void set_io_timeout(int fd, int ms); // SO_RCVTIMEO and SO_SNDTIMEO (0: none); t
 // Sends or receives exactly the span, or throws a network Error naming `what`, with its cause:
 // peer_closed (end of file), timed_out (SO_RCVTIMEO/SO_SNDTIMEO passed), peer_reset.
 void send_all(int fd, std::span<const unsigned char> data, const char* what);
+// For a send, sendfile or splice to a blocking socket that failed with err: EAGAIN there means
+// SO_SNDTIMEO passed without the peer taking a byte (cause timed_out), never "try again".
+[[noreturn]] void throw_send_errno(const std::string& what, int err);
 void recv_exact(int fd, std::span<unsigned char> data, const char* what);
+// Waits up to timeout_ms for fd to have something to read (or its end, or an error); returns
+// false when the time passed first. Lets a reader judge silence by its own deadline, which
+// SO_RCVTIMEO, fixed when a read starts, cannot follow.
+bool wait_readable_for(int fd, int timeout_ms);
 
 // Keeps a socket's SO_RCVLOWAT at the number of bytes the next read is owed (capped), so that
 // TCP wakes a waiting reader once that many have arrived instead of once per segment: on a

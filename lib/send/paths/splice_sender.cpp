@@ -14,8 +14,9 @@ namespace sluice {
 
 namespace {
 
-constexpr unsigned kMaxOps = 33;    // one send + 16 splice pairs
-constexpr int kPipeBytes = 1 << 20; // pipe-max-size on most systems
+constexpr unsigned kMaxOps = 33;       // one send + 16 splice pairs
+constexpr unsigned kMaxSocketOps = 17; // of which to the socket: each bounded by a link timeout
+constexpr int kPipeBytes = 1 << 20;    // pipe-max-size on most systems
 
 enum class Op : uint8_t { send_prefix, file_to_pipe, pipe_to_socket };
 
@@ -36,13 +37,17 @@ public:
         uint64_t to_socket = seg.length;
 
         while (prefix_left || to_socket) {
-            unsigned n = 0;
+            unsigned n = 0, t = 0;
             // Linked: a short or failed step cancels the rest, which are redone next round.
+            // Each request to the socket is bounded by a link timeout (the receiver's silence);
+            // reads from the source are our own work and are not.
             {
-                auto chain = ring_.chain(kMaxOps);
+                auto chain = ring_.chain(kMaxOps + kMaxSocketOps);
+                auto bound = [&] { ring_.link_timeout(timeouts_[t++], idle_ts_); };
                 if (prefix_left) {
                     steps_[n].tag = static_cast<uint64_t>(Op::send_prefix);
                     ring_.send(steps_[n++], sock_, prefix + sizeof prefix_ - prefix_left, prefix_left, MSG_NOSIGNAL | MSG_MORE);
+                    bound();
                 }
                 const unsigned sock_flags_more = SPLICE_F_MOVE | SPLICE_F_MORE;
                 const unsigned sock_flags_last = SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0);
@@ -51,6 +56,7 @@ public:
                     steps_[n].tag = static_cast<uint64_t>(Op::pipe_to_socket);
                     ring_.splice(steps_[n++], pipe_.read_fd(), -1, sock_, -1, static_cast<unsigned>(in_pipe),
                                  last ? sock_flags_last : sock_flags_more);
+                    bound();
                 }
                 for (uint64_t planned = file_pos; planned < file_end && n + 2 <= kMaxOps;) {
                     unsigned part = static_cast<unsigned>(std::min<uint64_t>(pipe_.size(), file_end - planned));
@@ -60,14 +66,23 @@ public:
                     steps_[n].tag = static_cast<uint64_t>(Op::pipe_to_socket);
                     ring_.splice(steps_[n++], pipe_.read_fd(), -1, sock_, -1, part,
                                  planned == file_end ? sock_flags_last : sock_flags_more);
+                    bound();
                 }
             }
             for (unsigned i = 0; i < n; ++i)
                 while (steps_[i].busy()) ring_.wait();
+            bool timed_out = false;
+            for (unsigned i = 0; i < t; ++i) {
+                while (timeouts_[i].busy()) ring_.wait();
+                timed_out |= timeouts_[i].outcome() == Completion::Outcome::ok; // ok: it fired
+            }
 
             for (unsigned i = 0; i < n; ++i) {
                 const Completion& c = steps_[i];
                 const Op op = static_cast<Op>(c.tag);
+                // EAGAIN from a request to the blocking socket is SO_SNDTIMEO passing (an io-wq
+                // splice blocks like a system call); SEND never returns it.
+                if (op != Op::file_to_pipe && c.outcome() == Completion::Outcome::retry && c.error() == EAGAIN) timed_out = true;
                 if (c.outcome() == Completion::Outcome::cancelled || c.outcome() == Completion::Outcome::retry) continue;
                 if (c.outcome() == Completion::Outcome::failed) fail(seg, op, c.error());
                 const uint64_t r = static_cast<uint64_t>(c.result());
@@ -84,6 +99,7 @@ public:
                     break;
                 }
             }
+            if (timed_out) receiver_stopped_reading("data stream lost while sending '" + seg.file->rel + "'");
         }
     }
 
@@ -96,6 +112,7 @@ private:
     Pipe pipe_;
     unsigned char prefix_[32];
     Completion steps_[kMaxOps]; // tag: the Op
+    Completion timeouts_[kMaxSocketOps];
     // After the pipe, prefix and completions its requests use: torn down (cancelling them) first.
     Ring ring_;
 };
