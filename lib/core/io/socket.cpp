@@ -8,7 +8,7 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h> // struct tcp_info with tcpi_bytes_acked (glibc's lacks it)
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -186,6 +186,13 @@ void recv_exact(int fd, std::span<unsigned char> data, const char* what) {
         }
         done += static_cast<size_t>(n);
     }
+}
+
+uint64_t bytes_acked(int fd) noexcept {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
+    return ti.tcpi_bytes_acked;
 }
 
 bool RecvLowWater::expect(size_t owed) noexcept {

@@ -30,6 +30,10 @@ void recv_exact(int fd, std::span<unsigned char> data, const char* what);
 // false when the time passed first. Lets a reader judge silence by its own deadline, which
 // SO_RCVTIMEO, fixed when a read starts, cannot follow.
 bool wait_readable_for(int fd, int timeout_ms);
+// Bytes of ours the peer's TCP has acknowledged so far (TCP_INFO; 0 where unavailable). A
+// waiter whose deadline passed while this moved was waiting on a slow peer, not a silent
+// one: io_uring sends take as long as the link needs, and SO_SNDTIMEO does not bound them.
+uint64_t bytes_acked(int fd) noexcept;
 
 // Keeps a socket's SO_RCVLOWAT at the number of bytes the next read is owed (capped), so that
 // TCP wakes a waiting reader once that many have arrived instead of once per segment: on a

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "core/io/pipe.hpp"
+#include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "send/paths/block_sender.hpp"
 
@@ -14,9 +15,9 @@ namespace sluice {
 
 namespace {
 
-constexpr unsigned kMaxOps = 33;       // one send + 16 splice pairs
-constexpr unsigned kMaxSocketOps = 17; // of which to the socket: each bounded by a link timeout
-constexpr int kPipeBytes = 1 << 20;    // pipe-max-size on most systems
+constexpr unsigned kMaxOps = 33; // one send + 16 splice pairs
+
+constexpr int kPipeBytes = 1 << 20; // pipe-max-size on most systems
 
 enum class Op : uint8_t { send_prefix, file_to_pipe, pipe_to_socket };
 
@@ -39,15 +40,19 @@ public:
         while (prefix_left || to_socket) {
             unsigned n = 0, t = 0;
             // Linked: a short or failed step cancels the rest, which are redone next round.
-            // Each request to the socket is bounded by a link timeout (the receiver's silence);
-            // reads from the source are our own work and are not.
+            // The prefix's SEND waits for socket room by polling, which SO_SNDTIMEO does not
+            // bound: a link timeout does. The splices to the socket run in io-wq workers and
+            // block like the system call, so SO_SNDTIMEO bounds each step of their progress
+            // (EAGAIN below). Reads from the source are our own work and are not bounded.
+            // One getsockopt per block (the prefix goes once): what the receiver has taken so far.
+            const uint64_t acked = prefix_left ? bytes_acked(sock_) : 0;
             {
-                auto chain = ring_.chain(kMaxOps + kMaxSocketOps);
-                auto bound = [&] { ring_.link_timeout(timeouts_[t++], idle_ts_); };
+                auto chain = ring_.chain(kMaxOps + 1);
                 if (prefix_left) {
                     steps_[n].tag = static_cast<uint64_t>(Op::send_prefix);
                     ring_.send(steps_[n++], sock_, prefix + sizeof prefix_ - prefix_left, prefix_left, MSG_NOSIGNAL | MSG_MORE);
-                    bound();
+                    ring_.link_timeout(prefix_timeout_, idle_ts_);
+                    t = 1;
                 }
                 const unsigned sock_flags_more = SPLICE_F_MOVE | SPLICE_F_MORE;
                 const unsigned sock_flags_last = SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0);
@@ -56,7 +61,6 @@ public:
                     steps_[n].tag = static_cast<uint64_t>(Op::pipe_to_socket);
                     ring_.splice(steps_[n++], pipe_.read_fd(), -1, sock_, -1, static_cast<unsigned>(in_pipe),
                                  last ? sock_flags_last : sock_flags_more);
-                    bound();
                 }
                 for (uint64_t planned = file_pos; planned < file_end && n + 2 <= kMaxOps;) {
                     unsigned part = static_cast<unsigned>(std::min<uint64_t>(pipe_.size(), file_end - planned));
@@ -66,15 +70,16 @@ public:
                     steps_[n].tag = static_cast<uint64_t>(Op::pipe_to_socket);
                     ring_.splice(steps_[n++], pipe_.read_fd(), -1, sock_, -1, part,
                                  planned == file_end ? sock_flags_last : sock_flags_more);
-                    bound();
                 }
             }
             for (unsigned i = 0; i < n; ++i)
                 while (steps_[i].busy()) ring_.wait();
             bool timed_out = false;
-            for (unsigned i = 0; i < t; ++i) {
-                while (timeouts_[i].busy()) ring_.wait();
-                timed_out |= timeouts_[i].outcome() == Completion::Outcome::ok; // ok: it fired
+            if (t) {
+                while (prefix_timeout_.busy()) ring_.wait();
+                // Fired (ok), but the receiver took data meanwhile: a slow link, not a silent
+                // receiver; the prefix is sent again next round.
+                timed_out = prefix_timeout_.outcome() == Completion::Outcome::ok && bytes_acked(sock_) == acked;
             }
 
             for (unsigned i = 0; i < n; ++i) {
@@ -112,7 +117,7 @@ private:
     Pipe pipe_;
     unsigned char prefix_[32];
     Completion steps_[kMaxOps]; // tag: the Op
-    Completion timeouts_[kMaxSocketOps];
+    Completion prefix_timeout_;
     // After the pipe, prefix and completions its requests use: torn down (cancelling them) first.
     Ring ring_;
 };

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/io/aligned_buffer.hpp"
+#include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "send/paths/block_sender.hpp"
 #include "core/checksum/xxh3.hpp"
@@ -183,10 +184,12 @@ private:
     // them: they then fail like any lost connection, with their notifications announced.
     void wait_bounded() {
         for (;;) {
+            const uint64_t acked = bytes_acked(sock_);
             if (Completion* c = ring_.wait_for(idle_timeout_ms_)) return handle(*c);
             bool reading = false;
             for (auto& ch : buffers_) reading |= ch.state == State::reading;
-            if (reading) continue;
+            // Our own reads, or a receiver that is slow but still taking data: wait again.
+            if (reading || bytes_acked(sock_) != acked) continue;
             ::shutdown(sock_, SHUT_RDWR);
             while (sends_left_) {
                 try {
