@@ -25,7 +25,8 @@ def finish(proc, timeout=HANG):
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        # The whole group: a shell pipeline's sluice would otherwise keep its pipes open.
+        os.killpg(proc.pid, signal.SIGKILL) if proc.pid == os.getpgid(proc.pid) else proc.kill()
         out, err = proc.communicate()
         pytest.fail(f"sluice hung (killed after {timeout} s); stderr: {err}")
     return proc.returncode, out, err
@@ -138,7 +139,7 @@ def test_sender_exits_on_a_receiver_stopped_after_the_handshake(tmp_path, mode):
             send = subprocess.Popen([SLUICE, "send", str(src), *args], stderr=subprocess.PIPE, text=True)
         else:
             send = subprocess.Popen(f"head -c 200000 /dev/zero | {SLUICE} send - {' '.join(args)}", shell=True,
-                                    stderr=subprocess.PIPE, text=True)
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
         seen = []
         for line in send.stderr:  # -v: "connected to ..." once every stream's handshake is done
             seen.append(line)
