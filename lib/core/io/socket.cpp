@@ -145,6 +145,14 @@ void set_io_timeout(int fd, int ms) {
         throw_errno(ErrorCode::internal, "cannot set the timeout of socket " + std::to_string(fd));
 }
 
+std::string timeout_text(int ms) {
+    if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+    std::string frac = std::to_string(ms % 1000);
+    frac.insert(0, 3 - frac.size(), '0');
+    while (frac.back() == '0') frac.pop_back();
+    return std::to_string(ms / 1000) + "." + frac + " s";
+}
+
 void throw_send_errno(const std::string& what, int err) {
     if (err == EAGAIN || err == EWOULDBLOCK)
         throw Error(ErrorCode::network, what + ": peer stopped reading (timed out)", ErrorCause::timed_out);

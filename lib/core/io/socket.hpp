@@ -18,6 +18,9 @@ void set_nodelay(int fd);
 void set_nonblocking(int fd, bool on);
 void set_socket_buffers(int fd, int bytes);
 void set_io_timeout(int fd, int ms); // SO_RCVTIMEO and SO_SNDTIMEO (0: none); throws internal
+// A timeout as messages give it: "60 s", or "0.3 s" for one under a second (the library's
+// callers may set milliseconds).
+std::string timeout_text(int ms);
 
 // Sends or receives exactly the span, or throws a network Error naming `what`, with its cause:
 // peer_closed (end of file), timed_out (SO_RCVTIMEO/SO_SNDTIMEO passed), peer_reset.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/io/pipe.hpp"
+#include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 
 namespace sluice {
@@ -35,7 +36,7 @@ void OrderedOutput::wait_turn(uint64_t offset, int idle_timeout_ms) {
         if (!turn_held_ && now >= deadline)
             throw Error(ErrorCode::network,
                         "the byte stream stopped at offset " + std::to_string(next_) + ": no data from the sender for " +
-                            std::to_string(idle_timeout_ms / 1000) + " s while a later piece (offset " + std::to_string(offset) +
+                            timeout_text(idle_timeout_ms) + " while a later piece (offset " + std::to_string(offset) +
                             ") waited for it (idle timeout)",
                         ErrorCause::timed_out);
         cv_.wait_for(lk, turn_held_ ? idle : std::max(deadline - now, Clock::duration(std::chrono::milliseconds(1))));

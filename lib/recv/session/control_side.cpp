@@ -57,8 +57,8 @@ void ControlSide::await_frame(uint16_t stream_count) {
             if (now >= *since + idle) {
                 silence_reported_ = true;
                 throw Error(ErrorCode::network,
-                            "sender went silent: nothing on the control connection for " +
-                                std::to_string(opts_.idle_timeout_ms / 1000) + " s while waiting for " + owed + " (idle timeout)",
+                            "sender went silent: nothing on the control connection for " + timeout_text(opts_.idle_timeout_ms) +
+                                " while waiting for " + owed + " (idle timeout)",
                             ErrorCause::timed_out);
             }
             wait = std::chrono::ceil<std::chrono::milliseconds>(*since + idle - now);
@@ -82,8 +82,8 @@ Error ControlSide::as_sender_fault(const Error& e) const {
         return Error(ErrorCode::network, "sender disconnected before the transfer was complete", ErrorCause::peer_closed);
     case ErrorCause::timed_out:
         return Error(ErrorCode::network,
-                     "the sender went silent for " + std::to_string(opts_.idle_timeout_ms / 1000) +
-                         " s on the control connection (idle timeout)",
+                     "the sender went silent for " + timeout_text(opts_.idle_timeout_ms) +
+                         " on the control connection (idle timeout)",
                      ErrorCause::timed_out);
     default: return e;
     }

@@ -1,5 +1,6 @@
 #include "send/paths/block_sender.hpp"
 
+#include "core/io/socket.hpp"
 #include "core/wire/codec.hpp"
 
 namespace sluice {
@@ -34,7 +35,7 @@ SendPathChoice choose_send_path(SendPath wanted) {
 
 void BlockSender::receiver_stopped_reading(const std::string& where) const {
     throw Error(ErrorCode::network,
-                where + ": the receiver took nothing (timed out after " + std::to_string(idle_timeout_ms_ / 1000) + " s)",
+                where + ": the receiver took nothing (timed out after " + timeout_text(idle_timeout_ms_) + ")",
                 ErrorCause::timed_out);
 }
 

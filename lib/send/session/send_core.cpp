@@ -70,8 +70,7 @@ void SendCore::await_frame() {
             if (now >= deadline)
                 throw Error(ErrorCode::network,
                             "receiver " + peer_ + " went silent: nothing on the control connection for " +
-                                std::to_string(opts_.idle_timeout_ms / 1000) + " s while waiting for " + o->what +
-                                " (idle timeout)",
+                                timeout_text(opts_.idle_timeout_ms) + " while waiting for " + o->what + " (idle timeout)",
                             ErrorCause::timed_out);
             wait = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
         }
@@ -83,7 +82,7 @@ Error SendCore::as_stream_silence(size_t i, const Error& e) const {
     if (e.cause() != ErrorCause::timed_out) return e;
     return Error(ErrorCode::network,
                  "receiver " + peer_ + " stopped reading data stream " + std::to_string(i + 1) + " for " +
-                     std::to_string(opts_.idle_timeout_ms / 1000) + " s (idle timeout): " + e.what(),
+                     timeout_text(opts_.idle_timeout_ms) + " (idle timeout): " + e.what(),
                  ErrorCause::timed_out);
 }
 
