@@ -248,10 +248,12 @@ def test_pipe_receiver_exits_on_a_gap_the_sender_never_fills(tmp_path):
 def test_many_empty_files_with_sync_and_a_short_idle_timeout(tmp_path, receiver_factory):
     """The receiver's control thread creates and fsyncs thousands of empty files before it
     acks their pages; its data streams wait meanwhile, and that wait is not the sender's
-    silence. (6,000 in nested directories: slow enough to outlast 3 s on a fast disk too.)"""
+    silence. (12,000 in 600 directories three deep, each created and fsynced too: the
+    control thread's work outlasts 3 s by far on this VM's disk even when it is idle; 2,000
+    alone did not always.)"""
     src = tmp_path / "src"
-    for i in range(6000):
-        d = src / f"a{i % 10}" / f"b{i % 30:02d}"
+    for i in range(12000):
+        d = src / f"a{i % 6}" / f"b{i % 60:02d}" / f"c{i % 600:03d}"
         d.mkdir(parents=True, exist_ok=True)
         (d / f"e{i:05d}").write_bytes(b"")
     dst = tmp_path / "dst"
@@ -263,4 +265,4 @@ def test_many_empty_files_with_sync_and_a_short_idle_timeout(tmp_path, receiver_
     rrc, _, rerr = finish(r.proc, timeout=600)
     assert rrc == 0, rerr
     assert rc == 0, err
-    assert sum(len(f) for _, _, f in os.walk(dst)) == 6000
+    assert sum(len(f) for _, _, f in os.walk(dst)) == 12000
