@@ -213,7 +213,7 @@ def test_receiver_exits_when_the_sender_ends_its_streams_and_goes_silent(tmp_pat
         # ... and no TRANSFER_END: the control connection stays open and silent.
         rc, _, err = finish(r.proc)
         assert rc == 4, err
-        assert "sender went silent" in err and "TRANSFER_END" in err and "idle timeout" in err, err
+        assert "sender went silent" in err and "control connection" in err and "TRANSFER_END" in err and "idle timeout" in err, err
     finally:
         ctl.close()
         for d in data:

@@ -57,8 +57,8 @@ void ControlSide::await_frame(uint16_t stream_count) {
             if (now >= *since + idle) {
                 silence_reported_ = true;
                 throw Error(ErrorCode::network,
-                            "sender went silent: nothing on the control connection for " + timeout_text(opts_.idle_timeout_ms) +
-                                " while waiting for " + owed + " (idle timeout)",
+                            "the sender went silent for " + timeout_text(opts_.idle_timeout_ms) +
+                                " on the control connection while the receiver waited for " + owed + " (idle timeout)",
                             ErrorCause::timed_out);
             }
             wait = std::chrono::ceil<std::chrono::milliseconds>(*since + idle - now);

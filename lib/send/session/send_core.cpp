@@ -69,8 +69,8 @@ void SendCore::await_frame() {
             const auto now = Clock::now();
             if (now >= deadline)
                 throw Error(ErrorCode::network,
-                            "receiver " + peer_ + " went silent: nothing on the control connection for " +
-                                timeout_text(opts_.idle_timeout_ms) + " while waiting for " + o->what + " (idle timeout)",
+                            "receiver " + peer_ + " went silent for " + timeout_text(opts_.idle_timeout_ms) +
+                                " on the control connection while the sender waited for " + o->what + " (idle timeout)",
                             ErrorCause::timed_out);
             wait = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
         }
