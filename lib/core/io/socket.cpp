@@ -8,7 +8,7 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h> // struct tcp_info with tcpi_bytes_acked (glibc's lacks it)
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -145,17 +145,39 @@ void set_io_timeout(int fd, int ms) {
         throw_errno(ErrorCode::internal, "cannot set the timeout of socket " + std::to_string(fd));
 }
 
+std::string timeout_text(int ms) {
+    if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+    std::string frac = std::to_string(ms % 1000);
+    frac.insert(0, 3 - frac.size(), '0');
+    while (frac.back() == '0') frac.pop_back();
+    return std::to_string(ms / 1000) + "." + frac + " s";
+}
+
+void throw_send_errno(const std::string& what, int err) {
+    if (err == EAGAIN || err == EWOULDBLOCK)
+        throw Error(ErrorCode::network, what + ": peer stopped reading (timed out)", ErrorCause::timed_out);
+    throw_errno(ErrorCode::network, what, err);
+}
+
 void send_all(int fd, std::span<const unsigned char> data, const char* what) {
     size_t done = 0;
     while (done < data.size()) {
         ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN)
-                throw Error(ErrorCode::network, std::string(what) + ": peer stopped reading (timed out)", ErrorCause::timed_out);
-            throw_errno(ErrorCode::network, what);
+            throw_send_errno(what, errno);
         }
         done += static_cast<size_t>(n);
+    }
+}
+
+bool wait_readable_for(int fd, int timeout_ms) {
+    pollfd p{fd, POLLIN, 0};
+    for (;;) {
+        int r = ::poll(&p, 1, timeout_ms);
+        if (r > 0) return true; // data, end of file or an error: the read that follows says which
+        if (r == 0) return false;
+        if (errno != EINTR) throw_errno(ErrorCode::internal, "poll on socket " + std::to_string(fd));
     }
 }
 
@@ -172,6 +194,13 @@ void recv_exact(int fd, std::span<unsigned char> data, const char* what) {
         }
         done += static_cast<size_t>(n);
     }
+}
+
+uint64_t bytes_acked(int fd) noexcept {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
+    return ti.tcpi_bytes_acked;
 }
 
 bool RecvLowWater::expect(size_t owed) noexcept {

@@ -18,11 +18,25 @@ void set_nodelay(int fd);
 void set_nonblocking(int fd, bool on);
 void set_socket_buffers(int fd, int bytes);
 void set_io_timeout(int fd, int ms); // SO_RCVTIMEO and SO_SNDTIMEO (0: none); throws internal
+// A timeout as messages give it: "60 s", or "0.3 s" for one under a second (the library's
+// callers may set milliseconds).
+std::string timeout_text(int ms);
 
 // Sends or receives exactly the span, or throws a network Error naming `what`, with its cause:
 // peer_closed (end of file), timed_out (SO_RCVTIMEO/SO_SNDTIMEO passed), peer_reset.
 void send_all(int fd, std::span<const unsigned char> data, const char* what);
+// For a send, sendfile or splice to a blocking socket that failed with err: EAGAIN there means
+// SO_SNDTIMEO passed without the peer taking a byte (cause timed_out), never "try again".
+[[noreturn]] void throw_send_errno(const std::string& what, int err);
 void recv_exact(int fd, std::span<unsigned char> data, const char* what);
+// Waits up to timeout_ms for fd to have something to read (or its end, or an error); returns
+// false when the time passed first. Lets a reader judge silence by its own deadline, which
+// SO_RCVTIMEO, fixed when a read starts, cannot follow.
+bool wait_readable_for(int fd, int timeout_ms);
+// Bytes of ours the peer's TCP has acknowledged so far (TCP_INFO; 0 where unavailable). A
+// waiter whose deadline passed while this moved was waiting on a slow peer, not a silent
+// one: io_uring sends take as long as the link needs, and SO_SNDTIMEO does not bound them.
+uint64_t bytes_acked(int fd) noexcept;
 
 // Keeps a socket's SO_RCVLOWAT at the number of bytes the next read is owed (capped), so that
 // TCP wakes a waiting reader once that many have arrived instead of once per segment: on a

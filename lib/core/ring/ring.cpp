@@ -271,7 +271,12 @@ void Ring::complete(io_uring_cqe* cqe, Completion*& out) {
         c.res_ = res;
         c.outcome_ = classify(c.op_, res);
     }
-    if (flags & IORING_CQE_F_MORE) {
+    // A SEND_ZC cancelled while it waited for socket room (a cancellation, a link timeout)
+    // completes with -ECANCELED and no F_MORE, yet the kernel still posts its notification
+    // when it frees the request (seen on 6.18): count it as owed, or that notification would
+    // name a completion no longer in flight.
+    const bool zc_cancelled = !notif && c.op_ == IORING_OP_SEND_ZC && res == -ECANCELED;
+    if ((flags & IORING_CQE_F_MORE) || zc_cancelled) {
         ++notifs_owed_; // the same request owes its notification
     } else {
         --owed_;
@@ -293,6 +298,26 @@ Completion& Ring::wait() {
         Completion* c = nullptr;
         complete(cqe, c);
         if (c) return *c;
+    }
+}
+
+Completion* Ring::wait_for(int timeout_ms) {
+    __kernel_timespec ts{};
+    ts.tv_sec = timeout_ms / 1000;
+    ts.tv_nsec = (timeout_ms % 1000) * 1'000'000LL;
+    for (;;) {
+        io_uring_cqe* cqe = nullptr;
+        if (io_uring_peek_cqe(&ring_, &cqe) != 0) {
+            // The timeout is the whole wait, not per retry: a signal storm cannot stretch it much
+            // (EINTR is rare here, and a retry only adds one more timeout).
+            int rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+            if (rc == -ETIME) return nullptr;
+            if (rc < 0 && rc != -EINTR) throw_errno(ErrorCode::internal, "io_uring_submit_and_wait_timeout", -rc);
+            continue;
+        }
+        Completion* c = nullptr;
+        complete(cqe, c);
+        if (c) return c;
     }
 }
 

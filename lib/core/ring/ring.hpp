@@ -126,6 +126,9 @@ public:
     // back twice: the send, then its notification). What is queued is submitted whenever it
     // has to wait, so a request queued before wait() is never left behind.
     Completion& wait();
+    // As wait(), but gives up after timeout_ms without a CQE and returns nullptr: for waits on
+    // what only the peer can end (SEND_ZC notifications come when it has taken the data).
+    Completion* wait_for(int timeout_ms);
     // Requests in flight (CQEs owed, SEND_ZC notifications included).
     unsigned in_flight() const { return owed_; }
     unsigned entries() const { return sq_entries_; }

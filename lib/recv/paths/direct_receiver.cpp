@@ -290,7 +290,9 @@ private:
             switch (recv_.outcome()) {
             case Completion::Outcome::ok: break;
             case Completion::Outcome::retry: continue;
-            case Completion::Outcome::cancelled: throw stream_went_silent(index_, ctx_.idle_timeout_ms);
+            case Completion::Outcome::cancelled:
+                if (silence_excused(ctx_)) continue; // the sender waits for our answer: wait again
+                throw stream_went_silent(index_, ctx_.idle_timeout_ms);
             case Completion::Outcome::failed:
                 throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
             }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/io/pipe.hpp"
+#include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 
 namespace sluice {
@@ -20,16 +21,35 @@ void OrderedOutput::set_entry(const SinkEntry& e) {
     entry_ = e;
 }
 
-void OrderedOutput::wait_turn(uint64_t offset) {
+void OrderedOutput::wait_turn(uint64_t offset, int idle_timeout_ms) {
+    using Clock = std::chrono::steady_clock;
+    const auto idle = std::chrono::milliseconds(idle_timeout_ms);
     std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return next_ == offset || stopped_; });
-    if (stopped_) throw Error(ErrorCode::cancelled, "pipe output stopped");
+    // Bounded: each round either ends the wait or sleeps up to the idle timeout, and the
+    // deadline only moves while the output or the sender makes progress.
+    for (;;) {
+        if (stopped_) throw Error(ErrorCode::cancelled, "pipe output stopped");
+        if (next_ == offset) break;
+        const auto arrived = Clock::time_point(Clock::duration(arrived_.load()));
+        const auto deadline = std::max(moved_, arrived) + idle;
+        const auto now = Clock::now();
+        if (!turn_held_ && now >= deadline)
+            throw Error(ErrorCode::network,
+                        "the byte stream stopped at offset " + std::to_string(next_) + ": no data from the sender for " +
+                            timeout_text(idle_timeout_ms) + " while a later piece (offset " + std::to_string(offset) +
+                            ") waited for it (idle timeout)",
+                        ErrorCause::timed_out);
+        cv_.wait_for(lk, turn_held_ ? idle : std::max(deadline - now, Clock::duration(std::chrono::milliseconds(1))));
+    }
+    turn_held_ = true;
 }
 
 void OrderedOutput::end_turn(uint64_t length) {
     {
         std::lock_guard lk(mu_);
         next_ += length;
+        turn_held_ = false;
+        moved_ = std::chrono::steady_clock::now();
     }
     cv_.notify_all();
 }

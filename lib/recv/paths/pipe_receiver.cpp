@@ -99,6 +99,7 @@ private:
             if (n > 0) {
                 received += static_cast<size_t>(n);
                 parked += static_cast<size_t>(n);
+                out_.note_arrival(); // keeps a stream waiting for a later piece's turn patient
                 continue;
             }
             if (n == 0)
@@ -109,13 +110,13 @@ private:
             // The socket has data but the pipe is full (small skb fragments use up its slots):
             // this piece cannot be parked whole, so it waits for its turn and flows through.
             if (!turn) {
-                out_.wait_turn(p.offset);
+                out_.wait_turn(p.offset, ctx_.idle_timeout_ms);
                 turn = true;
             }
             out_.drain_pipe(pipe_.read_fd(), parked);
             parked = 0;
         }
-        if (!turn) out_.wait_turn(p.offset);
+        if (!turn) out_.wait_turn(p.offset, ctx_.idle_timeout_ms);
         out_.drain_pipe(pipe_.read_fd(), parked);
         out_.end_turn(length);
         counted(length);
@@ -136,7 +137,8 @@ private:
         if (f && f->entry.kind == wire::EntryKind::pipe) {
             check_piece(p, length);
             auto data = receive(length);
-            pipe_out_.wait_turn(p.offset);
+            pipe_out_.note_arrival();
+            pipe_out_.wait_turn(p.offset, ctx_.idle_timeout_ms);
             guarded([&] { pipe_out_.write(p.offset, data); });
             pipe_out_.end_turn(length);
             counted(length);

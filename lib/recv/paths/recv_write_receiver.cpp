@@ -152,7 +152,8 @@ private:
     size_t wait_recv() {
         for (;;) {
             while (recv_.busy() || recv_timeout_.busy()) ring_.wait();
-            if (recv_.outcome() != Completion::Outcome::retry) return recv_result();
+            const bool excused = recv_.outcome() == Completion::Outcome::cancelled && silence_excused(ctx_);
+            if (recv_.outcome() != Completion::Outcome::retry && !excused) return recv_result();
             queue_recv(recv_buf_);
         }
     }

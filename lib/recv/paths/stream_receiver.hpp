@@ -2,6 +2,7 @@
 // A receive path: how one data stream turns BLOCK frames from its socket into verified bytes
 // of files under DIR. Each stream thread owns one StreamReceiver.
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,6 +14,33 @@
 #include "core/wire/protocol.hpp"
 
 namespace sluice {
+
+// When the receiver last answered the sender on the control connection. The sender sends a
+// manifest page's data only after its MANIFEST_ACK, so while the control thread works on a
+// page (directories, empty files, fsyncs for --sync) and for an idle timeout after it has
+// answered, a data stream that hears nothing is waiting for us, not for a silent sender.
+class AnswerClock {
+public:
+    // The control thread took a frame the sender waits on the answer to.
+    void working() noexcept { working_.store(true); }
+    // ... and has answered it.
+    void answered() noexcept {
+        answered_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+        working_.store(false);
+    }
+    // Whether a data stream's silence of the idle timeout is our own doing (read on a
+    // timeout only, never per block).
+    bool excuses(int idle_timeout_ms) const noexcept {
+        if (working_.load()) return true;
+        auto since = std::chrono::steady_clock::now() -
+                     std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(answered_.load()));
+        return since < std::chrono::milliseconds(idle_timeout_ms);
+    }
+
+private:
+    std::atomic<bool> working_{false};
+    std::atomic<std::chrono::steady_clock::rep> answered_{0};
+};
 
 // What every stream shares with the session.
 struct RecvContext {
@@ -30,7 +58,14 @@ struct RecvContext {
     std::function<void(RecvFile& f, uint64_t offset, uint64_t length)> block_failed;
     // A file became complete (after it is in place).
     std::function<void()> file_completed;
+    // The control thread's answers: a stream's idle timer that fires while they excuse the
+    // silence waits again instead of failing (silence_excused()).
+    const AnswerClock* answers = nullptr;
 };
+
+// A data stream heard nothing for the idle timeout: true if that is the receiver's own doing
+// (see AnswerClock) and the stream should wait again, false if the sender went silent.
+inline bool silence_excused(const RecvContext& ctx) noexcept { return ctx.answers && ctx.answers->excuses(ctx.idle_timeout_ms); }
 
 struct StreamReceipt {
     uint64_t blocks = 0;

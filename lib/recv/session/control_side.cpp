@@ -9,9 +9,15 @@ namespace sluice {
 
 void ControlSide::serve(uint16_t stream_count) {
     for (;;) {
+        await_frame(stream_count);
+        // Once a frame has begun, the rest must follow within the idle timeout (SO_RCVTIMEO).
         Frame f = control_.read("control connection");
         switch (f.type()) {
-        case wire::FrameType::manifest: on_manifest(wire::decode_manifest(f.payload)); break;
+        case wire::FrameType::manifest:
+            answers_.working(); // the sender waits for the ack before sending this page's data
+            on_manifest(wire::decode_manifest(f.payload));
+            answers_.answered();
+            break;
         case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
         case wire::FrameType::transfer_end: on_transfer_end(wire::decode_transfer_end(f.payload), stream_count); return;
         case wire::FrameType::abort: {
@@ -27,14 +33,57 @@ void ControlSide::serve(uint16_t stream_count) {
     }
 }
 
+void ControlSide::await_frame(uint16_t stream_count) {
+    using Clock = std::chrono::steady_clock;
+    const auto idle = std::chrono::milliseconds(opts_.idle_timeout_ms);
+    // Until MANIFEST_END the sender must keep talking, on the control connection or with data;
+    // after it, data streams have their own timers until they have all ended, and then only
+    // TRANSFER_END is owed. Our own work is never counted: the wait starts now, after the
+    // last frame was handled (and answered).
+    auto quiet_since = Clock::now();
+    uint64_t bytes_seen = tally_.bytes_received.load(std::memory_order_relaxed);
+    for (;;) {
+        std::optional<Clock::time_point> since;
+        const char* owed = "the manifest";
+        if (!manifest_ended_) {
+            since = quiet_since;
+        } else if (auto ended = tally_.all_ended_at(stream_count)) {
+            since = std::max(*ended, quiet_since);
+            owed = "TRANSFER_END (every data stream has ended)";
+        }
+        const auto now = Clock::now();
+        auto wait = idle;
+        if (since) {
+            if (now >= *since + idle) {
+                silence_reported_ = true;
+                throw Error(ErrorCode::network,
+                            "the sender went silent for " + timeout_text(opts_.idle_timeout_ms) +
+                                " on the control connection while the receiver waited for " + owed + " (idle timeout)",
+                            ErrorCause::timed_out);
+            }
+            wait = std::chrono::ceil<std::chrono::milliseconds>(*since + idle - now);
+        }
+        // Look again at least four times per idle timeout: data arriving meanwhile shows the
+        // sender alive, and the streams may all end.
+        const auto slice = std::max(idle / 4, std::chrono::milliseconds(100));
+        if (wait_readable_for(control_.fd(), static_cast<int>(std::min(wait, slice).count()))) return;
+        uint64_t bytes = tally_.bytes_received.load(std::memory_order_relaxed);
+        if (bytes != bytes_seen && !manifest_ended_) {
+            bytes_seen = bytes;
+            quiet_since = Clock::now();
+        }
+    }
+}
+
 Error ControlSide::as_sender_fault(const Error& e) const {
+    if (silence_reported_) return e;
     switch (e.cause()) {
     case ErrorCause::peer_closed:
         return Error(ErrorCode::network, "sender disconnected before the transfer was complete", ErrorCause::peer_closed);
     case ErrorCause::timed_out:
         return Error(ErrorCode::network,
-                     "the sender went silent for " + std::to_string(opts_.idle_timeout_ms / 1000) +
-                         " s on the control connection (idle timeout)",
+                     "the sender went silent for " + timeout_text(opts_.idle_timeout_ms) +
+                         " on the control connection (idle timeout)",
                      ErrorCause::timed_out);
     default: return e;
     }
@@ -143,9 +192,8 @@ void ControlSide::on_manifest_end(const wire::ManifestEnd& e) {
                                              std::to_string(e.page_count) + " pages, but " + std::to_string(files_.size()) +
                                              " arrived in " + std::to_string(pages_));
     manifest_ended_ = true;
-    // Until now the sender had to keep talking; from here the control connection is quiet
-    // while data flows (the data streams have their own timeouts).
-    set_io_timeout(control_.fd(), 0);
+    // From here the control connection is quiet while data flows (the data streams have
+    // their own timeouts) until every stream has ended: await_frame().
     if (opts_.progress) opts_.progress->walk_done = true;
     files_expected_ = counts_.files;
     file_completed();

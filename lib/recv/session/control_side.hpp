@@ -37,6 +37,9 @@ public:
     // closes or goes silent before the end is the sender's doing.
     Error as_sender_fault(const Error& e) const;
 
+    // The control thread's answers, for the data streams' idle timers (RecvContext).
+    const AnswerClock& answers() const { return answers_; }
+
     // From the data streams (RecvContext):
     void block_failed(RecvFile& f, uint64_t offset, uint64_t length);
     void file_completed();
@@ -54,6 +57,9 @@ private:
     void on_manifest_end(const wire::ManifestEnd& e);
     void on_transfer_end(const wire::TransferEnd& end, uint16_t stream_count);
     void send(const wire::Bytes& frame) { control_.write(frame, "control connection"); }
+    // Waits until the next frame starts to arrive; throws timed_out once the sender has been
+    // silent for the idle timeout while it owed us something.
+    void await_frame(uint16_t stream_count);
 
     const RecvOptions& opts_;
     RecvTarget& target_;
@@ -63,6 +69,8 @@ private:
     SessionLog& log_;
     FailureLatch& latch_;
     ResendPolicy resends_;
+    AnswerClock answers_;
+    bool silence_reported_ = false; // await_frame() threw: its message says it all
 
     // Read by data streams too.
     std::atomic<uint64_t> files_expected_{UINT64_MAX}; // known at MANIFEST_END

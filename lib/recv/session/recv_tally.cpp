@@ -16,6 +16,7 @@ void RecvTally::stream_ended(const StreamReceipt& r) {
     {
         std::lock_guard lk(mu_);
         ++streams_ended_;
+        last_ended_ = std::chrono::steady_clock::now();
         blocks_ += r.blocks;
         bytes_ += r.bytes;
     }
@@ -26,6 +27,12 @@ RecvTally::Ended RecvTally::await_streams(unsigned streams, std::chrono::millise
     std::unique_lock lk(mu_);
     bool all = cv_.wait_for(lk, wait, [&] { return streams_ended_ == streams || latch.stopped(); });
     return Ended{.all = all && streams_ended_ == streams, .streams = streams_ended_, .blocks = blocks_, .bytes = bytes_};
+}
+
+std::optional<std::chrono::steady_clock::time_point> RecvTally::all_ended_at(unsigned streams) const {
+    std::lock_guard lk(mu_);
+    if (streams_ended_ < streams) return std::nullopt;
+    return last_ended_;
 }
 
 void RecvTally::wake() {

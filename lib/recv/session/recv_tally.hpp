@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ public:
     Ended await_streams(unsigned streams, std::chrono::milliseconds wait, const FailureLatch& latch);
     // Wakes await_streams() to look at the latch again (after a failure).
     void wake();
+    // When the last of `streams` data streams ended, once they all have: from then on only
+    // the control connection has anything left to say.
+    std::optional<std::chrono::steady_clock::time_point> all_ended_at(unsigned streams) const;
 
     uint64_t blocks() const;
     std::vector<std::string> fallbacks() const;
@@ -43,6 +47,7 @@ private:
     mutable std::mutex mu_;
     std::condition_variable cv_;
     unsigned streams_ended_ = 0;
+    std::chrono::steady_clock::time_point last_ended_;
     uint64_t blocks_ = 0, bytes_ = 0;
     std::vector<std::string> fallbacks_;
 };

@@ -1,5 +1,6 @@
 #include "send/paths/block_sender.hpp"
 
+#include "core/io/socket.hpp"
 #include "core/wire/codec.hpp"
 
 namespace sluice {
@@ -32,14 +33,22 @@ SendPathChoice choose_send_path(SendPath wanted) {
     return {wanted, {}};
 }
 
-std::unique_ptr<BlockSender> make_block_sender(SendPath path, int sock) {
+void BlockSender::receiver_stopped_reading(const std::string& where) const {
+    throw Error(ErrorCode::network,
+                where + ": the receiver took nothing (timed out after " + timeout_text(idle_timeout_ms_) + ")",
+                ErrorCause::timed_out);
+}
+
+std::unique_ptr<BlockSender> make_block_sender(SendPath path, int sock, int idle_timeout_ms) {
+    std::unique_ptr<BlockSender> s;
     switch (path) {
-    case SendPath::splice: return make_splice_sender(sock);
-    case SendPath::sendfile: return make_sendfile_sender(sock);
-    case SendPath::read_send: return make_read_send_sender(sock);
-    case SendPath::zc: return make_zc_sender(sock);
+    case SendPath::splice: s = make_splice_sender(sock); break;
+    case SendPath::sendfile: s = make_sendfile_sender(sock); break;
+    case SendPath::read_send: s = make_read_send_sender(sock); break;
+    case SendPath::zc: s = make_zc_sender(sock); break;
     }
-    return nullptr;
+    if (s) s->set_idle_timeout(idle_timeout_ms);
+    return s;
 }
 
 } // namespace sluice

@@ -21,13 +21,25 @@ public:
     // Why this stream used a slower way than its path's own, if it did (empty otherwise).
     virtual std::string fallback() const { return {}; }
     SourceReader& reader() { return reader_; }
+    // The receiver's silence that fails a send: a blocking send is bounded by SO_SNDTIMEO,
+    // a ring's socket request by a link timeout of this length.
+    void set_idle_timeout(int ms) {
+        idle_ts_.tv_sec = ms / 1000;
+        idle_ts_.tv_nsec = (ms % 1000) * 1'000'000LL;
+        idle_timeout_ms_ = ms;
+    }
 
 protected:
     explicit BlockSender(int sock) : sock_(sock) {}
     // Header and prefix of the frame for seg, with its checksum.
     void frame_prefix(const Segment& seg, unsigned char out[32]);
+    // A socket request of a ring that timed out (its link timeout fired, or SO_SNDTIMEO
+    // passed in an io-wq worker): the receiver took nothing for the idle timeout.
+    [[noreturn]] void receiver_stopped_reading(const std::string& where) const;
     int sock_;
     SourceReader reader_;
+    __kernel_timespec idle_ts_{60, 0};
+    int idle_timeout_ms_ = 60000;
 };
 
 struct SendPathChoice {
@@ -36,6 +48,7 @@ struct SendPathChoice {
 };
 // Decides the path once per transfer from what the kernel offers.
 SendPathChoice choose_send_path(SendPath wanted);
-std::unique_ptr<BlockSender> make_block_sender(SendPath path, int sock);
+// idle_timeout_ms bounds every wait for the receiver to take data (--idle-timeout).
+std::unique_ptr<BlockSender> make_block_sender(SendPath path, int sock, int idle_timeout_ms);
 
 } // namespace sluice

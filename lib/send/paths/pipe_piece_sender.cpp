@@ -73,17 +73,13 @@ void send_piece(int sock, Pipe& p, uint64_t pipe_id, uint64_t offset, size_t len
     while (sent < sizeof head) {
         ssize_t n = ::send(sock, head + sent, sizeof head - sent, MSG_MORE | MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN)
-            throw Error(ErrorCode::network, "data stream: timed out waiting for the receiver", ErrorCause::timed_out);
-        if (n < 0) throw_errno(ErrorCode::network, "data stream");
+        if (n < 0) throw_send_errno("data stream", errno);
         sent += static_cast<size_t>(n);
     }
     while (length) {
         ssize_t n = ::splice(p.read_fd(), nullptr, sock, nullptr, length, SPLICE_F_MOVE);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN)
-            throw Error(ErrorCode::network, "data stream: timed out waiting for the receiver", ErrorCause::timed_out);
-        if (n <= 0) throw_errno(ErrorCode::network, "data stream", n == 0 ? EPIPE : errno);
+        if (n <= 0) throw_send_errno("data stream", n == 0 ? EPIPE : errno);
         length -= static_cast<size_t>(n);
     }
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/io/sys_error.hpp"
+#include "core/io/socket.hpp"
 #include "send/paths/block_sender.hpp"
 
 namespace sluice {
@@ -44,7 +45,7 @@ private:
             ssize_t n = ::send(sock_, p + done, len - done, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
             if (n < 0) {
                 if (errno == EINTR) continue;
-                throw_errno(ErrorCode::network, "data stream lost");
+                throw_send_errno("data stream lost", errno);
             }
             done += static_cast<size_t>(n);
         }

@@ -27,7 +27,7 @@ public:
             ssize_t n = ::sendfile(sock_, fd, &off, left);
             if (n < 0) {
                 if (errno == EINTR) continue;
-                throw_errno(ErrorCode::network, "data stream lost while sending '" + seg.file->rel + "'");
+                throw_send_errno("data stream lost while sending '" + seg.file->rel + "'", errno);
             }
             if (n == 0) throw_source_shrank(*seg.file, seg.file->file_offset(seg.offset), seg.length, seg.length - left);
             left -= static_cast<uint64_t>(n);
@@ -42,7 +42,7 @@ private:
             ssize_t n = ::send(sock_, p + done, 32 - done, MSG_NOSIGNAL | MSG_MORE);
             if (n < 0) {
                 if (errno == EINTR) continue;
-                throw_errno(ErrorCode::network, "data stream lost");
+                throw_send_errno("data stream lost", errno);
             }
             done += static_cast<size_t>(n);
         }

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "core/wire/codec.hpp"
@@ -49,7 +50,7 @@ void SmallFileBatch::send_file_data(const Segment& seg) {
         if (n < 0) {
             if (errno == EIO || errno == EINVAL || errno == ENOMEM || errno == EOVERFLOW)
                 throw_errno(ErrorCode::source, "cannot read source '" + seg.file->path + "'");
-            throw_errno(ErrorCode::network, "data stream lost while sending '" + seg.file->rel + "'");
+            throw_send_errno("data stream lost while sending '" + seg.file->rel + "'", errno);
         }
         if (n == 0) throw_source_shrank(*seg.file, seg.file->file_offset(0), seg.length, seg.length - left);
         left -= static_cast<uint64_t>(n);
@@ -61,7 +62,7 @@ void SmallFileBatch::flush(bool more) {
     while (done < used_) {
         ssize_t n = ::send(sock_, buf_.data() + done, used_ - done, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw_errno(ErrorCode::network, "data stream lost while sending small files");
+        if (n < 0) throw_send_errno("data stream lost while sending small files", errno);
         done += static_cast<size_t>(n);
     }
     used_ = 0;

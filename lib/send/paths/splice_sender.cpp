@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "core/io/pipe.hpp"
+#include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "send/paths/block_sender.hpp"
 
@@ -14,7 +15,8 @@ namespace sluice {
 
 namespace {
 
-constexpr unsigned kMaxOps = 33;    // one send + 16 splice pairs
+constexpr unsigned kMaxOps = 33; // one send + 16 splice pairs
+
 constexpr int kPipeBytes = 1 << 20; // pipe-max-size on most systems
 
 enum class Op : uint8_t { send_prefix, file_to_pipe, pipe_to_socket };
@@ -37,13 +39,21 @@ public:
         uint64_t to_socket = seg.length;
 
         while (prefix_left || to_socket) {
-            unsigned n = 0;
+            unsigned n = 0, t = 0;
             // Linked: a short or failed step cancels the rest, which are redone next round.
+            // The prefix's SEND waits for socket room by polling, which SO_SNDTIMEO does not
+            // bound: a link timeout does. The splices to the socket run in io-wq workers and
+            // block like the system call, so SO_SNDTIMEO bounds each step of their progress
+            // (EAGAIN below). Reads from the source are our own work and are not bounded.
+            // One getsockopt per block (the prefix goes once): what the receiver has taken so far.
+            const uint64_t acked = prefix_left ? bytes_acked(sock_) : 0;
             {
-                auto chain = ring_.chain(kMaxOps);
+                auto chain = ring_.chain(kMaxOps + 1);
                 if (prefix_left) {
                     steps_[n].tag = static_cast<uint64_t>(Op::send_prefix);
                     ring_.send(steps_[n++], sock_, prefix + sizeof prefix_ - prefix_left, prefix_left, MSG_NOSIGNAL | MSG_MORE);
+                    ring_.link_timeout(prefix_timeout_, idle_ts_);
+                    t = 1;
                 }
                 const unsigned sock_flags_more = SPLICE_F_MOVE | SPLICE_F_MORE;
                 const unsigned sock_flags_last = SPLICE_F_MOVE | (more ? SPLICE_F_MORE : 0);
@@ -65,10 +75,20 @@ public:
             }
             for (unsigned i = 0; i < n; ++i)
                 while (steps_[i].busy()) ring_.wait();
+            bool timed_out = false;
+            if (t) {
+                while (prefix_timeout_.busy()) ring_.wait();
+                // Fired (ok), but the receiver took data meanwhile: a slow link, not a silent
+                // receiver; the prefix is sent again next round.
+                timed_out = prefix_timeout_.outcome() == Completion::Outcome::ok && bytes_acked(sock_) == acked;
+            }
 
             for (unsigned i = 0; i < n; ++i) {
                 const Completion& c = steps_[i];
                 const Op op = static_cast<Op>(c.tag);
+                // EAGAIN from a request to the blocking socket is SO_SNDTIMEO passing (an io-wq
+                // splice blocks like a system call); SEND never returns it.
+                if (op != Op::file_to_pipe && c.outcome() == Completion::Outcome::retry && c.error() == EAGAIN) timed_out = true;
                 if (c.outcome() == Completion::Outcome::cancelled || c.outcome() == Completion::Outcome::retry) continue;
                 if (c.outcome() == Completion::Outcome::failed) fail(seg, op, c.error());
                 const uint64_t r = static_cast<uint64_t>(c.result());
@@ -85,6 +105,7 @@ public:
                     break;
                 }
             }
+            if (timed_out) receiver_stopped_reading("data stream lost while sending '" + seg.file->rel + "'");
         }
     }
 
@@ -97,6 +118,7 @@ private:
     Pipe pipe_;
     unsigned char prefix_[32];
     Completion steps_[kMaxOps]; // tag: the Op
+    Completion prefix_timeout_;
     // After the pipe, prefix and completions its requests use: torn down (cancelling them) first.
     Ring ring_;
 };

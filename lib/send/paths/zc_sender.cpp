@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/io/aligned_buffer.hpp"
+#include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "send/paths/block_sender.hpp"
 #include "core/checksum/xxh3.hpp"
@@ -114,8 +115,11 @@ public:
         }
         ring_.submit();
         // Returns once the data is in the socket (so a later frame cannot overtake it); the
-        // buffers stay busy until their notifications arrive.
-        while (sends_left_) handle(ring_.wait());
+        // buffers stay busy until their notifications arrive. Bounded by the idle timeout
+        // (wait_bounded), not by link timeouts: a SEND_ZC cancelled while it waits for room
+        // can complete without IORING_CQE_F_MORE and still post a notification, which would
+        // name a completion the ring no longer tracks.
+        while (sends_left_) wait_bounded();
     }
 
     std::string fallback() const override {
@@ -169,7 +173,32 @@ private:
                     return c;
                 }
             }
-            handle(ring_.wait());
+            wait_bounded();
+        }
+    }
+
+    // Waits for a CQE. Reads are our own work and may take what they take; a wait for
+    // notifications alone is a wait for the receiver to take the data (TCP acks), bounded by
+    // the idle timeout.
+    // Sends still waiting for room are ended by shutting the socket down, not by cancelling
+    // them: they then fail like any lost connection, with their notifications announced.
+    void wait_bounded() {
+        for (;;) {
+            const uint64_t acked = bytes_acked(sock_);
+            if (Completion* c = ring_.wait_for(idle_timeout_ms_)) return handle(*c);
+            bool reading = false;
+            for (auto& ch : buffers_) reading |= ch.state == State::reading;
+            // Our own reads, or a receiver that is slow but still taking data: wait again.
+            if (reading || bytes_acked(sock_) != acked) continue;
+            ::shutdown(sock_, SHUT_RDWR);
+            while (sends_left_) {
+                try {
+                    handle(ring_.wait());
+                } catch (const Error&) {
+                    // The shutdown's own consequence; the timeout is what is reported.
+                }
+            }
+            receiver_stopped_reading("data stream lost while sending '" + path_rel(*cur_) + "'");
         }
     }
 
@@ -249,6 +278,7 @@ private:
         throw_source_shrank(*seg.file, start, seg.length, ch.file_offset + ch.got - start);
     }
     static std::string path_of(const Segment& seg) { return seg.file ? seg.file->path : std::string("?"); }
+    static std::string path_rel(const Segment& seg) { return seg.file ? seg.file->rel : std::string("?"); }
 
     [[noreturn]] void send_failed(int err, const Segment& seg) {
         throw_errno(ErrorCode::network, "data stream lost while sending '" + (seg.file ? seg.file->rel : std::string("?")) + "'",
@@ -264,7 +294,7 @@ private:
             bool busy = false;
             for (auto& ch : buffers_) busy |= ch.state != State::free;
             if (!busy) return;
-            handle(ring_.wait());
+            wait_bounded();
         }
     }
 

@@ -18,7 +18,9 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
     set_io_timeout(c.control.get(), opts.idle_timeout_ms);
     hello.role = wire::Role::control;
     client_handshake(c.control.get(), to.token, hello, peer);
-    set_io_timeout(c.control.get(), 0); // acks may be far apart while data flows
+    // The timeouts stay: a write to a receiver that stopped reading, and a frame that stops
+    // halfway, fail after the idle timeout. Waiting for the next frame is the control reader's
+    // own deadline (send_core.cpp), which counts only while the receiver owes an answer.
     for (unsigned i = 1; i <= opts.streams; ++i) {
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
         UniqueFd fd = connect_tcp(to.host, to.port, opts.connect_timeout_ms);

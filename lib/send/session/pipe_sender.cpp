@@ -133,7 +133,17 @@ private:
         wire::Bytes out;
         wire::encode_manifest(out, page);
         wire::encode_manifest_end(out, wire::ManifestEnd{.page_count = 1, .file_count = 1, .total_bytes = 0});
+        announced_at_ = Clock::now();
         control_.write(out, "sending the manifest");
+    }
+
+    // Only the manifest's acknowledgement: after it, the streams' sends wait for the receiver
+    // (each bounded by SO_SNDTIMEO) and the pump waits for the producer, which is not the
+    // receiver's to answer for; the verdict after TRANSFER_END is send_core's.
+    std::optional<Owed> owed() override {
+        std::lock_guard lk(mu_);
+        if (!acked_) return Owed{announced_at_, "the acknowledgement of the manifest"};
+        return std::nullopt;
     }
 
     void on_manifest_ack(wire::ManifestAck&& ack) override {
@@ -222,6 +232,7 @@ private:
     std::vector<std::deque<Slot>> slots_;               // [stream][slot]; deque: Slot holds a Pipe and never moves
     std::vector<std::pair<uint64_t, uint64_t>> totals_; // [stream]: (blocks, bytes) sent
     bool acked_ = false;
+    Clock::time_point announced_at_; // set before the reader starts
     bool input_done_ = false;
 };
 

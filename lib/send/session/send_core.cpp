@@ -29,8 +29,12 @@ void SendCore::connect(const std::string& how) {
 
 void SendCore::read_control() {
     try {
+        last_frame_ = Clock::now();
         for (;;) {
+            await_frame();
+            // Once a frame has begun, the rest must follow within the idle timeout (SO_RCVTIMEO).
             Frame f = control_.read("control connection");
+            last_frame_ = Clock::now();
             switch (f.type()) {
             case wire::FrameType::manifest_ack: on_manifest_ack(wire::decode_manifest_ack(f.payload)); break;
             case wire::FrameType::resend: on_resend(wire::decode_resend(f.payload)); break;
@@ -44,9 +48,42 @@ void SendCore::read_control() {
             }
         }
     } catch (const Error& e) {
-        if (!latch_.stopped() && !finished_) latch_.fail(e);
+        // After TRANSFER_END a connection that breaks is judged by the verdict, but silence
+        // past the deadline is the failure itself.
+        if (!latch_.stopped() && (!finished_ || e.cause() == ErrorCause::timed_out)) latch_.fail(e);
+        if (e.cause() == ErrorCause::timed_out) shutdown_all(data_); // streams blocked on the silent receiver return
         wake_all();
     }
+}
+
+void SendCore::await_frame() {
+    const auto idle = std::chrono::milliseconds(opts_.idle_timeout_ms);
+    for (;;) {
+        // What is owed can change while we wait (a page goes out, the last stream goes
+        // idle): wait no longer than the idle timeout, then look again.
+        auto wait = idle;
+        std::optional<Owed> o = owed();
+        if (!o && finished_) o = Owed{Clock::time_point(Clock::duration(finished_at_.load())), "the final status"};
+        if (o) {
+            const auto deadline = std::max(o->since, last_frame_) + idle;
+            const auto now = Clock::now();
+            if (now >= deadline)
+                throw Error(ErrorCode::network,
+                            "receiver " + peer_ + " went silent for " + timeout_text(opts_.idle_timeout_ms) +
+                                " on the control connection while the sender waited for " + o->what + " (idle timeout)",
+                            ErrorCause::timed_out);
+            wait = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
+        }
+        if (wait_readable_for(control_.fd(), static_cast<int>(std::min(wait, idle).count()))) return;
+    }
+}
+
+Error SendCore::as_stream_silence(size_t i, const Error& e) const {
+    if (e.cause() != ErrorCause::timed_out) return e;
+    return Error(ErrorCode::network,
+                 "receiver " + peer_ + " stopped reading data stream " + std::to_string(i + 1) + " for " +
+                     timeout_text(opts_.idle_timeout_ms) + " (idle timeout): " + e.what(),
+                 ErrorCause::timed_out);
 }
 
 void SendCore::on_resend(const wire::ByteRange&) { unexpected(static_cast<uint8_t>(wire::FrameType::resend)); }
@@ -67,9 +104,10 @@ void SendCore::conclude(std::thread& reader, uint64_t blocks, uint64_t bytes) {
         latch_.await_peer_reason(std::chrono::milliseconds(1000));
         abort_peer(reader, wire::kAbortFailed);
     }
+    // The verdict must come back within the idle timeout of TRANSFER_END (the reader's deadline).
+    finished_at_ = Clock::now().time_since_epoch().count();
     finished_ = true;
     try {
-        set_io_timeout(control_.fd(), opts_.idle_timeout_ms); // the verdict must come back in time
         wire::Bytes out;
         wire::encode_transfer_end(
             out, wire::TransferEnd{.data_streams = static_cast<uint32_t>(data_.size()), .blocks = blocks, .bytes = bytes});

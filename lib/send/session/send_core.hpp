@@ -29,8 +29,17 @@ protected:
     // Connects the control connection and every data stream (throws network or auth).
     void connect(const std::string& how);
 
-    // The control reader thread: runs until FINAL_STATUS, ABORT or a failure.
+    // The control reader thread: runs until FINAL_STATUS, ABORT or a failure, or until the
+    // receiver has owed an answer for the idle timeout without a word (timed_out).
     void read_control();
+    // What the sender is waiting for from the receiver, and since when, with nothing of its
+    // own left to do that the receiver could be waiting for (walking, reading, the producer):
+    // only then does the receiver's silence count.
+    struct Owed {
+        Clock::time_point since;
+        std::string what; // "the acknowledgement of manifest page 3"
+    };
+    virtual std::optional<Owed> owed() = 0;
     virtual void on_manifest_ack(wire::ManifestAck&& ack) = 0;
     virtual void on_all_verified() {}
     // Only the file sender resends; by default RESEND is refused as unexpected.
@@ -50,7 +59,10 @@ protected:
             if (sp) sp->state = StreamState::done;
         } catch (const Error& e) {
             if (sp) sp->state = StreamState::failed;
-            latch_.fail(e);
+            latch_.fail(as_stream_silence(i, e));
+            // A silent receiver will not read the other streams either: end their sends now
+            // instead of each waiting out its own timeout.
+            if (e.cause() == ErrorCause::timed_out) shutdown_all(data_);
             wake_all();
         }
     }
@@ -83,11 +95,18 @@ protected:
 private:
     void end_stream(size_t i, const wire::StreamEnd& end);
     [[noreturn]] void unexpected(uint8_t frame_type) const;
+    // Waits until a frame starts to arrive on the control connection; throws timed_out once
+    // the receiver has owed an answer for the idle timeout.
+    void await_frame();
+    // A data stream's send that timed out, as the receiver's silence on that stream.
+    Error as_stream_silence(size_t i, const Error& e) const;
 
     Mode mode_;
     std::optional<wire::FinalStatus> final_; // written by the reader, read once it is joined
     // TRANSFER_END is out: a control connection that breaks now is judged by the verdict.
     std::atomic<bool> finished_{false};
+    std::atomic<Clock::rep> finished_at_{0}; // when TRANSFER_END went out
+    Clock::time_point last_frame_;           // the reader's: when the receiver last sent a frame
 };
 
 } // namespace sluice

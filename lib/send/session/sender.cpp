@@ -116,6 +116,9 @@ private:
             {
                 std::lock_guard lk(pages_mu_);
                 pending_pages_[page.seq] = std::move(page_files);
+                // The receiver answers pages in order: the oldest unanswered one is owed from
+                // when it went out, or from the last answer.
+                if (pages_acked_ == pages_sent_) page_owed_since_ = Clock::now();
                 ++pages_sent_;
             }
             control_.write(out, "sending the manifest");
@@ -166,6 +169,9 @@ private:
                                                          .file_count = static_cast<uint64_t>(entries_total()),
                                                          .total_bytes = total_bytes_});
         control_.write(out, "sending the manifest");
+        std::lock_guard lk(pages_mu_);
+        manifest_ended_ = true;
+        work_idle_since_ = Clock::now();
     }
 
     size_t entries_total() const { return files_.size() + dirs_ + symlinks_; }
@@ -191,10 +197,15 @@ private:
         for (const SourceFile* f : files) planner_.add(*f, ack.verified, items);
         count_settled(files, ack.verified);
         planner_.flush(items);
+        {
+            std::lock_guard lk(pages_mu_);
+            work_idle_since_ = Clock::now(); // new work: the streams are busy before they pop it
+        }
         for (auto& w : items) queue_.push(std::move(w));
         {
             std::lock_guard lk(pages_mu_);
             ++pages_acked_;
+            page_owed_since_ = Clock::now();
         }
         acks_cv_.notify_all();
     }
@@ -230,9 +241,25 @@ private:
             throw Error(ErrorCode::protocol,
                         "receiver asked to resend a block that was never sent (file id " + std::to_string(r.file_id) + ")");
         ++resent_;
+        {
+            std::lock_guard lk(pages_mu_);
+            work_idle_since_ = Clock::now();
+        }
         log_.line("warning: receiver found a checksum mismatch in '" + f->rel + "' at offset " + std::to_string(r.offset) +
                   ": sending it again");
         queue_.push(WorkItem{{Segment{f, r.offset, r.length}}});
+    }
+
+    // Pages unanswered: the oldest one. Then, once the manifest has ended and no stream has
+    // anything to send, ALL_VERIFIED (or a RESEND). While a stream sends, its own sends are
+    // bounded (SO_SNDTIMEO, link timeouts); while the walk runs, the receiver owes nothing.
+    std::optional<Owed> owed() override {
+        std::lock_guard lk(pages_mu_);
+        if (pages_acked_ < pages_sent_)
+            return Owed{page_owed_since_, "the acknowledgement of manifest page " + std::to_string(pages_acked_)};
+        if (manifest_ended_ && !all_verified_ && busy_streams_ == 0)
+            return Owed{work_idle_since_, "the receiver to verify the transfer (ALL_VERIFIED)"};
+        return std::nullopt;
     }
 
     void wake_all() override {
@@ -245,12 +272,13 @@ private:
     // One data stream: work items until the queue closes.
     std::optional<wire::StreamEnd> send_items(size_t i, SendPath path, StreamTotals& t, StreamProgress* sp) {
         int sock = data_[i].get();
-        auto sender = make_block_sender(path, sock);
+        auto sender = make_block_sender(path, sock, opts_.idle_timeout_ms);
         // Small whole files go through a read buffer (paths/small_file_batch.hpp), except on
         // read_send, the baseline that stays as it is.
         std::optional<SmallFileBatch> batch;
         if (path != SendPath::read_send) batch.emplace(sock, sender->reader());
         while (auto item = queue_.pop()) {
+            StreamBusy busy(*this);
             if (latch_.stopped()) return std::nullopt;
             throw_if_cancelled();
             for (size_t k = 0; k < item->segments.size(); ++k) {
@@ -278,6 +306,20 @@ private:
         return wire::StreamEnd{.blocks = t.blocks, .bytes = t.bytes};
     }
 
+    // A stream between popping a work item and finishing it: the receiver owes nothing on
+    // the control connection while one is (its sends have their own deadlines).
+    struct StreamBusy {
+        explicit StreamBusy(SendSession& s) : s_(s) {
+            std::lock_guard lk(s_.pages_mu_);
+            ++s_.busy_streams_;
+        }
+        ~StreamBusy() {
+            std::lock_guard lk(s_.pages_mu_);
+            if (--s_.busy_streams_ == 0) s_.work_idle_since_ = Clock::now();
+        }
+        SendSession& s_;
+    };
+
     std::vector<SourceRoot> roots_;
     std::vector<CheckedFdSource> fd_sources_; // send(FdSource) instead of paths
 
@@ -290,6 +332,10 @@ private:
     uint32_t pages_sent_ = 0;
     uint32_t pages_acked_ = 0;
     bool all_verified_ = false;
+    bool manifest_ended_ = false;
+    unsigned busy_streams_ = 0;
+    Clock::time_point page_owed_since_; // the oldest unanswered page is owed since
+    Clock::time_point work_idle_since_; // the streams last ran out of work (or got new work)
     std::unordered_map<uint64_t, const SourceFile*> by_id_;
     std::atomic<uint64_t> resent_{0};
 

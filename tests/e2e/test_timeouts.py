@@ -1,0 +1,268 @@
+"""Every wait has a deadline (issue 14 items 4-6): a silent peer ends a transfer with exit 4
+(timed out) after --idle-timeout, and the receiver's own work never counts as the sender's
+silence. Deadlines here are generous upper bounds against hangs (the test kills sluice after
+60 s and asserts it had exited by itself); nothing asserts that it was fast."""
+import hashlib
+import hmac
+import os
+import signal
+import socket
+import struct
+import subprocess
+import threading
+
+import pytest
+
+from conftest import SLUICE, Receiver, free_port
+import sluice_wire as w
+
+TOKEN = "testtoken"
+HANG = 60  # seconds: far above any idle timeout used here
+
+
+def finish(proc, timeout=HANG):
+    """Waits for proc to exit by itself; a hang is a failure, not a slow pass."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # The whole group: a shell pipeline's sluice would otherwise keep its pipes open.
+        os.killpg(proc.pid, signal.SIGKILL) if proc.pid == os.getpgid(proc.pid) else proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"sluice hung (killed after {timeout} s); stderr: {err}")
+    return proc.returncode, out, err
+
+
+# ---------------- a hand-written receiver (the server side of the handshake) ----------------
+
+
+class FakeReceiver:
+    """Completes every handshake, then behaves as `mode` says:
+    silent: never reads or answers anything;
+    no_read: acks manifest pages on the control connection but never reads a data stream."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.port = free_port()
+        self.lsock = socket.create_server(("127.0.0.1", self.port))
+        self.conns = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def handshake(self, c):
+        nonce_r = os.urandom(16)
+        c.sendall(w.MAGIC + struct.pack("<HHI", w.VERSION, 0, 0) + nonce_r)
+        hello = w.recv_exact(c, 80)
+        nonce_s = hello[32:48]
+        mac = hmac.new(TOKEN.encode(), b"sluice-v1 server auth" + nonce_s + nonce_r, hashlib.sha256).digest()
+        c.sendall(bytes(8) + mac)
+        return hello[10]  # role: 0 control, 1 data
+
+    def serve(self):
+        self.lsock.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                c, _ = self.lsock.accept()
+            except socket.timeout:
+                continue
+            c.settimeout(None)
+            self.conns.append(c)
+            role = self.handshake(c)
+            if role == 0 and self.mode == "no_read":
+                threading.Thread(target=self.ack_pages, args=(c,), daemon=True).start()
+
+    def ack_pages(self, c):
+        try:
+            while True:
+                ftype, payload = w.read_frame(c)
+                if ftype == w.MANIFEST:
+                    seq = struct.unpack_from("<I", payload)[0]
+                    c.sendall(w.frame(w.MANIFEST_ACK, struct.pack("<II", seq, 0)))
+        except (ConnectionError, OSError):
+            pass
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
+        for c in self.conns:
+            c.close()
+        self.lsock.close()
+
+
+@pytest.fixture
+def fake_receiver():
+    made = []
+
+    def make(mode):
+        r = FakeReceiver(mode)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.close()
+
+
+def sparse_source(tmp_path, size):
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(src / "big", "wb") as f:
+        f.truncate(size)
+    return src
+
+
+# ---------------- item 4: the sender and a silent receiver ----------------
+
+
+def start_receiver(tmp_path, mode, *extra):
+    """`sluice recv` into a discarding sink (file mode) or to stdout (pipe mode); returns it
+    once it listens (it prints its URL on stdout, or on stderr with --stdout)."""
+    port = free_port()
+    (tmp_path / "dst").mkdir(exist_ok=True)
+    where = ["--stdout"] if mode == "pipe" else [str(tmp_path / "dst"), "--sink", "null"]
+    recv = subprocess.Popen([SLUICE, "recv", *where, "--bind", "127.0.0.1", "--port", str(port), "--token", TOKEN,
+                             *extra], stdout=subprocess.PIPE if mode == "file" else subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    line = (recv.stdout if mode == "file" else recv.stderr).readline()
+    assert line.startswith("sluice://"), line
+    return recv, port
+
+
+@pytest.mark.parametrize("mode", ["file", "pipe"])
+def test_sender_exits_on_a_receiver_stopped_after_the_handshake(tmp_path, mode):
+    """The receiver is stopped (SIGSTOP) once the sender has connected every stream."""
+    recv, port = start_receiver(tmp_path, mode)
+    try:
+        args = ["--to", f"127.0.0.1:{port}", "--token", TOKEN, "-v", "--idle-timeout", "2"]
+        if mode == "file":
+            src = sparse_source(tmp_path, 4 << 30)
+            send = subprocess.Popen([SLUICE, "send", str(src), *args], stderr=subprocess.PIPE, text=True)
+        else:
+            send = subprocess.Popen(f"head -c 200000 /dev/zero | {SLUICE} send - {' '.join(args)}", shell=True,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+        seen = []
+        for line in send.stderr:  # -v: "connected to ..." once every stream's handshake is done
+            seen.append(line)
+            if "connected to" in line:
+                break
+        assert any("connected to" in l for l in seen), seen
+        recv.send_signal(signal.SIGSTOP)
+        rc, _, err = finish(send)
+        assert rc == 4, err
+        assert f"receiver 127.0.0.1:{port}" in err and "idle timeout" in err, err
+    finally:
+        recv.send_signal(signal.SIGCONT)
+        recv.kill()
+        recv.communicate()
+
+
+def test_sender_exits_on_a_receiver_that_goes_silent_after_the_handshake(tmp_path, fake_receiver):
+    r = fake_receiver("silent")
+    src = sparse_source(tmp_path, 1 << 20)
+    send = subprocess.Popen([SLUICE, "send", str(src), "--to", f"127.0.0.1:{r.port}", "--token", TOKEN,
+                             "--idle-timeout", "1"], stderr=subprocess.PIPE, text=True)
+    rc, _, err = finish(send)
+    assert rc == 4, err
+    assert f"receiver 127.0.0.1:{r.port}" in err and "control connection" in err and "idle timeout" in err, err
+
+
+@pytest.mark.parametrize("path", ["splice", "zc", "sendfile", "read_send"])
+def test_sender_exits_on_a_receiver_that_stops_reading_data(tmp_path, fake_receiver, path):
+    """Pages are acked, but no data stream is ever read: every send path's sends must time out."""
+    r = fake_receiver("no_read")
+    src = sparse_source(tmp_path, 512 << 20)
+    send = subprocess.Popen([SLUICE, "send", str(src), "--to", f"127.0.0.1:{r.port}", "--token", TOKEN,
+                             "--streams", "2", "--send-path", path, "--idle-timeout", "1"],
+                            stderr=subprocess.PIPE, text=True)
+    rc, _, err = finish(send)
+    assert rc == 4, err
+    assert f"receiver 127.0.0.1:{r.port}" in err and "data stream" in err and "idle timeout" in err, err
+
+
+# ---------------- item 5: the receiver and a silent sender ----------------
+
+
+def connect_fake_sender(port, streams):
+    tid = os.urandom(16)
+    ctl, st = w.handshake("127.0.0.1", port, TOKEN, 0, 0, streams, tid)
+    assert st == 0
+    data = []
+    for i in range(1, streams + 1):
+        d, st = w.handshake("127.0.0.1", port, TOKEN, 1, i, streams, tid)
+        assert st == 0
+        data.append(d)
+    return ctl, data
+
+
+def stream_end(blocks=0, nbytes=0):
+    return w.frame(w.STREAM_END, struct.pack("<QQ", blocks, nbytes))
+
+
+def test_receiver_exits_when_the_sender_ends_its_streams_and_goes_silent(tmp_path, receiver_factory):
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    r = receiver_factory(dst, "--idle-timeout", "1", token=TOKEN)
+    ctl, data = connect_fake_sender(r.port, 2)
+    try:
+        ctl.sendall(w.manifest(0, [(0, w.FILE, "empty", 0, "")]))
+        ctl.sendall(w.frame(w.MANIFEST_END, struct.pack("<IIQQ", 1, 0, 1, 0)))
+        ftype, _ = w.read_frame(ctl)
+        assert ftype == w.MANIFEST_ACK
+        for d in data:
+            d.sendall(stream_end())
+        # ... and no TRANSFER_END: the control connection stays open and silent.
+        rc, _, err = finish(r.proc)
+        assert rc == 4, err
+        assert "sender went silent" in err and "control connection" in err and "TRANSFER_END" in err and "idle timeout" in err, err
+    finally:
+        ctl.close()
+        for d in data:
+            d.close()
+
+
+def test_pipe_receiver_exits_on_a_gap_the_sender_never_fills(tmp_path):
+    """Piece at offset 100 on stream 2, stream 1 ends without the bytes before it, then silence."""
+    recv, port = start_receiver(tmp_path, "pipe", "--idle-timeout", "1")
+    ctl, data = connect_fake_sender(port, 2)
+    try:
+        ctl.sendall(w.manifest(0, [(0, 4, "stdin", 0, "")]))
+        ctl.sendall(w.frame(w.MANIFEST_END, struct.pack("<IIQQ", 1, 0, 1, 0)))
+        ftype, _ = w.read_frame(ctl)
+        assert ftype == w.MANIFEST_ACK
+        data[1].sendall(w.frame(w.BLOCK, struct.pack("<QQQ", 0, 100, 0) + b"x" * 10))
+        data[0].sendall(stream_end())
+        rc, _, err = finish(recv)
+        assert rc == 4, err
+        assert "idle timeout" in err, err
+    finally:
+        recv.kill()
+        recv.communicate()
+        ctl.close()
+        for d in data:
+            d.close()
+
+
+# ---------------- item 6: the receiver's own work is not the sender's silence ----------------
+
+
+def test_many_empty_files_with_sync_and_a_short_idle_timeout(tmp_path, receiver_factory):
+    """The receiver's control thread creates and fsyncs thousands of empty files before it
+    acks their pages; its data streams wait meanwhile, and that wait is not the sender's
+    silence. (12,000 in 600 directories three deep, each created and fsynced too: the
+    control thread's work outlasts 3 s by far on this VM's disk even when it is idle; 2,000
+    alone did not always.)"""
+    src = tmp_path / "src"
+    for i in range(12000):
+        d = src / f"a{i % 6}" / f"b{i % 60:02d}" / f"c{i % 600:03d}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"e{i:05d}").write_bytes(b"")
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    r = receiver_factory(dst, "--sync", "--idle-timeout", "3", token=TOKEN)
+    send = subprocess.Popen([SLUICE, "send", str(src), "--to", f"127.0.0.1:{r.port}", "--token", TOKEN],
+                            stderr=subprocess.PIPE, text=True)
+    rc, _, err = finish(send, timeout=600)
+    rrc, _, rerr = finish(r.proc, timeout=600)
+    assert rrc == 0, rerr
+    assert rc == 0, err
+    assert sum(len(f) for _, _, f in os.walk(dst)) == 12000
