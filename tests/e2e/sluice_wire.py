@@ -8,8 +8,8 @@ import struct
 
 MAGIC = b"SLUICE\r\n"
 VERSION = 1
-MANIFEST, MANIFEST_ACK, MANIFEST_END, BLOCK, STREAM_END, RESEND, ALL_VERIFIED, TRANSFER_END, FINAL_STATUS, ABORT = (
-    0x01, 0x02, 0x03, 0x10, 0x11, 0x20, 0x21, 0x30, 0x31, 0x3F)
+MANIFEST, MANIFEST_ACK, MANIFEST_END, BLOCK, STREAM_END, RESEND, ALL_VERIFIED, WORKING, TRANSFER_END, FINAL_STATUS, ABORT = (
+    0x01, 0x02, 0x03, 0x10, 0x11, 0x20, 0x21, 0x22, 0x30, 0x31, 0x3F)
 FILE, DIR, SYMLINK = 1, 2, 3
 
 
@@ -50,5 +50,9 @@ def manifest(seq, entries):
 
 
 def read_frame(s):
-    ftype, _, _, length = struct.unpack("<BBHI", recv_exact(s, 8))
-    return ftype, recv_exact(s, length)
+    """The next frame, skipping WORKING (the receiver's keepalive while it works for us)."""
+    while True:
+        ftype, _, _, length = struct.unpack("<BBHI", recv_exact(s, 8))
+        payload = recv_exact(s, length)
+        if ftype != WORKING:
+            return ftype, payload

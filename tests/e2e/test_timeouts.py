@@ -266,3 +266,47 @@ def test_many_empty_files_with_sync_and_a_short_idle_timeout(tmp_path, receiver_
     assert rrc == 0, rerr
     assert rc == 0, err
     assert sum(len(f) for _, _, f in os.walk(dst)) == 12000
+
+
+SLOW_FSYNC_SHIM = os.environ.get(
+    "SLUICE_SLOW_FSYNC_SHIM",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(SLUICE))), "tests", "shim",
+                 "libsluice-test-slow-fsync-shim.so"))
+
+
+@pytest.mark.parametrize("work", ["page", "end"])
+def test_the_sender_waits_while_the_receiver_works_for_it(tmp_path, work):
+    """The receiver's own work that the sender waits for is not the receiver's silence: with
+    every fsync made 5 ms slower (a test-only LD_PRELOAD shim, so the work has a known minimum
+    length on any disk), registering a page of 1,000 empty files with --sync ("page", the
+    sender waits for MANIFEST_ACK) or fsyncing 1,000 directories after TRANSFER_END ("end",
+    the sender waits for FINAL_STATUS) takes at least 5 s, far past the sender's 1 s idle
+    timeout. The receiver says WORKING while it works, so the sender waits and both exit 0;
+    before WORKING the sender gave up with exit 4."""
+    src = tmp_path / "src"
+    for i in range(1000):
+        if work == "page":
+            d = src / f"d{i % 10}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / f"e{i:04d}").write_bytes(b"")
+        else:
+            (src / f"d{i:04d}").mkdir(parents=True)
+    (src / "data").write_bytes(os.urandom(4096))
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    port = free_port()
+    env = dict(os.environ, LD_PRELOAD=SLOW_FSYNC_SHIM, SLUICE_TEST_FSYNC_DELAY_MS="5")
+    rx = subprocess.Popen([SLUICE, "recv", str(dst), "--bind", "127.0.0.1", "--port", str(port), "--token", TOKEN,
+                           "--sync"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert rx.stdout.readline().startswith("sluice://"), rx.stderr.read()
+        send = subprocess.Popen([SLUICE, "send", str(src), "--to", f"127.0.0.1:{port}", "--token", TOKEN,
+                                 "--idle-timeout", "1"], stderr=subprocess.PIPE, text=True)
+        rc, _, err = finish(send, timeout=HANG)
+        rrc, _, rerr = finish(rx, timeout=HANG)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+    assert rc == 0, err
+    assert rrc == 0, rerr
+    assert (dst / "src" / "data").read_bytes() == (src / "data").read_bytes()

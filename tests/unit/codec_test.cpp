@@ -140,6 +140,13 @@ TEST_CASE("control frames round trip") {
     CHECK(out.size() == kFrameHeaderBytes);
 
     out.clear();
+    encode_working(out);
+    CHECK(decode_frame_header(Span(out).first(8)).type == static_cast<uint8_t>(FrameType::working));
+    CHECK(out.size() == kFrameHeaderBytes);
+    out[4] = 1; // WORKING has no payload: a length is a protocol error, not bytes to read
+    CHECK_THROWS_AS(decode_frame_header(Span(out).first(8)), sluice::Error);
+
+    out.clear();
     encode_transfer_end(out, {16, 99, 1ull << 33});
     auto t = decode_transfer_end(payload_of(out));
     CHECK(t.data_streams == 16);

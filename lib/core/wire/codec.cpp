@@ -37,6 +37,7 @@ const char* frame_type_name(uint8_t type) {
     case FrameType::stream_end: return "STREAM_END";
     case FrameType::resend: return "RESEND";
     case FrameType::all_verified: return "ALL_VERIFIED";
+    case FrameType::working: return "WORKING";
     case FrameType::transfer_end: return "TRANSFER_END";
     case FrameType::final_status: return "FINAL_STATUS";
     case FrameType::abort: return "ABORT";
@@ -65,6 +66,7 @@ FrameHeader decode_frame_header(Span in) {
     case FrameType::transfer_end:
     case FrameType::final_status:
     case FrameType::abort: limit = kMaxControlPayload; break;
+    case FrameType::working: limit = 0; break; // no payload
     default:
         bad("frame header: unknown frame type 0x" + [&] {
             char b[8];
@@ -134,6 +136,11 @@ void encode_resend(Bytes& out, const ByteRange& v) {
 
 void encode_all_verified(Bytes& out) {
     size_t at = begin_frame(out, FrameType::all_verified);
+    end_frame(out, at);
+}
+
+void encode_working(Bytes& out) {
+    size_t at = begin_frame(out, FrameType::working);
     end_frame(out, at);
 }
 

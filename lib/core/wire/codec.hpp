@@ -31,6 +31,7 @@ void encode_manifest_end(Bytes& out, const ManifestEnd& e);
 void encode_stream_end(Bytes& out, const StreamEnd& e);
 void encode_resend(Bytes& out, const ByteRange& r);
 void encode_all_verified(Bytes& out);
+void encode_working(Bytes& out);
 void encode_transfer_end(Bytes& out, const TransferEnd& e);
 void encode_final_status(Bytes& out, const FinalStatus& s);
 void encode_abort(Bytes& out, const Abort& a);

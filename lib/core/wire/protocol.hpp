@@ -41,6 +41,7 @@ enum class FrameType : uint8_t {
     stream_end = 0x11,   // S->R data: this stream carries no more blocks
     resend = 0x20,       // R->S control: a block failed its checksum, send it again
     all_verified = 0x21, // R->S control: every file of the manifest is complete; streams may end
+    working = 0x22,      // R->S control: still doing work the sender waits for (empty; a keepalive)
     transfer_end = 0x30, // S->R control: every data stream has ended
     final_status = 0x31, // R->S control: the receiver's verdict
     abort = 0x3f,        // either way: the transfer is over, with a reason

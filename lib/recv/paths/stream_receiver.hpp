@@ -58,6 +58,9 @@ struct RecvContext {
     std::function<void(RecvFile& f, uint64_t offset, uint64_t length)> block_failed;
     // A file became complete (after it is in place).
     std::function<void()> file_completed;
+    // Called during the receiver's own long work the sender may be waiting for (--verify's
+    // read-back, --sync's fsyncs): keeps the sender's idle deadline from firing (WORKING).
+    std::function<void()> still_working;
     // The control thread's answers: a stream's idle timer that fires while they excuse the
     // silence waits again instead of failing (silence_excused()).
     const AnswerClock* answers = nullptr;

@@ -89,12 +89,34 @@ Error ControlSide::as_sender_fault(const Error& e) const {
     }
 }
 
+void ControlSide::still_working() noexcept {
+    using Clock = std::chrono::steady_clock;
+    // The sender's idle timeout is its own (it may be shorter than ours): every half second at
+    // most, or a quarter of ours if that is shorter. 8 bytes each, only while we work.
+    const auto every = std::chrono::duration_cast<Clock::duration>(
+        std::min(std::chrono::milliseconds(opts_.idle_timeout_ms) / 4, std::chrono::milliseconds(500)));
+    const auto now = Clock::now().time_since_epoch().count();
+    auto last = working_sent_.load(std::memory_order_relaxed);
+    if (now - last < every.count() || !working_sent_.compare_exchange_strong(last, now)) return;
+    try {
+        wire::Bytes out;
+        wire::encode_working(out);
+        send(out);
+    } catch (const Error&) {
+        // A control connection that cannot take 8 bytes is found broken by the next real
+        // frame; a keepalive has nothing to add.
+    }
+}
+
 void ControlSide::on_manifest(wire::ManifestPage&& page) {
     if (manifest_ended_) throw Error(ErrorCode::protocol, "MANIFEST after MANIFEST_END");
     if (page.seq != pages_) throw Error(ErrorCode::protocol, "manifest page " + std::to_string(page.seq) + " out of order");
     ++pages_;
     wire::ManifestAck ack{.seq = page.seq, .verified = {}};
-    for (auto& e : page.entries) register_entry(std::move(e), ack.verified);
+    for (auto& e : page.entries) {
+        register_entry(std::move(e), ack.verified);
+        still_working();
+    }
     files_.publish();
     wire::Bytes out;
     wire::encode_manifest_ack(out, ack);
@@ -221,8 +243,9 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
     }
     check_files_complete(files_);
     if (target_.writes_files()) {
-        make_symlinks(target_.tree(), links_);
-        apply_dir_metadata(target_.tree(), dirs_, opts_.sync);
+        const std::function<void()> working = [this] { still_working(); };
+        make_symlinks(target_.tree(), links_, working);
+        apply_dir_metadata(target_.tree(), dirs_, opts_.sync, working);
     }
     wire::Bytes out;
     wire::encode_final_status(out, wire::FinalStatus{.files_ok = tally_.files_completed.load(),

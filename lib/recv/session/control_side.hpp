@@ -4,6 +4,7 @@
 // acks it, asks again for blocks that failed their checksum, tells the sender once every file
 // is verified, and at TRANSFER_END checks the transfer and sends the verdict.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +44,11 @@ public:
     // From the data streams (RecvContext):
     void block_failed(RecvFile& f, uint64_t offset, uint64_t length);
     void file_completed();
+    // Called from any thread, often, during our own work the sender waits for (registering a
+    // page, --sync's fsyncs, --verify's read-back, the end's symlinks and directories): sends
+    // WORKING once half a second (or a quarter of our idle timeout) has passed since we last
+    // sent the sender anything, so its deadline measures our silence, never our work. Cheap when nothing is due (a clock read and an atomic load).
+    void still_working() noexcept;
 
     // Once serve() has returned:
     const Counts& counts() const { return counts_; }
@@ -56,7 +62,10 @@ private:
     void finish_empty_file(RecvFile& f);
     void on_manifest_end(const wire::ManifestEnd& e);
     void on_transfer_end(const wire::TransferEnd& end, uint16_t stream_count);
-    void send(const wire::Bytes& frame) { control_.write(frame, "control connection"); }
+    void send(const wire::Bytes& frame) {
+        control_.write(frame, "control connection");
+        working_sent_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    }
     // Waits until the next frame starts to arrive; throws timed_out once the sender has been
     // silent for the idle timeout while it owed us something.
     void await_frame(uint16_t stream_count);
@@ -71,6 +80,8 @@ private:
     ResendPolicy resends_;
     AnswerClock answers_;
     bool silence_reported_ = false; // await_frame() threw: its message says it all
+    // When we last sent the sender anything (still_working() counts from there).
+    std::atomic<std::chrono::steady_clock::rep> working_sent_{std::chrono::steady_clock::now().time_since_epoch().count()};
 
     // Read by data streams too.
     std::atomic<uint64_t> files_expected_{UINT64_MAX}; // known at MANIFEST_END

@@ -19,8 +19,9 @@ void check_files_complete(FileTable& files) {
     }
 }
 
-void make_symlinks(const DestTree& tree, std::span<RecvFile* const> links) {
+void make_symlinks(const DestTree& tree, std::span<RecvFile* const> links, const std::function<void()>& still_working) {
     for (RecvFile* l : links) {
+        still_working();
         UniqueFd dir = tree.open_dir(l->parent);
         ::unlinkat(dir.get(), l->temp.c_str(), 0); // one an earlier run left; usually none
         if (::symlinkat(l->entry.link_target.c_str(), dir.get(), l->temp.c_str()) != 0)
@@ -32,8 +33,10 @@ void make_symlinks(const DestTree& tree, std::span<RecvFile* const> links) {
     }
 }
 
-void apply_dir_metadata(const DestTree& tree, std::span<RecvFile* const> dirs, bool sync) {
+void apply_dir_metadata(const DestTree& tree, std::span<RecvFile* const> dirs, bool sync,
+                        const std::function<void()>& still_working) {
     for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
+        still_working();
         const RecvFile* d = *it;
         UniqueFd fd = tree.open_dir(d->entry.path);
         // Set-id and sticky bits from the network are dropped, as for files.

@@ -45,6 +45,7 @@ RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
            .bytes_verified_from_disk = tally_.bytes_verified_from_disk,
            .block_failed = [this](RecvFile& f, uint64_t off, uint64_t len) { control_side_.block_failed(f, off, len); },
            .file_completed = [this] { control_side_.file_completed(); },
+           .still_working = [this] { control_side_.still_working(); },
            .answers = &control_side_.answers()},
       acceptor_(opts_, log_), host_(advertised_host(opts_)) {}
 

@@ -120,6 +120,7 @@ void verify_from_disk(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f) {
                                                   std::to_string(off) + " (--verify); the next run sends it again whole");
         }
         ctx.bytes_verified_from_disk.fetch_add(len, std::memory_order_relaxed);
+        if (ctx.still_working) ctx.still_working(); // a large last file's read-back is work the sender waits for
     }
 }
 
@@ -150,6 +151,7 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
         if (ctx.verify) verify_from_disk(ctx, dirs, f);
         finish_file(dirs, f, fd, ctx.sync);
         if (f.journaled) journal::remove(dirs.get(f.parent), f.temp);
+        if (ctx.still_working) ctx.still_working();
     }
     ctx.files.set_complete(f);
     ctx.files_completed.fetch_add(1, std::memory_order_relaxed);

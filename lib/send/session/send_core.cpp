@@ -39,6 +39,7 @@ void SendCore::read_control() {
             case wire::FrameType::manifest_ack: on_manifest_ack(wire::decode_manifest_ack(f.payload)); break;
             case wire::FrameType::resend: on_resend(wire::decode_resend(f.payload)); break;
             case wire::FrameType::all_verified: on_all_verified(); break;
+            case wire::FrameType::working: break; // the receiver is alive and busy for us: last_frame_ moved
             case wire::FrameType::final_status: final_ = wire::decode_final_status(f.payload); return;
             case wire::FrameType::abort:
                 latch_.peer_abort(wire::decode_abort(f.payload).message);
