@@ -64,3 +64,58 @@ def test_recv_write_leaves_a_bounded_window_in_the_page_cache(tmp_path, receiver
     for i in (0, n // 2, n - 1):
         assert (got / f"f{i:04d}.bin").read_bytes() == (src / f"f{i:04d}.bin").read_bytes()
     shutil.rmtree(tmp_path / "src")
+
+
+def _small_set(root, n=160, size=256 << 10):
+    root.mkdir(parents=True)
+    for i in range(n):
+        write_random(root / f"f{i:04d}.bin", size, seed=1000 + i)
+    return [root / f"f{i:04d}.bin" for i in range(n)]
+
+
+def _evict(paths):
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _send(src, dst, receiver_factory):
+    r = receiver_factory(dst)
+    res = run_sluice("send", src, r.url, "--streams", "2", timeout=300)
+    assert res.returncode == 0, res.stderr
+    rc, _, err = r.wait(timeout=300)
+    assert rc == 0, err
+
+
+def test_sender_drops_the_pages_of_small_files_it_read_from_disk(tmp_path, receiver_factory):
+    # Cold small files are read into memory for the checksum and sent from there; left cached,
+    # a set larger than memory would fill it (issue 19). What was not cached is not left cached.
+    files = _small_set(tmp_path / "src" / "set")
+    _evict(files)
+    before = sum(cached_bytes(p) for p in files)
+    assert before <= 4 * PAGE * len(files), f"could not evict the source ({before} bytes cached)"
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    _send(tmp_path / "src" / "set", dst, receiver_factory)
+    after = sum(cached_bytes(p) for p in files)
+    total = sum(os.path.getsize(p) for p in files)
+    assert after <= before + total // 10, f"{after >> 10} KiB of {total >> 10} KiB read from disk still cached"
+    for p in files[:3] + files[-3:]:
+        assert (dst / "set" / p.name).read_bytes() == p.read_bytes()
+
+
+def test_sender_leaves_cached_small_files_cached(tmp_path, receiver_factory):
+    # The caller's page cache is not ours to empty: files that were cached stay cached.
+    files = _small_set(tmp_path / "src" / "set")
+    for p in files:
+        p.read_bytes()
+    total = sum(os.path.getsize(p) for p in files)
+    assert sum(cached_bytes(p) for p in files) == total
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    _send(tmp_path / "src" / "set", dst, receiver_factory)
+    assert sum(cached_bytes(p) for p in files) == total
