@@ -29,6 +29,14 @@ def read_rss_kb(path):
         return None
 
 
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def stop_children(pid):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -106,10 +114,15 @@ class Bench:
             # Warm means warm for every tool: see measure.warm_source (this VM pages out idle
             # page cache after ~30 s).
             measure.warm_source(os.path.join(a.data, set_name))
+        rec_pf = 0
         if prefault:
             # dst pages, plus the sender's page cache when it has just been dropped.
-            measure.prefault(os.path.join(a.work, "prefault.tmp"),
-                             manifest["bytes"] * (2 if cold else 1) + (256 << 20))
+            # At full size that would exceed memory (useless: only memory is being touched) and
+            # the free disk (the scratch file is written before the transfer and deleted).
+            want = manifest["bytes"] * (2 if cold else 1) + (256 << 20)
+            cap = min(mem_available() - (1 << 30), shutil.disk_usage(a.work).free - (2 << 30))
+            rec_pf = max(0, min(want, cap))
+            measure.prefault(os.path.join(a.work, "prefault.tmp"), rec_pf)
         v = {"src": os.path.join(a.data, set_name), "dst": self.dst, "set": set_name,
              "host": self.ns["IP_RCV"], "port": self.port, "bytes": manifest["bytes"],
              "work": self.tmp, "url": ""}
@@ -121,7 +134,7 @@ class Bench:
             env["SB_STREAMS"] = str(a.streams)
         timeout = a.timeout or (60 + manifest["bytes"] / 20e6)
         rec = {"link": label, "set": set_name, "tool": peer.name, "run": run_no, "ok": False,
-               "cold": cold, "prefault": prefault,
+               "cold": cold, "prefault": prefault, "prefault_bytes": rec_pf if prefault else 0,
                "bytes": manifest["bytes"], "files": manifest["count"] if peer.tree else 0,
                "timeout_s": round(timeout, 1), "port": self.port, "background_busy_frac": bg,
                "waited_quiet_s": waited}
