@@ -29,7 +29,7 @@ import verify  # noqa: E402
 from procs import PEERS, Peer, background_busy, log, netns, parse_peer  # noqa: E402
 from runs import Bench  # noqa: E402
 
-BUILTIN = ["iperf3", "cp", "sluice", "rsync", "tarnc", "lftp"]
+BUILTIN = ["iperf3", "cp", "sluice", "wdt", "rsync", "tarnc", "lftp"]
 SETS = ["large", "small", "minor", "mixed"]
 
 
@@ -44,6 +44,31 @@ def ensure_data(a, sets):
     return out
 
 
+def find_wdt(given):
+    """The WDT binary: --wdt, else wdt on PATH, else bench/peers/wdt-build.sh's default prefix."""
+    for c in ([given] if given else [shutil.which("wdt") or "", "/work/data/wdt/bin/wdt"]):
+        if c and os.access(c, os.X_OK):
+            return os.path.abspath(c)
+    return ""
+
+
+def set_bytes_expected(name, scale):
+    """The bytes a set will have at this scale (before generating it): for the disk check."""
+    import fractions
+    f = fractions.Fraction(scale)
+    full = {"large": 16 * 2 * 2**30, "small": 4243 * (1024 + 10 * 2**20) // 2, "minor": 102645 * (1024 + 400 * 1024) // 2}
+    full["mixed"] = full["small"] + full["minor"]
+    return int(full[name] * f)
+
+
+def mem_total_bytes():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def summarize(runs):
     """Median over repeated runs of each (link, set, tool); percentages against iperf3."""
     groups = {}
@@ -53,7 +78,8 @@ def summarize(runs):
     for (link, set_name, tool), rs in groups.items():
         ok = [r for r in rs if r["ok"]]
         row = {"link": link, "set": set_name, "tool": tool, "runs": len(rs), "ok_runs": len(ok)}
-        for k in ("mb_s", "files_s", "seconds", "cpu_s_per_gb", "cpu_proc_s_per_gb", "background_busy_frac"):
+        for k in ("mb_s", "files_s", "seconds", "cpu_s_per_gb", "cpu_proc_s_per_gb", "background_busy_frac",
+                  "rss_send_mib", "rss_recv_mib"):
             vals = [r[k] for r in ok if r.get(k) is not None]
             row[k] = round(statistics.median(vals), 3) if vals else None
         paths = sorted({f"{r.get('stats_send', {}).get('send_path', '?')}/{r.get('stats_recv', {}).get('recv_path', '?')}"
@@ -104,6 +130,20 @@ def main():
     ap.add_argument("--links", default="unbounded,1gbit", help="'unbounded' and/or tbf rates such as 1gbit")
     ap.add_argument("--runs", type=int, default=1, help="repeats per tool; the tables show medians")
     ap.add_argument("--cold", action="store_true", help="drop the page cache before every run")
+    ap.add_argument("--cache", default="",
+                    help="cache states to run, each a row: warm, cold, or auto (cold always, warm too when "
+                         "the set fits in half the memory); default: cold with --cold, else warm")
+    ap.add_argument("--prefault-modes", default="",
+                    help="on,off: run every tool with and without the prefault step (default: on, or off "
+                         "with --no-prefault)")
+    ap.add_argument("--one-set-at-a-time", choices=["auto", "yes", "no"], default="auto",
+                    help="generate a set, run every tool on it, delete it, then the next: what fits the disk at "
+                         "--scale 1 (auto: yes from scale 1/4 up)")
+    ap.add_argument("--full", action="store_true",
+                    help="the full-size preset: --scale 1 --cache auto --prefault-modes on,off "
+                         "--one-set-at-a-time yes --links unbounded")
+    ap.add_argument("--wdt", default="", help="WDT binary (default: wdt on PATH, else /work/data/wdt/bin/wdt; "
+                    "bench/peers/wdt-build.sh builds it); the wdt tool is skipped when none is found")
     ap.add_argument("--timeout", type=float, default=0, help="per-transfer limit, s (default 60 + bytes/20 MB/s)")
     ap.add_argument("--no-prefault", dest="prefault", action="store_false",
                     help="do not write and free a scratch file of the set's size before each run "
@@ -120,6 +160,19 @@ def main():
     ap.add_argument("--work", default="/tmp/sluice-bench", help="data sets and receive directory")
     ap.add_argument("--out", default="", help="results directory (default bench/out/wdt-report-DATE)")
     a = ap.parse_args()
+    if a.full:
+        a.scale, a.cache, a.prefault_modes, a.one_set_at_a_time = "1", a.cache or "auto", a.prefault_modes or "on,off", "yes"
+        if a.links == "unbounded,1gbit":
+            a.links = "unbounded"
+    import fractions
+    if a.one_set_at_a_time == "auto":
+        a.one_set_at_a_time = "yes" if fractions.Fraction(a.scale) >= fractions.Fraction(1, 4) else "no"
+    a.one_set = a.one_set_at_a_time == "yes"
+    caches = [c for c in (a.cache or ("cold" if a.cold else "warm")).split(",") if c]
+    if any(c not in ("warm", "cold", "auto") for c in caches):
+        raise SystemExit(f"bench: --cache takes warm, cold, auto; got {a.cache!r}")
+    pf_modes = [m == "on" for m in (a.prefault_modes or ("on" if a.prefault else "off")).split(",") if m]
+    a.wdt = find_wdt(a.wdt)
     a.sluice = os.path.abspath(a.sluice)
     a.sluice_info = None
     tag = a.scale.replace("/", "_")
@@ -141,26 +194,36 @@ def main():
             continue
         if t == "sluice":
             a.sluice_info = snapshot_sluice(a)
+        if t == "wdt" and not a.wdt:
+            msg = "WDT not found (--wdt, PATH, /work/data/wdt/bin/wdt; bench/peers/wdt-build.sh builds it): skipping wdt"
+            log(msg)
+            skipped.append({"tool": "wdt", "reason": msg})
+            continue
         peers.append(Peer(t, script=os.path.join(PEERS, f"{t}.sh")))
     peers += [parse_peer(s, True) for s in a.peer] + [parse_peer(s, False) for s in a.peer_daemon]
     if peers and peers[0].name != "iperf3" and any(p.name == "iperf3" for p in peers):
         peers.sort(key=lambda p: p.name != "iperf3")
 
-    manifests = ensure_data(a, sets)
-    for s, m in manifests.items():
-        # The sources must equal their manifests (a broken source would fail every tool);
-        # reading them also warms the page cache for the warm variant.
-        t = time.monotonic()
-        problems = verify.compare(m, a.data)
-        if problems:
-            raise SystemExit(f"bench: source set {s} differs from its manifest: {problems[0]}; "
-                             f"regenerate with bench/datasets/gen.py --force")
-        log(f"source {s} checked in {time.monotonic() - t:.1f} s")
+    def prepare(names):
+        got = ensure_data(a, names)
+        for s, m in got.items():
+            # The sources must equal their manifests (a broken source would fail every tool);
+            # reading them also warms the page cache for the warm variant.
+            t = time.monotonic()
+            problems = verify.compare(m, a.data)
+            if problems:
+                raise SystemExit(f"bench: source set {s} differs from its manifest: {problems[0]}; "
+                                 f"regenerate with bench/datasets/gen.py --force")
+            log(f"source {s} checked in {time.monotonic() - t:.1f} s")
+        return got
+
+    manifests = {} if a.one_set else prepare(sets)
     b = Bench(a)
     meta = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "kernel": platform.release(), "cpus": os.cpu_count(), "scale": a.scale, "seed": a.seed,
-        "cold": a.cold, "runs": a.runs, "prefault": a.prefault, "streams_sluice": a.streams, "sluice": a.sluice,
+        "cold": a.cold, "caches": caches, "prefault_modes": pf_modes, "one_set_at_a_time": a.one_set,
+        "wdt": a.wdt, "runs": a.runs, "prefault": a.prefault, "streams_sluice": a.streams, "sluice": a.sluice,
         "links": links, "command": " ".join(sys.argv), "sluice_build": a.sluice_info,
         "source_warmed": not a.cold, "damon_pageout": measure.damon_pageout(),
         "cpu_method": "whole machine: delta of /proc/stat busy jiffies (user+nice+system+irq+softirq) "
@@ -176,13 +239,36 @@ def main():
         log(f"WARNING: machine {100 * meta['background_busy_frac']:.0f}% busy before the bench; CPU figures include it")
     try:
         netns("up")
-        for link in links:
-            netns("rate", "none" if link == "unbounded" else link)
-            for s in sets:
+        # One set at a time: every link and tool on it, then its data goes (at --scale 1 the
+        # sets and a received copy do not all fit on the disk at once).
+        for s in sets:
+            if a.one_set:
+                need = 2 * set_bytes_expected(s, a.scale) + (2 << 30)
+                free = shutil.disk_usage(os.path.dirname(a.data) or "/").free
+                if free < need:
+                    msg = (f"set {s} skipped: source + received copy need {need / 1e9:.1f} GB, "
+                           f"{free / 1e9:.1f} GB free on {a.work}")
+                    log(msg)
+                    skipped.append({"set": s, "reason": msg})
+                    continue
+                manifests.update(prepare([s]))
+            cache_rows = []
+            for c in caches:
+                if c == "auto":
+                    cache_rows += [True] + ([False] if manifests[s]["bytes"] < mem_total_bytes() // 2 else [])
+                else:
+                    cache_rows.append(c == "cold")
+            for link in links:
+                netns("rate", "none" if link == "unbounded" else link)
                 # Round robin: repeats interleave the tools, so slow drifts spread over all.
                 for r in range(1, a.runs + 1):
-                    for p in peers:
-                        b.one(link, s, manifests[s], p, r)
+                    for cold in dict.fromkeys(cache_rows):
+                        for pf in pf_modes:
+                            for p in peers:
+                                b.one(link, s, manifests[s], p, r, cold=cold, prefault=pf)
+            if a.one_set:
+                shutil.rmtree(a.data, ignore_errors=True)  # mixed/ links into small/ and minor/: all of it
+                log(f"set {s}: data deleted")
     finally:
         netns("down")
         results = {"meta": meta, "skipped": skipped, "failures": b.failures,

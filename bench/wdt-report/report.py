@@ -24,7 +24,13 @@ def fmt(x, nd=1):
 
 
 def link_order(results):
-    return results["meta"].get("links") or sorted({r["link"] for r in results["summary"]})
+    """Row groups: the links, each with its cache / prefault variants (labels such as
+    "unbounded, cold, no prefault"), in the order they ran."""
+    seen = []
+    for r in results["runs"] or results["summary"]:
+        if r["link"] not in seen:
+            seen.append(r["link"])
+    return seen or results["meta"].get("links") or []
 
 
 def tool_order(summary):
@@ -42,8 +48,8 @@ def markdown(results):
     lines = [
         f"# WDT-report bench, {m['date']}",
         "",
-        f"Scale {m['scale']} (seed {m['seed']}), {'cold' if m['cold'] else 'warm'} page cache, "
-        f"{m['runs']} run(s) per tool (medians), memory {'prefaulted' if m.get('prefault') else 'not prefaulted'}{' and source set read' if m.get('source_warmed') else ''} before each run, kernel {m['kernel']}, {m['cpus']} CPUs; "
+        f"Scale {m['scale']} (seed {m['seed']}), {'cold' if m['cold'] else 'warm'} page cache (unless a row group says otherwise), "
+        f"{m['runs']} run(s) per tool (medians), memory {'prefaulted' if m.get('prefault') else 'not prefaulted'} (unless the row group says 'no prefault'){' and source set read' if m.get('source_warmed') else ''} before each run, kernel {m['kernel']}, {m['cpus']} CPUs; "
         f"machine {100 * m['background_busy_frac']:.1f}% busy before the bench.",
         "",
         "| set | files | bytes |", "|---|---:|---:|",
@@ -64,9 +70,9 @@ def markdown(results):
         if not rows:
             continue
         lines += [f"## {link}", "",
-                  "| set | tool | MB/s | files/s | CPU s/GB, whole machine | CPU s/GB, tool processes | % of iperf3 |"
-                  + (" vs WDT recorded |" if link == "unbounded" else ""),
-                  "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if link == "unbounded" else "")]
+                  "| set | tool | MB/s | files/s | CPU s/GB, whole machine | CPU s/GB, tool processes | % of iperf3 "
+                  "| peak RSS MiB send / recv |" + (" vs WDT recorded |" if link == "unbounded" else ""),
+                  "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if link == "unbounded" else "")]
         for s in SET_ORDER:
             for t in tools:
                 r = next((x for x in rows if x["set"] == s and x["tool"] == t), None)
@@ -77,7 +83,8 @@ def markdown(results):
                     ok += f" ({', '.join(r['paths'])})"
                 busy = (r.get("background_busy_frac") or 0) > BUSY
                 line = (f"| {s} | {t}{ok} | {fmt(r['mb_s'])} | {fmt(r['files_s'], 0)} | "
-                        f"{fmt(r['cpu_s_per_gb'], 2)}{' *' if busy else ''} | {fmt(r['cpu_proc_s_per_gb'], 2)} | {fmt(r['pct_iperf3'])} |")
+                        f"{fmt(r['cpu_s_per_gb'], 2)}{' *' if busy else ''} | {fmt(r['cpu_proc_s_per_gb'], 2)} | {fmt(r['pct_iperf3'])} | "
+                        f"{fmt(r.get('rss_send_mib'), 0)} / {fmt(r.get('rss_recv_mib'), 0)} |")
                 if link == "unbounded":
                     w = wdt_here.get(s)
                     line += f" {fmt(100 * r['mb_s'] / w[0]) + '%' if w and r['mb_s'] else '-'} |"
@@ -91,7 +98,7 @@ def markdown(results):
               " MB/s; lftp " + ", ".join(f"{s} {v}" for s, v in rec["report_1gbit_full"]["lftp (report)"].items()) +
               " MB/s.", ""]
     if results.get("skipped"):
-        lines += ["Skipped: " + "; ".join(f"{x['tool']}: {x['reason']}" for x in results["skipped"]), ""]
+        lines += ["Skipped: " + "; ".join(f"{x.get('tool') or x.get('set')}: {x['reason']}" for x in results["skipped"]), ""]
     if results.get("failures"):
         lines += ["Failed runs:", ""] + [f"- {f}" for f in results["failures"]] + [""]
     if m.get("sluice_build"):
@@ -118,7 +125,7 @@ def plot(results, path):
     fig, axes = plt.subplots(len(links), 3, figsize=(18, 4.2 * len(links)), squeeze=False)
     for i, link in enumerate(links):
         extra = {}
-        if link == "unbounded" and results["meta"]["scale"] in ("1/16", "0.0625"):
+        if link == "unbounded" and results["meta"]["scale"] in ("1/16", "0.0625") and not any(t == "wdt" for t in tools):
             extra = {"WDT (recorded)": {s: v[0] for s, v in rec["here_unbounded_1_16"]["WDT (recorded)"].items()}}
         # cp is a local reference: off the link, it would only squash the rate-limited bars.
         series = [t for t in tools if link == "unbounded" or t != "cp"] + list(extra)

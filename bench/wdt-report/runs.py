@@ -3,6 +3,7 @@ one link, measures time and CPU, checks the received tree, and records the resul
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +14,40 @@ from procs import (BENCH, QUIET, REPO, background_busy, kill_leftovers, log, net
 
 sys.path.insert(0, os.path.join(BENCH, "datasets"))
 import verify  # noqa: E402
+
+
+TIME = shutil.which("time", path="/usr/bin:/bin")  # GNU time, for each side's peak RSS
+
+
+def read_rss_kb(path):
+    """The %M line GNU time wrote (its last line: a killed daemon's file starts with a note)."""
+    try:
+        with open(path) as f:
+            lines = [x.strip() for x in f if x.strip()]
+        return int(lines[-1]) if lines and lines[-1].isdigit() else None
+    except OSError:
+        return None
+
+
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def stop_children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return
+    for k in kids:
+        try:
+            os.kill(k, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 class Bench:
@@ -51,13 +86,19 @@ class Bench:
         shutil.rmtree(self.tmp, ignore_errors=True)
         os.makedirs(self.tmp)
 
-    def one(self, link, set_name, manifest, peer, run_no):
+    def one(self, link, set_name, manifest, peer, run_no, cold=None, prefault=None):
+        """One transfer. cold / prefault: this run's cache state and prefault step (default:
+        --cold and --no-prefault). link is the row label; a variant other than the options'
+        is named in it (", cold", ", no prefault")."""
         a = self.a
+        cold = a.cold if cold is None else cold
+        prefault = a.prefault if prefault is None else prefault
+        label = link + (", cold" if cold and not a.cold else "") + (", no prefault" if not prefault and a.prefault else "")
         self.port += 1
-        tag = f"{link}-{set_name}-{peer.name}-{run_no}"
+        tag = f"{label}-{set_name}-{peer.name}-{run_no}".replace(", ", "-").replace(" ", "_")
         self.clean_dst()
         os.sync()
-        if a.cold:
+        if cold:
             measure.drop_caches()
         # The settle pause doubles as a sample of what else the machine is doing: the CPU
         # figures are whole-machine, so a run started on a busy machine is flagged.
@@ -69,28 +110,41 @@ class Bench:
             waited += 1.0
         if waited:
             log(f"waited {waited:.0f} s for a quiet machine (now {100 * bg:.0f}% busy)")
-        if not a.cold:
+        if not cold:
             # Warm means warm for every tool: see measure.warm_source (this VM pages out idle
             # page cache after ~30 s).
             measure.warm_source(os.path.join(a.data, set_name))
-        if a.prefault:
+        rec_pf = 0
+        if prefault:
             # dst pages, plus the sender's page cache when it has just been dropped.
-            measure.prefault(os.path.join(a.work, "prefault.tmp"),
-                             manifest["bytes"] * (2 if a.cold else 1) + (256 << 20))
+            # At full size that would exceed memory (useless: only memory is being touched) and
+            # the free disk (the scratch file is written before the transfer and deleted).
+            want = manifest["bytes"] * (2 if cold else 1) + (256 << 20)
+            cap = min(mem_available() - (1 << 30), shutil.disk_usage(a.work).free - (2 << 30))
+            rec_pf = max(0, min(want, cap))
+            measure.prefault(os.path.join(a.work, "prefault.tmp"), rec_pf)
         v = {"src": os.path.join(a.data, set_name), "dst": self.dst, "set": set_name,
              "host": self.ns["IP_RCV"], "port": self.port, "bytes": manifest["bytes"],
              "work": self.tmp, "url": ""}
         env = dict(os.environ, SB_WORK=self.tmp, SB_DST=self.dst, SB_BYTES=str(manifest["bytes"]),
-                   SB_SLUICE=a.sluice, SB_TOKEN=f"bench{self.port}")
+                   SB_SLUICE=a.sluice, SB_TOKEN=f"bench{self.port}", SB_SET=set_name, SB_SRC=v["src"])
+        if a.wdt:
+            env["SB_WDT"] = a.wdt
         if a.streams:
             env["SB_STREAMS"] = str(a.streams)
         timeout = a.timeout or (60 + manifest["bytes"] / 20e6)
-        rec = {"link": link, "set": set_name, "tool": peer.name, "run": run_no, "ok": False,
+        rec = {"link": label, "set": set_name, "tool": peer.name, "run": run_no, "ok": False,
+               "cold": cold, "prefault": prefault, "prefault_bytes": rec_pf if prefault else 0,
                "bytes": manifest["bytes"], "files": manifest["count"] if peer.tree else 0,
                "timeout_s": round(timeout, 1), "port": self.port, "background_busy_frac": bg,
                "waited_quiet_s": waited}
         lg = lambda side, s: os.path.join(self.logs, f"{tag}.{side}.{s}")  # noqa: E731
-        ip_ns = lambda side: ["ip", "netns", "exec", self.ns["NS_SND" if side == "snd" else "NS_RCV"]]  # noqa: E731
+        # Peak RSS per side: GNU time's %M (wait4's ru_maxrss of the tool, forked from the small
+        # time process: a figure taken from this Python's own children would start at its RSS,
+        # since the peak survives fork and exec). A daemon's includes the children it reaped.
+        rss = lambda side: ([TIME, "-f", "%M", "-o", lg(side, "rss")] if TIME else [])  # noqa: E731
+        ip_ns = lambda side: ["ip", "netns", "exec", self.ns["NS_SND" if side == "snd" else "NS_RCV"]] + rss(  # noqa: E731
+            "send" if side == "snd" else "recv")
         recv = send = None
         try:
             if peer.local:
@@ -132,6 +186,11 @@ class Bench:
             if not peer.exits:
                 # Let the daemon reap its per-connection children (their rusage) before stopping it.
                 time.sleep(0.3)
+                if TIME:
+                    # Stop the daemon under GNU time, not time itself, so that time writes its
+                    # RSS line; the group kill below is the backstop.
+                    stop_children(recv.p.pid)
+                    recv.wait(time.monotonic() + 5)
                 recv.kill()
             proc1 = measure.children_cpu_s()
             secs = t1 - t0
@@ -149,6 +208,9 @@ class Bench:
                     rec["iperf3_own_mb_s"] = round(e["sum_received"]["bits_per_second"] / 8e6, 1)
                 except (OSError, ValueError, KeyError):
                     pass
+            for side in ("send", "recv"):
+                kb = read_rss_kb(lg(side, "rss"))
+                rec[f"rss_{side}_mib"] = round(kb / 1024, 1) if kb else None
             for side, p in (("send", send), ("recv", recv)):
                 st = p.last_json_line()
                 if st is not None and peer.name != "iperf3":

@@ -9,6 +9,7 @@
 #include "core/io/aligned_buffer.hpp"
 #include "core/io/sys_error.hpp"
 #include "recv/paths/stream_receiver.hpp"
+#include "recv/paths/writeback_window.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "core/ring/ring.hpp"
 #include "core/wire/data_parser.hpp"
@@ -182,6 +183,9 @@ private:
             block_verified(ctx_, dirs_, *b.file, discard_ ? -1 : fd_of(b.file), b.offset, b.length, b.checksum);
         }
         done_.clear();
+        // Files this stream has moved past are written: their pages go through the window
+        // instead of staying cached (writeback_window.hpp).
+        for (auto& [rf, fd] : retired_) written_.add(std::move(fd), rf->entry.size);
         retired_.clear();
     }
 
@@ -206,7 +210,8 @@ private:
     uint64_t write_pos_ = 0;
     RecvFile* open_file_ = nullptr;
     UniqueFd open_fd_;
-    std::vector<std::pair<RecvFile*, UniqueFd>> retired_; // closed once their writes are reaped
+    std::vector<std::pair<RecvFile*, UniqueFd>> retired_; // to written_ once their writes are reaped
+    WritebackWindow written_;
     std::vector<PendingWrite> writes_;
     std::vector<Verdict> done_;
     Completion recv_, recv_timeout_;

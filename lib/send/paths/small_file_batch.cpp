@@ -1,7 +1,10 @@
 #include "send/paths/small_file_batch.hpp"
 
+#include <fcntl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -14,16 +17,44 @@ namespace sluice {
 
 namespace {
 constexpr size_t kPrefix = wire::kFrameHeaderBytes + wire::kBlockPrefixBytes;
+
+// cachestat(2) (Linux 6.5; not in older headers): how much of a file range is in the page cache.
+constexpr long kSysCachestat = 451;
+struct CachestatRange {
+    uint64_t off, len;
+};
+struct Cachestat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+} // namespace
+
+bool SmallFileBatch::fully_cached(int fd, uint64_t length) {
+    if (!cachestat_works_) return true;
+    CachestatRange r{0, length};
+    Cachestat cs{};
+    if (::syscall(kSysCachestat, fd, &r, &cs, 0) != 0) {
+        cachestat_works_ = false; // an older kernel: files are left cached, as before
+        return true;
+    }
+    return cs.nr_cache >= (length + 4095) / 4096;
 }
 
 void SmallFileBatch::add(const Segment& seg) {
     wire::BlockPrefix p;
     p.file_id = seg.file->file_id;
     p.offset = 0;
-    if (seg.length <= kInlineBytes) {
+    // A file this read brings in from the disk goes out of the buffer (its bytes are copied
+    // there anyway, for the checksum) and its pages are dropped at once: read in cold, they
+    // would otherwise fill memory at a transfer's full size. A file that was cached stays so.
+    const bool cold = !fully_cached(reader_.open(*seg.file), seg.length);
+    if (seg.length <= kInlineBytes || cold) {
         if (used_ + kPrefix + seg.length > buf_.size()) flush(true);
         unsigned char* at = buf_.data() + used_;
         reader_.read_whole(*seg.file, at + kPrefix);
+        if (cold) {
+            ::posix_fadvise(reader_.open(*seg.file), 0, 0, POSIX_FADV_DONTNEED); // advice only
+            ++dropped_;
+        }
         p.checksum = xxh3_64(at + kPrefix, seg.length);
         wire::encode_block_prefix(at, p, static_cast<uint32_t>(seg.length));
         used_ += kPrefix + seg.length;

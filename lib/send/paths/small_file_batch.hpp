@@ -7,6 +7,10 @@
 //    many files, goes out with one send (two copies: a system call costs more than copying);
 //  - larger: its prefix is sent and its data follows from the page cache with sendfile (one
 //    copy, the read for the checksum).
+//  - not in the page cache before this read (cold): kept in the buffer whatever its size, and its
+//    pages dropped right after the read (POSIX_FADV_DONTNEED), as WDT does for every file: at a
+//    transfer's full size the set would otherwise fill memory, and every later read would land in
+//    pages the kernel has not handed out for a long time (issue 19). Files that were cached stay.
 // The wire format is unchanged: consecutive BLOCK frames.
 #include <cstddef>
 
@@ -34,15 +38,20 @@ public:
     void add(const Segment& seg);
     // Sends what is buffered; more: another frame follows at once (MSG_MORE).
     void flush(bool more);
+    // Files read in from the disk whose pages were dropped after the read.
+    uint64_t dropped() const noexcept { return dropped_; }
 
 private:
     void send_file_data(const Segment& seg);
+    bool fully_cached(int fd, uint64_t length);
 
     int sock_;
     SourceReader& reader_;
     AlignedBuffer buf_;
     AlignedBuffer scratch_; // a larger file's bytes, read only for its checksum
     size_t used_ = 0;
+    uint64_t dropped_ = 0;
+    bool cachestat_works_ = true;
 };
 
 } // namespace sluice

@@ -1,0 +1,121 @@
+"""What a receiver leaves in the page cache (issue 19): a transfer larger than memory must not
+fill it with the files it wrote, or every later write lands in memory the kernel has not
+handed out for a long time (on the project VM: a host fault per page, inside the copy)."""
+import ctypes
+import os
+import shutil
+
+import pytest
+
+from conftest import run_sluice, write_random
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.mmap.restype = ctypes.c_void_p
+LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+LIBC.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+PAGE = os.sysconf("SC_PAGE_SIZE")
+WINDOW = 64 << 20  # WritebackWindow::kMaxBytes, per stream
+
+
+def cached_bytes(path):
+    """Bytes of the file now in the page cache (mincore over a read-only shared mapping)."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = LIBC.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "mmap " + str(path))
+        try:
+            pages = (size + PAGE - 1) // PAGE
+            vec = ctypes.create_string_buffer(pages)
+            if LIBC.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), "mincore " + str(path))
+            return sum(b & 1 for b in vec.raw) * PAGE
+        finally:
+            LIBC.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+def test_recv_write_leaves_a_bounded_window_in_the_page_cache(tmp_path, receiver_factory):
+    # 192 MiB in files of 512 KiB, one stream: three times the window. Without the window
+    # every written page stays cached (nothing else here creates memory pressure); with it at
+    # most the last window's files and the one being written are.
+    src = tmp_path / "src" / "set"
+    src.mkdir(parents=True)
+    n, size = 384, 512 << 10
+    for i in range(n):
+        write_random(src / f"f{i:04d}.bin", size, seed=i)
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    r = receiver_factory(dst, "--recv-path", "recv_write")
+    res = run_sluice("send", src, r.url, "--streams", "1", timeout=300)
+    assert res.returncode == 0, res.stderr
+    rc, _, err = r.wait(timeout=300)
+    assert rc == 0, err
+    got = dst / "set"
+    total = sum(cached_bytes(got / f"f{i:04d}.bin") for i in range(n))
+    assert sorted(p.name for p in got.iterdir()) == sorted(p.name for p in src.iterdir())
+    assert total <= WINDOW + 2 * size, f"{total >> 20} MiB of {n * size >> 20} MiB received still cached"
+    # The bytes are all there (read back now, which caches them again).
+    for i in (0, n // 2, n - 1):
+        assert (got / f"f{i:04d}.bin").read_bytes() == (src / f"f{i:04d}.bin").read_bytes()
+    shutil.rmtree(tmp_path / "src")
+
+
+def _small_set(root, n=160, size=256 << 10):
+    root.mkdir(parents=True)
+    for i in range(n):
+        write_random(root / f"f{i:04d}.bin", size, seed=1000 + i)
+    return [root / f"f{i:04d}.bin" for i in range(n)]
+
+
+def _evict(paths):
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _send(src, dst, receiver_factory):
+    r = receiver_factory(dst)
+    res = run_sluice("send", src, r.url, "--streams", "2", timeout=300)
+    assert res.returncode == 0, res.stderr
+    rc, _, err = r.wait(timeout=300)
+    assert rc == 0, err
+
+
+def test_sender_drops_the_pages_of_small_files_it_read_from_disk(tmp_path, receiver_factory):
+    # Cold small files are read into memory for the checksum and sent from there; left cached,
+    # a set larger than memory would fill it (issue 19). What was not cached is not left cached.
+    files = _small_set(tmp_path / "src" / "set")
+    _evict(files)
+    before = sum(cached_bytes(p) for p in files)
+    assert before <= 4 * PAGE * len(files), f"could not evict the source ({before} bytes cached)"
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    _send(tmp_path / "src" / "set", dst, receiver_factory)
+    after = sum(cached_bytes(p) for p in files)
+    total = sum(os.path.getsize(p) for p in files)
+    assert after <= before + total // 10, f"{after >> 10} KiB of {total >> 10} KiB read from disk still cached"
+    for p in files[:3] + files[-3:]:
+        assert (dst / "set" / p.name).read_bytes() == p.read_bytes()
+
+
+def test_sender_leaves_cached_small_files_cached(tmp_path, receiver_factory):
+    # The caller's page cache is not ours to empty: files that were cached stay cached.
+    files = _small_set(tmp_path / "src" / "set")
+    for p in files:
+        p.read_bytes()
+    total = sum(os.path.getsize(p) for p in files)
+    assert sum(cached_bytes(p) for p in files) == total
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    _send(tmp_path / "src" / "set", dst, receiver_factory)
+    assert sum(cached_bytes(p) for p in files) == total
