@@ -40,10 +40,12 @@ def cached_bytes(path):
         os.close(fd)
 
 
-def test_recv_write_leaves_a_bounded_window_in_the_page_cache(tmp_path, receiver_factory):
+@pytest.mark.parametrize("path", ["direct", "recv_write"])
+def test_receiver_leaves_a_bounded_window_in_the_page_cache(tmp_path, receiver_factory, path):
     # 192 MiB in files of 512 KiB, one stream: three times the window. Without the window
     # every written page stays cached (nothing else here creates memory pressure); with it at
-    # most the last window's files and the one being written are.
+    # most the last window's files and the one being written are. (Files under 1 MiB are
+    # written through the page cache on the direct path too.)
     src = tmp_path / "src" / "set"
     src.mkdir(parents=True)
     n, size = 384, 512 << 10
@@ -51,7 +53,7 @@ def test_recv_write_leaves_a_bounded_window_in_the_page_cache(tmp_path, receiver
         write_random(src / f"f{i:04d}.bin", size, seed=i)
     dst = tmp_path / "dst"
     dst.mkdir()
-    r = receiver_factory(dst, "--recv-path", "recv_write")
+    r = receiver_factory(dst, "--recv-path", path)
     res = run_sluice("send", src, r.url, "--streams", "1", timeout=300)
     assert res.returncode == 0, res.stderr
     rc, _, err = r.wait(timeout=300)

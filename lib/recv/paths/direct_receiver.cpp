@@ -21,6 +21,7 @@
 #include "core/io/sys_error.hpp"
 #include "recv/paths/direct_layout.hpp"
 #include "recv/paths/stream_receiver.hpp"
+#include "recv/paths/writeback_window.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "core/ring/ring.hpp"
 #include "core/wire/data_parser.hpp"
@@ -168,6 +169,10 @@ private:
     // Writes in flight use the current fd: they must finish before it is closed.
     void switch_file(RecvFile& f, bool whole) {
         drain();
+        // A file written through the page cache (small files) goes through the window, which
+        // bounds the written pages this stream leaves cached (writeback_window.hpp, issue 19);
+        // O_DIRECT files left none.
+        if (fd_ && open_file_ && !direct_) written_.add(std::move(fd_), open_file_->entry.size);
         fd_.reset();
         shared_fd_.reset();
         open_file_ = nullptr;
@@ -324,6 +329,7 @@ private:
     uint64_t shared_page_writes_ = 0;
     Completion writes_[kBuffers]; // tag: the buffer
     Completion recv_, recv_timeout_;
+    WritebackWindow written_;
     // After the memory, fds and completions its requests use, so it is torn down (cancelling
     // and reaping them) before any of those goes.
     Ring ring_;
