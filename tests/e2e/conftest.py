@@ -20,12 +20,12 @@ def free_port():
 class Receiver:
     """`sluice recv` in the background; .url is the line it printed."""
 
-    def __init__(self, dest, *args, token="testtoken"):
+    def __init__(self, dest, *args, token="testtoken", env=None, json=True):
         self.port = free_port()
-        cmd = [SLUICE, "recv", str(dest), "--bind", "127.0.0.1", "--port", str(self.port), "--json"]
+        cmd = [SLUICE, "recv", str(dest), "--bind", "127.0.0.1", "--port", str(self.port)] + (["--json"] if json else [])
         if token:
             cmd += ["--token", token]
-        self.proc = subprocess.Popen(cmd + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(cmd + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.url = self.proc.stdout.readline().strip()
         assert self.url.startswith("sluice://"), self.proc.stderr.read()
 

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import SLUICE, free_port, run_sluice, tree_digest, write_random
+from conftest import SLUICE, run_sluice, tree_digest, write_random
 
 SHIM = os.environ.get("SLUICE_TRUNCATE_SHIM",
                       str(Path(SLUICE).resolve().parents[1] / "tests" / "shim" / "libsluice-test-truncate-shim.so"))
@@ -27,38 +27,14 @@ def shim_env(match, at, to, when="before"):
     return env
 
 
-class Rx:
+@pytest.fixture
+def rx_factory(receiver_factory):
     """`sluice recv DIR` with an optional environment (the shim)."""
 
-    def __init__(self, dest, *args, env=None):
-        self.port = free_port()
-        cmd = [SLUICE, "recv", str(dest), "--bind", "127.0.0.1", "--port", str(self.port), "--token", "t"]
-        self.proc = subprocess.Popen(cmd + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        self.url = self.proc.stdout.readline().strip()
-        assert self.url.startswith("sluice://"), self.proc.stderr.read()
+    def make(dest, *args, env=None):
+        return receiver_factory(dest, *args, token="t", env=env, json=False)
 
-    def wait(self, timeout=120):
-        out, err = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, out, err
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
-
-
-@pytest.fixture
-def rx_factory():
-    made = []
-
-    def make(dest, *args, **kw):
-        r = Rx(dest, *args, **kw)
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.kill()
+    return make
 
 
 def assert_shim_present():
