@@ -296,8 +296,10 @@ def test_disk_full_names_the_file_and_cleans_up(tmp_path, receiver_factory):
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mkfs.ext4"), reason="a loop-mounted ext4 needs root and e2fsprogs")
 def test_disk_full_on_a_file_system_with_o_direct(tmp_path, receiver_factory):
-    # ext4 takes O_DIRECT (tmpfs above does not): the receiver allocates the file before its
-    # data arrives, so the full disk is found there; nothing is left behind either way.
+    # ext4 takes O_DIRECT (tmpfs above does not). The receiver allocates a file as its data
+    # arrives (never the whole declared size up front: issue 14), so the full disk is found by
+    # that fallocate, an O_DIRECT write past it or the resume journal's write, whichever comes
+    # first on this run; each names the file and the cause, and nothing is left behind.
     image = tmp_path / "fs.img"
     dest = tmp_path / "ext4"
     dest.mkdir()
@@ -316,7 +318,6 @@ def test_disk_full_on_a_file_system_with_o_direct(tmp_path, receiver_factory):
         sent = run_sluice("send", src, rx.url, "--json")
         rc, out, err = rx.wait()
         assert rc == 6 and "too-big.bin" in err and "no space left" in err.lower(), err
-        assert "cannot allocate" in err, err  # found before the data came, not by a failed write
         assert sent.returncode != 0 and "too-big.bin" in sent.stderr
         assert leftovers(dest) == []
         assert not (dest / "src" / "too-big.bin").exists()
