@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/ring/ring.hpp"
+#include "serve/engine/file_cache.hpp"
 
 namespace sluice::serve {
 
@@ -30,7 +31,9 @@ struct Conn {
     uint16_t buf = kNoBuf;    // index into the thread's input-buffer pool
     uint32_t in_len = 0;      // bytes of input not yet parsed
     uint16_t out_off = 0, out_len = 0; // head bytes still to send (in the buffer's out area)
-    int file_fd = -1;
+    bool corked = false;      // TCP_CORK set for a large body (full segments, as nginx's tcp_nopush)
+    std::shared_ptr<const CachedFile> file; // the body's file, shared with the open-file cache
+    int file_fd = -1;                       // file->fd while a body is owed
     uint64_t file_off = 0, file_end = 0;
     std::unique_ptr<std::string> body; // a listing, /_stats or an error text
     uint32_t body_off = 0;

@@ -4,7 +4,7 @@
 
 #include <ctime>
 
-#include "serve/engine/doc_root.hpp"
+#include "serve/engine/file_cache.hpp"
 #include "serve/engine/worker.hpp"
 #include "serve/http/listing.hpp"
 #include "serve/http/response.hpp"
@@ -99,7 +99,7 @@ void Worker::handle(Conn& k, const http::Request& req) {
     if (req.method == http::Method::unknown) return respond_simple(k, 501, keep, "method not implemented");
     if (req.method == http::Method::other_known) return respond_simple(k, 405, keep, "only GET and HEAD are served");
     const bool head_only = req.method == http::Method::head;
-    http::Target t;
+    http::Target& t = target_; // reused: its strings keep their capacity, no allocation per request
     if (int st = http::parse_target(req.target, t)) return respond_simple(k, st, false, "bad request target");
 
     Auth auth = Auth::ok_header;
@@ -113,16 +113,16 @@ void Worker::handle(Conn& k, const http::Request& req) {
         body->push_back('\n');
         return respond_body(k, 200, keep, "application/json", std::move(body), head_only);
     }
-    Opened o = open_beneath(sh_.root.get(), t.rel);
-    if (o.status) {
-        return respond_simple(k, o.status, keep,
-                              o.status == 404 ? "not found" : o.status == 403 ? "forbidden (outside the directory, or not readable)"
-                                                                              : "cannot open");
+    UniqueFd dir;
+    int open_status = 0;
+    std::shared_ptr<const CachedFile> file = files_.get(t.rel, now_ms_, &dir, &open_status);
+    if (open_status) {
+        return respond_simple(k, open_status, keep,
+                              open_status == 404   ? "not found"
+                              : open_status == 403 ? "forbidden (outside the directory, or not a readable file)"
+                                                   : "cannot open");
     }
-    struct stat st {};
-    if (::fstat(o.fd.get(), &st) != 0) return respond_simple(k, 500, keep, "cannot stat");
-
-    if (S_ISDIR(st.st_mode)) {
+    if (!file) {
         if (!t.trailing_slash) { // so that the listing's relative links resolve beneath it
             std::string loc = http::percent_encode_path(t.path) + "/";
             if (!t.query.empty()) loc += "?" + std::string(t.query);
@@ -141,19 +141,15 @@ void Worker::handle(Conn& k, const http::Request& req) {
         if (auth == Auth::ok_query) link_query = "token=" + http::percent_encode_path(sh_.opt.token);
         const bool json = wants_json(req, t.query);
         auto body = std::make_unique<std::string>();
-        if (!http::make_listing(o.fd.get(), t.path, link_query, json ? http::ListingFormat::json : http::ListingFormat::html,
+        if (!http::make_listing(dir.get(), t.path, link_query, json ? http::ListingFormat::json : http::ListingFormat::html,
                                 *body))
             return respond_simple(k, 403, keep, "cannot list the directory");
         return respond_body(k, 200, keep, json ? "application/json" : "text/html; charset=utf-8", std::move(body),
                             head_only);
     }
-    if (!S_ISREG(st.st_mode)) return respond_simple(k, 403, keep, "not a regular file");
-
+    const struct stat& st = file->st;
     const uint64_t size = static_cast<uint64_t>(st.st_size);
-    const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-    char etag[64], last_modified[32];
-    http::format_etag(st.st_ino, size, mtime_ns, etag);
-    http::format_date(st.st_mtim.tv_sec, last_modified);
+    const std::string_view etag = file->etag, last_modified = file->last_modified;
     http::Head h;
     h.date = date();
     h.etag = etag;
@@ -201,7 +197,8 @@ void Worker::handle(Conn& k, const http::Request& req) {
     }
     k.status = h.status;
     if (!head_only && h.content_length > 0) {
-        k.file_fd = o.fd.release();
+        k.file = file;
+        k.file_fd = file->fd.get();
         k.file_off = r.first;
         k.file_end = r.first + h.content_length;
     }

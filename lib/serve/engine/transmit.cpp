@@ -1,6 +1,8 @@
 // A response on the wire: the head with send (MSG_MORE while a body follows), a body in
 // memory with send, a file with sendfile from the page cache. A full socket parks the
 // connection on a POLLOUT; a range not in the page cache goes to the cold-read pool first.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -21,6 +23,9 @@ namespace {
 constexpr uint64_t kPiece = 1 << 20;
 // What the pool reads in at once: a cold large file costs one round trip per 4 MiB.
 constexpr uint64_t kColdRead = 4 << 20;
+// Bodies this large are sent corked: each sendfile that the socket cuts short would
+// otherwise push out its partial last segment (TCP_NODELAY is on for small responses).
+constexpr uint64_t kCorkAbove = 256 << 10;
 
 } // namespace
 
@@ -28,6 +33,10 @@ void Worker::start(Conn& k, size_t head_len) {
     k.phase = Phase::sending;
     k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
     if (head_len == 0) return close_conn(k); // cannot happen with the heads we write; never send half of one
+    if (k.file_fd >= 0 && k.file_end - k.file_off >= kCorkAbove) {
+        int on = 1;
+        k.corked = ::setsockopt(k.fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0;
+    }
     const bool more = k.body || (k.file_fd >= 0 && k.file_off < k.file_end);
     ssize_t n = ::send(k.fd, head_, head_len, MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0));
     if (n < 0) {
@@ -99,7 +108,12 @@ Worker::Pump Worker::pump(Conn& k) {
 void Worker::finish_response(Conn& k) {
     const int cls = k.status / 100;
     if (cls >= 2 && cls <= 5) cnt_.add(cnt_.status_class[cls]);
-    if (k.file_fd >= 0) ::close(k.file_fd);
+    if (k.corked) { // sends the last partial segment now
+        int off = 0;
+        ::setsockopt(k.fd, IPPROTO_TCP, TCP_CORK, &off, sizeof off);
+        k.corked = false;
+    }
+    k.file.reset();
     k.file_fd = -1;
     k.body.reset();
     k.out_off = k.out_len = 0;

@@ -33,7 +33,7 @@ int64_t monotonic_ms() {
 Worker::Worker(Shared& shared, unsigned index, UniqueFd listen_fd)
     : sh_(shared), index_(index), cnt_(*shared.counters[index]), wake_(*shared.wakes[index]), listen_(std::move(listen_fd)),
       max_conns_(std::max(1u, std::min(65000u, shared.opt.max_connections / static_cast<unsigned>(shared.counters.size())))),
-      conns_(new Conn[max_conns_]) {
+      conns_(new Conn[max_conns_]), files_(shared.root.get()) {
     free_conns_.reserve(max_conns_);
     for (uint32_t i = max_conns_; i-- > 0;) {
         conns_[i].recv_c.tag = conns_[i].poll_c.tag = i;
@@ -77,7 +77,6 @@ Worker::~Worker() {
     }
     for (uint32_t i = 0; i < max_conns_; ++i) {
         Conn& k = conns_[i];
-        if (k.file_fd >= 0) ::close(k.file_fd);
         if (k.fd >= 0) ::close(k.fd);
     }
 }
@@ -329,8 +328,9 @@ void Worker::maybe_free(Conn& k) {
     }
     ::close(k.fd);
     k.fd = -1;
-    if (k.file_fd >= 0) ::close(k.file_fd);
+    k.file.reset();
     k.file_fd = -1;
+    k.corked = false;
     k.body.reset();
     k.in_len = 0;
     k.out_len = k.out_off = 0;

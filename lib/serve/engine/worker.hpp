@@ -13,6 +13,7 @@
 #include "serve/engine/conn.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/http/request.hpp"
+#include "serve/http/target.hpp"
 
 namespace sluice::serve {
 
@@ -78,6 +79,8 @@ private:
     std::vector<std::unique_ptr<IoBuf>> bufs_;
     std::vector<uint16_t> free_bufs_;
     std::vector<ColdDone> cold_done_;
+    FileCache files_;
+    http::Target target_;
     char head_[IoBuf::kOut];
     char date_[32] = {};
     int64_t date_sec_ = -1;

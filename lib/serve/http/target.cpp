@@ -34,7 +34,10 @@ bool percent_decode(std::string_view in, std::string& out, bool plus_is_space) {
 }
 
 int parse_target(std::string_view raw, Target& out) {
-    out = Target{};
+    out.rel.clear();
+    out.path.clear();
+    out.query = {};
+    out.trailing_slash = false;
     size_t q = raw.find('?');
     std::string_view path = raw.substr(0, q);
     if (q != std::string_view::npos) out.query = raw.substr(q + 1);
