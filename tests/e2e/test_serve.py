@@ -174,3 +174,17 @@ def test_sigterm_drains_a_response_in_flight(server, root):
     # new connections are refused once it has drained
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", server.port), timeout=5).recv(1)
+
+
+def test_a_range_not_in_the_page_cache_is_read_by_the_pool(server, root):
+    # Dropped from the page cache, the file is read in by the cold-read pool (counted in
+    # /_stats) and then sent from the cache: the bytes are the file's either way.
+    path = root / "big.bin"
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())  # dirty pages are not dropped
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    before = json.loads(curl(server.url("/_stats")).stdout)["cold_reads"]
+    assert curl(server.url("/big.bin")).stdout == path.read_bytes()
+    after = json.loads(curl(server.url("/_stats")).stdout)
+    assert after["cold_check"].startswith("cachestat")
+    assert after["cold_reads"] > before
