@@ -148,8 +148,13 @@ void Worker::on_accept(Completion& c) {
             arm_recv(k);
         }
     }
-    // EMFILE and the like: the accept is re-armed; the connection waits in the backlog.
-    if (!more && !accept_c_.busy() && c.outcome() != Completion::Outcome::cancelled) arm_accept();
+    if (more || accept_c_.busy() || c.outcome() == Completion::Outcome::cancelled) return;
+    // EMFILE and the like would fail again at once: re-armed at the next tick instead, while
+    // the connection waits in the backlog.
+    if (c.outcome() == Completion::Outcome::failed)
+        accept_retry_ = true;
+    else
+        arm_accept();
 }
 
 void Worker::arm_recv(Conn& k) {
@@ -281,6 +286,10 @@ void Worker::on_wake() {
 
 void Worker::tick() {
     if (sh_.stopping.load() && !draining_) begin_drain();
+    if (accept_retry_ && !draining_) {
+        accept_retry_ = false;
+        arm_accept();
+    }
     const bool drain_over = draining_ && now_ms_ >= drain_deadline_ms_;
     for (uint32_t i = 0; i < max_conns_; ++i) {
         Conn& k = conns_[i];

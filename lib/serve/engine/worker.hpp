@@ -89,6 +89,7 @@ private:
     int64_t drain_deadline_ms_ = 0;
     bool draining_ = false;
     bool accept_multishot_ = false;
+    bool accept_retry_ = false; // the last accept failed (EMFILE...): re-armed at the next tick
     bool recv_multishot_ = false;
     uint64_t wake_value_ = 0;
     // Declared after everything its requests point into: it goes first.
