@@ -43,9 +43,10 @@ Worker::Worker(Shared& shared, unsigned index, UniqueFd listen_fd)
     const RingFeatures& f = ring_->features();
     int err = 0;
     provided_ = ProvidedBuffers::create(*ring_, kGroup, kProvidedCount, kProvidedSize, &err);
-    // Multishot recv came with Linux 6.0 and multishot accept with 5.19; both need the
-    // provided-buffer ring (5.19) for recv. The kernel is asked, not its version guessed.
-    recv_multishot_ = provided_ != nullptr;
+    // Provided-buffer rings and multishot accept came with Linux 5.19, multishot recv with
+    // 6.0: the kernel is asked (a refused registration here, EINVAL on the first multishot
+    // request in on_accept / on_recv), not its version guessed, and the path taken is noted.
+    provided_recv_ = provided_ != nullptr;
     accept_multishot_ = f.op_accept;
     if (index_ == 0) {
         std::lock_guard lock(sh_.paths_mu);
@@ -115,7 +116,7 @@ void Worker::resume(Conn& k) {
     settle(k);
     // Without provided buffers the recv writes into the connection's buffer, which
     // serve_input moves: it is armed only while no response is in flight.
-    if (!recv_multishot_ && k.phase != Phase::closing && k.phase != Phase::sending && !k.recv_c.busy()) arm_recv(k);
+    if (!provided_recv_ && k.phase != Phase::closing && k.phase != Phase::sending && !k.recv_c.busy()) arm_recv(k);
 }
 
 void Worker::arm_accept() {
@@ -149,6 +150,11 @@ void Worker::on_accept(Completion& c) {
         }
     }
     if (more || accept_c_.busy() || c.outcome() == Completion::Outcome::cancelled) return;
+    if (c.outcome() == Completion::Outcome::failed && c.error() == EINVAL && accept_multishot_ && !draining_) {
+        accept_multishot_ = false; // before Linux 5.19: one accept per connection
+        note_path(sh_.accept_path, "accept, one per connection (multishot accept refused: EINVAL), SO_REUSEPORT socket per thread");
+        return arm_accept();
+    }
     // EMFILE and the like would fail again at once: re-armed at the next tick instead, while
     // the connection waits in the backlog.
     if (c.outcome() == Completion::Outcome::failed)
@@ -157,9 +163,15 @@ void Worker::on_accept(Completion& c) {
         arm_accept();
 }
 
+void Worker::note_path(std::string& field, const char* text) {
+    std::lock_guard lock(sh_.paths_mu);
+    field = text;
+    if (sh_.opt.verbose && sh_.opt.log) sh_.opt.log(std::string("slower path: ") + text);
+}
+
 void Worker::arm_recv(Conn& k) {
-    if (recv_multishot_) {
-        ring_->recv_provided(k.recv_c, k.fd, kGroup, true);
+    if (provided_recv_) {
+        ring_->recv_provided(k.recv_c, k.fd, kGroup, recv_ms_);
         return;
     }
     if (k.buf == kNoBuf) k.buf = take_buf();
@@ -172,9 +184,16 @@ void Worker::on_recv(Conn& k, Completion& c) {
     using O = Completion::Outcome;
     const bool more = c.flags() & IORING_CQE_F_MORE;
     if (k.phase == Phase::closing) {
-        if (c.outcome() == O::ok && recv_multishot_ && (c.flags() & IORING_CQE_F_BUFFER))
+        if (c.outcome() == O::ok && provided_recv_ && (c.flags() & IORING_CQE_F_BUFFER))
             provided_->give_back(static_cast<uint16_t>(c.flags() >> IORING_CQE_BUFFER_SHIFT));
         return maybe_free(k);
+    }
+    if (c.outcome() == O::failed && c.error() == EINVAL && recv_ms_) {
+        // Linux 5.19 has provided-buffer rings but not multishot recv (6.0): one recv per read.
+        recv_ms_ = false;
+        note_path(sh_.recv_path, "recv into provided buffers, one per read (multishot recv refused: EINVAL)");
+        if (!k.recv_c.busy()) arm_recv(k);
+        return;
     }
     if (c.outcome() == O::failed && c.error() == ENOBUFS) { // every provided buffer taken: re-arm
         if (!k.recv_c.busy()) arm_recv(k);
@@ -196,7 +215,7 @@ void Worker::on_recv(Conn& k, Completion& c) {
         return;
     }
     bool ok;
-    if (recv_multishot_) {
+    if (provided_recv_) {
         const auto id = static_cast<uint16_t>(c.flags() >> IORING_CQE_BUFFER_SHIFT);
         ok = append_input(k, provided_->data(id), n);
         provided_->give_back(id);
@@ -210,7 +229,7 @@ void Worker::on_recv(Conn& k, Completion& c) {
         settle(k);
     }
     if (k.phase == Phase::closing || more || k.recv_c.busy()) return;
-    if (recv_multishot_ || k.phase != Phase::sending) arm_recv(k);
+    if (provided_recv_ || k.phase != Phase::sending) arm_recv(k);
 }
 
 bool Worker::append_input(Conn& k, const char* data, size_t len) {
@@ -252,7 +271,7 @@ void Worker::settle(Conn& k) {
     if (k.phase == Phase::sending || k.phase == Phase::closing) return;
     if (k.in_len == 0) {
         if (k.peer_done) return close_conn(k);
-        if (!recv_multishot_ && k.recv_c.busy()) return; // the buffer is the recv's target
+        if (!provided_recv_ && k.recv_c.busy()) return; // the buffer is the recv's target
         release_buf(k);
         if (k.phase != Phase::idle) {
             k.phase = Phase::idle;

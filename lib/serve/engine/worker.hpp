@@ -47,6 +47,7 @@ private:
     void settle(Conn& k); // after input or a response: idle, reading, or closed
     void resume(Conn& k); // a response is done: the next pipelined request, or wait
     void on_wake();
+    void note_path(std::string& field, const char* text); // a slower path found at run time
     void tick();
     void begin_drain();
     void close_conn(Conn& k);
@@ -90,7 +91,8 @@ private:
     bool draining_ = false;
     bool accept_multishot_ = false;
     bool accept_retry_ = false; // the last accept failed (EMFILE...): re-armed at the next tick
-    bool recv_multishot_ = false;
+    bool provided_recv_ = false; // receives pick provided buffers (else the connection holds one)
+    bool recv_ms_ = true;         // ... with one multishot recv per connection (else one per read)
     uint64_t wake_value_ = 0;
     // Declared after everything its requests point into: it goes first.
     std::unique_ptr<Ring> ring_;
