@@ -4,7 +4,8 @@
 Server and load generator in two network namespaces joined by a veth pair
 (bench/testbed/netns.sh, our own namespace names), the server pinned to CPU 0 and the
 clients to CPU 1 (this VM has 2), so the server has exactly one CPU: sluice --threads 1,
-nginx worker_processes 1. Each server in turn, on the same files:
+nginx worker_processes 1. All three servers listen at once and every cell runs them back to back (interleaved), on
+the same files:
   - wrk keep-alive (-t1, -d 10s, --latency), 1 KB and 10 KB files at 10 / 100 / 1000
     connections: requests/s, p50, p99;
   - 16 concurrent curl clients of one 1 GiB file (page cache warm): aggregate MB/s and the
@@ -162,17 +163,22 @@ def start_nginx(root, port, workdir, aio=True):
     return p, [p.pid] + [int(k) for k in kids]
 
 
-def measure(name, url_base, pids, seconds, conns_list):
-    rows = []
+def measure(servers, seconds, conns_list):
+    """Each cell runs every server back to back (interleaved, not one server after the
+    other), so that load from outside the bench drifts over all of them alike."""
+    rows, large = [], []
     for size in ("1k", "10k"):
         for conns in conns_list:
-            r = run_wrk(f"{url_base}/{size}.bin", conns, seconds)
-            r.update(server=name, file=size, conns=conns)
-            print(json.dumps(r), flush=True)
-            rows.append(r)
-    large = run_large(f"{url_base}/1g.bin", pids)
-    large["server"] = name
-    print(json.dumps(large), flush=True)
+            for name, (base, pids) in servers.items():
+                r = run_wrk(f"{base}/{size}.bin", conns, seconds)
+                r.update(server=name, file=size, conns=conns)
+                print(json.dumps(r), flush=True)
+                rows.append(r)
+    for name, (base, pids) in servers.items():
+        x = run_large(f"{base}/1g.bin", pids)
+        x["server"] = name
+        print(json.dumps(x), flush=True)
+        large.append(x)
     return rows, large
 
 
@@ -194,23 +200,25 @@ def main():
     sh(NETNS, "up")
     results = {"command": " ".join(sys.argv), "kernel": os.uname().release, "runs": [], "large": []}
     try:
-        # nginx as the issue tunes it (aio threads), and without aio threads: with it, nginx
-        # 1.22 may hand sendfile to its thread pool, which costs small files dearly.
-        for name in ("sluice", "nginx", "nginx-noaio"):
-            if name == "sluice":
-                p, pids = start_sluice(a.sluice, root, 8080)
-                base = f"http://{SRV_IP}:8080"
-            else:
-                p, pids = start_nginx(root, 8081, Path(a.data) / name, aio=name == "nginx")
-                base = f"http://{SRV_IP}:8081"
-            try:
-                rows, large = measure(name, base, pids, a.seconds, conns_list)
-                results["runs"] += rows
-                results["large"].append(large)
-            finally:
+        procs = {}
+        try:
+            # All three listen at once on their own ports (idle ones cost nothing): nginx as the
+            # issue tunes it (aio threads), and without aio threads, since with it nginx 1.22 may
+            # hand sendfile to its thread pool, which costs small files dearly.
+            servers = {}
+            p, pids = start_sluice(a.sluice, root, 8080)
+            procs["sluice"] = p
+            servers["sluice"] = (f"http://{SRV_IP}:8080", pids)
+            for name, port in (("nginx", 8081), ("nginx-noaio", 8082)):
+                p, pids = start_nginx(root, port, Path(a.data) / name, aio=name == "nginx")
+                procs[name] = p
+                servers[name] = (f"http://{SRV_IP}:{port}", pids)
+            results["runs"], results["large"] = measure(servers, a.seconds, conns_list)
+        finally:
+            for name, p in procs.items():
                 p.send_signal(signal.SIGTERM if name == "sluice" else signal.SIGQUIT)
                 out, err = p.communicate(timeout=60)
-                if name == "sluice":
+                if name == "sluice" and out.strip():
                     results["sluice_stats"] = json.loads(out.strip().splitlines()[-1])
                     results["sluice_paths"] = [l for l in err.splitlines() if "path" in l or "cold" in l or "ring" in l]
     finally:

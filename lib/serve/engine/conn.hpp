@@ -35,6 +35,7 @@ struct Conn {
     std::shared_ptr<const CachedFile> file; // the body's file, shared with the open-file cache
     int file_fd = -1;                       // file->fd while a body is owed
     uint64_t file_off = 0, file_end = 0;
+    uint64_t checked_end = 0; // the body up to here was found in the page cache (cachestat)
     std::unique_ptr<std::string> body; // a listing, /_stats or an error text
     uint32_t body_off = 0;
     int status = 0;           // of the response in flight (counted when it is sent)

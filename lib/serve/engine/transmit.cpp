@@ -82,18 +82,28 @@ Worker::Pump Worker::pump(Conn& k) {
     }
     while (k.file_fd >= 0 && k.file_off < k.file_end) {
         const uint64_t piece = std::min(kPiece, k.file_end - k.file_off);
-        if (sh_.cold_check && !range_cached(k.file_fd, k.file_off, piece)) {
-            k.cold_pending = true;
-            sh_.cold->submit(ColdJob{k.file_fd, k.file_off, std::min(kColdRead, k.file_end - k.file_off), &wake_, index_of(k), k.gen});
-            return Pump::parked;
+        // One cachestat per piece, not per sendfile: a piece found cached is sent over as
+        // many wake-ups as the socket needs without asking again.
+        if (sh_.cold_check && k.file_off >= k.checked_end) {
+            if (!range_cached(k.file_fd, k.file_off, piece)) {
+                k.cold_pending = true;
+                sh_.cold->submit(
+                    ColdJob{k.file_fd, k.file_off, std::min(kColdRead, k.file_end - k.file_off), &wake_, index_of(k), k.gen});
+                return Pump::parked;
+            }
+            k.checked_end = k.file_off + piece;
         }
+        const uint64_t want = std::min(piece, (k.checked_end > k.file_off ? k.checked_end : k.file_end) - k.file_off);
         off_t off = static_cast<off_t>(k.file_off);
-        ssize_t n = ::sendfile(k.fd, k.file_fd, &off, static_cast<size_t>(piece));
+        ssize_t n = ::sendfile(k.fd, k.file_fd, &off, static_cast<size_t>(want));
         if (n > 0) {
             k.file_off += static_cast<uint64_t>(n);
             cnt_.add(cnt_.bytes, static_cast<uint64_t>(n));
             cnt_.add(cnt_.body_bytes, static_cast<uint64_t>(n));
             k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
+            // Short: the socket's buffer is full. Waiting for POLLOUT now saves the sendfile
+            // that would only say EAGAIN (nginx does the same).
+            if (static_cast<uint64_t>(n) < want && k.file_off < k.file_end) return park(k), Pump::parked;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -115,6 +125,7 @@ void Worker::finish_response(Conn& k) {
     }
     k.file.reset();
     k.file_fd = -1;
+    k.checked_end = 0;
     k.body.reset();
     k.out_off = k.out_len = 0;
     k.phase = Phase::idle;

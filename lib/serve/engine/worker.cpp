@@ -358,6 +358,7 @@ void Worker::maybe_free(Conn& k) {
     k.fd = -1;
     k.file.reset();
     k.file_fd = -1;
+    k.checked_end = 0;
     k.corked = false;
     k.body.reset();
     k.in_len = 0;
