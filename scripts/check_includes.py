@@ -6,6 +6,7 @@ it may include.
   lib/core/            core/ and the public headers
   lib/send/            send/, core/ and the public headers (never recv/)
   lib/recv/            recv/, core/ and the public headers (never send/)
+  lib/serve/           serve/, core/ and the public headers (never send/ or recv/)
   tools/, examples/, python/src/   the public headers only (and their own folder's headers)
 
 usage: check_includes.py SOURCE_ROOT [--stamp FILE]
@@ -16,7 +17,7 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
-LIB_FOLDERS = ("core/", "send/", "recv/")
+LIB_FOLDERS = ("core/", "send/", "recv/", "serve/")
 
 # folder prefix (relative to the source root) -> the lib/ folders its includes may name
 RULES = [
@@ -24,6 +25,7 @@ RULES = [
     ("lib/core/", ("core/",)),
     ("lib/send/", ("core/", "send/")),
     ("lib/recv/", ("core/", "recv/")),
+    ("lib/serve/", ("core/", "serve/")),
     ("tools/", ()),
     ("examples/", ()),
     ("python/src/", ()),

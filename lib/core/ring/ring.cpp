@@ -31,6 +31,8 @@ void probe_opcodes(io_uring* ring, RingFeatures& f) {
     f.op_statx = io_uring_opcode_supported(probe, IORING_OP_STATX);
     f.op_read_fixed = io_uring_opcode_supported(probe, IORING_OP_READ_FIXED);
     f.op_write_fixed = io_uring_opcode_supported(probe, IORING_OP_WRITE_FIXED);
+    f.op_accept = io_uring_opcode_supported(probe, IORING_OP_ACCEPT);
+    f.op_poll = io_uring_opcode_supported(probe, IORING_OP_POLL_ADD);
     io_uring_free_probe(probe);
 }
 
@@ -212,6 +214,47 @@ void Ring::splice(Completion& c, int fd_in, int64_t off_in, int fd_out, int64_t 
     io_uring_sqe_set_data(sqe, &c);
 }
 
+void Ring::accept(Completion& c, int fd, int flags, bool multishot) {
+    io_uring_sqe* sqe = take_sqe(c, IORING_OP_ACCEPT);
+    if (multishot)
+        io_uring_prep_multishot_accept(sqe, fd, nullptr, nullptr, flags);
+    else
+        io_uring_prep_accept(sqe, fd, nullptr, nullptr, flags);
+    io_uring_sqe_set_data(sqe, &c);
+}
+
+void Ring::recv_provided(Completion& c, int fd, uint16_t group, bool multishot) {
+    io_uring_sqe* sqe = take_sqe(c, IORING_OP_RECV);
+    if (multishot)
+        io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
+    else
+        io_uring_prep_recv(sqe, fd, nullptr, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = group;
+    io_uring_sqe_set_data(sqe, &c);
+}
+
+void Ring::poll(Completion& c, int fd, unsigned events) {
+    io_uring_sqe* sqe = take_sqe(c, IORING_OP_POLL_ADD);
+    io_uring_prep_poll_add(sqe, fd, events);
+    io_uring_sqe_set_data(sqe, &c);
+}
+
+void Ring::cancel(Completion& c) {
+    if (c.ring_ != this) return; // nothing in flight
+    queue_cancel(reinterpret_cast<uintptr_t>(&c), 0);
+}
+
+int Ring::register_buf_ring(void* ring_addr, unsigned entries, uint16_t group) {
+    io_uring_buf_reg reg{};
+    reg.ring_addr = reinterpret_cast<uintptr_t>(ring_addr);
+    reg.ring_entries = entries;
+    reg.bgid = group;
+    return io_uring_register_buf_ring(&ring_, &reg, 0);
+}
+
+void Ring::unregister_buf_ring(uint16_t group) noexcept { io_uring_unregister_buf_ring(&ring_, group); }
+
 void Ring::link_timeout(Completion& c, const __kernel_timespec& ts) {
     if (!chain_open_ || !chain_last_) throw Error(ErrorCode::internal, "io_uring: a link timeout outside a chain bounds nothing");
     io_uring_sqe* sqe = take_sqe(c, IORING_OP_LINK_TIMEOUT);
@@ -277,7 +320,9 @@ void Ring::complete(io_uring_cqe* cqe, Completion*& out) {
     // name a completion no longer in flight.
     const bool zc_cancelled = !notif && c.op_ == IORING_OP_SEND_ZC && res == -ECANCELED;
     if ((flags & IORING_CQE_F_MORE) || zc_cancelled) {
-        ++notifs_owed_; // the same request owes its notification
+        // SEND_ZC: the same request owes its notification. A multishot request (accept,
+        // recv) with F_MORE simply stays armed: its last CQE comes without F_MORE.
+        if (c.op_ == IORING_OP_SEND_ZC) ++notifs_owed_;
     } else {
         --owed_;
         unlink(c);

@@ -33,6 +33,8 @@ struct RingFeatures {
     bool op_statx = false;
     bool op_read_fixed = false;
     bool op_write_fixed = false;
+    bool op_accept = false;
+    bool op_poll = false;
     std::string setup_mode() const; // "single_issuer+defer_taskrun", "coop_taskrun" or "plain"
 };
 
@@ -100,6 +102,19 @@ public:
     void read(Completion& c, int fd, void* buf, unsigned len, uint64_t offset, int buf_index = -1);
     void write(Completion& c, int fd, const void* buf, unsigned len, uint64_t offset, int buf_index = -1);
     void splice(Completion& c, int fd_in, int64_t off_in, int fd_out, int64_t off_out, unsigned len, unsigned flags);
+    // For servers (lib/serve/): accept on a listening socket (multishot: one CQE per connection,
+    // flags() has IORING_CQE_F_MORE while it stays armed; result() is the new fd); a receive
+    // into a buffer the kernel picks from provided-buffer group `group` (ProvidedBuffers; the
+    // buffer id is flags() >> IORING_CQE_BUFFER_SHIFT), multishot where asked; a one-shot poll.
+    void accept(Completion& c, int fd, int flags, bool multishot);
+    void recv_provided(Completion& c, int fd, uint16_t group, bool multishot);
+    void poll(Completion& c, int fd, unsigned events);
+    // Asks the kernel to end c's request (a multishot one included); c's own CQE follows,
+    // usually cancelled. Does not wait: for loops that must not stall on one connection.
+    void cancel(Completion& c);
+    // Provided-buffer rings (ProvidedBuffers owns the memory): the kernel's result, 0 or -errno.
+    int register_buf_ring(void* ring_addr, unsigned entries, uint16_t group);
+    void unregister_buf_ring(uint16_t group) noexcept;
     // Bounds the request queued just before it, in the same Chain. ts must outlive the request.
     void link_timeout(Completion& c, const __kernel_timespec& ts);
 

@@ -1,0 +1,86 @@
+#pragma once
+// sluice::Server: serves a directory over HTTP/1.1 to many clients at once (issue 15).
+//
+//   sluice::ServeOptions o;
+//   o.http_port = 8080;
+//   o.token = "secret";                 // or o.public_reads = true
+//   sluice::Server server("/data/out", o); // listens; throws on a bad directory or port
+//   std::thread t([&] { server.run(); }); // returns after stop() has drained
+//   ...
+//   server.stop();                      // from any thread: finish what is in flight, then return
+//
+// A small fixed set of threads, each with its own io_uring and listening socket
+// (SO_REUSEPORT); no thread per connection. GET and HEAD, one byte range, conditional
+// requests, keep-alive and pipelining, directory listings (HTML or JSON) and /_stats.
+// Bodies go from the page cache to the socket with sendfile (no user-space copy); parts of a
+// file not in the page cache are read in by a small pool of threads, never on a ring's thread.
+// Nothing outside the directory is served. Uploads are not served yet (405).
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/export.hpp"
+#include "sluice/sluice.hpp"
+
+namespace sluice {
+
+struct ServeOptions {
+    std::string bind_address;  // empty: all addresses
+    uint16_t http_port = 0;    // 0: one chosen by the system (port() says which)
+    unsigned threads = 0;      // 0: the online CPUs
+    bool public_reads = false; // serve GET/HEAD without a token
+    std::string token;         // required as "Authorization: Bearer TOKEN" or ?token= unless public_reads
+    unsigned max_connections = 16384; // over all threads; more are closed at once
+    int request_timeout_ms = 10000;   // from a request's first byte to its blank line
+    int idle_timeout_ms = 60000;      // a keep-alive connection with no request
+    int send_timeout_ms = 60000;      // a response that makes no progress (a client not reading)
+    int drain_timeout_ms = 10000;     // after stop(): responses in flight get this long
+    unsigned cold_read_threads = 2;   // the pool that reads parts not in the page cache
+    bool verbose = false;
+    LogFn log; // one line per event worth a line (start-up, paths chosen); default: dropped
+};
+
+struct ServeStats {
+    uint64_t connections_accepted = 0;
+    uint64_t connections_open = 0;
+    uint64_t connections_refused = 0;  // over max_connections
+    uint64_t connections_timed_out = 0; // closed by a request, idle or send deadline
+    uint64_t requests = 0;
+    uint64_t responses_2xx = 0, responses_3xx = 0, responses_4xx = 0, responses_5xx = 0;
+    uint64_t bytes_sent = 0;      // heads and bodies
+    uint64_t body_bytes_sent = 0; // of which bodies
+    uint64_t cold_reads = 0;      // ranges read in by the cold-read pool before sending
+    unsigned threads = 0;
+    std::string recv_path;  // "multishot recv, provided buffers" or the slower path and why
+    std::string accept_path;
+    std::string cold_check; // "cachestat" or why there is none
+    std::string ring_mode;
+    SLUICE_EXPORT std::string to_json() const;
+};
+
+class Server {
+public:
+    // Opens the directory and the listening sockets; throws sluice::Error (destination for
+    // the directory, network for the port, usage for options).
+    SLUICE_EXPORT Server(const std::filesystem::path& dir, ServeOptions options);
+    SLUICE_EXPORT ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+
+    SLUICE_EXPORT uint16_t port() const;
+    // Serves until stop(); then stops accepting, lets responses in flight finish (up to
+    // drain_timeout_ms), closes every connection and returns. Throws if a thread failed.
+    SLUICE_EXPORT void run();
+    // Safe from any thread (not from a signal handler: use a thread that waits for signals).
+    SLUICE_EXPORT void stop();
+    SLUICE_EXPORT ServeStats stats() const;
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace sluice

@@ -1,0 +1,102 @@
+#include "serve/engine/cold_reads.hpp"
+
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+
+#include "core/io/unique_fd.hpp"
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451 // the same on x86_64 and arm64 (the generic table)
+#endif
+
+namespace sluice::serve {
+
+namespace {
+
+struct CachestatRange {
+    uint64_t off, len;
+};
+struct Cachestat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+long cachestat(int fd, uint64_t off, uint64_t len, Cachestat& out) {
+    CachestatRange r{off, len};
+    return ::syscall(__NR_cachestat, fd, &r, &out, 0);
+}
+
+constexpr size_t kScratch = 1 << 20;
+
+} // namespace
+
+int probe_cachestat() {
+    UniqueFd fd(::memfd_create("sluice-cachestat-probe", MFD_CLOEXEC));
+    if (!fd) return errno;
+    Cachestat cs{};
+    return cachestat(fd.get(), 0, 4096, cs) == 0 ? 0 : errno;
+}
+
+bool range_cached(int fd, uint64_t offset, uint64_t length) {
+    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    Cachestat cs{};
+    if (length == 0) return true;
+    if (cachestat(fd, offset, length, cs) != 0) return false;
+    const uint64_t pages = (offset + length + page - 1) / page - offset / page;
+    return cs.nr_cache >= pages;
+}
+
+ColdReads::ColdReads(unsigned threads) {
+    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+}
+
+ColdReads::~ColdReads() {
+    {
+        std::lock_guard lock(mu_);
+        ending_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+}
+
+void ColdReads::submit(const ColdJob& job) {
+    {
+        std::lock_guard lock(mu_);
+        queue_.push_back(job);
+    }
+    cv_.notify_one();
+}
+
+void ColdReads::run() {
+    std::unique_ptr<char[]> scratch(new char[kScratch]);
+    for (;;) {
+        ColdJob job;
+        {
+            std::unique_lock lock(mu_);
+            cv_.wait(lock, [&] { return ending_ || !queue_.empty(); });
+            if (queue_.empty()) return; // ending, and nothing left that a connection waits for
+            job = queue_.front();
+            queue_.pop_front();
+        }
+        int err = 0;
+        // Reading the range brings it into the page cache; the bytes read here are thrown away
+        // and the ring thread sends the cached pages with sendfile.
+        for (uint64_t off = job.offset, end = job.offset + job.length; off < end;) {
+            size_t want = static_cast<size_t>(std::min<uint64_t>(kScratch, end - off));
+            ssize_t n = ::pread(job.fd, scratch.get(), want, static_cast<off_t>(off));
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) {
+                err = errno;
+                break;
+            }
+            if (n == 0) break; // the file shrank: sendfile will find out and close
+            off += static_cast<uint64_t>(n);
+        }
+        job.back->push(ColdDone{job.conn, job.gen, err});
+    }
+}
+
+} // namespace sluice::serve

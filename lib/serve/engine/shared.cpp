@@ -1,0 +1,93 @@
+#include "serve/engine/shared.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/io/sys_error.hpp"
+#include "serve/http/listing.hpp"
+
+namespace sluice::serve {
+
+WakeQueue::WakeQueue() : efd_(::eventfd(0, EFD_CLOEXEC)) {
+    if (!efd_) throw_errno(ErrorCode::internal, "eventfd");
+}
+
+void WakeQueue::poke() {
+    uint64_t one = 1;
+    // Cannot fail short of a counter at 2^64-1; a lost wake-up is covered by the loop's tick.
+    (void)!::write(efd_.get(), &one, sizeof one);
+}
+
+void WakeQueue::push(const ColdDone& d) {
+    {
+        std::lock_guard lock(mu_);
+        done_.push_back(d);
+    }
+    poke();
+}
+
+void WakeQueue::take(std::vector<ColdDone>& out) {
+    std::lock_guard lock(mu_);
+    out.swap(done_);
+}
+
+ServeStats Shared::snapshot() {
+    ServeStats s;
+    auto r = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    for (const auto& c : counters) {
+        s.connections_accepted += r(c->accepted);
+        s.connections_open += r(c->open);
+        s.connections_refused += r(c->refused);
+        s.connections_timed_out += r(c->timed_out);
+        s.requests += r(c->requests);
+        s.responses_2xx += r(c->status_class[2]);
+        s.responses_3xx += r(c->status_class[3]);
+        s.responses_4xx += r(c->status_class[4]);
+        s.responses_5xx += r(c->status_class[5]);
+        s.bytes_sent += r(c->bytes);
+        s.body_bytes_sent += r(c->body_bytes);
+        s.cold_reads += r(c->cold_reads);
+    }
+    s.threads = static_cast<unsigned>(counters.size());
+    std::lock_guard lock(paths_mu);
+    s.recv_path = recv_path;
+    s.accept_path = accept_path;
+    s.cold_check = cold_check_text;
+    s.ring_mode = ring_mode;
+    return s;
+}
+
+} // namespace sluice::serve
+
+namespace sluice {
+
+std::string ServeStats::to_json() const {
+    std::string o = "{";
+    auto num = [&](const char* k, uint64_t v) { o += "\"" + std::string(k) + "\":" + std::to_string(v) + ","; };
+    auto str = [&](const char* k, const std::string& v) {
+        o += "\"" + std::string(k) + "\":";
+        http::append_json_string(o, v);
+        o += ",";
+    };
+    num("connections_accepted", connections_accepted);
+    num("connections_open", connections_open);
+    num("connections_refused", connections_refused);
+    num("connections_timed_out", connections_timed_out);
+    num("requests", requests);
+    num("responses_2xx", responses_2xx);
+    num("responses_3xx", responses_3xx);
+    num("responses_4xx", responses_4xx);
+    num("responses_5xx", responses_5xx);
+    num("bytes_sent", bytes_sent);
+    num("body_bytes_sent", body_bytes_sent);
+    num("cold_reads", cold_reads);
+    num("threads", threads);
+    str("recv_path", recv_path);
+    str("accept_path", accept_path);
+    str("cold_check", cold_check);
+    str("ring_mode", ring_mode);
+    o.back() = '}';
+    return o;
+}
+
+} // namespace sluice

@@ -1,0 +1,66 @@
+#pragma once
+// What the threads of one Server share: the directory, the options, each thread's counters
+// (written only by that thread, read by /_stats and stats()), the stop flag, and each
+// thread's wake-up queue (cold reads done, stop).
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/io/unique_fd.hpp"
+#include "sluice/server.hpp"
+
+namespace sluice::serve {
+
+// One cache line per thread: no thread writes another's line.
+struct alignas(64) Counters {
+    std::atomic<uint64_t> accepted{0}, open{0}, refused{0}, timed_out{0}, requests{0};
+    std::atomic<uint64_t> status_class[6] = {}; // [2] = 2xx ... [5] = 5xx
+    std::atomic<uint64_t> bytes{0}, body_bytes{0}, cold_reads{0};
+    void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+};
+
+// A cold read finished for connection `conn` (generation `gen`: a connection closed and
+// reused meanwhile does not take another's completion).
+struct ColdDone {
+    uint32_t conn;
+    uint32_t gen;
+    int err; // 0 or the read's errno
+};
+
+// Wakes one ring thread: an eventfd its ring reads, and what is waiting for it.
+class WakeQueue {
+public:
+    WakeQueue();
+    int fd() const { return efd_.get(); }
+    void push(const ColdDone& d);
+    void poke(); // only wakes (stop)
+    void take(std::vector<ColdDone>& out);
+
+private:
+    UniqueFd efd_;
+    std::mutex mu_;
+    std::vector<ColdDone> done_;
+};
+
+class ColdReads;
+
+struct Shared {
+    UniqueFd root;
+    std::string root_display;
+    ServeOptions opt;
+    bool cold_check = false; // cachestat(2) works here
+    std::vector<std::unique_ptr<Counters>> counters;
+    std::vector<std::unique_ptr<WakeQueue>> wakes;
+    std::unique_ptr<ColdReads> cold;
+    std::atomic<bool> stopping{false};
+    // Which paths ran, as the first thread found them (the same kernel for all).
+    std::mutex paths_mu;
+    std::string recv_path, accept_path, cold_check_text, ring_mode;
+
+    ServeStats snapshot();
+};
+
+} // namespace sluice::serve

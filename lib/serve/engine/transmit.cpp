@@ -1,0 +1,138 @@
+// A response on the wire: the head with send (MSG_MORE while a body follows), a body in
+// memory with send, a file with sendfile from the page cache. A full socket parks the
+// connection on a POLLOUT; a range not in the page cache goes to the cold-read pool first.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "serve/engine/cold_reads.hpp"
+#include "serve/engine/worker.hpp"
+
+namespace sluice::serve {
+
+namespace {
+
+// Checked for residency, then sent, per piece: a piece not all cached goes to the pool.
+constexpr uint64_t kPiece = 1 << 20;
+// What the pool reads in at once: a cold large file costs one round trip per 4 MiB.
+constexpr uint64_t kColdRead = 4 << 20;
+// Bodies this large are sent corked: each sendfile that the socket cuts short would
+// otherwise push out its partial last segment (TCP_NODELAY is on for small responses).
+constexpr uint64_t kCorkAbove = 256 << 10;
+
+} // namespace
+
+void Worker::start(Conn& k, size_t head_len) {
+    k.phase = Phase::sending;
+    k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
+    if (head_len == 0) return close_conn(k); // cannot happen with the heads we write; never send half of one
+    if (k.file_fd >= 0 && k.file_end - k.file_off >= kCorkAbove) {
+        int on = 1;
+        k.corked = ::setsockopt(k.fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0;
+    }
+    const bool more = k.body || (k.file_fd >= 0 && k.file_off < k.file_end);
+    ssize_t n = ::send(k.fd, head_, head_len, MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR) return close_conn(k);
+        n = 0;
+    }
+    cnt_.add(cnt_.bytes, static_cast<uint64_t>(n));
+    if (static_cast<size_t>(n) < head_len) { // the rest waits in the connection's buffer
+        if (k.buf == kNoBuf) k.buf = take_buf();
+        std::memcpy(bufs_[k.buf]->out, head_ + n, head_len - static_cast<size_t>(n));
+        k.out_off = 0;
+        k.out_len = static_cast<uint16_t>(head_len - static_cast<size_t>(n));
+        return park(k);
+    }
+    if (pump(k) == Pump::done) finish_response(k);
+}
+
+Worker::Pump Worker::pump(Conn& k) {
+    auto send_some = [&](const char* p, size_t len, bool more) -> ssize_t {
+        ssize_t n = ::send(k.fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+        return n;
+    };
+    const bool file_left = k.file_fd >= 0 && k.file_off < k.file_end;
+    if (k.out_off < k.out_len) {
+        ssize_t n = send_some(bufs_[k.buf]->out + k.out_off, k.out_len - k.out_off, k.body || file_left);
+        if (n < 0) return close_conn(k), Pump::closed;
+        k.out_off = static_cast<uint16_t>(k.out_off + n);
+        cnt_.add(cnt_.bytes, static_cast<uint64_t>(n));
+        if (k.out_off < k.out_len) return park(k), Pump::parked;
+        k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
+    }
+    if (k.body) {
+        const std::string& b = *k.body;
+        ssize_t n = send_some(b.data() + k.body_off, b.size() - k.body_off, false);
+        if (n < 0) return close_conn(k), Pump::closed;
+        k.body_off += static_cast<uint32_t>(n);
+        cnt_.add(cnt_.bytes, static_cast<uint64_t>(n));
+        cnt_.add(cnt_.body_bytes, static_cast<uint64_t>(n));
+        if (k.body_off < b.size()) return park(k), Pump::parked;
+        k.body.reset();
+        k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
+    }
+    while (k.file_fd >= 0 && k.file_off < k.file_end) {
+        const uint64_t piece = std::min(kPiece, k.file_end - k.file_off);
+        // One cachestat per piece, not per sendfile: a piece found cached is sent over as
+        // many wake-ups as the socket needs without asking again.
+        if (sh_.cold_check && k.file_off >= k.checked_end) {
+            if (!range_cached(k.file_fd, k.file_off, piece)) {
+                k.cold_pending = true;
+                sh_.cold->submit(
+                    ColdJob{k.file_fd, k.file_off, std::min(kColdRead, k.file_end - k.file_off), &wake_, index_of(k), k.gen});
+                return Pump::parked;
+            }
+            k.checked_end = k.file_off + piece;
+        }
+        const uint64_t want = std::min(piece, (k.checked_end > k.file_off ? k.checked_end : k.file_end) - k.file_off);
+        off_t off = static_cast<off_t>(k.file_off);
+        ssize_t n = ::sendfile(k.fd, k.file_fd, &off, static_cast<size_t>(want));
+        if (n > 0) {
+            k.file_off += static_cast<uint64_t>(n);
+            cnt_.add(cnt_.bytes, static_cast<uint64_t>(n));
+            cnt_.add(cnt_.body_bytes, static_cast<uint64_t>(n));
+            k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
+            // Short: the socket's buffer is full. Waiting for POLLOUT now saves the sendfile
+            // that would only say EAGAIN (nginx does the same).
+            if (static_cast<uint64_t>(n) < want && k.file_off < k.file_end) return park(k), Pump::parked;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return park(k), Pump::parked;
+        // 0: the file shrank under us. The head promised more bytes than exist: the client
+        // must see a short response (closed), never a silently different length.
+        return close_conn(k), Pump::closed;
+    }
+    return Pump::done;
+}
+
+void Worker::finish_response(Conn& k) {
+    const int cls = k.status / 100;
+    if (cls >= 2 && cls <= 5) cnt_.add(cnt_.status_class[cls]);
+    if (k.corked) { // sends the last partial segment now
+        int off = 0;
+        ::setsockopt(k.fd, IPPROTO_TCP, TCP_CORK, &off, sizeof off);
+        k.corked = false;
+    }
+    k.file.reset();
+    k.file_fd = -1;
+    k.checked_end = 0;
+    k.body.reset();
+    k.out_off = k.out_len = 0;
+    k.phase = Phase::idle;
+    k.deadline_ms = now_ms_ + sh_.opt.idle_timeout_ms;
+    if (!k.keep_alive) close_conn(k);
+}
+
+void Worker::park(Conn& k) { ring_->poll(k.poll_c, k.fd, POLLOUT); }
+
+} // namespace sluice::serve

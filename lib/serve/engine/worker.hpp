@@ -1,0 +1,106 @@
+#pragma once
+// One ring thread of the server: its own io_uring, listening socket and connections.
+//   accept (multishot where the kernel has it) -> recv (multishot into provided buffers, or
+//   one recv per read into the connection's buffer) -> parse -> answer -> send the head,
+//   sendfile the body; a full socket parks the connection on a POLLOUT, a range not in the
+//   page cache goes to the cold-read pool. Every connection has a deadline, checked each tick.
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "core/ring/provided_buffers.hpp"
+#include "core/ring/ring.hpp"
+#include "serve/engine/conn.hpp"
+#include "serve/engine/shared.hpp"
+#include "serve/http/request.hpp"
+#include "serve/http/target.hpp"
+
+namespace sluice::serve {
+
+// A connection's input and the part of a head the socket did not take at once.
+struct IoBuf {
+    static constexpr size_t kIn = 2 * http::kMaxHeadBytes; // a head, and pipelined requests behind it
+    static constexpr size_t kOut = 1024;
+    char in[kIn];
+    char out[kOut];
+};
+
+class Worker {
+public:
+    Worker(Shared& shared, unsigned index, UniqueFd listen_fd);
+    ~Worker();
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
+    void run(); // until stopped and drained
+
+private:
+    enum class Pump : uint8_t { done, parked, closed };
+
+    // worker.cpp: the loop, accepting, receiving, deadlines, closing
+    void dispatch(Completion& c);
+    void arm_accept();
+    void on_accept(Completion& c);
+    void arm_recv(Conn& k);
+    void on_recv(Conn& k, Completion& c);
+    bool append_input(Conn& k, const char* data, size_t len);
+    void serve_input(Conn& k);
+    void settle(Conn& k); // after input or a response: idle, reading, or closed
+    void resume(Conn& k); // a response is done: the next pipelined request, or wait
+    void on_wake();
+    void note_path(std::string& field, const char* text); // a slower path found at run time
+    void tick();
+    void begin_drain();
+    void close_conn(Conn& k);
+    void maybe_free(Conn& k);
+    uint16_t take_buf();
+    void release_buf(Conn& k);
+    uint32_t index_of(const Conn& k) const { return static_cast<uint32_t>(&k - conns_.get()); }
+
+    // respond.cpp: one parsed request -> a response begun
+    void handle(Conn& k, const http::Request& req);
+    void respond_simple(Conn& k, int status, bool keep_alive, std::string_view text, bool www_auth = false);
+    void respond_body(Conn& k, int status, bool keep_alive, std::string_view type, std::unique_ptr<std::string> body,
+                      bool head_only);
+    std::string_view date();
+
+    // transmit.cpp: the response on the wire
+    void start(Conn& k, size_t head_len);
+    Pump pump(Conn& k);
+    void finish_response(Conn& k);
+    void park(Conn& k);
+
+    Shared& sh_;
+    unsigned index_;
+    Counters& cnt_;
+    WakeQueue& wake_;
+    UniqueFd listen_;
+    const unsigned max_conns_;
+    std::unique_ptr<Conn[]> conns_;
+    std::vector<uint32_t> free_conns_;
+    std::vector<std::unique_ptr<IoBuf>> bufs_;
+    std::vector<uint16_t> free_bufs_;
+    std::vector<ColdDone> cold_done_;
+    FileCache files_;
+    http::Target target_;
+    char head_[IoBuf::kOut];
+    char date_[32] = {};
+    int64_t date_sec_ = -1;
+    int64_t now_ms_ = 0;
+    int64_t next_tick_ms_ = 0;
+    int64_t drain_deadline_ms_ = 0;
+    bool draining_ = false;
+    bool accept_multishot_ = false;
+    bool accept_retry_ = false; // the last accept failed (EMFILE...): re-armed at the next tick
+    bool provided_recv_ = false; // receives pick provided buffers (else the connection holds one)
+    bool recv_ms_ = true;         // ... with one multishot recv per connection (else one per read)
+    uint64_t wake_value_ = 0;
+    // Declared after everything its requests point into: it goes first.
+    std::unique_ptr<Ring> ring_;
+    std::unique_ptr<ProvidedBuffers> provided_;
+    Completion accept_c_;
+    Completion wake_c_;
+};
+
+int64_t monotonic_ms();
+
+} // namespace sluice::serve

@@ -1,0 +1,141 @@
+// sluice::Server: the directory, the listening sockets (one per thread, SO_REUSEPORT, so the
+// kernel spreads connections and no thread waits on another's accept), the cold-read pool,
+// and the ring threads (serve/engine/worker.cpp).
+#include "sluice/server.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "core/io/sys_error.hpp"
+#include "serve/engine/cold_reads.hpp"
+#include "serve/engine/shared.hpp"
+#include "serve/engine/worker.hpp"
+
+namespace sluice {
+
+struct Server::Impl {
+    serve::Shared sh;
+    std::vector<UniqueFd> listen_fds;
+    uint16_t port = 0;
+    std::atomic<bool> ran{false};
+};
+
+namespace {
+
+UniqueFd listen_socket(const std::string& bind, uint16_t port) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const std::string port_text = std::to_string(port);
+    const std::string where = (bind.empty() ? std::string("*") : bind) + ":" + port_text;
+    if (int rc = ::getaddrinfo(bind.empty() ? nullptr : bind.c_str(), port_text.c_str(), &hints, &res); rc != 0)
+        throw Error(ErrorCode::network, "cannot listen on " + where + ": " + ::gai_strerror(rc));
+    UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) {
+        ::freeaddrinfo(res);
+        throw_errno(ErrorCode::network, "cannot listen on " + where);
+    }
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    int rc = ::bind(fd.get(), res->ai_addr, res->ai_addrlen);
+    ::freeaddrinfo(res);
+    if (rc != 0) throw_errno(ErrorCode::network, "cannot listen on " + where);
+    if (::listen(fd.get(), 4096) != 0) throw_errno(ErrorCode::network, "cannot listen on " + where);
+    return fd;
+}
+
+uint16_t bound_port(int fd) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+    return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+} // namespace
+
+Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(std::make_unique<Impl>()) {
+    serve::Shared& sh = impl_->sh;
+    if (options.threads == 0) options.threads = static_cast<unsigned>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+    if (options.threads > 256) throw Error(ErrorCode::usage, "threads: at most 256");
+    if (!options.public_reads && options.token.empty())
+        throw Error(ErrorCode::usage, "serving needs a token, or public_reads for unauthenticated reads");
+    if (options.max_connections < options.threads)
+        throw Error(ErrorCode::usage, "max_connections must be at least the number of threads");
+    if (options.request_timeout_ms <= 0 || options.idle_timeout_ms <= 0 || options.send_timeout_ms <= 0)
+        throw Error(ErrorCode::usage, "timeouts must be more than 0");
+    sh.root_display = dir.string();
+    sh.root.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!sh.root) throw_errno(ErrorCode::destination, "cannot serve '" + sh.root_display + "'");
+    sh.opt = std::move(options);
+    for (unsigned i = 0; i < sh.opt.threads; ++i) {
+        impl_->listen_fds.push_back(listen_socket(sh.opt.bind_address, i == 0 ? sh.opt.http_port : impl_->port));
+        if (i == 0) impl_->port = bound_port(impl_->listen_fds[0].get());
+        sh.counters.push_back(std::make_unique<serve::Counters>());
+        sh.wakes.push_back(std::make_unique<serve::WakeQueue>());
+    }
+    const int err = serve::probe_cachestat();
+    sh.cold_check = err == 0;
+    sh.cold_check_text = err == 0 ? "cachestat: ranges not in the page cache are read by a pool of " +
+                                        std::to_string(sh.opt.cold_read_threads) + " threads"
+                                  : std::string("none: cachestat(2) refused (") + std::strerror(err) +
+                                        "); a cold read blocks its ring thread";
+    if (sh.opt.cold_read_threads == 0) {
+        sh.cold_check = false;
+        sh.cold_check_text = "none: no cold-read threads; a cold read blocks its ring thread";
+    }
+}
+
+Server::~Server() = default;
+
+uint16_t Server::port() const { return impl_->port; }
+
+void Server::run() {
+    if (impl_->ran.exchange(true)) throw Error(ErrorCode::usage, "Server::run: already run");
+    serve::Shared& sh = impl_->sh;
+    sh.cold = std::make_unique<serve::ColdReads>(sh.opt.cold_read_threads);
+    std::mutex err_mu;
+    std::exception_ptr first;
+    std::vector<std::thread> threads;
+    for (unsigned i = 0; i < sh.opt.threads; ++i) {
+        threads.emplace_back([&, i] {
+            try {
+                serve::Worker w(sh, i, std::move(impl_->listen_fds[i]));
+                w.run();
+            } catch (...) {
+                {
+                    std::lock_guard lock(err_mu);
+                    if (!first) first = std::current_exception();
+                }
+                stop(); // one thread failed: the others drain and end
+            }
+        });
+    }
+    if (sh.opt.verbose && sh.opt.log) {
+        sh.opt.log("serving '" + sh.root_display + "' on port " + std::to_string(impl_->port) + " with " +
+                   std::to_string(sh.opt.threads) + " threads");
+    }
+    for (auto& t : threads) t.join();
+    sh.cold.reset(); // after the threads: no connection waits for a cold read any more
+    if (first) std::rethrow_exception(first);
+}
+
+void Server::stop() {
+    impl_->sh.stopping.store(true);
+    for (auto& w : impl_->sh.wakes) w->poke();
+}
+
+ServeStats Server::stats() const { return impl_->sh.snapshot(); }
+
+} // namespace sluice

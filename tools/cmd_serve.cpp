@@ -1,0 +1,143 @@
+// `sluice serve DIR --http PORT`: serves DIR over HTTP/1.1 until SIGTERM or SIGINT, then
+// drains (responses in flight finish) and exits 0.
+#include <signal.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "cli_args.hpp"
+#include "commands.hpp"
+#include "token.hpp"
+#include "sluice/server.hpp"
+
+namespace sluice::cli {
+
+const char* const kServeHelp = R"(usage: sluice serve DIR [--http PORT] [options]
+
+Serves DIR to many clients over HTTP/1.1 (curl, wget -c, aria2c, browsers, fsspec): GET and
+HEAD, one byte range per request, ETag/Last-Modified with 304s, keep-alive and pipelining,
+directory listings (HTML, or JSON with ?format=json or Accept: application/json), and
+/_stats (JSON counters). Nothing outside DIR is served. Uploads are not accepted yet (405).
+Prints the URL on the first line of stdout; SIGTERM or SIGINT drains and exits 0.
+Reads need a token ("Authorization: Bearer TOKEN" or ?token=TOKEN) unless --public. The
+token comes from --token-file, --token or SLUICE_TOKEN; if none gives one, a random token is
+made and printed in the URL.
+
+options:
+  --http PORT            HTTP port (default: one chosen by the system)
+  --bind ADDR            address to listen on (default: all)
+  --host NAME            host name to print in the URL (default: ADDR, else localhost)
+  --threads N            ring threads (default: the online CPUs)
+  --public               serve reads without a token
+  --token-file FILE      the token, from FILE (mode 0600 or stricter)
+  --token SECRET         the token, on the command line (visible in ps: prefer the above)
+  --max-connections N    connections held at once over all threads (default 16384)
+  --request-timeout S    a request head must arrive within S seconds of its first byte (default 10)
+  --idle-timeout S       close a keep-alive connection idle for S seconds (default 60)
+  --send-timeout S       close a connection whose response makes no progress for S seconds (default 60)
+  --json                 at exit, print the stats as one JSON object (last line of stdout)
+  -v, --verbose          say which paths the engine uses
+)";
+
+namespace {
+
+std::string random_token() {
+    unsigned char raw[16];
+    if (::getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw))
+        throw Error(ErrorCode::internal, "getrandom: cannot make a token");
+    static const char hex[] = "0123456789abcdef";
+    std::string t;
+    for (unsigned char b : raw) {
+        t.push_back(hex[b >> 4]);
+        t.push_back(hex[b & 15]);
+    }
+    return t;
+}
+
+} // namespace
+
+int cmd_serve(int argc, char** argv) {
+    Args a(argc, argv,
+           {"--http", "--bind", "--host", "--threads", "--token", "--token-file", "--max-connections", "--request-timeout",
+            "--idle-timeout", "--send-timeout"},
+           {"--public", "--json", "--verbose", "-v", "--help", "-h"});
+    if (a.flag("--help") || a.flag("-h")) {
+        std::fputs(kServeHelp, stdout);
+        return 0;
+    }
+    if (a.positionals().size() != 1) throw Error(ErrorCode::usage, "expected exactly one DIR (see sluice serve --help)");
+    ServeOptions o;
+    o.http_port = static_cast<uint16_t>(a.uint_value("--http", 0, 0, 65535));
+    if (auto v = a.value("--bind")) o.bind_address = *v;
+    o.threads = a.uint_value("--threads", 0, 1, 256);
+    o.public_reads = a.flag("--public");
+    o.max_connections = a.uint_value("--max-connections", 16384, 1, 4'000'000);
+    o.request_timeout_ms = static_cast<int>(a.uint_value("--request-timeout", 10, 1, 86400)) * 1000;
+    o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
+    o.send_timeout_ms = static_cast<int>(a.uint_value("--send-timeout", 60, 1, 86400)) * 1000;
+    o.verbose = a.flag("--verbose") || a.flag("-v");
+    o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
+    const Token token = resolve_token(a, "");
+    o.token = token.value;
+    bool show_token = false;
+    if (o.token.empty() && !o.public_reads) {
+        o.token = random_token();
+        show_token = true;
+    }
+    if (token.from == TokenFrom::option) show_token = true;
+    if (o.threads > 0 && o.max_connections < o.threads) o.max_connections = o.threads;
+
+    // The signals are taken by one thread with sigwait, never by a handler: stop() locks.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr); // before any thread starts, so all inherit it
+    Server server(a.positionals()[0], o);
+    std::string host = a.value("--host").value_or(o.bind_address.empty() ? "localhost" : o.bind_address);
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
+    std::cout << "http://" << host << ":" << server.port() << "/" << (show_token ? "?token=" + o.token : "") << std::endl;
+    if (o.verbose) std::cerr << "sluice: " << (o.public_reads ? "public reads" : "a token is required") << "\n";
+    std::atomic<bool> done{false};
+    std::thread signals([&] {
+        timespec tick{0, 200'000'000};
+        while (!done.load()) {
+            if (sigtimedwait(&set, nullptr, &tick) > 0) {
+                server.stop();
+                return;
+            }
+        }
+    });
+    struct Join {
+        std::atomic<bool>& done;
+        std::thread& t;
+        ~Join() {
+            done.store(true);
+            t.join();
+        }
+    } join{done, signals};
+    if (o.verbose) {
+        std::thread([&server] {
+            // The paths are known once the threads have set up their rings.
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            ServeStats s = server.stats();
+            std::cerr << "sluice: receive path: " << s.recv_path << "\nsluice: accept path: " << s.accept_path
+                      << "\nsluice: cold reads: " << s.cold_check << "\nsluice: ring: " << s.ring_mode << "\n";
+        }).detach();
+    }
+    server.run();
+    ServeStats s = server.stats();
+    if (a.flag("--json")) {
+        std::cout << s.to_json() << std::endl;
+    } else {
+        std::cerr << "sluice: served " << s.requests << " requests, " << s.body_bytes_sent << " body bytes, "
+                  << s.connections_accepted << " connections\n";
+    }
+    return 0;
+}
+
+} // namespace sluice::cli
