@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import Served, assert_same_tree, local_receiver
 
 import sluice
@@ -73,3 +75,20 @@ def test_pathlike_and_single_path(tree, dst):
     sluice.send(tree / "big.bin", rx.url)
     served.join()
     assert (dst / "big.bin").read_bytes() == (tree / "big.bin").read_bytes()
+
+
+def test_cc_is_passed_through_and_reported(tree, dst):
+    """cc= reaches TCP_CONGESTION on both sides; the stats say which algorithm ran and carry
+    TCP_INFO per data stream."""
+    avail = open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
+    cc = "reno" if "reno" in avail else avail[0]
+    rx = local_receiver(dst, cc=cc)
+    served = Served(rx)
+    sent = sluice.send([tree], rx.url, streams=2, cc=cc)
+    got = served.join()
+    assert sent["congestion_control"] == got["congestion_control"] == cc
+    assert [t["stream"] for t in sent["tcp_streams"]] == [1, 2]
+    with pytest.raises(sluice.UsageError, match="--cc 'nosuchcc'.*available: "):
+        sluice.send([tree], rx.url, cc="nosuchcc")
+    with pytest.raises(sluice.UsageError, match="cc=5"):
+        sluice.send([tree], rx.url, cc=5)
