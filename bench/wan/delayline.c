@@ -12,7 +12,9 @@
 // (no reordering). Gilbert-Elliott loss: per frame, a good state moves to bad with
 // probability P, bad to good with R, and a frame in the bad state is lost with LOSS_BAD
 // (none in the good state): mean loss P/(P+R)*LOSS_BAD. SIGUSR1 writes the counters to the
-// stats file (JSON); SIGTERM/SIGINT write them and exit.
+// stats file (JSON); SIGTERM/SIGINT write them and exit. Drops that are not the settings' are
+// counted apart: overflow (the line's queue), enobufs (the tbf), sock_drops (frames the
+// kernel dropped because the line did not read them in time: past its ceiling).
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,6 +57,7 @@ struct direction {
     uint64_t last_due_ns;
     // counters (written to the stats file)
     uint64_t rx, lost, overflow, enobufs, send_errors, tx, bytes_tx;
+    uint64_t sock_drops; // frames the kernel dropped before we read them (PACKET_STATISTICS): our ceiling
 };
 
 static volatile sig_atomic_t g_dump, g_stop;
@@ -179,6 +182,13 @@ static uint64_t send_due(struct direction* d, int* blocked) {
     return 0;
 }
 
+// Frames dropped at in_fd because the line did not read them in time (the counter resets on read).
+static void add_socket_drops(struct direction* d) {
+    struct tpacket_stats st;
+    socklen_t len = sizeof st;
+    if (getsockopt(d->in_fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) d->sock_drops += st.tp_drops;
+}
+
 static void write_stats(const char* path, struct direction* dirs) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -187,11 +197,12 @@ static void write_stats(const char* path, struct direction* dirs) {
     fprintf(f, "{");
     for (int i = 0; i < 2; ++i) {
         struct direction* d = &dirs[i];
+        add_socket_drops(d);
         fprintf(f,
-                "%s\"%s\":{\"rx\":%llu,\"lost\":%llu,\"overflow\":%llu,\"enobufs\":%llu,\"send_errors\":%llu,\"tx\":%llu,\"bytes_tx\":%llu,"
+                "%s\"%s\":{\"rx\":%llu,\"lost\":%llu,\"overflow\":%llu,\"enobufs\":%llu,\"send_errors\":%llu,\"sock_drops\":%llu,\"tx\":%llu,\"bytes_tx\":%llu,"
                 "\"queued\":%zu}",
                 i ? "," : "", d->name, (unsigned long long)d->rx, (unsigned long long)d->lost,
-                (unsigned long long)d->overflow, (unsigned long long)d->enobufs, (unsigned long long)d->send_errors, (unsigned long long)d->tx,
+                (unsigned long long)d->overflow, (unsigned long long)d->enobufs, (unsigned long long)d->send_errors, (unsigned long long)d->sock_drops, (unsigned long long)d->tx,
                 (unsigned long long)d->bytes_tx, d->count);
     }
     fprintf(f, "}\n");
