@@ -221,7 +221,7 @@ class Wan:
             srv.kill()
             srv.wait()
 
-    def validate(self, mathis_seconds=12):
+    def validate(self, mathis_seconds=10):
         rtt = self.ping_rtt_ms()
         self.log(f"wan: ping RTT {rtt:.2f} ms, median of 20 (set {self.rtt_ms:.2f} ms)")
         if abs(rtt - self.rtt_ms) > 1.0:
@@ -251,20 +251,24 @@ class Wan:
             raise ValidationError(f"measured loss {got * 100:.3f}% is not within 10% of the setting {want * 100:.3f}%")
         return got
 
-    def check_mathis(self, seconds):
+    def check_mathis(self, seconds, runs=3):
+        """One CUBIC stream at 1% loss against the Mathis bound: the median of three runs, as
+        one run at 80 ms sees only ~20 loss events and measured 0.67x-1.15x of the bound."""
         saved = (self.loss_ab, self.ge_ab)
         self.set_loss(0.01)
         try:
-            out = self.iperf3(["-C", "cubic", "-t", seconds, "-O", 2], seconds)
+            rates = sorted(self.iperf3(["-C", "cubic", "-t", seconds, "-O", 2], seconds)["end"]["sum_received"]
+                           ["bits_per_second"] for _ in range(runs))
         finally:
             self.set_loss(*saved)
-        got = out["end"]["sum_received"]["bits_per_second"]
+        got = rates[len(rates) // 2]
         bound = mathis_bps(self.rtt_ms, 0.01)
-        self.log(f"wan: one CUBIC stream at 1% loss {got / 1e6:.2f} Mbit/s, Mathis bound {bound / 1e6:.2f} Mbit/s "
+        self.log(f"wan: one CUBIC stream at 1% loss {got / 1e6:.2f} Mbit/s (median of "
+                 f"{', '.join(f'{r / 1e6:.2f}' for r in rates)}), Mathis bound {bound / 1e6:.2f} Mbit/s "
                  f"({got / bound:.2f}x)")
         if abs(got - bound) > 0.3 * bound:
-            raise ValidationError(f"one CUBIC stream at 1% loss moved {got / 1e6:.2f} Mbit/s, not within 30% of "
-                                  f"the Mathis bound {bound / 1e6:.2f} Mbit/s")
+            raise ValidationError(f"one CUBIC stream at 1% loss moved {got / 1e6:.2f} Mbit/s (median of {runs} runs), "
+                                  f"not within 30% of the Mathis bound {bound / 1e6:.2f} Mbit/s")
         return got, bound
 
 
