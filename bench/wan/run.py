@@ -194,7 +194,7 @@ def report(a):
         print(f"| {k[0]:g} | {k[1]:g} | {k[2]} | " + " | ".join(gp) + f" | {rt} | {cpu} | " +
               (str(sum(drops)) if drops else "n/a") + " |")
     if a.plot:
-        plot(rows, a.plot, order, f" ({a.title})" if a.title else "")
+        plot(list(cells.values()), a.plot, order, f" ({a.title})" if a.title else "")
 
 
 def plot(rows, path, order, a_title=""):
