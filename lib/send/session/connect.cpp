@@ -16,7 +16,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
     hello.stream_count = static_cast<uint16_t>(opts.streams);
     c.control = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
     set_nodelay(c.control.get());
-    // Set before the first byte: the handshake and everything after run under the chosen algorithm.
+    // Set before our first byte is written: the handshake frames already go under the chosen algorithm.
     set_congestion_control(c.control.get(), opts.congestion_control);
     set_io_timeout(c.control.get(), opts.idle_timeout_ms);
     hello.role = wire::Role::control;
