@@ -46,6 +46,8 @@ options:
   --max-files N        refuse manifests with more entries (default 10000000)
   --max-manifest-bytes SIZE  refuse a manifest needing more receiver memory (default: 1/4 of RAM)
   --idle-timeout S     fail if the sender is silent this long (default 60)
+  --cc NAME            TCP congestion control of every accepted connection (e.g. bbr,
+                       cubic; default: the system's)
   --json               print final stats as one JSON object (last line of stdout)
   -v, --verbose        say which data path is used and every refused connection
 )";
@@ -89,7 +91,7 @@ int receive_pipe(const Args& a, RecvOptions& o, bool show_token) {
 int cmd_recv(int argc, char** argv) {
     Args a(argc, argv,
            {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
-            "--max-files", "--max-manifest-bytes"},
+            "--max-files", "--max-manifest-bytes", "--cc"},
            {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
@@ -132,6 +134,7 @@ int cmd_recv(int argc, char** argv) {
     if (auto v = a.value("--max-manifest-bytes"); v && !(o.max_manifest_bytes = parse_size(*v, "--max-manifest-bytes")))
         throw Error(ErrorCode::usage, "--max-manifest-bytes must be more than 0");
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
+    if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     if (o.verbose)

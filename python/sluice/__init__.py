@@ -55,8 +55,15 @@ def _interval(value):
     return float(value)
 
 
+def _cc(cc):
+    """cc: a TCP congestion control name (e.g. "bbr", "cubic"), or None for the system's."""
+    if cc is not None and not isinstance(cc, str):
+        raise UsageError(f"cc={cc!r}: expected a congestion control name such as 'bbr' or 'cubic', or None")
+    return cc or ""
+
+
 def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_timeout,
-                  idle_timeout, verbose, log, progress, progress_interval, cancel):
+                  idle_timeout, verbose, log, progress, progress_interval, cancel, cc=None):
     if cancel is not None and not isinstance(cancel, CancelFlag):
         raise UsageError(f"cancel={cancel!r}: expected a sluice.CancelFlag")
     if isinstance(streams, bool) or not isinstance(streams, int):
@@ -69,6 +76,7 @@ def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_
         "send_path": send_path,
         "connect_timeout": float(connect_timeout),
         "idle_timeout": float(idle_timeout),
+        "cc": _cc(cc),
         "verbose": bool(verbose),
         "log": _callable_or_none(log, "log"),
         "progress": _callable_or_none(progress, "progress"),
@@ -79,7 +87,7 @@ def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_
 
 def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_BLOCK_SIZE,
          rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
-         verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None):
+         verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None):
     """Send files, directories (recursively) and symlinks to the receiver at ``url``
     (``sluice://HOST:PORT/?token=...``); each path lands under the receiver's directory by its
     name. Returns the final stats as a dict (the fields of ``sluice send --json``) once the
@@ -93,6 +101,8 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     once at the end (bytes_done, bytes_total, files_done, files_total, walk_done, elapsed,
     streams). log: callable(str) for warnings and verbose lines (default: the "sluice" logger).
     cancel: a CancelFlag; set() it from any thread to stop (raises sluice.Cancelled).
+    cc: TCP congestion control of every connection ("bbr", "cubic"; None: the system's); a
+    name the kernel lacks raises UsageError listing the available ones.
     An exception raised by progress or log, or Ctrl-C, cancels the transfer and is re-raised.
     """
     if isinstance(paths, (str, bytes, os.PathLike)):
@@ -104,7 +114,7 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
                          rate_limit=rate_limit, send_path=send_path,
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
-                         progress_interval=progress_interval, cancel=cancel)
+                         progress_interval=progress_interval, cancel=cancel, cc=cc)
     return _sluice.send(paths, url, opts)
 
 
@@ -126,7 +136,7 @@ def _fd_of(obj, what):
 def send_pipe(source, url, *, token=None, streams=DEFAULT_STREAMS,
               block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
               connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
-              progress=None, progress_interval=0.2, cancel=None):
+              progress=None, progress_interval=0.2, cancel=None, cc=None):
     """Pipe mode (the ``producer | nc`` replacement): send what can be read from ``source``
     (an fd, or a file object, pipe or socket with fileno()) until end of file, in order over
     all streams, to a receiver writing to an fd or a sink (``Receiver(fd=...)``,
@@ -140,7 +150,7 @@ def send_pipe(source, url, *, token=None, streams=DEFAULT_STREAMS,
                          rate_limit=rate_limit, send_path=send_path,
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
-                         progress_interval=progress_interval, cancel=cancel)
+                         progress_interval=progress_interval, cancel=cancel, cc=cc)
     return _sluice.send_pipe(fd, url, opts)
 
 
@@ -167,7 +177,7 @@ class FdSource:
 def send_fds(sources, url, *, token=None, streams=DEFAULT_STREAMS,
              block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
              connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
-             progress=None, progress_interval=0.2, cancel=None):
+             progress=None, progress_interval=0.2, cancel=None, cc=None):
     """Send ranges of open files (a list of ``FdSource``), each stored under its name; the
     same guarantees, options, return value and errors as ``send``."""
     rows = []
@@ -187,7 +197,7 @@ def send_fds(sources, url, *, token=None, streams=DEFAULT_STREAMS,
                          rate_limit=rate_limit, send_path=send_path,
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
-                         progress_interval=progress_interval, cancel=cancel)
+                         progress_interval=progress_interval, cancel=cancel, cc=cc)
     return _sluice.send_fds(rows, url, opts)
 
 
@@ -210,11 +220,12 @@ class Receiver:
     recv_path: "direct", "recv_write", "splice" or "null". sync: fsync before success.
     verify: re-read each file from disk before renaming it. log: callable(str).
     max_manifest_bytes: the most memory the manifest may take (a size; 0: a quarter of RAM).
+    cc: TCP congestion control of every accepted connection (None: the system's).
     """
 
     def __init__(self, dir=None, *, fd=None, sink=None, port=0, token=None, bind_address="", advertise_host="",
                  recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
-                 verbose=False, log=None, max_manifest_bytes=0):
+                 verbose=False, log=None, max_manifest_bytes=0, cc=None):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise UsageError(f"port={port!r}: expected an int from 0 to 65535")
         opts = {
@@ -227,6 +238,7 @@ class Receiver:
             "verify": bool(verify),
             "idle_timeout": float(idle_timeout),
             "max_manifest_bytes": parse_size(max_manifest_bytes, "max_manifest_bytes"),
+            "cc": _cc(cc),
             "verbose": bool(verbose),
             "log": _callable_or_none(log, "log"),
         }

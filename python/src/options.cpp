@@ -33,6 +33,7 @@ SendOptions send_options(const py::dict& o) {
     s.path = parse_send_path(o["send_path"].cast<std::string>());
     s.connect_timeout_ms = timeout_ms(o, "connect_timeout");
     s.idle_timeout_ms = timeout_ms(o, "idle_timeout");
+    if (o.contains("cc")) s.congestion_control = o["cc"].cast<std::string>();
     s.verbose = o["verbose"].cast<bool>();
     return s;
 }
@@ -48,6 +49,7 @@ RecvOptions recv_options(const py::dict& o) {
     r.verify = o["verify"].cast<bool>();
     r.idle_timeout_ms = timeout_ms(o, "idle_timeout");
     if (o.contains("max_manifest_bytes")) r.max_manifest_bytes = o["max_manifest_bytes"].cast<uint64_t>();
+    if (o.contains("cc")) r.congestion_control = o["cc"].cast<std::string>();
     r.verbose = o["verbose"].cast<bool>();
     return r;
 }

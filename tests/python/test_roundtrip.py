@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import Served, assert_same_tree, local_receiver
 
 import sluice
@@ -47,7 +49,7 @@ def test_tree_between_processes(tree, dst):
 def test_stats_have_the_cli_json_fields(tree, dst, tmp_path):
     """Python's send() dict and the CLI's `send --json` object have the same keys; the CLI
     sends to a Python receiver, whose dict has the keys of `recv --json` (role-specific path
-    key aside, both sides share the Stats fields)."""
+    key and the sender's TCP_INFO aside, both sides share the Stats fields)."""
     rx = local_receiver(dst)
     served = Served(rx)
     cli = subprocess.run([os.environ["SLUICE_BIN"], "send", "--json", str(tree), rx.url],
@@ -64,7 +66,9 @@ def test_stats_have_the_cli_json_fields(tree, dst, tmp_path):
     py_sent = sluice.send(tree, rx2.url)
     served2.join()
     assert set(py_sent) == set(cli_sent)
-    assert set(got) == set(cli_sent) - {"send_path"} | {"recv_path", "bytes_verified_from_disk"}
+    # TCP_INFO per data stream is the sender's (where retransmits and cwnd live)
+    sender_only = {"send_path", "tcp_streams", "bytes_retrans"}
+    assert set(got) == set(cli_sent) - sender_only | {"recv_path", "bytes_verified_from_disk"}
 
 
 def test_pathlike_and_single_path(tree, dst):
@@ -73,3 +77,20 @@ def test_pathlike_and_single_path(tree, dst):
     sluice.send(tree / "big.bin", rx.url)
     served.join()
     assert (dst / "big.bin").read_bytes() == (tree / "big.bin").read_bytes()
+
+
+def test_cc_is_passed_through_and_reported(tree, dst):
+    """cc= reaches TCP_CONGESTION on both sides; the stats say which algorithm ran and carry
+    TCP_INFO per data stream."""
+    avail = open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
+    cc = "reno" if "reno" in avail else avail[0]
+    rx = local_receiver(dst, cc=cc)
+    served = Served(rx)
+    sent = sluice.send([tree], rx.url, streams=2, cc=cc)
+    got = served.join()
+    assert sent["congestion_control"] == got["congestion_control"] == cc
+    assert [t["stream"] for t in sent["tcp_streams"]] == [1, 2]
+    with pytest.raises(sluice.UsageError, match="--cc 'nosuchcc'.*available: "):
+        sluice.send([tree], rx.url, cc="nosuchcc")
+    with pytest.raises(sluice.UsageError, match="cc=5"):
+        sluice.send([tree], rx.url, cc=5)

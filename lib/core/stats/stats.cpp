@@ -68,6 +68,32 @@ std::string Stats::to_json() const {
     field("cpu_user_s", num(cpu_user_s));
     field("cpu_sys_s", num(cpu_sys_s));
     field("peak_rss_kb", std::to_string(peak_rss_kb));
+    field("congestion_control", json_string(congestion_control));
+    if (role == "send") {
+        // Per data stream, from TCP_INFO at the end; the sum is what benches compare.
+        std::string ts = "[";
+        uint64_t retrans = 0;
+        for (size_t i = 0; i < tcp_streams.size(); ++i) {
+            const StreamTcp& t = tcp_streams[i];
+            retrans += t.bytes_retrans;
+            ts += std::string(i ? "," : "") + "{\"stream\":" + std::to_string(t.stream) +
+                  ",\"rtt_us\":" + std::to_string(t.rtt_us) +
+                  ",\"delivery_rate_bps\":" + std::to_string(t.delivery_rate_bps) +
+                  ",\"bytes_sent\":" + std::to_string(t.bytes_sent) +
+                  ",\"bytes_retrans\":" + std::to_string(t.bytes_retrans) +
+                  ",\"total_retrans\":" + std::to_string(t.total_retrans) + ",\"cwnd\":" + std::to_string(t.cwnd) +
+                  ",\"mss\":" + std::to_string(t.mss) + ",\"busy_us\":" + std::to_string(t.busy_us) +
+                  ",\"rwnd_limited_us\":" + std::to_string(t.rwnd_limited_us) +
+                  ",\"sndbuf_limited_us\":" + std::to_string(t.sndbuf_limited_us) + "}";
+        }
+        field("tcp_streams", ts + "]");
+        field("bytes_retrans", std::to_string(retrans));
+    }
+    {
+        std::string wl = "[";
+        for (size_t i = 0; i < window_limits.size(); ++i) wl += (i ? "," : "") + json_string(window_limits[i]);
+        field("window_limits", wl + "]");
+    }
     return j + "}";
 }
 

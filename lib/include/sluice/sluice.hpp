@@ -48,6 +48,9 @@ struct SendOptions {
     SendPath path = SendPath::splice;
     int connect_timeout_ms = 10000;
     int idle_timeout_ms = 60000; // a peer silent for this long fails the transfer
+    // TCP congestion control of every connection of the transfer (TCP_CONGESTION), e.g. "bbr"
+    // or "cubic"; empty: the system's default. A name the kernel lacks is a usage error.
+    std::string congestion_control;
     bool verbose = false;
     LogFn log;                                 // warnings and verbose lines; default: dropped
     Progress* progress = nullptr;              // optional counters to poll
@@ -89,6 +92,7 @@ struct RecvOptions {
     // (or of the cgroup's limit), at least 256 MiB.
     uint64_t max_manifest_bytes = 0;
     int idle_timeout_ms = 60000;
+    std::string congestion_control; // as SendOptions::congestion_control, for every accepted connection
     bool verbose = false;
     LogFn log;
     Progress* progress = nullptr;

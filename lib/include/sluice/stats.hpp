@@ -7,6 +7,22 @@
 
 namespace sluice {
 
+// What the kernel reported about one data stream at the end of the transfer (TCP_INFO on the
+// sender's socket, where retransmits and the congestion window live).
+struct StreamTcp {
+    unsigned stream = 0;            // data stream number, from 1
+    uint32_t rtt_us = 0;            // smoothed round-trip time
+    uint64_t delivery_rate_bps = 0; // the kernel's last delivery-rate sample, in bits per second
+    uint64_t bytes_sent = 0;        // bytes TCP sent, retransmissions included
+    uint64_t bytes_retrans = 0;     // of those, retransmitted
+    uint32_t total_retrans = 0;     // retransmitted segments
+    uint32_t cwnd = 0;              // congestion window, in segments
+    uint32_t mss = 0;
+    uint64_t busy_us = 0;           // time with data in flight
+    uint64_t rwnd_limited_us = 0;   // of it, held back by the receiver's window
+    uint64_t sndbuf_limited_us = 0; // of it, held back by the send buffer
+};
+
 // Final figures of one side of a transfer; the CLI's --json prints exactly these fields.
 struct Stats {
     std::string role;           // "send" or "recv"
@@ -29,6 +45,11 @@ struct Stats {
     double cpu_user_s = 0;
     double cpu_sys_s = 0;
     uint64_t peak_rss_kb = 0;
+    std::string congestion_control;     // TCP_CONGESTION of the data streams, as the kernel reports it
+    std::vector<StreamTcp> tcp_streams; // sender only
+    // Each sysctl cap on a socket buffer that held a stream's window down, with the value that
+    // would lift it: tcp_wmem at the sender, tcp_rmem at the receiver (also logged with -v).
+    std::vector<std::string> window_limits;
 
     double throughput_mb_s() const { return seconds > 0 ? bytes_sent / seconds / 1e6 : 0; }
     SLUICE_EXPORT std::string to_json() const;

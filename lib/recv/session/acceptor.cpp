@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/io/socket.hpp"
+#include "core/io/tcp_tuning.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/stats/process_usage.hpp"
 #include "core/wire/auth.hpp"
@@ -80,7 +81,11 @@ struct Acceptor::Pending {
 
 Acceptor::Acceptor(const RecvOptions& opts, SessionLog& log)
     : idle_timeout_ms_(opts.idle_timeout_ms), log_(log), token_(opts.token.empty() ? wire::random_token() : opts.token) {
+    check_congestion_control(opts.congestion_control); // a typo fails before the port is taken
     listener_ = listen_tcp(opts.bind_address, opts.port);
+    // Accepted connections inherit the listener's algorithm (tcp_ca_openreq_child), so the
+    // handshake already runs under it.
+    set_congestion_control(listener_.get(), opts.congestion_control);
     port_ = local_port(listener_.get());
     // The accept loop drains bursts of connections and must never block on accept.
     set_nonblocking(listener_.get(), true);
@@ -92,6 +97,8 @@ Acceptor::Acceptor(const RecvOptions& opts, SessionLog& log)
     std::memcpy(&s, seed.data(), sizeof s);
     rng_.seed(s); // unpredictable, so a flood cannot aim its evictions
 }
+
+std::string Acceptor::congestion_control() const { return congestion_control_of(listener_.get()); }
 
 void Acceptor::wake() noexcept {
     uint64_t one = 1;

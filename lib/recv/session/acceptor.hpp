@@ -44,6 +44,8 @@ public:
     Acceptor(const RecvOptions& opts, SessionLog& log);
 
     uint16_t port() const { return port_; }
+    // The listener's congestion control, which every accepted connection inherits.
+    std::string congestion_control() const;
     const std::string& token() const { return token_; }
     // Makes run() look at its session again, from any thread.
     void wake() noexcept;

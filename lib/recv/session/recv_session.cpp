@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/io/socket.hpp"
+#include "core/io/tcp_tuning.hpp"
 #include "core/ring/ring.hpp"
 #include "core/session/session_stats.hpp"
 #include "recv/session/finishing.hpp"
@@ -217,6 +218,15 @@ Stats RecvSession::stats() {
         .fallbacks = tally_.fallbacks(),
         .ring_mode = probe_ring_features().setup_mode(),
     };
+    s.congestion_control = acceptor_.congestion_control();
+    {
+        std::vector<std::pair<unsigned, int>> streams;
+        std::lock_guard lk(data_mu_);
+        for (size_t i = 1; i < data_.size(); ++i)
+            if (data_[i]) streams.emplace_back(static_cast<unsigned>(i), data_[i].get());
+        s.window_limits = recv_window_limits(streams, s.seconds);
+    }
+    for (const std::string& w : s.window_limits) log_.verbose_line(w);
     add_process_usage(s);
     return s;
 }

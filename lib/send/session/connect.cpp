@@ -1,6 +1,7 @@
 #include "send/session/connect.hpp"
 
 #include "core/io/socket.hpp"
+#include "core/io/tcp_tuning.hpp"
 #include "send/session/handshake.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec.hpp"
@@ -15,6 +16,8 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
     hello.stream_count = static_cast<uint16_t>(opts.streams);
     c.control = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
     set_nodelay(c.control.get());
+    // Set before our first byte is written: the handshake frames already go under the chosen algorithm.
+    set_congestion_control(c.control.get(), opts.congestion_control);
     set_io_timeout(c.control.get(), opts.idle_timeout_ms);
     hello.role = wire::Role::control;
     client_handshake(c.control.get(), to.token, hello, peer);
@@ -24,6 +27,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
     for (unsigned i = 1; i <= opts.streams; ++i) {
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
         UniqueFd fd = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
+        set_congestion_control(fd.get(), opts.congestion_control);
         set_io_timeout(fd.get(), opts.idle_timeout_ms);
         hello.role = wire::Role::data;
         hello.stream_index = static_cast<uint16_t>(i);

@@ -1,6 +1,7 @@
 #include "send/session/send_core.hpp"
 
 #include "core/io/socket.hpp"
+#include "core/io/tcp_tuning.hpp"
 #include "core/session/session_stats.hpp"
 #include "core/wire/codec.hpp"
 #include "send/session/connect.hpp"
@@ -18,13 +19,15 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
         throw Error(ErrorCode::usage,
                     "--block-size " + std::to_string(opts_.block_size) + ": must be a multiple of 4 KiB from 64 KiB to 64 MiB");
     if (to_.token.empty()) throw Error(ErrorCode::usage, "no token: use the receiver's sluice:// line or --token");
+    check_congestion_control(opts_.congestion_control); // before connecting: a typo costs no connection
 }
 
 void SendCore::connect(const std::string& how) {
     Connections c = connect_transfer(to_, opts_);
     control_.attach(std::move(c.control));
     data_ = std::move(c.data);
-    log_.verbose_line("connected to " + peer_ + " with " + std::to_string(data_.size()) + " data streams" + how);
+    log_.verbose_line("connected to " + peer_ + " with " + std::to_string(data_.size()) + " data streams" + how +
+                      (data_.empty() ? "" : ", congestion control " + congestion_control_of(data_[0].get())));
 }
 
 void SendCore::read_control() {
@@ -135,9 +138,18 @@ void SendCore::abort_peer(std::thread& reader, uint32_t code) {
     latch_.rethrow();
 }
 
-Stats SendCore::closing_stats(Stats s, Clock::time_point t0) const {
+Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
     s.seconds = seconds_since(t0);
     s.streams = static_cast<unsigned>(data_.size());
+    // The sockets are still open: what TCP_INFO says now covers the whole transfer.
+    std::vector<int> fds;
+    for (size_t i = 0; i < data_.size(); ++i) {
+        fds.push_back(data_[i].get());
+        s.tcp_streams.push_back(stream_tcp(data_[i].get(), static_cast<unsigned>(i + 1)));
+    }
+    if (!data_.empty()) s.congestion_control = congestion_control_of(data_[0].get());
+    s.window_limits = send_window_limits(fds, s.tcp_streams);
+    for (const std::string& w : s.window_limits) log_.verbose_line(w);
     add_process_usage(s);
     return s;
 }

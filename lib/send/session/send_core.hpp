@@ -81,7 +81,7 @@ protected:
     // Stats::role of both modes.
     static constexpr const char* kRole = "send";
     // Fills what both modes report alike (time, streams, CPU and memory, read now) in s.
-    Stats closing_stats(Stats s, Clock::time_point t0) const;
+    Stats closing_stats(Stats s, Clock::time_point t0);
 
     SendOptions opts_;
     Endpoint to_;

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Issue 16's first WAN matrix: sluice beside iperf3 through the emulator (wan.py).
+
+RTT x random loss (A->B, the data direction) x streams, each cell in the same emulator run:
+sluice with a fixed stream count (cubic and bbr, --cc) sending a 1 GiB file from the page
+cache to a receiver that verifies and discards it (--recv-path null), and iperf3 -P N (cubic
+and bbr, -C). Every run is bounded in time: a sluice transfer still running at --seconds is
+measured from TCP_INFO (ss) and /proc at that moment and then stopped ("partial").
+
+    flock /run/sluice-bench.lock python3 bench/wan/run.py --out /work/data/h16/wan.jsonl
+    python3 bench/wan/run.py --report /work/data/h16/wan.jsonl --plot docs/img/wan-first-matrix.png
+"""
+import argparse
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import wan  # noqa: E402
+
+PORT = 7016
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """utime + stime of a live process (the sluice CLI; `ip netns exec` execs it, same pid)."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def ss_totals(w, side, port):
+    """bytes_acked and bytes_retrans summed over side's connections to/from port."""
+    key = "dport" if side == "a" else "sport"
+    r = w.ex(side, ["ss", "-Htin", "state", "established", f"( {key} = :{port} )"], check=False)
+    acked = sum(int(x) for x in re.findall(r"bytes_acked:(\d+)", r.stdout))
+    retrans = sum(int(x) for x in re.findall(r"bytes_retrans:(\d+)", r.stdout))
+    received = sum(int(x) for x in re.findall(r"bytes_received:(\d+)", r.stdout))
+    return acked, retrans, received
+
+
+def last_json(text):
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return None
+
+
+def run_sluice(w, a, cc, streams, token_file):
+    rx_dir = Path(a.data_dir) / "rx"
+    rx_dir.mkdir(parents=True, exist_ok=True)
+    recv = w.popen("b", [a.sluice, "recv", "--port", PORT, "--bind", wan.ADDR_B, "--token-file", token_file,
+                         "--recv-path", "null", "--cc", cc, "--json", "--idle-timeout", 30, rx_dir],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    send = None
+    try:
+        for _ in range(100):
+            if w.ex("b", ["ss", "-Hltn", f"sport = :{PORT}"], check=False).stdout.strip():
+                break
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        send = w.popen("a", [a.sluice, "send", "--streams", streams, "--cc", cc, "--json", "--to",
+                             f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, a.file],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = send.communicate(timeout=a.seconds)
+        except subprocess.TimeoutExpired:
+            # Bounded: measure what moved by now, then stop both ends.
+            elapsed = time.monotonic() - t0
+            acked, retrans, _ = ss_totals(w, "a", PORT)
+            cpu = cpu_seconds(send.pid) + cpu_seconds(recv.pid)
+            if acked == 0:
+                # No data connection open: the sender is past its data, waiting for the
+                # verdict. Let it finish (a few seconds more) and report it whole.
+                try:
+                    out, err = send.communicate(timeout=5)
+                except subprocess.TimeoutExpired:
+                    return {"error": f"no data connection open at the time bound ({elapsed:.1f} s)"}
+            else:
+                return {"complete": False, "seconds": elapsed, "bytes": acked, "retrans_bytes": retrans,
+                        "cpu_s": cpu, "note": "partial: measured from ss and /proc at the time bound"}
+        if send.returncode != 0:
+            return {"error": f"sluice send exit {send.returncode}: {err.strip()[-300:]}"}
+        s = last_json(out)
+        rout, _ = recv.communicate(timeout=30)
+        r = last_json(rout) or {}
+        return {"complete": True, "seconds": s["seconds"], "bytes": s["bytes_sent"],
+                "retrans_bytes": s["bytes_retrans"], "cpu_s": s["cpu_user_s"] + s["cpu_sys_s"] +
+                r.get("cpu_user_s", 0) + r.get("cpu_sys_s", 0), "cc_seen": s["congestion_control"],
+                "window_limits": s["window_limits"] + r.get("window_limits", [])}
+    finally:
+        for p in (send, recv):
+            if p and p.poll() is None:
+                p.kill()
+            if p:
+                p.wait()
+
+
+def run_iperf3(w, a, cc, streams):
+    out = w.iperf3(["-C", cc, "-P", streams, "-t", a.iperf_seconds], a.iperf_seconds)
+    end = out["end"]
+    secs = end["sum_sent"]["seconds"]
+    cpu = end["cpu_utilization_percent"]
+    return {"complete": True, "seconds": secs, "bytes": end["sum_received"]["bytes"],
+            # iperf3 counts retransmitted segments; at MSS 1448 that is bytes (all segments here are full)
+            "retrans_bytes": end["sum_sent"].get("retransmits", 0) * wan.MSS,
+            "cpu_s": (cpu["host_total"] + cpu["remote_total"]) / 100 * secs}
+
+
+def run_matrix(a):
+    data = Path(a.data_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    if not Path(a.file).exists() or Path(a.file).stat().st_size != a.size:
+        print(f"run: writing {a.size} random bytes to {a.file}", flush=True)
+        subprocess.run(["dd", "if=/dev/urandom", f"of={a.file}", "bs=1M", f"count={a.size >> 20}", "status=none"],
+                       check=True)
+    subprocess.run(["cat", a.file], stdout=subprocess.DEVNULL, check=True)  # in the page cache
+    token_file = data / "token"
+    token_file.write_text(secrets.token_hex(16))
+    token_file.chmod(0o600)
+    out = open(a.out, "a")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    for rtt in a.rtts:
+        w = wan.Wan(prefix="slwanb", delay_ab=rtt / 2, delay_ba=rtt / 2, loss_ab=0.01, rate_mbit=a.rate,
+                    log=lambda m: print(m, flush=True))
+        with w:
+            w.validate()  # RTT, 1% loss counted in the line, one CUBIC stream vs Mathis at 1%
+            for loss in a.losses:
+                w.set_loss(loss / 100)
+                for n in a.streams:
+                    for tool in a.tools:
+                        for cc in a.cc:
+                            c0 = w.counters()["ab"]
+                            t = time.monotonic()
+                            try:
+                                res = run_sluice(w, a, cc, n, token_file) if tool == "sluice" else \
+                                    run_iperf3(w, a, cc, n)
+                            except (RuntimeError, subprocess.TimeoutExpired, KeyError, ValueError) as e:
+                                res = {"error": str(e)[-300:]}
+                            c1 = w.counters()["ab"]
+                            rx = c1["rx"] - c0["rx"]
+                            res.update(rtt_ms=rtt, loss_pct=loss, streams=n, tool=tool, cc=cc,
+                                       wall_s=round(time.monotonic() - t, 2), frames_ab=rx,
+                                       measured_loss_pct=100 * (c1["lost"] - c0["lost"]) / rx if rx else 0,
+                                       tbf_drops=c1["enobufs"] - c0["enobufs"],
+                                       line_drops=c1["overflow"] - c0["overflow"] +
+                                       c1.get("sock_drops", 0) - c0.get("sock_drops", 0))
+                            if "bytes" in res and res["seconds"] > 0:
+                                res["goodput_mbit"] = res["bytes"] * 8 / res["seconds"] / 1e6
+                                res["cpu_s_per_gb"] = res["cpu_s"] / (res["bytes"] / 1e9) if res["bytes"] else None
+                                res["retrans_pct"] = 100 * res["retrans_bytes"] / res["bytes"] if res["bytes"] else None
+                            print(json.dumps(res), flush=True)
+                            out.write(json.dumps(res) + "\n")
+                            out.flush()
+    Path(a.file).unlink(missing_ok=True)
+
+
+def fmt(v, nd=1):
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def report(a):
+    """Markdown table: goodput Mbit/s (* partial: still running at the time bound, measured from
+    ss), retransmitted bytes as % of goodput bytes, CPU s/GB, and frames the emulator itself
+    dropped (its queue or socket: an emulator limit, not the path's loss)."""
+    rows = [json.loads(l) for l in open(a.report) if l.strip()]
+    print("| RTT ms | loss % | streams | sluice cubic | sluice bbr | iperf3 cubic | iperf3 bbr | "
+          "retrans % (s cubic / s bbr / i cubic / i bbr) | CPU s/GB (s bbr / i bbr) | line drops |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    cells = {}
+    for r in rows:  # a cell run again later replaces the earlier one
+        cells[(r["rtt_ms"], r["loss_pct"], r["streams"], r["tool"], r["cc"])] = r
+    keys = sorted({(r["rtt_ms"], r["loss_pct"], r["streams"]) for r in rows})
+    order = [("sluice", "cubic"), ("sluice", "bbr"), ("iperf3", "cubic"), ("iperf3", "bbr")]
+    for k in keys:
+        got = [cells.get(k + o) for o in order]
+        gp = []
+        for g in got:
+            if not g or "goodput_mbit" not in g:
+                gp.append("error" if g else "-")
+            else:
+                gp.append(fmt(g["goodput_mbit"], 1) + ("" if g.get("complete") else "*"))
+        rt = " / ".join(fmt(g.get("retrans_pct"), 2) if g else "-" for g in got)
+        cpu = " / ".join(fmt(g.get("cpu_s_per_gb"), 2) if g else "-" for g in (got[1], got[3]))
+        drops = [g["line_drops"] for g in got if g and "line_drops" in g]
+        print(f"| {k[0]:g} | {k[1]:g} | {k[2]} | " + " | ".join(gp) + f" | {rt} | {cpu} | " +
+              (str(sum(drops)) if drops else "n/a") + " |")
+    if a.plot:
+        plot(list(cells.values()), a.plot, order, f" ({a.title})" if a.title else "")
+
+
+def plot(rows, path, order, a_title=""):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rtts = sorted({r["rtt_ms"] for r in rows})
+    losses = sorted({r["loss_pct"] for r in rows})
+    fig, axes = plt.subplots(len(rtts), len(losses), figsize=(4 * len(losses), 3.2 * len(rtts)), squeeze=False)
+    styles = {("sluice", "cubic"): "C0-o", ("sluice", "bbr"): "C1-o", ("iperf3", "cubic"): "C0--s",
+              ("iperf3", "bbr"): "C1--s"}
+    for i, rtt in enumerate(rtts):
+        for j, loss in enumerate(losses):
+            ax = axes[i][j]
+            for tool, cc in order:
+                pts = sorted((r["streams"], r["goodput_mbit"]) for r in rows if r["rtt_ms"] == rtt and
+                             r["loss_pct"] == loss and r["tool"] == tool and r["cc"] == cc and r.get("goodput_mbit", 0) > 0)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[(tool, cc)], label=f"{tool} {cc}")
+            ax.set_xscale("log", base=2)
+            ticks = sorted({r["streams"] for r in rows})
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.set_yscale("log")
+            ax.set_title(f"RTT {rtt:g} ms, loss {loss:g}%{a_title}")
+            ax.set_xlabel("streams")
+            ax.set_ylabel("goodput Mbit/s")
+            ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rtts", default="20,80")
+    ap.add_argument("--losses", default="0,1,5")
+    ap.add_argument("--streams", default="1,4,8,16")
+    ap.add_argument("--cc", default="cubic,bbr")
+    ap.add_argument("--tools", default="sluice,iperf3")
+    ap.add_argument("--rate", type=float, default=600.0, help="tbf ceiling, Mbit/s (1000 overloads the delay line here)")
+    ap.add_argument("--seconds", type=float, default=15.0, help="time bound of one sluice run")
+    ap.add_argument("--iperf-seconds", type=int, default=8)
+    ap.add_argument("--size", type=int, default=1 << 30)
+    ap.add_argument("--data-dir", default="/work/data/h16")
+    ap.add_argument("--sluice", default=str(Path(__file__).resolve().parents[2] / "build/tools/sluice"))
+    ap.add_argument("--out", default="/work/data/h16/wan.jsonl")
+    ap.add_argument("--report", help="print the markdown table of a results file instead of running")
+    ap.add_argument("--plot", help="with --report: write a plot (PNG)")
+    ap.add_argument("--title", help="with --plot: added to each panel's title (e.g. the ceiling)")
+    a = ap.parse_args()
+    if a.report:
+        return report(a)
+    a.rtts = [float(x) for x in a.rtts.split(",")]
+    a.losses = [float(x) for x in a.losses.split(",")]
+    a.streams = [int(x) for x in a.streams.split(",")]
+    a.cc = a.cc.split(",")
+    a.tools = a.tools.split(",")
+    a.file = str(Path(a.data_dir) / "wan-1g.bin")
+    try:
+        run_matrix(a)
+    except wan.ValidationError as e:
+        print(f"run: emulator validation failed: {e}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+#pragma once
+// TCP on long links: the congestion control a transfer asks for (TCP_CONGESTION on every
+// connection) and what the kernel says about each data stream at the end (TCP_INFO), including
+// whether a sysctl cap on the socket buffers held its window down.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/stats.hpp"
+
+namespace sluice {
+
+// Throws usage naming `name` and listing the kernel's available algorithms when a TCP socket
+// refuses it. Tried on a probe socket, not read from the list: root may load a module that
+// is not listed yet, and an unprivileged process may set only the allowed ones.
+void check_congestion_control(const std::string& name);
+// Sets TCP_CONGESTION on fd (nothing for an empty name); throws usage as above.
+void set_congestion_control(int fd, const std::string& name);
+// The algorithm fd uses, as the kernel names it ("" when it cannot say).
+std::string congestion_control_of(int fd);
+
+// TCP_INFO of one data stream (zeros where the kernel lacks a field).
+StreamTcp stream_tcp(int fd, unsigned stream);
+
+// The sender's lines for window_limits: each data stream (fds[i] is stream i + 1) held back by
+// its send buffer for a noticeable part of its busy time with the buffer grown to
+// net.ipv4.tcp_wmem's max: that value, and the one that would lift the cap.
+std::vector<std::string> send_window_limits(const std::vector<int>& fds, const std::vector<StreamTcp>& streams);
+// The receiver's lines: each data stream (number, fd) whose receive buffer autotuning grew
+// to net.ipv4.tcp_rmem's max and that moved at least half of what a window of that size
+// allows over `seconds` (the sender cannot read the receiver's sysctls). net.core.rmem_max
+// and wmem_max cap only buffers set with SO_RCVBUF/SO_SNDBUF, which sluice leaves to autotuning.
+std::vector<std::string> recv_window_limits(const std::vector<std::pair<unsigned, int>>& streams, double seconds);
+
+} // namespace sluice

@@ -1,0 +1,78 @@
+"""--cc (issue 16): the congestion control is set on the data streams, reported in JSON with
+TCP_INFO per stream, and a name the kernel lacks is a usage error naming it and the list."""
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import Receiver, run_sluice, write_random
+
+AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+DEFAULT = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+
+
+def not_default():
+    """An available algorithm other than the system's default, so the test sees --cc act."""
+    others = [a for a in AVAILABLE if a != DEFAULT]
+    if not others:
+        pytest.skip(f"only {DEFAULT} is available: --cc cannot be told from the default")
+    return others[0]
+
+
+def test_cc_is_set_on_every_data_stream_and_reported(tmp_path):
+    cc = not_default()
+    src = tmp_path / "src.bin"
+    write_random(src, 24 << 20, seed=16)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = Receiver(dest, "--cc", cc)
+    try:
+        r = run_sluice("send", "--streams", 3, "--cc", cc, "--json", src, rx.url)
+        assert r.returncode == 0, r.stderr
+        s = json.loads(r.stdout.strip().splitlines()[-1])
+        code, out, err = rx.wait()
+        assert code == 0, err
+    finally:
+        rx.kill()
+    rs = json.loads(out.strip().splitlines()[-1])
+    # Read back with getsockopt(TCP_CONGESTION) on the data sockets and on the listener.
+    assert s["congestion_control"] == cc
+    assert rs["congestion_control"] == cc
+    streams = s["tcp_streams"]
+    assert [t["stream"] for t in streams] == [1, 2, 3]
+    # TCP counts every payload byte it sent: the three streams together carried the file.
+    assert sum(t["bytes_sent"] for t in streams) >= src.stat().st_size
+    assert all(t["mss"] > 0 and t["cwnd"] > 0 for t in streams)
+    assert s["bytes_retrans"] == sum(t["bytes_retrans"] for t in streams)
+    assert isinstance(s["window_limits"], list) and isinstance(rs["window_limits"], list)
+    assert (dest / "src.bin").read_bytes() == src.read_bytes()
+
+
+def test_without_cc_the_system_default_is_used(tmp_path):
+    src = tmp_path / "f"
+    src.write_bytes(b"x" * 1000)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = Receiver(dest)
+    try:
+        r = run_sluice("send", "--json", src, rx.url)
+        assert r.returncode == 0, r.stderr
+        assert rx.wait()[0] == 0
+    finally:
+        rx.kill()
+    assert json.loads(r.stdout.strip().splitlines()[-1])["congestion_control"] == DEFAULT
+
+
+@pytest.mark.parametrize("name", ["nosuchcc", "x" * 40])
+def test_unknown_cc_is_a_usage_error_naming_it_and_the_list(tmp_path, name):
+    src = tmp_path / "f"
+    src.write_bytes(b"x")
+    r = run_sluice("send", "--cc", name, src, "sluice://127.0.0.1:9/?token=t")
+    assert r.returncode == 2
+    assert f"--cc '{name}'" in r.stderr
+    assert "available: " + " ".join(AVAILABLE) in r.stderr
+    assert "connect" not in r.stderr  # refused before any connection was tried
+    r = run_sluice("recv", "--cc", name, "--port", 0, tmp_path)
+    assert r.returncode == 2
+    assert f"--cc '{name}'" in r.stderr and "available: " in r.stderr
+    assert "sluice://" not in r.stdout  # refused before listening
