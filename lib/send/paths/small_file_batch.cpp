@@ -7,16 +7,19 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
+#include "core/checksum/xxh3.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
-#include "core/checksum/xxh3.hpp"
 #include "core/wire/codec.hpp"
 
 namespace sluice {
 
 namespace {
 constexpr size_t kPrefix = wire::kFrameHeaderBytes + wire::kBlockPrefixBytes;
+
+constexpr size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // cachestat(2) (Linux 6.5; not in older headers): how much of a file range is in the page cache.
 constexpr long kSysCachestat = 451;
@@ -28,75 +31,228 @@ struct Cachestat {
 };
 } // namespace
 
+// One file from its read's queueing until its bytes and prefix are in the buffer.
+struct SmallFileBatch::Slot {
+    const SourceFile* file = nullptr;
+    unsigned char* at = nullptr; // its prefix; the data follows (kAlign-aligned)
+    uint64_t length = 0;
+    UniqueFd fd;       // open while its read is in flight
+    Completion read;   // tag: the slot's index
+    bool cold = false; // not cached before this read
+    bool direct = false;
+    bool pending = false; // read queued, bytes not yet checked and hashed
+};
+
+SmallFileBatch::SmallFileBatch(int sock)
+    : sock_(sock), buf_(kBufferBytes), scratch_(kMaxFileBytes),
+      // Every file takes at least two kAlign units of a chunk (its prefix's, its data's).
+      slot_count_(kBufferBytes / (2 * kAlign)) {
+    if (probe_ring_features().op_read) {
+        ring_.emplace(kMaxReads * 2);
+    } else {
+        fallback_ = "io_uring reads unavailable: small files read one at a time";
+    }
+    slots_ = std::make_unique<Slot[]>(slot_count_);
+    for (size_t i = 0; i < slot_count_; ++i) slots_[i].read.tag = i;
+    iov_.reserve(kChunkBytes / (2 * kAlign));
+}
+
+SmallFileBatch::~SmallFileBatch() {
+    // Reads still in flight (an error unwinding) are cancelled and reaped before the buffer
+    // they write into goes: the slots' Completions do it, and they go before the ring.
+    slots_.reset();
+}
+
 bool SmallFileBatch::fully_cached(int fd, uint64_t length) {
     if (!cachestat_works_) return true;
     CachestatRange r{0, length};
     Cachestat cs{};
     if (::syscall(kSysCachestat, fd, &r, &cs, 0) != 0) {
-        cachestat_works_ = false; // an older kernel: files are left cached, as before
+        cachestat_works_ = false; // an older kernel: files are read as cached ones, as before
         return true;
     }
     return cs.nr_cache >= (length + 4095) / 4096;
 }
 
-void SmallFileBatch::add(const Segment& seg) {
-    wire::BlockPrefix p;
-    p.file_id = seg.file->file_id;
-    p.offset = 0;
-    // A file this read brings in from the disk goes out of the buffer (its bytes are copied
-    // there anyway, for the checksum) and its pages are dropped at once: read in cold, they
-    // would otherwise fill memory at a transfer's full size. A file that was cached stays so.
-    const bool cold = !fully_cached(reader_.open(*seg.file), seg.length);
-    if (seg.length <= kInlineBytes || cold) {
-        if (used_ + kPrefix + seg.length > buf_.size()) flush(true);
-        unsigned char* at = buf_.data() + used_;
-        reader_.read_whole(*seg.file, at + kPrefix);
-        if (cold) {
-            ::posix_fadvise(reader_.open(*seg.file), 0, 0, POSIX_FADV_DONTNEED); // advice only
-            ++dropped_;
-        }
-        p.checksum = xxh3_64(at + kPrefix, seg.length);
-        wire::encode_block_prefix(at, p, static_cast<uint32_t>(seg.length));
-        used_ += kPrefix + seg.length;
-        return;
-    }
-    reader_.read_whole(*seg.file, scratch_.data());
-    p.checksum = xxh3_64(scratch_.data(), seg.length);
-    if (used_ + kPrefix > buf_.size()) flush(true);
-    wire::encode_block_prefix(buf_.data() + used_, p, static_cast<uint32_t>(seg.length));
-    used_ += kPrefix;
-    flush(true);
-    send_file_data(seg);
+bool SmallFileBatch::make_direct(int fd) {
+    if (!direct_works_) return false;
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_DIRECT) == 0) return true;
+    direct_works_ = false;
+    fallback_ = std::string("O_DIRECT refused by the source's file system (") + std::strerror(errno) +
+                "): files not cached read through the page cache, their pages dropped after";
+    return false;
 }
 
-// If the file changed since it was read, the receiver's checksum check fails the block and it
-// is sent again; a file that shrank cannot fill its frame and ends the transfer.
-void SmallFileBatch::send_file_data(const Segment& seg) {
-    const int fd = reader_.open(*seg.file);
-    off_t off = static_cast<off_t>(seg.file->file_offset(0));
-    uint64_t left = seg.length;
-    while (left) {
-        ssize_t n = ::sendfile(sock_, fd, &off, static_cast<size_t>(left));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            if (errno == EIO || errno == EINVAL || errno == ENOMEM || errno == EOVERFLOW)
-                throw_errno(ErrorCode::source, "cannot read source '" + seg.file->path + "'");
-            throw_send_errno("data stream lost while sending '" + seg.file->rel + "'", errno);
-        }
-        if (n == 0) throw_source_shrank(*seg.file, seg.file->file_offset(0), seg.length, seg.length - left);
-        left -= static_cast<uint64_t>(n);
+void SmallFileBatch::add(const Segment& seg) {
+    const SourceFile& f = *seg.file;
+    UniqueFd fd = SourceReader::open_checked(f);
+    const bool cold = !fully_cached(fd.get(), seg.length);
+    if (!cold && seg.length > kInlineBytes) {
+        send_cached_large(seg, std::move(fd));
+        return;
     }
+    unsigned char* at = place(seg.length);
+    Slot& s = slots_[next_slot_++ % slot_count_];
+    s.file = &f;
+    s.at = at;
+    s.length = seg.length;
+    s.cold = cold;
+    s.fd = std::move(fd);
+    s.direct = cold && ring_ && f.file_offset(0) % kAlign == 0 && make_direct(s.fd.get());
+    s.pending = true;
+    if (!ring_) {
+        finish_read(s);
+        return;
+    }
+    while (reads_ >= kMaxReads) reap_one();
+    queue_read(s);
+}
+
+void SmallFileBatch::queue_read(Slot& s) {
+    // O_DIRECT reads whole blocks: the last one may fill the buffer past the file's end, up to
+    // the next kAlign boundary, which place() left free.
+    const size_t len = s.direct ? round_up(s.length, kAlign) : s.length;
+    ring_->read(s.read, s.fd.get(), s.at + kPrefix, static_cast<unsigned>(len), s.file->file_offset(0));
+    ring_->submit(); // the disk starts now, not when the chunk is waited for
+    ++reads_;
+}
+
+void SmallFileBatch::reap_one() {
+    Completion& c = ring_->wait();
+    --reads_;
+    finish_read(slots_[c.tag]);
+}
+
+// The read of s completed (or, without a ring, has not started): checks it, finishes it with
+// pread where it fell short, and hashes the bytes.
+void SmallFileBatch::finish_read(Slot& s) {
+    const SourceFile& f = *s.file;
+    size_t got = 0;
+    if (ring_) {
+        switch (s.read.outcome()) {
+        case Completion::Outcome::ok: got = static_cast<size_t>(s.read.result()); break;
+        case Completion::Outcome::retry: queue_read(s); return;
+        case Completion::Outcome::cancelled:
+            throw Error(ErrorCode::internal, "read of source '" + f.path + "' cancelled");
+        case Completion::Outcome::failed:
+            if (!s.direct || s.read.error() != EINVAL)
+                throw_errno(ErrorCode::source, "cannot read source '" + f.path + "'", s.read.error());
+            // The file system took O_DIRECT at open but not this read: read it as a cached one.
+            direct_works_ = false;
+            fallback_ = "O_DIRECT reads refused (EINVAL) by the source's file system: files not cached read "
+                        "through the page cache, their pages dropped after";
+            break;
+        }
+    }
+    if (got < s.length) {
+        // A short read (a file that shrank, or a read the kernel cut) is finished by pread,
+        // which needs no alignment: the fd goes back to reads through the page cache.
+        if (s.direct) ::fcntl(s.fd.get(), F_SETFL, ::fcntl(s.fd.get(), F_GETFL) & ~O_DIRECT);
+        s.direct = false;
+        got += SourceReader::pread_full(s.fd.get(), f, s.at + kPrefix + got, s.length - got, f.file_offset(got));
+        if (got < s.length) throw_source_shrank(f, f.file_offset(0), s.length, got);
+    }
+    SourceReader::check_unchanged(s.fd.get(), f);
+    if (s.direct) {
+        ++direct_reads_;
+    } else if (s.cold) {
+        ::posix_fadvise(s.fd.get(), 0, 0, POSIX_FADV_DONTNEED); // advice only
+        ++dropped_;
+    }
+    s.fd.reset();
+    wire::BlockPrefix p;
+    p.file_id = f.file_id;
+    p.offset = 0;
+    p.checksum = xxh3_64(s.at + kPrefix, s.length);
+    wire::encode_block_prefix(s.at, p, static_cast<uint32_t>(s.length));
+    s.pending = false;
+}
+
+unsigned char* SmallFileBatch::place(uint64_t length) {
+    // A file's data starts on a kAlign boundary with its prefix just before it, and takes whole
+    // kAlign units (the tail an O_DIRECT read may write).
+    auto end_of = [&](size_t used) { return round_up(used + kPrefix, kAlign) + round_up(length, kAlign); };
+    // Slots cannot run out: a file takes at least 2 * kAlign bytes of a chunk, and there is a
+    // slot for every 2 * kAlign bytes of the buffer.
+    if (chunks_open_ == 0 || end_of(chunks_[(chunk_head_ + chunks_open_ - 1) % kChunks].used) > kChunkBytes) {
+        if (chunks_open_ == kChunks) send_oldest(true);
+        chunks_[(chunk_head_ + chunks_open_) % kChunks] = Chunk{0, next_slot_, 0};
+        ++chunks_open_;
+    }
+    const size_t k = (chunk_head_ + chunks_open_ - 1) % kChunks;
+    Chunk& c = chunks_[k];
+    const size_t data = round_up(c.used + kPrefix, kAlign);
+    c.used = data + round_up(length, kAlign);
+    ++c.files;
+    return buf_.data() + k * kChunkBytes + data - kPrefix;
+}
+
+void SmallFileBatch::send_oldest(bool more) {
+    Chunk& c = chunks_[chunk_head_];
+    iov_.clear();
+    for (size_t i = c.first; i < c.first + c.files; ++i) {
+        Slot& s = slots_[i % slot_count_];
+        while (s.pending) reap_one();
+        iov_.push_back(iovec{s.at, kPrefix + s.length});
+    }
+    size_t first = 0;
+    while (first < iov_.size()) {
+        msghdr m{};
+        m.msg_iov = iov_.data() + first;
+        m.msg_iovlen = iov_.size() - first;
+        ssize_t n = ::sendmsg(sock_, &m, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw_send_errno("data stream lost while sending small files", errno);
+        auto left = static_cast<size_t>(n);
+        while (first < iov_.size() && left >= iov_[first].iov_len) left -= iov_[first++].iov_len;
+        if (left) {
+            iov_[first].iov_base = static_cast<unsigned char*>(iov_[first].iov_base) + left;
+            iov_[first].iov_len -= left;
+        }
+    }
+    chunk_head_ = (chunk_head_ + 1) % kChunks;
+    --chunks_open_;
 }
 
 void SmallFileBatch::flush(bool more) {
-    size_t done = 0;
-    while (done < used_) {
-        ssize_t n = ::send(sock_, buf_.data() + done, used_ - done, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+    while (chunks_open_) send_oldest(chunks_open_ > 1 || more);
+}
+
+// A cached file above kInlineBytes: read for its checksum, its data sent from the page cache.
+// If the file changed since it was read, the receiver's checksum check fails the block and it
+// is sent again; a file that shrank cannot fill its frame and ends the transfer.
+void SmallFileBatch::send_cached_large(const Segment& seg, UniqueFd fd) {
+    const SourceFile& f = *seg.file;
+    flush(true); // the files before it go first
+    const size_t got = SourceReader::pread_full(fd.get(), f, scratch_.data(), seg.length, f.file_offset(0));
+    if (got < seg.length) throw_source_shrank(f, f.file_offset(0), seg.length, got);
+    SourceReader::check_unchanged(fd.get(), f);
+    unsigned char prefix[kPrefix];
+    wire::BlockPrefix p;
+    p.file_id = f.file_id;
+    p.offset = 0;
+    p.checksum = xxh3_64(scratch_.data(), seg.length);
+    wire::encode_block_prefix(prefix, p, static_cast<uint32_t>(seg.length));
+    for (size_t done = 0; done < kPrefix;) {
+        ssize_t n = ::send(sock_, prefix + done, kPrefix - done, MSG_NOSIGNAL | MSG_MORE);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) throw_send_errno("data stream lost while sending small files", errno);
         done += static_cast<size_t>(n);
     }
-    used_ = 0;
+    off_t off = static_cast<off_t>(f.file_offset(0));
+    uint64_t left = seg.length;
+    while (left) {
+        ssize_t n = ::sendfile(sock_, fd.get(), &off, static_cast<size_t>(left));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            if (errno == EIO || errno == EINVAL || errno == ENOMEM || errno == EOVERFLOW)
+                throw_errno(ErrorCode::source, "cannot read source '" + f.path + "'");
+            throw_send_errno("data stream lost while sending '" + f.rel + "'", errno);
+        }
+        if (n == 0) throw_source_shrank(f, f.file_offset(0), seg.length, seg.length - left);
+        left -= static_cast<uint64_t>(n);
+    }
 }
 
 } // namespace sluice

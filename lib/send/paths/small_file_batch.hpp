@@ -2,19 +2,37 @@
 // Small whole files sent the cheap way: no per-file mmap (page-table set-up, munmap and its TLB
 // flush) for the checksum and no splices handed to io-wq workers, which cost more than the
 // copies they save on files of a few pages (docs/benchmarks.md, issue 5). Each file is read
-// with pread, checksummed there while cache-hot, and then:
-//  - up to kInlineBytes: kept in one stream buffer behind its BLOCK prefix; the buffer, holding
-//    many files, goes out with one send (two copies: a system call costs more than copying);
-//  - larger: its prefix is sent and its data follows from the page cache with sendfile (one
-//    copy, the read for the checksum).
-//  - not in the page cache before this read (cold): kept in the buffer whatever its size, and its
-//    pages dropped right after the read (POSIX_FADV_DONTNEED), as WDT does for every file: at a
-//    transfer's full size the set would otherwise fill memory, and every later read would land in
-//    pages the kernel has not handed out for a long time (issue 19). Files that were cached stay.
-// The wire format is unchanged: consecutive BLOCK frames.
+// into the stream's buffer, checksummed there, and sent behind its BLOCK prefix, many files per
+// send (a system call costs more than copying). The wire format is unchanged: consecutive BLOCK
+// frames.
+//
+// Many reads in flight (issue 19): at a transfer's full size the files are not cached, and one
+// pread at a time per stream left the disk waiting on the sender. add() only queues a file's
+// read on the stream's ring and returns; the buffer is cut into chunks, and a chunk goes out
+// once every read in it has completed, while the reads of the next chunks run.
+//
+// How a file is read:
+//  - not in the page cache (cachestat(2)): with O_DIRECT, straight from the disk into the
+//    buffer. Read through the page cache, the set would fill memory (every later read landing in
+//    pages the kernel has not handed out for a long time), and dropping each file's pages after
+//    the read (POSIX_FADV_DONTNEED) cost a fifth of the sender's time. Where the file system
+//    refuses O_DIRECT, the read goes through the page cache and the pages are dropped after it
+//    (said in fallback());
+//  - cached, up to kInlineBytes: read from the page cache into the buffer;
+//  - cached and larger: read for its checksum only, its data sent with sendfile (one copy less;
+//    at 1 Gbit/s the send copy was a quarter of the sender's CPU on the minor set). The reads in
+//    flight are drained and sent first, so the files of a stream keep their order.
+#include <sys/uio.h>
+
 #include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "core/io/aligned_buffer.hpp"
+#include "core/io/unique_fd.hpp"
+#include "core/ring/ring.hpp"
 #include "send/paths/source_reader.hpp"
 #include "send/plan/work_queue.hpp"
 
@@ -24,34 +42,69 @@ class SmallFileBatch {
 public:
     // Files up to this size go through the batch (when they are sent whole).
     static constexpr uint64_t kMaxFileBytes = 512 * 1024;
-    // Above this a file's data is sent with sendfile instead of copied into the buffer: at 1
-    // Gbit/s the send copy was a quarter of the sender's CPU on the minor set (1-400 KiB files).
     static constexpr uint64_t kInlineBytes = 64 * 1024;
-    static constexpr size_t kBufferBytes = 4 << 20;
+    // The buffer: kChunks chunks, each sent with one sendmsg once its reads are in.
+    static constexpr size_t kChunkBytes = 1 << 20;
+    static constexpr size_t kChunks = 4;
+    static constexpr size_t kBufferBytes = kChunkBytes * kChunks;
+    // O_DIRECT alignment of buffer addresses and read lengths (a multiple of every block
+    // device's logical block size in use).
+    static constexpr size_t kAlign = 4096;
+    // Reads (and so source fds) in flight per stream at most.
+    static constexpr unsigned kMaxReads = 32;
 
-    SmallFileBatch(int sock, SourceReader& reader) : sock_(sock), reader_(reader), buf_(kBufferBytes), scratch_(kMaxFileBytes) {}
+    explicit SmallFileBatch(int sock);
+    ~SmallFileBatch();
 
     static bool fits(const Segment& s) {
         return s.offset == 0 && s.length == s.file->size && s.length <= kMaxFileBytes && s.length > 0;
     }
-    // Reads seg's file into the buffer (sending what is buffered first when it is full).
+    // Queues the read of seg's file (sending earlier files when the buffer is full).
     void add(const Segment& seg);
-    // Sends what is buffered; more: another frame follows at once (MSG_MORE).
+    // Waits for every read queued and sends all; more: another frame follows at once (MSG_MORE).
     void flush(bool more);
-    // Files read in from the disk whose pages were dropped after the read.
+    // Files read with O_DIRECT (not cached before); files read through the page cache whose
+    // pages were dropped after the read (O_DIRECT refused).
+    uint64_t direct_reads() const noexcept { return direct_reads_; }
     uint64_t dropped() const noexcept { return dropped_; }
+    // Why cold files were read through the page cache, if they were (empty otherwise).
+    const std::string& fallback() const noexcept { return fallback_; }
 
 private:
-    void send_file_data(const Segment& seg);
+    struct Slot;
+    struct Chunk {
+        size_t used = 0;   // bytes of the chunk taken
+        size_t first = 0;  // its first slot (slots are taken in order, as a ring)
+        size_t files = 0;  // slots it holds
+    };
+    void send_cached_large(const Segment& seg, UniqueFd fd);
+    // Makes room for a file of length bytes; returns where its prefix goes.
+    unsigned char* place(uint64_t length);
+    // Waits for the reads of the oldest chunk and sends it.
+    void send_oldest(bool more);
+    void queue_read(Slot& s);
+    void reap_one();
+    void finish_read(Slot& s);
     bool fully_cached(int fd, uint64_t length);
+    bool make_direct(int fd);
 
     int sock_;
-    SourceReader& reader_;
-    AlignedBuffer buf_;
-    AlignedBuffer scratch_; // a larger file's bytes, read only for its checksum
-    size_t used_ = 0;
+    AlignedBuffer buf_;     // declared before the ring and the slots: reads land in it
+    AlignedBuffer scratch_; // a cached larger file's bytes, read only for its checksum
+    std::optional<Ring> ring_; // none where io_uring reads are unavailable: reads one at a time
+    std::unique_ptr<Slot[]> slots_; // its Completions go before the ring
+    size_t slot_count_;
+    size_t next_slot_ = 0;   // the next slot to take
+    size_t chunk_head_ = 0;  // the oldest chunk not yet sent
+    size_t chunks_open_ = 0; // chunks holding files not yet sent
+    Chunk chunks_[kChunks];
+    unsigned reads_ = 0; // reads in flight
+    std::vector<iovec> iov_;
+    uint64_t direct_reads_ = 0;
     uint64_t dropped_ = 0;
     bool cachestat_works_ = true;
+    bool direct_works_ = true;
+    std::string fallback_;
 };
 
 } // namespace sluice

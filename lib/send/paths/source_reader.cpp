@@ -26,8 +26,9 @@ void check_identity(int fd, const SourceFile& f, const char* when) {
                                            "); run the transfer again");
 }
 
-// pread until want bytes are in or the file ends; returns the bytes read.
-size_t pread_full(int fd, const SourceFile& f, unsigned char* out, size_t want, uint64_t file_offset) {
+} // namespace
+
+size_t SourceReader::pread_full(int fd, const SourceFile& f, unsigned char* out, size_t want, uint64_t file_offset) {
     size_t got = 0;
     while (got < want) {
         ssize_t n = ::pread(fd, out + got, want - got, static_cast<off_t>(file_offset + got));
@@ -39,27 +40,32 @@ size_t pread_full(int fd, const SourceFile& f, unsigned char* out, size_t want, 
     return got;
 }
 
-} // namespace
-
 void throw_source_shrank(const SourceFile& f, uint64_t file_offset, uint64_t expected, uint64_t got) {
     throw Error(ErrorCode::source, "source '" + f.path + "' shrank while being sent: expected " + std::to_string(expected) +
                                        " bytes at offset " + std::to_string(file_offset) + ", got " + std::to_string(got) +
                                        "; run the transfer again once nothing truncates it");
 }
 
-int SourceReader::open(const SourceFile& f) {
-    if (current_ == &f) return fd_.get();
-    check_unchanged();
+UniqueFd SourceReader::open_checked(const SourceFile& f) {
     // A caller's fd is reopened (following the /proc magic link is the point), never dup'ed:
     // paths change file status flags (O_DIRECT) on the fd they read from. A path inside a tree
     // is opened with O_NOFOLLOW (a file replaced by a symlink since the walk is not followed);
     // a command-line operand that is a symlink was followed on purpose (the user named it).
     const int nofollow = f.is_operand() ? 0 : O_NOFOLLOW;
-    fd_.reset(f.fd >= 0 ? ::open(("/proc/self/fd/" + std::to_string(f.fd)).c_str(), O_RDONLY | O_CLOEXEC)
-                        : ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | nofollow));
+    UniqueFd fd(f.fd >= 0 ? ::open(("/proc/self/fd/" + std::to_string(f.fd)).c_str(), O_RDONLY | O_CLOEXEC)
+                          : ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | nofollow));
+    if (!fd) throw_errno(ErrorCode::source, "cannot open source '" + f.path + "'");
+    check_identity(fd.get(), f, "after it was listed");
+    return fd;
+}
+
+void SourceReader::check_unchanged(int fd, const SourceFile& f) { check_identity(fd, f, "while it was being sent"); }
+
+int SourceReader::open(const SourceFile& f) {
+    if (current_ == &f) return fd_.get();
+    check_unchanged();
     current_ = nullptr;
-    if (!fd_) throw_errno(ErrorCode::source, "cannot open source '" + f.path + "'");
-    check_identity(fd_.get(), f, "after it was listed");
+    fd_ = open_checked(f);
     current_ = &f;
     return fd_.get();
 }

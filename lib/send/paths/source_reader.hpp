@@ -43,6 +43,15 @@ public:
     // that f still has its listed size and mtime: the bytes read are the file as listed.
     void read_whole(const SourceFile& f, unsigned char* out);
 
+    // For callers that keep several files open at once (small_file_batch.cpp reads many in
+    // flight): opens f as open() does, with its checks, and hands the fd over.
+    static UniqueFd open_checked(const SourceFile& f);
+    // Throws Error(source) if the open file fd no longer has f's listed size and mtime.
+    static void check_unchanged(int fd, const SourceFile& f);
+    // pread of fd until want bytes are in out or the file ends; returns the bytes read. A read
+    // error is an Error(source) naming f.
+    static size_t pread_full(int fd, const SourceFile& f, unsigned char* out, size_t want, uint64_t file_offset);
+
 private:
     const SourceFile* current_ = nullptr;
     Xxh3 hash_;

@@ -39,6 +39,14 @@ public:
         }
         cv_.notify_all();
     }
+    // The next item if one is queued now, without waiting.
+    std::optional<WorkItem> try_pop() {
+        std::lock_guard lk(mu_);
+        if (items_.empty()) return std::nullopt;
+        WorkItem w = std::move(items_.front());
+        items_.pop_front();
+        return w;
+    }
     std::optional<WorkItem> pop() {
         std::unique_lock lk(mu_);
         cv_.wait(lk, [&] { return !items_.empty() || closed_; });

@@ -276,8 +276,20 @@ private:
         // Small whole files go through a read buffer (paths/small_file_batch.hpp), except on
         // read_send, the baseline that stays as it is.
         std::optional<SmallFileBatch> batch;
-        if (path != SendPath::read_send) batch.emplace(sock, sender->reader());
-        while (auto item = queue_.pop()) {
+        if (path != SendPath::read_send) batch.emplace(sock);
+        // The batch's reads run ahead across work items: what it holds goes out when the
+        // queue has nothing ready (the stream may wait for the next manifest page), not at
+        // the end of every item.
+        for (;;) {
+            std::optional<WorkItem> item = queue_.try_pop();
+            if (!item) {
+                if (batch) {
+                    StreamBusy busy(*this);
+                    batch->flush(false);
+                }
+                item = queue_.pop();
+                if (!item) break;
+            }
             StreamBusy busy(*this);
             if (latch_.stopped()) return std::nullopt;
             throw_if_cancelled();
@@ -287,7 +299,6 @@ private:
                 limiter_.acquire(seg.length);
                 if (batch && SmallFileBatch::fits(seg)) {
                     batch->add(seg);
-                    if (!more) batch->flush(false);
                 } else {
                     if (batch) batch->flush(true);
                     sender->send(seg, more);
@@ -301,8 +312,11 @@ private:
                 }
             }
         }
+        if (batch) batch->flush(false);
         sender->reader().check_unchanged();
         t.path_fallback = sender->fallback();
+        if (batch && !batch->fallback().empty())
+            t.path_fallback += (t.path_fallback.empty() ? "" : "; ") + batch->fallback();
         return wire::StreamEnd{.blocks = t.blocks, .bytes = t.bytes};
     }
 

@@ -1,0 +1,194 @@
+// The small-file batch queues many reads at once (O_DIRECT for files not cached, the page cache
+// for cached ones, sendfile for cached files above kInlineBytes) and sends the files in chunks
+// with sendmsg. Whatever the mix, the stream must carry every file once, in the order added,
+// each as one BLOCK frame with its bytes and their XXH3; the buffer's alignment padding must
+// never reach the wire; cold files must be read with O_DIRECT and leave no pages cached.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <deque>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/checksum/xxh3.hpp"
+#include "core/io/file_times.hpp"
+#include "core/io/unique_fd.hpp"
+#include "core/wire/codec.hpp"
+#include "send/paths/small_file_batch.hpp"
+#include "sluice/error.hpp"
+#include "temp_dir.hpp"
+
+namespace {
+
+using sluice::SmallFileBatch;
+
+struct Source {
+    std::vector<unsigned char> data;
+    sluice::SourceFile f;
+};
+
+Source make_source(const std::string& dir, uint64_t id, size_t size, bool cold) {
+    Source s;
+    s.data.resize(size);
+    std::mt19937_64 rng(id * 7919 + size);
+    for (auto& b : s.data) b = static_cast<unsigned char>(rng());
+    s.f.file_id = id;
+    s.f.size = size;
+    s.f.path = dir + "/f" + std::to_string(id);
+    s.f.rel = "f" + std::to_string(id);
+    sluice::UniqueFd fd(::open(s.f.path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644));
+    REQUIRE(fd);
+    REQUIRE(::write(fd.get(), s.data.data(), size) == static_cast<ssize_t>(size));
+    REQUIRE(::fsync(fd.get()) == 0);
+    if (cold) REQUIRE(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED) == 0);
+    struct stat st = {};
+    REQUIRE(::fstat(fd.get(), &st) == 0);
+    s.f.mtime_ns = sluice::ns_of(st.st_mtim);
+    return s;
+}
+
+size_t cached_pages(const std::string& path, size_t size) {
+    sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+    REQUIRE(p != MAP_FAILED);
+    std::vector<unsigned char> vec((size + 4095) / 4096);
+    REQUIRE(::mincore(p, size, vec.data()) == 0);
+    ::munmap(p, size);
+    size_t n = 0;
+    for (unsigned char v : vec) n += v & 1;
+    return n;
+}
+
+// Reads BLOCK frames from fd until it closes: (file_id, offset, checksum, data) in order.
+struct Frame {
+    uint64_t file_id, offset, checksum;
+    std::vector<unsigned char> data;
+};
+std::vector<Frame> read_frames(int fd) {
+    std::vector<unsigned char> in;
+    unsigned char buf[1 << 16];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        REQUIRE(n >= 0);
+        if (n == 0) break;
+        in.insert(in.end(), buf, buf + n);
+    }
+    std::vector<Frame> out;
+    size_t at = 0;
+    while (at < in.size()) {
+        REQUIRE(in.size() - at >= sluice::wire::kFrameHeaderBytes + sluice::wire::kBlockPrefixBytes);
+        auto h = sluice::wire::decode_frame_header({in.data() + at, sluice::wire::kFrameHeaderBytes});
+        at += sluice::wire::kFrameHeaderBytes;
+        auto p = sluice::wire::decode_block_prefix({in.data() + at, sluice::wire::kBlockPrefixBytes});
+        at += sluice::wire::kBlockPrefixBytes;
+        const size_t len = h.length - sluice::wire::kBlockPrefixBytes;
+        REQUIRE(in.size() - at >= len);
+        out.push_back(Frame{p.file_id, p.offset, p.checksum, {in.begin() + at, in.begin() + at + len}});
+        at += len;
+    }
+    return out;
+}
+
+void send_all(std::deque<Source>& files, std::vector<Frame>& got, uint64_t& direct, uint64_t& dropped,
+              std::string& fallback) {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    sluice::UniqueFd tx(sv[0]), rx(sv[1]);
+    std::thread reader([&] { got = read_frames(rx.get()); });
+    {
+        SmallFileBatch batch(tx.get());
+        for (auto& s : files) {
+            sluice::Segment seg{&s.f, 0, s.f.size};
+            REQUIRE(SmallFileBatch::fits(seg));
+            batch.add(seg);
+        }
+        batch.flush(false);
+        direct = batch.direct_reads();
+        dropped = batch.dropped();
+        fallback = batch.fallback();
+    }
+    tx.reset();
+    reader.join();
+}
+
+} // namespace
+
+TEST_CASE("the small-file batch sends every file whole, in order, cold and cached, across chunk boundaries") {
+    unit_test::TempDir dir;
+    // Sizes around the alignment unit, the inline limit and the largest batched file, and
+    // enough small files to wrap the chunk ring and the reads in flight several times.
+    const size_t a = SmallFileBatch::kAlign;
+    std::vector<size_t> sizes = {1,      a - 25, a - 24, a - 1, a, a + 1, 3 * a + 17, SmallFileBatch::kInlineBytes - 1,
+                                 SmallFileBatch::kInlineBytes, SmallFileBatch::kInlineBytes + 1, 200'000,
+                                 SmallFileBatch::kMaxFileBytes - 1, SmallFileBatch::kMaxFileBytes};
+    for (int i = 0; i < 700; ++i) sizes.push_back(1 + (i * 977) % 9000);
+    for (int i = 0; i < 24; ++i) sizes.push_back(300'000 + i * 4099);
+    std::deque<Source> files;
+    for (size_t i = 0; i < sizes.size(); ++i) files.push_back(make_source(dir.path.string(), i, sizes[i], i % 3 != 1));
+    size_t cold = 0, cold_pages_before = 0;
+    for (size_t i = 0; i < files.size(); ++i)
+        if (i % 3 != 1) {
+            ++cold;
+            cold_pages_before += cached_pages(files[i].f.path, files[i].f.size);
+        }
+    std::vector<Frame> got;
+    uint64_t direct = 0, dropped = 0;
+    std::string fallback;
+    send_all(files, got, direct, dropped, fallback);
+    REQUIRE(got.size() == files.size());
+    for (size_t i = 0; i < files.size(); ++i) {
+        CAPTURE(i);
+        CAPTURE(files[i].f.size);
+        CHECK(got[i].file_id == files[i].f.file_id);
+        CHECK(got[i].offset == 0);
+        CHECK(got[i].data == files[i].data);
+        CHECK(got[i].checksum == sluice::xxh3_64(files[i].data.data(), files[i].data.size()));
+    }
+    // Every cold file was read with O_DIRECT (this test's /tmp takes it), or, where the file
+    // system refused, through the page cache with its pages dropped and the reason given.
+    CHECK(direct + dropped == cold);
+    if (fallback.empty()) CHECK(direct == cold);
+    size_t cold_pages_after = 0;
+    for (size_t i = 0; i < files.size(); ++i)
+        if (i % 3 != 1) cold_pages_after += cached_pages(files[i].f.path, files[i].f.size);
+    CHECK(cold_pages_after <= cold_pages_before + cold); // at most a page per file left by a partial read
+}
+
+// A caller's range longer than what its file holds there, identity (size, mtime) unchanged:
+// the O_DIRECT read ends early, pread finds the end of file too, and the error names the file.
+TEST_CASE("a batched range past the end of its file is an Error(source) naming it") {
+    unit_test::TempDir dir;
+    std::deque<Source> files;
+    files.push_back(make_source(dir.path.string(), 0, 3 * 4096 + 100, true));
+    sluice::UniqueFd fd(::open(files[0].f.path.c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(fd);
+    sluice::SourceFile& f = files[0].f;
+    f.fd = fd.get();
+    f.file_size = 3 * 4096 + 100;
+    f.file_mtime_ns = f.mtime_ns;
+    f.path = "fd " + std::to_string(fd.get());
+    f.base = 8192;           // the range starts 8192 bytes in (aligned: read with O_DIRECT)...
+    f.size = 4 * 4096 + 100; // ...and claims more than the 4196 bytes the file has there
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    sluice::UniqueFd tx(sv[0]), rx(sv[1]);
+    std::thread reader([&] { (void)read_frames(rx.get()); });
+    try {
+        SmallFileBatch batch(tx.get());
+        batch.add(sluice::Segment{&f, 0, f.size});
+        batch.flush(false);
+        FAIL("no error");
+    } catch (const sluice::Error& e) {
+        CHECK(e.code() == sluice::ErrorCode::source);
+        CHECK(std::string(e.what()) ==
+              "source '" + f.path + "' shrank while being sent: expected 16484 bytes at offset 8192, got 4196"
+              "; run the transfer again once nothing truncates it");
+    }
+    tx.reset();
+    reader.join();
+}
