@@ -4,9 +4,6 @@
 #include "sluice/server.hpp"
 
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +11,7 @@
 #include <exception>
 #include <thread>
 
+#include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "serve/engine/cold_reads.hpp"
 #include "serve/engine/shared.hpp"
@@ -27,43 +25,6 @@ struct Server::Impl {
     uint16_t port = 0;
     std::atomic<bool> ran{false};
 };
-
-namespace {
-
-UniqueFd listen_socket(const std::string& bind, uint16_t port) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    addrinfo* res = nullptr;
-    const std::string port_text = std::to_string(port);
-    const std::string where = (bind.empty() ? std::string("*") : bind) + ":" + port_text;
-    if (int rc = ::getaddrinfo(bind.empty() ? nullptr : bind.c_str(), port_text.c_str(), &hints, &res); rc != 0)
-        throw Error(ErrorCode::network, "cannot listen on " + where + ": " + ::gai_strerror(rc));
-    UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd) {
-        ::freeaddrinfo(res);
-        throw_errno(ErrorCode::network, "cannot listen on " + where);
-    }
-    int one = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-    int rc = ::bind(fd.get(), res->ai_addr, res->ai_addrlen);
-    ::freeaddrinfo(res);
-    if (rc != 0) throw_errno(ErrorCode::network, "cannot listen on " + where);
-    if (::listen(fd.get(), 4096) != 0) throw_errno(ErrorCode::network, "cannot listen on " + where);
-    return fd;
-}
-
-uint16_t bound_port(int fd) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-    if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-    return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-}
-
-} // namespace
 
 Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(std::make_unique<Impl>()) {
     serve::Shared& sh = impl_->sh;
@@ -80,8 +41,11 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
     if (!sh.root) throw_errno(ErrorCode::destination, "cannot serve '" + sh.root_display + "'");
     sh.opt = std::move(options);
     for (unsigned i = 0; i < sh.opt.threads; ++i) {
-        impl_->listen_fds.push_back(listen_socket(sh.opt.bind_address, i == 0 ? sh.opt.http_port : impl_->port));
-        if (i == 0) impl_->port = bound_port(impl_->listen_fds[0].get());
+        // One listener per ring thread on one port (SO_REUSEPORT): the kernel spreads
+        // connections over them, so no thread hands accepted sockets to another.
+        impl_->listen_fds.push_back(listen_tcp(sh.opt.bind_address, i == 0 ? sh.opt.http_port : impl_->port,
+                                               {.backlog = 4096, .reuse_port = true}));
+        if (i == 0) impl_->port = local_port(impl_->listen_fds[0].get());
         sh.counters.push_back(std::make_unique<serve::Counters>());
         sh.wakes.push_back(std::make_unique<serve::WakeQueue>());
     }

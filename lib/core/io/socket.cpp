@@ -18,7 +18,7 @@
 
 namespace sluice {
 
-UniqueFd listen_tcp(const std::string& bind_address, uint16_t port) {
+UniqueFd listen_tcp(const std::string& bind_address, uint16_t port, ListenOptions options) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -27,7 +27,7 @@ UniqueFd listen_tcp(const std::string& bind_address, uint16_t port) {
     std::string service = std::to_string(port);
     int rc = ::getaddrinfo(bind_address.empty() ? nullptr : bind_address.c_str(), service.c_str(), &hints, &res);
     if (rc != 0) throw Error(ErrorCode::network, "cannot resolve bind address '" + bind_address + "': " + gai_strerror(rc));
-    std::string where = bind_address + ":" + service;
+    std::string where = (bind_address.empty() ? std::string("*") : bind_address) + ":" + service;
     int last_err = 0;
     for (addrinfo* ai = res; ai; ai = ai->ai_next) {
         UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0));
@@ -38,7 +38,8 @@ UniqueFd listen_tcp(const std::string& bind_address, uint16_t port) {
         int one = 1;
         // Best effort: without it only a quick restart on the same port fails, and says so.
         ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 1024) != 0) {
+        if ((options.reuse_port && ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) ||
+            ::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), options.backlog) != 0) {
             last_err = errno;
             continue;
         }

@@ -8,7 +8,11 @@
 
 namespace sluice {
 
-UniqueFd listen_tcp(const std::string& bind_address, uint16_t port);
+struct ListenOptions {
+    int backlog = 1024;
+    bool reuse_port = false; // several listeners on one port, one per ring thread (serve)
+};
+UniqueFd listen_tcp(const std::string& bind_address, uint16_t port, ListenOptions options = {});
 uint16_t local_port(int fd);
 // Connects within timeout_ms; the error names host, port and the address tried.
 UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms);
