@@ -19,6 +19,9 @@
 #include "core/wire/data_parser.hpp"
 #include "recv/paths/direct_layout.hpp"
 #include "recv/store/journal.hpp"
+#include "serve/http/request.hpp"
+#include "serve/http/response.hpp"
+#include "serve/http/target.hpp"
 
 using namespace sluice;
 using namespace sluice::wire;
@@ -276,13 +279,61 @@ void journal_file(Span in) {
         if (begin >= end || end > size) std::abort();
 }
 
+// sluice serve's HTTP decoders (selector 10): a request head, its target, a Range value and
+// the percent coding of listing links. Beyond not crashing: every view of a parsed head lies
+// inside the head; a refused head names a status a client understands; an accepted target is
+// a plain relative path (no '.', '..' or empty segment, no leading or trailing '/', no NUL),
+// which is what keeps DIR's confinement from depending on the file system alone; a range lies
+// inside the file; encoding a name for a link and decoding it gives the name back.
+void http_request(Span in) {
+    const std::string_view text(reinterpret_cast<const char*>(in.data()), in.size());
+    http::Request req;
+    const http::ParseOutcome o = http::parse_request(text, req);
+    std::string_view target = text;
+    if (o.result == http::ParseResult::complete) {
+        if (req.head_bytes == 0 || req.head_bytes > text.size() || req.head_bytes > http::kMaxHeadBytes) std::abort();
+        const char* lo = text.data();
+        const char* hi = text.data() + req.head_bytes;
+        for (std::string_view v : {req.method_text, req.target, req.range, req.if_range, req.if_none_match,
+                                   req.if_modified_since, req.authorization, req.accept})
+            if (!v.empty() && (v.data() < lo || v.data() + v.size() > hi)) std::abort();
+        target = req.target;
+    } else if (o.result == http::ParseResult::error) {
+        switch (o.status) {
+        case 400: case 413: case 414: case 431: case 501: case 505: break;
+        default: std::abort();
+        }
+    }
+    http::Target t;
+    if (http::parse_target(target, t) == 0) {
+        const std::string& r = t.rel;
+        if (!r.empty() && (r.front() == '/' || r.back() == '/')) std::abort();
+        if (r.find('\0') != std::string::npos) std::abort();
+        size_t at = 0;
+        while (!r.empty() && at <= r.size()) {
+            const size_t end = std::min(r.find('/', at), r.size());
+            const std::string_view seg(r.data() + at, end - at);
+            if (seg.empty() || seg == "." || seg == "..") std::abort();
+            at = end + 1;
+        }
+    }
+    const uint64_t size = in.size() * 977ULL;
+    http::ByteRange range;
+    if (http::parse_range(text, size, range) == http::RangeResult::ok && (range.first > range.last || range.last >= size))
+        std::abort();
+    if (text.find('\0') == std::string_view::npos) {
+        std::string back;
+        if (!http::percent_decode(http::percent_encode_path(text), back, false) || back != text) std::abort();
+    }
+}
+
 } // namespace
 
 void fuzz_one(const uint8_t* data, size_t size) {
     if (size == 0) return;
     Span in(data + 1, size - 1);
     try {
-        switch (data[0] % 10) {
+        switch (data[0] % 11) {
         case 0: control_frame(in); break;
         case 1: data_stream(in); break;
         case 2:
@@ -299,6 +350,7 @@ void fuzz_one(const uint8_t* data, size_t size) {
         case 7: terminal_text(in); break;
         case 8: url(in); break;
         case 9: journal_file(in); break;
+        case 10: http_request(in); break;
         }
     } catch (const Error&) {}
 }

@@ -86,6 +86,13 @@ int main(int argc, char** argv) {
     put(dir, "url", 8, text("sluice://127.0.0.1:7000/?token=abc"));
     put(dir, "url-ipv6", 8, text("sluice://[::1]:7000/?token=abc#frag"));
     put(dir, "url-user", 8, text("sluice://user@host:7000/"));
+    // sluice serve's HTTP heads for selector 10: a pipelined pair with a range and validators,
+    // and a target with escapes.
+    put(dir, "http-get", 10,
+        text("GET /a%20b/c.bin?token=t HTTP/1.1\r\nHost: x\r\nRange: bytes=10-99\r\nIf-None-Match: \"1-2-3\"\r\n"
+             "If-Modified-Since: Tue, 24 Nov 2026 06:12:21 GMT\r\nConnection: keep-alive\r\n\r\n"
+             "HEAD / HTTP/1.0\r\n\r\n"));
+    put(dir, "http-target", 10, text("/dir/%2e%2e/x//y/./z"));
     // A real journal (two blocks) for selector 9: size and mtime as fuzz_entry.cpp reads them,
     // then the file's bytes.
     char tmpl[] = "/tmp/sluice-seed-journal.XXXXXX";
