@@ -28,7 +28,8 @@ The token comes from the URL, --token-file, --token or SLUICE_TOKEN (used only w
 the others gives one); a URL token and an option that differ are refused.
 
 options:
-  --streams N          TCP data streams (default 4, 1-128)
+  --streams N|auto     TCP data streams (default 4, 1-128); auto: open 16, send on 2 and double
+                       while the rate grows (-v and --json say the count chosen and why)
   --block-size SIZE    bytes per block of a large file (default 8M; 64K-64M)
   --rate-limit RATE    cap the total rate in bytes per second (e.g. 400M)
   --send-path PATH     splice (default), sendfile, zc or read_send
@@ -73,7 +74,12 @@ int cmd_send(int argc, char** argv) {
     if (pipe && paths.size() != 1) throw Error(ErrorCode::usage, "'-' (standard input) must be the only PATH");
 
     SendOptions o;
-    o.streams = a.uint_value("--streams", kDefaultStreams, 1, 128);
+    if (a.value("--streams") == "auto") {
+        o.streams_auto = true;
+        o.streams = kAutoMaxStreams;
+    } else {
+        o.streams = a.uint_value("--streams", kDefaultStreams, 1, 128);
+    }
     if (auto v = a.value("--block-size")) o.block_size = parse_size(*v, "--block-size");
     if (auto v = a.value("--rate-limit")) o.rate_limit = parse_size(*v, "--rate-limit");
     if (auto v = a.value("--send-path")) o.path = parse_send_path(*v);

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -68,7 +69,7 @@ def run_sluice(w, a, cc, streams, token_file):
             time.sleep(0.05)
         t0 = time.monotonic()
         send = w.popen("a", [a.sluice, "send", "--streams", streams, "--cc", cc, "--json", "--to",
-                             f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, a.file],
+                             f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, *shlex.split(a.send_args), a.file],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             out, err = send.communicate(timeout=a.seconds)
@@ -132,7 +133,8 @@ def run_matrix(a):
         w = wan.Wan(prefix="slwanb", delay_ab=rtt / 2, delay_ba=rtt / 2, loss_ab=0.01, rate_mbit=a.rate,
                     log=lambda m: print(m, flush=True))
         with w:
-            w.validate()  # RTT, 1% loss counted in the line, one CUBIC stream vs Mathis at 1%
+            if a.validate:  # off only for diagnostic runs (rows say "validated": false)
+                w.validate()  # RTT, 1% loss counted in the line, one CUBIC stream vs Mathis at 1%
             for loss in a.losses:
                 w.set_loss(loss / 100)
                 for n in a.streams:
@@ -141,13 +143,16 @@ def run_matrix(a):
                             c0 = w.counters()["ab"]
                             t = time.monotonic()
                             try:
+                                if tool == "iperf3" and n == "auto":
+                                    continue  # iperf3 has no automatic stream count
                                 res = run_sluice(w, a, cc, n, token_file) if tool == "sluice" else \
-                                    run_iperf3(w, a, cc, n)
+                                    run_iperf3(w, a, cc, int(n))
                             except (RuntimeError, subprocess.TimeoutExpired, KeyError, ValueError) as e:
                                 res = {"error": str(e)[-300:]}
                             c1 = w.counters()["ab"]
                             rx = c1["rx"] - c0["rx"]
-                            res.update(rtt_ms=rtt, loss_pct=loss, streams=n, tool=tool, cc=cc,
+                            res.update(validated=a.validate, send_args=a.send_args if tool == "sluice" else "",
+                                       rtt_ms=rtt, loss_pct=loss, streams=int(n) if n.isdigit() else n, tool=tool, cc=cc,
                                        wall_s=round(time.monotonic() - t, 2), frames_ab=rx,
                                        measured_loss_pct=100 * (c1["lost"] - c0["lost"]) / rx if rx else 0,
                                        tbf_drops=c1["enobufs"] - c0["enobufs"],
@@ -243,13 +248,16 @@ def main():
     ap.add_argument("--out", default="/work/data/h16/wan.jsonl")
     ap.add_argument("--report", help="print the markdown table of a results file instead of running")
     ap.add_argument("--plot", help="with --report: write a plot (PNG)")
+    ap.add_argument("--send-args", default="", help="extra sluice send arguments (e.g. '--block-size 1048576')")
+    ap.add_argument("--no-validate", dest="validate", action="store_false",
+                    help="skip the emulator's validation (diagnostic runs only; recorded in every row)")
     ap.add_argument("--title", help="with --plot: added to each panel's title (e.g. the ceiling)")
     a = ap.parse_args()
     if a.report:
         return report(a)
     a.rtts = [float(x) for x in a.rtts.split(",")]
     a.losses = [float(x) for x in a.losses.split(",")]
-    a.streams = [int(x) for x in a.streams.split(",")]
+    a.streams = a.streams.split(",")  # counts, or "auto" (sluice only)
     a.cc = a.cc.split(",")
     a.tools = a.tools.split(",")
     a.file = str(Path(a.data_dir) / "wan-1g.bin")

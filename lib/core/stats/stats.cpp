@@ -59,6 +59,10 @@ std::string Stats::to_json() const {
     field("seconds", num(seconds));
     field("throughput_mb_s", num(throughput_mb_s()));
     field("streams", std::to_string(streams));
+    if (role == "send") {
+        field("streams_used", std::to_string(streams_used));
+        field("streams_choice", json_string(streams_choice));
+    }
     field("block_size", std::to_string(block_size));
     field(role == "send" ? "send_path" : "recv_path", json_string(data_path));
     std::string fb = "[";

@@ -41,8 +41,14 @@ using LogFn = std::function<void(std::string_view line)>;
 inline constexpr unsigned kDefaultStreams = 4;
 inline constexpr uint64_t kDefaultBlockSize = 8ull << 20;
 
+inline constexpr unsigned kAutoMaxStreams = 16; // streams opened by --streams auto
+
 struct SendOptions {
     unsigned streams = kDefaultStreams;
+    // Open `streams` data streams but let only as many take work as the link rewards
+    // (send/session/stream_governor.hpp); Stats::streams_used and streams_choice say how
+    // many and why. Files only: pipe mode sends over every stream it opens.
+    bool streams_auto = false;
     uint64_t block_size = kDefaultBlockSize;
     uint64_t rate_limit = 0; // bytes per second over all streams; 0 = unlimited
     SendPath path = SendPath::splice;

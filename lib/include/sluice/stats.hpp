@@ -38,6 +38,8 @@ struct Stats {
     uint64_t bytes_verified_from_disk = 0; // receiver with --verify
     double seconds = 0;
     unsigned streams = 0;
+    unsigned streams_used = 0;  // sender: streams that took work at the end (--streams auto can use fewer)
+    std::string streams_choice; // sender with --streams auto: the count chosen, each step measured, and why
     uint64_t block_size = 0;
     std::string data_path;              // the path that moved the bytes
     std::vector<std::string> fallbacks; // every slower path taken, with its reason

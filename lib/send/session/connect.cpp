@@ -3,6 +3,7 @@
 #include "core/io/socket.hpp"
 #include "core/io/tcp_tuning.hpp"
 #include "send/session/handshake.hpp"
+#include "send/session/stream_opener.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec.hpp"
 
@@ -24,17 +25,19 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
     // The timeouts stay: a write to a receiver that stopped reading, and a frame that stops
     // halfway, fail after the idle timeout. Waiting for the next frame is the control reader's
     // own deadline (send_core.cpp), which counts only while the receiver owes an answer.
-    for (unsigned i = 1; i <= opts.streams; ++i) {
+    // Side by side (send/session/stream_opener.hpp): one after the other cost ~2.5 round trips each.
+    c.data = open_streams(opts.streams, kParallelOpens, [&](unsigned i) {
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
         UniqueFd fd = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
         set_congestion_control(fd.get(), opts.congestion_control);
         set_io_timeout(fd.get(), opts.idle_timeout_ms);
-        hello.role = wire::Role::data;
-        hello.stream_index = static_cast<uint16_t>(i);
-        client_handshake(fd.get(), to.token, hello, peer);
-        c.data.push_back(std::move(fd));
+        wire::ClientHello h = hello; // each thread its own copy: the handshake fills in the nonce
+        h.role = wire::Role::data;
+        h.stream_index = static_cast<uint16_t>(i);
+        client_handshake(fd.get(), to.token, h, peer);
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::idle;
-    }
+        return fd;
+    });
     if (opts.progress) opts.progress->stream_count = opts.streams;
     return c;
 }

@@ -20,6 +20,12 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
                     "--block-size " + std::to_string(opts_.block_size) + ": must be a multiple of 4 KiB from 64 KiB to 64 MiB");
     if (to_.token.empty()) throw Error(ErrorCode::usage, "no token: use the receiver's sluice:// line or --token");
     check_congestion_control(opts_.congestion_control); // before connecting: a typo costs no connection
+    if (mode_ == Mode::pipe && opts_.streams_auto) {
+        // Pipe pieces go to every stream in turn: holding streams back would stall the order.
+        opts_.streams_auto = false;
+        opts_.streams = kDefaultStreams;
+        log_.verbose_line("--streams auto: pipe mode sends over a fixed " + std::to_string(kDefaultStreams) + " streams");
+    }
 }
 
 void SendCore::connect(const std::string& how) {
@@ -141,6 +147,7 @@ void SendCore::abort_peer(std::thread& reader, uint32_t code) {
 Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
     s.seconds = seconds_since(t0);
     s.streams = static_cast<unsigned>(data_.size());
+    if (s.streams_used == 0) s.streams_used = s.streams; // fixed counts: every stream took work
     // The sockets are still open: what TCP_INFO says now covers the whole transfer.
     std::vector<int> fds;
     for (size_t i = 0; i < data_.size(); ++i) {

@@ -91,6 +91,11 @@ protected:
     FailureLatch latch_;
     ControlChannel control_;
     std::vector<UniqueFd> data_; // data_[i] is data stream i + 1
+    std::vector<int> stream_fds() const {
+        std::vector<int> fds;
+        for (const auto& d : data_) fds.push_back(d.get());
+        return fds;
+    }
 
 private:
     void end_stream(size_t i, const wire::StreamEnd& end);

@@ -20,6 +20,7 @@
 #include "send/plan/source_tree.hpp"
 #include "send/plan/work_queue.hpp"
 #include "send/session/send_core.hpp"
+#include "send/session/stream_governor.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice {
@@ -54,6 +55,8 @@ public:
                               std::to_string(SmallFileBatch::kInlineBytes / 1024) +
                               " KiB sent many per send from a buffer, larger with sendfile");
         connect("");
+        governor_.emplace(stream_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
+        governor_->start();
 
         std::vector<std::thread> streams;
         std::vector<StreamTotals> totals(data_.size());
@@ -69,7 +72,9 @@ public:
             latch_.fail(e);
         }
         queue_.close();
+        governor_->stop();
         for (auto& t : streams) t.join();
+        governor_->join();
 
         uint64_t blocks = 0, bytes = 0;
         std::vector<std::string> fallbacks;
@@ -94,6 +99,8 @@ public:
                 .skipped_entries = skipped_,
                 .blocks = blocks,
                 .checksum_failures = resent_.load(),
+                .streams_used = governor_->used(),
+                .streams_choice = governor_->choice(),
                 .block_size = opts_.block_size,
                 .data_path = send_path_name(choice.path),
                 .fallbacks = std::move(fallbacks),
@@ -264,6 +271,7 @@ private:
 
     void wake_all() override {
         queue_.close();
+        if (governor_) governor_->stop();
         // Under the lock: wait_for_acks() may have just seen the latch unset and not yet sleep.
         { std::lock_guard lk(pages_mu_); }
         acks_cv_.notify_all();
@@ -281,6 +289,13 @@ private:
         // queue has nothing ready (the stream may wait for the next manifest page), not at
         // the end of every item.
         for (;;) {
+            if (!governor_->may_take(i)) { // --streams auto holds this stream back for now
+                if (batch) {
+                    StreamBusy busy(*this);
+                    batch->flush(false);
+                }
+                governor_->await_turn(i);
+            }
             std::optional<WorkItem> item = queue_.try_pop();
             if (!item) {
                 if (batch) {
@@ -353,6 +368,7 @@ private:
     std::unordered_map<uint64_t, const SourceFile*> by_id_;
     std::atomic<uint64_t> resent_{0};
 
+    std::optional<StreamGovernor> governor_; // which streams take work (--streams auto)
     Planner planner_; // used by the control reader only
     WorkQueue queue_;
 };

@@ -1,0 +1,116 @@
+#include "send/session/stream_governor.hpp"
+
+#include "core/io/socket.hpp"
+#include "core/io/tcp_tuning.hpp"
+#include "send/session/stream_search.hpp"
+
+#include <algorithm>
+
+namespace sluice {
+
+
+StreamGovernor::StreamGovernor(std::vector<int> fds, bool automatic, std::function<void(const std::string&)> verbose)
+    : fds_(std::move(fds)), automatic_(automatic), verbose_(std::move(verbose)),
+      active_(automatic ? std::min<unsigned>(kStartStreams, static_cast<unsigned>(fds_.size()))
+                        : static_cast<unsigned>(fds_.size())) {}
+
+void StreamGovernor::start() {
+    if (!automatic_) return;
+    if (active_ >= fds_.size()) {
+    choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(fds_.size()) + " streams (no more opened)";
+        return;
+    }
+    verbose_("streams auto: starting with " + std::to_string(active_) + " of " + std::to_string(fds_.size()) +
+             " open streams");
+    thread_ = std::thread([this] { search(); });
+}
+
+bool StreamGovernor::may_take(size_t i) {
+    if (!automatic_) return true;
+    std::lock_guard lk(mu_);
+    return stopped_ || i < active_;
+}
+
+void StreamGovernor::await_turn(size_t i) {
+    if (!automatic_) return;
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return stopped_ || i < active_; });
+}
+
+void StreamGovernor::stop() {
+    {
+        std::lock_guard lk(mu_);
+        stopped_ = true;
+    }
+    cv_.notify_all();
+}
+
+void StreamGovernor::join() {
+    stop();
+    if (thread_.joinable()) thread_.join();
+}
+
+bool StreamGovernor::sleep_for(std::chrono::milliseconds d) {
+    std::unique_lock lk(mu_);
+    return !cv_.wait_for(lk, d, [&] { return stopped_; });
+}
+
+void StreamGovernor::set_active(unsigned n) {
+    {
+        std::lock_guard lk(mu_);
+        active_ = n;
+    }
+    cv_.notify_all();
+}
+
+StreamGovernor::Sample StreamGovernor::sample() const {
+    Sample s;
+    for (size_t i = 0; i < fds_.size(); ++i) {
+        StreamTcp t = stream_tcp(fds_[i], static_cast<unsigned>(i + 1));
+        s.acked += bytes_acked(fds_[i]);
+        s.sent += t.bytes_sent;
+        s.retrans += t.bytes_retrans;
+    }
+    return s;
+}
+
+// Runs on its own thread until stop(). Each step: one period for the streams just added to
+// leave slow start, then one period measured. The period is 8 smoothed round trips of the
+// first stream (at least 250 ms, at most 2 s): long enough to hold several congestion
+// windows' worth of acknowledgements, short enough that a search ends within seconds.
+void StreamGovernor::search() {
+    const unsigned opened = static_cast<unsigned>(fds_.size());
+    StreamSearch s(active_, opened);
+    auto period = [&] {
+        const uint32_t rtt_us = stream_tcp(fds_[0], 1).rtt_us;
+        return std::clamp(std::chrono::milliseconds(rtt_us * 8 / 1000), std::chrono::milliseconds(250),
+                          std::chrono::milliseconds(2000));
+    };
+    std::string why = "the transfer ended before the search did";
+    for (;;) {
+        if (!sleep_for(period())) break; // the streams just added ramp up
+        Sample a = sample();
+        const auto t0 = std::chrono::steady_clock::now();
+        if (!sleep_for(period())) break;
+        Sample b = sample();
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (b.acked == a.acked) continue; // no work yet (the manifest's first answer): measure again
+        const double rate = static_cast<double>(b.acked - a.acked) / secs;
+        const double retrans =
+            b.sent > a.sent ? static_cast<double>(b.retrans - a.retrans) / static_cast<double>(b.sent - a.sent) : 0;
+        StreamSearch::Step step = s.measured(rate, retrans);
+        verbose_("streams auto: " + s.steps().substr(s.steps().rfind("; ") == std::string::npos ? 0 : s.steps().rfind("; ") + 2) +
+                 (step.done ? "" : " -> trying " + std::to_string(step.count)));
+        set_active(step.count);
+        if (step.done) {
+            why = step.why;
+            break;
+        }
+    }
+    std::lock_guard lk(mu_);
+    choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(opened) + " streams (" + why + ")" +
+              (s.steps().empty() ? "" : "; measured: " + s.steps());
+    verbose_("streams " + choice_);
+}
+
+} // namespace sluice

@@ -1,0 +1,68 @@
+#pragma once
+// `--streams auto` (issue 16): the sender opens up to SendOptions::streams data streams but
+// lets only some of them take work, and chooses how many from what TCP reports on the link.
+// It starts with kStartStreams and (stream_search.hpp) doubles the count while the aggregate rate (bytes the
+// receiver's TCP acknowledged, summed over every stream, per period) grows by at least 10%
+// per doubling; when a doubling brings less, it keeps the smaller count if the larger one
+// only added retransmits (its retransmitted share of the bytes rose), else the faster one.
+// One search per transfer, then the count holds: a search is several round trips long and
+// the streams it adds start in slow start, so re-probing would cost more than it finds.
+// Every step and the reason for the choice go to -v and to Stats::streams_choice.
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sluice {
+
+class StreamGovernor {
+public:
+    static constexpr unsigned kStartStreams = 2;
+
+    // fixed (automatic false): every stream may send, no thread runs. fds[i] is stream i + 1,
+    // borrowed: they must stay open until join() has returned.
+    StreamGovernor(std::vector<int> fds, bool automatic, std::function<void(const std::string&)> verbose);
+    ~StreamGovernor() { join(); }
+    StreamGovernor(const StreamGovernor&) = delete;
+    StreamGovernor& operator=(const StreamGovernor&) = delete;
+
+    // Starts the search (automatic only), once the streams are open.
+    void start();
+    // Whether stream i (from 0) may take work now.
+    bool may_take(size_t i);
+    // Blocks stream i while it may not take work; returns at once after stop().
+    void await_turn(size_t i);
+    // The transfer has no more work or stopped: every waiting stream goes on (to its end).
+    // Any thread, any number of times.
+    void stop();
+    // Stops and waits for the search thread (before the sockets close).
+    void join();
+
+    // After join(): how many streams took work at the end, and why (empty when fixed).
+    unsigned used() const { return active_; }
+    const std::string& choice() const { return choice_; }
+
+private:
+    void search();
+    // Sleeps for d or until stop(); returns false once stopped.
+    bool sleep_for(std::chrono::milliseconds d);
+    void set_active(unsigned n);
+    struct Sample {
+        uint64_t acked = 0, sent = 0, retrans = 0;
+    };
+    Sample sample() const;
+
+    std::vector<int> fds_;
+    bool automatic_;
+    std::function<void(const std::string&)> verbose_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    unsigned active_;
+    bool stopped_ = false;
+    std::string choice_;
+    std::thread thread_;
+};
+
+} // namespace sluice

@@ -1,0 +1,57 @@
+#include <doctest/doctest.h>
+
+#include "send/session/stream_search.hpp"
+
+using namespace sluice;
+
+// --streams auto's decision (issue 16), rates in bytes per second.
+TEST_CASE("the count doubles while the rate grows and stops at the streams opened") {
+    StreamSearch s(2, 16);
+    double rate = 10e6;
+    for (unsigned want : {4u, 8u, 16u}) {
+        auto step = s.measured(rate, 0.01);
+        CHECK_FALSE(step.done);
+        CHECK(step.count == want);
+        rate *= 1.8;
+    }
+    auto last = s.measured(rate, 0.01);
+    CHECK(last.done);
+    CHECK(last.count == 16);
+    CHECK(last.why == "still growing at the most streams opened");
+    CHECK(s.steps().find("2 streams 80.0 Mbit/s retrans 1.00%") == 0);
+}
+
+TEST_CASE("a doubling that brings less than 10% more keeps the faster count") {
+    StreamSearch s(2, 16);
+    CHECK(s.measured(50e6, 0.0).count == 4);
+    auto step = s.measured(53e6, 0.0); // +6%
+    CHECK(step.done);
+    CHECK(step.count == 4);
+    CHECK(step.why == "4 streams gave less than 10% more than 2");
+    StreamSearch t(2, 16);
+    t.measured(50e6, 0.0);
+    step = t.measured(45e6, 0.0); // slower, retransmits unchanged
+    CHECK(step.done);
+    CHECK(step.count == 2);
+    CHECK(step.why == "4 streams gave no more than 2");
+}
+
+TEST_CASE("streams that only add retransmits are given back") {
+    StreamSearch s(2, 64);
+    s.measured(10e6, 0.01);
+    s.measured(20e6, 0.01); // 4
+    auto step = s.measured(19e6, 0.05); // 8: no more rate, five times the retransmits
+    CHECK(step.done);
+    CHECK(step.count == 4);
+    CHECK(step.why == "8 streams gave no more than 4, only more retransmits");
+}
+
+TEST_CASE("a start above the streams opened is clamped; one stream is its own answer") {
+    StreamSearch s(8, 3);
+    CHECK(s.current() == 3);
+    auto step = s.measured(1e6, 0);
+    CHECK(step.done);
+    CHECK(step.count == 3);
+    StreamSearch one(2, 1);
+    CHECK(one.current() == 1);
+}
