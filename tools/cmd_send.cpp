@@ -39,6 +39,8 @@ options:
                        --token-file or the SLUICE_TOKEN environment variable)
   --connect-timeout S  seconds to wait for a connection (default 10)
   --idle-timeout S     fail if the receiver is silent this long (default 60)
+  --retry-for S        reopen a data stream whose connection breaks for up to S seconds and
+                       send again what it had not delivered (default 120; 0: a break fails)
   --cc NAME            TCP congestion control of every connection (e.g. bbr, cubic;
                        default: the system's, net.ipv4.tcp_congestion_control)
   --json               print final stats as one JSON object on stdout
@@ -48,7 +50,7 @@ options:
 int cmd_send(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--token-file", "--connect-timeout",
-            "--idle-timeout", "--cc"},
+            "--idle-timeout", "--cc", "--retry-for"},
            {"--json", "--verbose", "-v", "--help", "-h"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
@@ -86,6 +88,7 @@ int cmd_send(int argc, char** argv) {
     o.connect_timeout_ms = static_cast<int>(a.uint_value("--connect-timeout", 10, 1, 3600)) * 1000;
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     if (auto v = a.value("--cc")) o.congestion_control = *v;
+    o.retry_for_ms = static_cast<int>(a.uint_value("--retry-for", 120, 0, 86400)) * 1000;
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     if (o.verbose) std::cerr << "sluice: token from " << printable(token.source) << "\n";

@@ -68,8 +68,10 @@ def run_sluice(w, a, cc, streams, token_file):
                 break
             time.sleep(0.05)
         t0 = time.monotonic()
+        verbose = ["-v"] if streams == "auto" else []  # what auto chose and why, even for a partial run
         send = w.popen("a", [a.sluice, "send", "--streams", streams, "--cc", cc, "--json", "--to",
-                             f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, *shlex.split(a.send_args), a.file],
+                             f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, *verbose, *shlex.split(a.send_args),
+                             a.file],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             out, err = send.communicate(timeout=a.seconds)
@@ -86,8 +88,11 @@ def run_sluice(w, a, cc, streams, token_file):
                 except subprocess.TimeoutExpired:
                     return {"error": f"no data connection open at the time bound ({elapsed:.1f} s)"}
             else:
+                send.kill()
+                _, err = send.communicate()
                 return {"complete": False, "seconds": elapsed, "bytes": acked, "retrans_bytes": retrans,
-                        "cpu_s": cpu, "note": "partial: measured from ss and /proc at the time bound"}
+                        "cpu_s": cpu, "note": "partial: measured from ss and /proc at the time bound",
+                        "auto": [l for l in err.splitlines() if "streams auto" in l]}
         if send.returncode != 0:
             return {"error": f"sluice send exit {send.returncode}: {err.strip()[-300:]}"}
         s = last_json(out)
@@ -96,7 +101,8 @@ def run_sluice(w, a, cc, streams, token_file):
         return {"complete": True, "seconds": s["seconds"], "bytes": s["bytes_sent"],
                 "retrans_bytes": s["bytes_retrans"], "cpu_s": s["cpu_user_s"] + s["cpu_sys_s"] +
                 r.get("cpu_user_s", 0) + r.get("cpu_sys_s", 0), "cc_seen": s["congestion_control"],
-                "window_limits": s["window_limits"] + r.get("window_limits", [])}
+                "window_limits": s["window_limits"] + r.get("window_limits", []),
+                "streams_used": s.get("streams_used"), "streams_choice": s.get("streams_choice", "")}
     finally:
         for p in (send, recv):
             if p and p.poll() is None:
@@ -168,6 +174,11 @@ def run_matrix(a):
     Path(a.file).unlink(missing_ok=True)
 
 
+def stream_key(n):
+    """Counts in order, "auto" after them."""
+    return (0, n) if isinstance(n, int) else (1, 0)
+
+
 def fmt(v, nd=1):
     return "-" if v is None else f"{v:.{nd}f}"
 
@@ -178,12 +189,12 @@ def report(a):
     dropped (its queue or socket: an emulator limit, not the path's loss)."""
     rows = [json.loads(l) for l in open(a.report) if l.strip()]
     print("| RTT ms | loss % | streams | sluice cubic | sluice bbr | iperf3 cubic | iperf3 bbr | "
-          "retrans % (s cubic / s bbr / i cubic / i bbr) | CPU s/GB (s bbr / i bbr) | line drops |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "retrans % (s cubic / s bbr / i cubic / i bbr) | CPU s/GB (s bbr / i bbr) | line drops | s/i bbr |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     cells = {}
     for r in rows:  # a cell run again later replaces the earlier one
         cells[(r["rtt_ms"], r["loss_pct"], r["streams"], r["tool"], r["cc"])] = r
-    keys = sorted({(r["rtt_ms"], r["loss_pct"], r["streams"]) for r in rows})
+    keys = sorted({(r["rtt_ms"], r["loss_pct"], r["streams"]) for r in rows}, key=lambda k: (k[0], k[1], stream_key(k[2])))
     order = [("sluice", "cubic"), ("sluice", "bbr"), ("iperf3", "cubic"), ("iperf3", "bbr")]
     for k in keys:
         got = [cells.get(k + o) for o in order]
@@ -196,8 +207,10 @@ def report(a):
         rt = " / ".join(fmt(g.get("retrans_pct"), 2) if g else "-" for g in got)
         cpu = " / ".join(fmt(g.get("cpu_s_per_gb"), 2) if g else "-" for g in (got[1], got[3]))
         drops = [g["line_drops"] for g in got if g and "line_drops" in g]
+        ratio = got[1]["goodput_mbit"] / got[3]["goodput_mbit"] if got[1] and got[3] and \
+            got[1].get("goodput_mbit") and got[3].get("goodput_mbit") else None
         print(f"| {k[0]:g} | {k[1]:g} | {k[2]} | " + " | ".join(gp) + f" | {rt} | {cpu} | " +
-              (str(sum(drops)) if drops else "n/a") + " |")
+              (str(sum(drops)) if drops else "n/a") + f" | {fmt(ratio, 2)} |")
     if a.plot:
         plot(list(cells.values()), a.plot, order, f" ({a.title})" if a.title else "")
 
@@ -215,12 +228,17 @@ def plot(rows, path, order, a_title=""):
         for j, loss in enumerate(losses):
             ax = axes[i][j]
             for tool, cc in order:
-                pts = sorted((r["streams"], r["goodput_mbit"]) for r in rows if r["rtt_ms"] == rtt and
-                             r["loss_pct"] == loss and r["tool"] == tool and r["cc"] == cc and r.get("goodput_mbit", 0) > 0)
+                mine = [r for r in rows if r["rtt_ms"] == rtt and r["loss_pct"] == loss and r["tool"] == tool and
+                        r["cc"] == cc and r.get("goodput_mbit", 0) > 0]
+                pts = sorted((r["streams"], r["goodput_mbit"]) for r in mine if isinstance(r["streams"], int))
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[(tool, cc)], label=f"{tool} {cc}")
+                for r in mine:  # --streams auto: a level line across the counts
+                    if r["streams"] == "auto":
+                        ax.axhline(r["goodput_mbit"], color=styles[(tool, cc)][:2], linestyle=":",
+                                   label=f"{tool} {cc} auto")
             ax.set_xscale("log", base=2)
-            ticks = sorted({r["streams"] for r in rows})
+            ticks = sorted({r["streams"] for r in rows if isinstance(r["streams"], int)})
             ax.set_xticks(ticks, [str(t) for t in ticks])
             ax.set_yscale("log")
             ax.set_title(f"RTT {rtt:g} ms, loss {loss:g}%{a_title}")

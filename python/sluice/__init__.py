@@ -66,11 +66,13 @@ def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_
                   idle_timeout, verbose, log, progress, progress_interval, cancel, cc=None):
     if cancel is not None and not isinstance(cancel, CancelFlag):
         raise UsageError(f"cancel={cancel!r}: expected a sluice.CancelFlag")
-    if isinstance(streams, bool) or not isinstance(streams, int):
-        raise UsageError(f"streams={streams!r}: expected an int from 1 to 128")
+    auto = streams == "auto"  # open 16, use as many as the link rewards (stats: streams_choice)
+    if not auto and (isinstance(streams, bool) or not isinstance(streams, int)):
+        raise UsageError(f"streams={streams!r}: expected an int from 1 to 128, or 'auto'")
     return {
         "token": token,
-        "streams": streams,
+        "streams": 16 if auto else streams,
+        "streams_auto": auto,
         "block_size": parse_size(block_size, "block_size"),
         "rate_limit": parse_size(rate_limit, "rate_limit"),
         "send_path": send_path,

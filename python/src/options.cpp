@@ -28,6 +28,7 @@ int timeout_ms(const py::dict& o, const char* key) {
 SendOptions send_options(const py::dict& o) {
     SendOptions s;
     s.streams = o["streams"].cast<unsigned>();
+    if (o.contains("streams_auto")) s.streams_auto = o["streams_auto"].cast<bool>();
     s.block_size = o["block_size"].cast<uint64_t>();
     s.rate_limit = o["rate_limit"].cast<uint64_t>();
     s.path = parse_send_path(o["send_path"].cast<std::string>());

@@ -126,7 +126,8 @@ def test_a_connection_cut_mid_block_fails_cleanly_and_resumes(tmp_path):
     proxy = CorruptingProxy(port, at=(5 << 20) + 12345, cut=True)  # inside a block's data
     try:
         cut = subprocess.run([SLUICE, "send", str(src), "--to", f"127.0.0.1:{proxy.port}", "--token", "resume",
-                              "--block-size", "1M", "--streams", "2"], capture_output=True, text=True, timeout=120)
+                              "--block-size", "1M", "--streams", "2", "--retry-for", "0"],  # no reopen (test_reconnect.py)
+                             capture_output=True, text=True, timeout=120)
         out, err = rx.proc.communicate(timeout=120)
     finally:
         proxy.close()

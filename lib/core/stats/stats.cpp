@@ -62,6 +62,8 @@ std::string Stats::to_json() const {
     if (role == "send") {
         field("streams_used", std::to_string(streams_used));
         field("streams_choice", json_string(streams_choice));
+        field("streams_reopened", std::to_string(streams_reopened));
+        field("bytes_resent_after_break", std::to_string(bytes_resent_after_break));
     }
     field("block_size", std::to_string(block_size));
     field(role == "send" ? "send_path" : "recv_path", json_string(data_path));

@@ -41,6 +41,7 @@ const char* frame_type_name(uint8_t type) {
     case FrameType::transfer_end: return "TRANSFER_END";
     case FrameType::final_status: return "FINAL_STATUS";
     case FrameType::abort: return "ABORT";
+    case FrameType::stream_resume: return "STREAM_RESUME";
     }
     return "unknown";
 }
@@ -66,6 +67,7 @@ FrameHeader decode_frame_header(Span in) {
     case FrameType::transfer_end:
     case FrameType::final_status:
     case FrameType::abort: limit = kMaxControlPayload; break;
+    case FrameType::stream_resume: limit = kStreamResumeBytes; break;
     case FrameType::working: limit = 0; break; // no payload
     default:
         bad("frame header: unknown frame type 0x" + [&] {

@@ -47,6 +47,9 @@ ByteRange decode_resend(Span payload);
 TransferEnd decode_transfer_end(Span payload);
 FinalStatus decode_final_status(Span payload);
 Abort decode_abort(Span payload);
+// Issue 16's stream reconnect (codec_reconnect.cpp).
+void encode_stream_resume(Bytes& out, const StreamResume& r);
+StreamResume decode_stream_resume(Span payload);
 
 // Checks a relative path from the network: no empty, '.' or '..' components, no leading '/',
 // no NUL, bounded lengths. Throws a protocol Error naming the path and the rule it broke.

@@ -45,6 +45,7 @@ enum class FrameType : uint8_t {
     transfer_end = 0x30, // S->R control: every data stream has ended
     final_status = 0x31, // R->S control: the receiver's verdict
     abort = 0x3f,        // either way: the transfer is over, with a reason
+    stream_resume = 0x50, // R->S data: a reopened stream; what the broken connection delivered (issue 16)
 };
 const char* frame_type_name(uint8_t type);
 
@@ -75,6 +76,7 @@ struct ClientHello {
     Role role = Role::control;
     uint16_t stream_index = 0; // 0 for control, 1..stream_count for data
     uint16_t stream_count = 0; // data streams in this transfer
+    uint8_t features = 0;      // kFeature* bits the sender uses
     std::array<unsigned char, kTransferIdBytes> transfer_id{};
     std::array<unsigned char, kNonceBytes> nonce{};
     std::array<unsigned char, kMacBytes> mac{};
@@ -122,6 +124,18 @@ struct BlockPrefix {
     uint64_t offset = 0;
     uint64_t checksum = 0; // XXH3-64 of the data
 };
+
+// ClientHello::features bit 4: the sender reopens a data stream that breaks (docs/protocol.md,
+// "Stream reconnect"); the receiver then waits for it instead of failing the transfer.
+inline constexpr uint8_t kFeatureStreamReconnect = 1u << 4;
+
+// STREAM_RESUME: the blocks and bytes the broken connection of this stream delivered whole,
+// the first `blocks` BLOCK frames the sender wrote to it, in order.
+struct StreamResume {
+    uint64_t blocks = 0;
+    uint64_t bytes = 0;
+};
+inline constexpr uint32_t kStreamResumeBytes = 16;
 
 struct StreamEnd {
     uint64_t blocks = 0;

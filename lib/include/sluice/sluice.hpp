@@ -54,6 +54,10 @@ struct SendOptions {
     SendPath path = SendPath::splice;
     int connect_timeout_ms = 10000;
     int idle_timeout_ms = 60000; // a peer silent for this long fails the transfer
+    // A data stream whose connection breaks is reopened for up to this long and what it had
+    // not delivered is sent again (issue 16); 0: a broken stream fails the transfer. Files
+    // only (pipe mode fails as before). The receiver waits for the reopen up to its idle timeout.
+    int retry_for_ms = 120000;
     // TCP congestion control of every connection of the transfer (TCP_CONGESTION), e.g. "bbr"
     // or "cubic"; empty: the system's default. A name the kernel lacks is a usage error.
     std::string congestion_control;

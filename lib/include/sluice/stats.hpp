@@ -40,6 +40,8 @@ struct Stats {
     unsigned streams = 0;
     unsigned streams_used = 0;  // sender: streams that took work at the end (--streams auto can use fewer)
     std::string streams_choice; // sender with --streams auto: the count chosen, each step measured, and why
+    unsigned streams_reopened = 0;       // sender: data stream connections that broke and were reopened
+    uint64_t bytes_resent_after_break = 0; // sender: what those connections had not delivered, sent again
     uint64_t block_size = 0;
     std::string data_path;              // the path that moved the bytes
     std::vector<std::string> fallbacks; // every slower path taken, with its reason

@@ -112,8 +112,26 @@ private:
         PendingBlock& b = pending_.back();
         b.checksum_ok = xxh_.digest() == p.checksum;
         b.received = true;
+        ++whole_.blocks;
+        whole_.bytes += len;
         retire_blocks();
     }
+
+public:
+    // The writes of blocks that arrived whole finish and they are retired; the block cut
+    // short stays unverified (its writes done too, so none lands after the sender's resend).
+    std::optional<StreamReceipt> settle_after_break() override {
+        try {
+            drain();
+        } catch (const Error&) {
+            return std::nullopt;
+        }
+        for (const PendingBlock& b : pending_)
+            if (b.received) return std::nullopt;
+        return whole_;
+    }
+
+private:
 
     // A block's part of a page it shares with another block, which another stream may be
     // writing at this moment: a buffered write changes only these bytes (the page cache
@@ -310,6 +328,7 @@ private:
     unsigned index_;
     RecvContext& ctx_;
     RecvLowWater low_water_{sock_};
+    StreamReceipt whole_; // blocks that arrived whole (a reconnect's STREAM_RESUME)
     AlignedBuffer buffers_[kBuffers];
     size_t buffer_len_[kBuffers] = {};
     struct BufferWrite {

@@ -77,6 +77,13 @@ public:
         return {parser_.counts().blocks, parser_.counts().bytes};
     }
 
+    // A break is only ever seen waiting for the socket (wait_recv), after the blocks parsed so
+    // far were written and finished: nothing is in flight then. Anything else is no break.
+    std::optional<StreamReceipt> settle_after_break() override {
+        if (!done_.empty() || !writes_.empty() || recv_.busy() || recv_timeout_.busy()) return std::nullopt;
+        return whole_;
+    }
+
 private:
     // --- parser events: build the batch of writes and block verdicts for this buffer ---
     void block_begin(const wire::BlockPrefix& p, uint32_t len) override {
@@ -97,7 +104,11 @@ private:
         ctx_.bytes_received.fetch_add(d.size(), std::memory_order_relaxed);
         if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(d.size(), std::memory_order_relaxed);
     }
-    void block_end() override { done_.push_back({block_, xxh_.digest()}); }
+    void block_end() override {
+        done_.push_back({block_, xxh_.digest()});
+        ++whole_.blocks;
+        whole_.bytes += block_.length;
+    }
     void stream_end(const wire::StreamCounts&) override {}
 
     // --- ring work ---
@@ -207,6 +218,7 @@ private:
     wire::DataFrameParser parser_{"data stream " + std::to_string(index_)};
 
     Block block_;
+    StreamReceipt whole_; // blocks that arrived whole (a reconnect's STREAM_RESUME)
     uint64_t write_pos_ = 0;
     RecvFile* open_file_ = nullptr;
     UniqueFd open_fd_;

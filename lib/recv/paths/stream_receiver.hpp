@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -82,6 +83,11 @@ public:
     virtual StreamReceipt run() = 0;
     // Why a slower way than the path's own was used, if it was (empty otherwise).
     virtual std::string fallback() const { return {}; }
+    // After run() threw because the connection broke (issue 16's stream reconnect): finishes
+    // every block that arrived whole (written, verified or asked for again) and returns how
+    // many there were and their bytes: the first blocks the sender wrote to this connection.
+    // nullopt where the path cannot tell; then the break fails the transfer.
+    virtual std::optional<StreamReceipt> settle_after_break() { return std::nullopt; }
 };
 
 std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, unsigned stream_index, RecvContext& ctx);

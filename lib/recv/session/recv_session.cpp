@@ -77,7 +77,8 @@ bool RecvSession::accepting() {
 wire::AuthStatus RecvSession::admit(const wire::ClientHello& h) {
     if (h.role == wire::Role::control) return started_ ? wire::AuthStatus::other_transfer : wire::AuthStatus::ok;
     if (!started_ || h.transfer_id != transfer_id_) return wire::AuthStatus::other_transfer;
-    if (h.stream_count != stream_count_ || stream_seen_[h.stream_index]) return wire::AuthStatus::bad_stream;
+    if (h.stream_count != stream_count_ || (stream_seen_[h.stream_index] && !broken_.awaited(h.stream_index)))
+        return wire::AuthStatus::bad_stream;
     return wire::AuthStatus::ok;
 }
 
@@ -95,6 +96,7 @@ void RecvSession::start_transfer(const wire::ClientHello& h, UniqueFd control) {
     t0_ = Clock::now();
     transfer_id_ = h.transfer_id;
     stream_count_ = h.stream_count;
+    reconnect_ = (h.features & wire::kFeatureStreamReconnect) != 0;
     stream_seen_.assign(stream_count_ + 1u, false);
     {
         std::lock_guard lk(data_mu_);
@@ -111,13 +113,16 @@ void RecvSession::start_transfer(const wire::ClientHello& h, UniqueFd control) {
 
 void RecvSession::start_data_stream(uint16_t index, UniqueFd fd) {
     int sock = fd.get();
+    // A stream seen before is one the sender reopened after a break: its old connection is done.
+    std::optional<StreamReceipt> resumed;
+    if (broken_.awaited(index)) resumed = broken_.rejoined(index);
     {
         std::lock_guard lk(data_mu_);
         data_[index] = std::move(fd);
         // fail() shut the others down before this one was here: its thread must not wait.
         if (latch_.stopped()) shutdown_all(std::span(data_).subspan(index, 1));
     }
-    data_threads_.emplace_back([this, index, sock] { data_main(index, sock); });
+    data_threads_.emplace_back([this, index, sock, resumed] { data_main(index, sock, resumed); });
 }
 
 // A transfer whose data streams do not all arrive within the idle timeout cannot finish.
@@ -143,12 +148,14 @@ void RecvSession::control_main() {
     }
 }
 
-void RecvSession::data_main(unsigned index, int sock) {
+void RecvSession::data_main(unsigned index, int sock, std::optional<StreamReceipt> resumed) {
     StreamProgress* sp = opts_.progress ? &opts_.progress->streams[index - 1] : nullptr;
+    std::unique_ptr<StreamReceiver> rx;
     try {
         if (sp) sp->state = StreamState::moving;
         block_sigpipe_on_this_thread();
-        auto rx = target_->open_stream(sock, index, ctx_);
+        if (resumed) send_stream_resume(sock, index, *resumed, log_);
+        rx = target_->open_stream(sock, index, ctx_);
         StreamReceipt r = rx->run();
         if (sp) {
             sp->bytes = r.bytes;
@@ -157,6 +164,17 @@ void RecvSession::data_main(unsigned index, int sock) {
         if (std::string fb = rx->fallback(); tally_.note_fallback(fb)) log_.verbose_line("slower path: " + fb);
         tally_.stream_ended(r);
     } catch (const Error& e) {
+        if (reconnect_ && rx && !latch_.stopped() && BrokenStreams::heals(e)) {
+            if (std::optional<StreamReceipt> whole = rx->settle_after_break()) {
+                rx.reset(); // done with the old connection before a new one can take its place
+                tally_.stream_broke(*whole);
+                broken_.broke(index, *whole, e.what());
+                log_.verbose_line("data stream " + std::to_string(index) + " broke (" + e.what() + ") after " +
+                                  std::to_string(whole->blocks) + " whole blocks: waiting for the sender to reopen it");
+                if (sp) sp->state = StreamState::waiting;
+                return;
+            }
+        }
         if (sp) sp->state = StreamState::failed;
         fail(e);
     }

@@ -20,6 +20,7 @@
 #include "recv/session/control_side.hpp"
 #include "recv/session/recv_tally.hpp"
 #include "recv/session/recv_target.hpp"
+#include "recv/session/stream_rejoin.hpp"
 #include "recv/store/file_table.hpp"
 
 namespace sluice {
@@ -42,13 +43,16 @@ private:
     int max_wait_ms() override { return started_ ? 1000 : -1; }
     wire::AuthStatus admit(const wire::ClientHello& h) override;
     void join(const wire::ClientHello& h, UniqueFd fd) override;
-    void after_round() override { check_streams_connected(); }
+    void after_round() override {
+        check_streams_connected();
+        if (auto e = broken_.overdue(opts_.idle_timeout_ms)) fail(*e);
+    }
 
     void start_transfer(const wire::ClientHello& h, UniqueFd control);
     void start_data_stream(uint16_t index, UniqueFd fd);
     void check_streams_connected();
     void control_main();
-    void data_main(unsigned index, int sock);
+    void data_main(unsigned index, int sock, std::optional<StreamReceipt> resumed);
     void fail(const Error& e);
     void join_threads();
     Stats stats();
@@ -73,6 +77,8 @@ private:
     std::array<unsigned char, wire::kTransferIdBytes> transfer_id_{};
     uint16_t stream_count_ = 0;
     std::vector<bool> stream_seen_; // by stream index (from 1)
+    bool reconnect_ = false;        // the sender reopens broken data streams (kFeatureStreamReconnect)
+    BrokenStreams broken_;
     Clock::time_point t0_;
     std::thread control_thread_;
     std::vector<std::thread> data_threads_;

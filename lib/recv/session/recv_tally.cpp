@@ -23,6 +23,12 @@ void RecvTally::stream_ended(const StreamReceipt& r) {
     cv_.notify_all();
 }
 
+void RecvTally::stream_broke(const StreamReceipt& r) {
+    std::lock_guard lk(mu_);
+    blocks_ += r.blocks;
+    bytes_ += r.bytes;
+}
+
 RecvTally::Ended RecvTally::await_streams(unsigned streams, std::chrono::milliseconds wait, const FailureLatch& latch) {
     std::unique_lock lk(mu_);
     bool all = cv_.wait_for(lk, wait, [&] { return streams_ended_ == streams || latch.stopped(); });

@@ -25,6 +25,9 @@ public:
     // Returns true if this slower path is new (then worth a line in the log).
     bool note_fallback(const std::string& why);
     void stream_ended(const StreamReceipt& r);
+    // A connection of a stream broke and will be reopened (stream_rejoin.hpp): what it
+    // delivered whole counts, the stream has not ended.
+    void stream_broke(const StreamReceipt& r);
 
     // What the data streams reported by their STREAM_END.
     struct Ended {

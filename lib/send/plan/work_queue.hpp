@@ -1,6 +1,7 @@
 #pragma once
 // The planner's output: units of work that data streams take in FIFO order. A stream that
 // finishes early takes the next unit, so no stream idles while another drains a long tail.
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -50,6 +51,21 @@ public:
     std::optional<WorkItem> pop() {
         std::unique_lock lk(mu_);
         cv_.wait(lk, [&] { return !items_.empty() || closed_; });
+        if (items_.empty()) return std::nullopt;
+        WorkItem w = std::move(items_.front());
+        items_.pop_front();
+        return w;
+    }
+
+    // As pop(), calling check() every `every` while it waits (check may throw): a stream
+    // waiting for work watches its connection (send/session/stream_recovery.hpp).
+    template <class Check> std::optional<WorkItem> pop_checking(std::chrono::milliseconds every, Check&& check) {
+        std::unique_lock lk(mu_);
+        while (!cv_.wait_for(lk, every, [&] { return !items_.empty() || closed_; })) {
+            lk.unlock();
+            check();
+            lk.lock();
+        }
         if (items_.empty()) return std::nullopt;
         WorkItem w = std::move(items_.front());
         items_.pop_front();

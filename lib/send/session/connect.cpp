@@ -15,6 +15,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
     wire::ClientHello hello;
     wire::random_bytes(hello.transfer_id);
     hello.stream_count = static_cast<uint16_t>(opts.streams);
+    if (opts.retry_for_ms > 0) hello.features |= wire::kFeatureStreamReconnect; // send/session/stream_recovery.hpp
     c.control = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
     set_nodelay(c.control.get());
     // Set before our first byte is written: the handshake frames already go under the chosen algorithm.
@@ -39,6 +40,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
         return fd;
     });
     if (opts.progress) opts.progress->stream_count = opts.streams;
+    c.hello = hello;
     return c;
 }
 

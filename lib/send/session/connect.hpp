@@ -4,11 +4,13 @@
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "core/wire/protocol.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice {
 
 struct Connections {
+    wire::ClientHello hello; // the transfer's (id, features): a reopened data stream sends it again
     UniqueFd control;
     std::vector<UniqueFd> data; // data[i] is stream i + 1
 };

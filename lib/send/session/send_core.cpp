@@ -20,11 +20,15 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
                     "--block-size " + std::to_string(opts_.block_size) + ": must be a multiple of 4 KiB from 64 KiB to 64 MiB");
     if (to_.token.empty()) throw Error(ErrorCode::usage, "no token: use the receiver's sluice:// line or --token");
     check_congestion_control(opts_.congestion_control); // before connecting: a typo costs no connection
-    if (mode_ == Mode::pipe && opts_.streams_auto) {
-        // Pipe pieces go to every stream in turn: holding streams back would stall the order.
-        opts_.streams_auto = false;
-        opts_.streams = kDefaultStreams;
-        log_.verbose_line("--streams auto: pipe mode sends over a fixed " + std::to_string(kDefaultStreams) + " streams");
+    if (mode_ == Mode::pipe) {
+        // Pipe pieces go to every stream in turn: holding streams back would stall the order,
+        // and a piece lost with a broken stream cannot be sent again out of order.
+        opts_.retry_for_ms = 0;
+        if (opts_.streams_auto) {
+            opts_.streams_auto = false;
+            opts_.streams = kDefaultStreams;
+            log_.verbose_line("--streams auto: pipe mode sends over a fixed " + std::to_string(kDefaultStreams) + " streams");
+        }
     }
 }
 
@@ -32,6 +36,7 @@ void SendCore::connect(const std::string& how) {
     Connections c = connect_transfer(to_, opts_);
     control_.attach(std::move(c.control));
     data_ = std::move(c.data);
+    hello_ = c.hello;
     log_.verbose_line("connected to " + peer_ + " with " + std::to_string(data_.size()) + " data streams" + how +
                       (data_.empty() ? "" : ", congestion control " + congestion_control_of(data_[0].get())));
 }

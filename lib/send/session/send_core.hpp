@@ -91,6 +91,7 @@ protected:
     FailureLatch latch_;
     ControlChannel control_;
     std::vector<UniqueFd> data_; // data_[i] is data stream i + 1
+    wire::ClientHello hello_;    // the transfer's, for reopening a data stream
     std::vector<int> stream_fds() const {
         std::vector<int> fds;
         for (const auto& d : data_) fds.push_back(d.get());

@@ -21,6 +21,7 @@
 #include "send/plan/work_queue.hpp"
 #include "send/session/send_core.hpp"
 #include "send/session/stream_governor.hpp"
+#include "send/session/stream_work.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice {
@@ -57,6 +58,11 @@ public:
         connect("");
         governor_.emplace(stream_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
         governor_->start();
+        work_.emplace(StreamWork::Session{
+            .queue = queue_, .governor = *governor_, .limiter = limiter_, .log = log_, .opts = opts_, .to = to_, .hello = hello_,
+            .busy = [this](bool on) { stream_busy(on); },
+            .stopped = [this] { return latch_.stopped(); },
+            .cancelled = [this] { return cancelled(); }});
 
         std::vector<std::thread> streams;
         std::vector<StreamTotals> totals(data_.size());
@@ -101,6 +107,8 @@ public:
                 .checksum_failures = resent_.load(),
                 .streams_used = governor_->used(),
                 .streams_choice = governor_->choice(),
+                .streams_reopened = work_->reopened(),
+                .bytes_resent_after_break = work_->resent_after_break(),
                 .block_size = opts_.block_size,
                 .data_path = send_path_name(choice.path),
                 .fallbacks = std::move(fallbacks),
@@ -277,77 +285,20 @@ private:
         acks_cv_.notify_all();
     }
 
-    // One data stream: work items until the queue closes.
+    // One data stream: work items until the queue closes (stream_work.hpp).
     std::optional<wire::StreamEnd> send_items(size_t i, SendPath path, StreamTotals& t, StreamProgress* sp) {
-        int sock = data_[i].get();
-        auto sender = make_block_sender(path, sock, opts_.idle_timeout_ms);
-        // Small whole files go through a read buffer (paths/small_file_batch.hpp), except on
-        // read_send, the baseline that stays as it is.
-        std::optional<SmallFileBatch> batch;
-        if (path != SendPath::read_send) batch.emplace(sock);
-        // The batch's reads run ahead across work items: what it holds goes out when the
-        // queue has nothing ready (the stream may wait for the next manifest page), not at
-        // the end of every item.
-        for (;;) {
-            if (!governor_->may_take(i)) { // --streams auto holds this stream back for now
-                if (batch) {
-                    StreamBusy busy(*this);
-                    batch->flush(false);
-                }
-                governor_->await_turn(i);
-            }
-            std::optional<WorkItem> item = queue_.try_pop();
-            if (!item) {
-                if (batch) {
-                    StreamBusy busy(*this);
-                    batch->flush(false);
-                }
-                item = queue_.pop();
-                if (!item) break;
-            }
-            StreamBusy busy(*this);
-            if (latch_.stopped()) return std::nullopt;
-            throw_if_cancelled();
-            for (size_t k = 0; k < item->segments.size(); ++k) {
-                const Segment& seg = item->segments[k];
-                const bool more = k + 1 < item->segments.size();
-                limiter_.acquire(seg.length);
-                if (batch && SmallFileBatch::fits(seg)) {
-                    batch->add(seg);
-                } else {
-                    if (batch) batch->flush(true);
-                    sender->send(seg, more);
-                }
-                ++t.blocks;
-                t.bytes += seg.length;
-                if (opts_.progress) {
-                    sp->bytes += seg.length;
-                    opts_.progress->bytes_done += seg.length;
-                    if (seg.offset + seg.length == seg.file->size) opts_.progress->files_done += 1;
-                }
-            }
-        }
-        if (batch) batch->flush(false);
-        sender->reader().check_unchanged();
-        t.path_fallback = sender->fallback();
-        if (batch && !batch->fallback().empty())
-            t.path_fallback += (t.path_fallback.empty() ? "" : "; ") + batch->fallback();
-        return wire::StreamEnd{.blocks = t.blocks, .bytes = t.bytes};
+        return work_->run(i, data_[i].get(), path, t.blocks, t.bytes, t.path_fallback, sp);
     }
 
     // A stream between popping a work item and finishing it: the receiver owes nothing on
     // the control connection while one is (its sends have their own deadlines).
-    struct StreamBusy {
-        explicit StreamBusy(SendSession& s) : s_(s) {
-            std::lock_guard lk(s_.pages_mu_);
-            ++s_.busy_streams_;
-        }
-        ~StreamBusy() {
-            std::lock_guard lk(s_.pages_mu_);
-            if (--s_.busy_streams_ == 0) s_.work_idle_since_ = Clock::now();
-        }
-        SendSession& s_;
-    };
+    void stream_busy(bool on) {
+        std::lock_guard lk(pages_mu_);
+        if (on)
+            ++busy_streams_;
+        else if (--busy_streams_ == 0)
+            work_idle_since_ = Clock::now();
+    }
 
     std::vector<SourceRoot> roots_;
     std::vector<CheckedFdSource> fd_sources_; // send(FdSource) instead of paths
@@ -369,6 +320,7 @@ private:
     std::atomic<uint64_t> resent_{0};
 
     std::optional<StreamGovernor> governor_; // which streams take work (--streams auto)
+    std::optional<StreamWork> work_;         // what each data stream does
     Planner planner_; // used by the control reader only
     WorkQueue queue_;
 };

@@ -1,0 +1,55 @@
+#pragma once
+// The sender's half of issue 16's stream reconnect (docs/protocol.md, "Stream reconnect"):
+// when a data stream's connection breaks (reset, or closed under it), the stream opens a new connection for the same index, learns from the
+// receiver's STREAM_RESUME how many of the blocks it wrote to the old one arrived whole, and
+// puts the rest back on the work queue, where any stream takes them. Nothing restarts.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/wire/protocol.hpp"
+#include "send/plan/work_queue.hpp"
+#include "sluice/error.hpp"
+#include "sluice/sluice.hpp"
+
+namespace sluice {
+
+// The blocks written to one stream's current connection, in order.
+class StreamLog {
+public:
+    // Beyond this many blocks on one connection the log stops (its memory stays bounded) and a
+    // break of that connection fails the transfer as it did before reconnects.
+    static constexpr size_t kMaxBlocks = 1u << 18;
+
+    void sent(const Segment& s);
+    uint64_t blocks() const { return blocks_; }
+    uint64_t bytes() const { return bytes_; }
+    bool complete() const { return blocks_ == segments_.size(); }
+    // The receiver took the first whole.blocks blocks: returns the others, to send again, and
+    // starts over for the new connection. Throws protocol if the receiver claims more than
+    // was written or bytes that do not match.
+    std::vector<Segment> after(const wire::StreamResume& whole, unsigned index);
+
+private:
+    std::vector<Segment> segments_;
+    uint64_t blocks_ = 0, bytes_ = 0;
+};
+
+// Whether a stream's failure is a broken connection that a new one may heal.
+bool breaks_connection(const Error& e);
+// For a stream waiting for work: throws network (peer_reset) if its connection has broken
+// (reset, or closed by the receiver, which never closes a data stream first).
+void check_connection(int fd, unsigned index);
+
+// Opens data stream `index` again with `hello` (the transfer's, features included) and reads
+// the receiver's STREAM_RESUME; the new socket takes fd's number (dup2), so every holder of
+// the number sends on the new connection. Tries until `deadline` (the receiver may not have
+// seen the old connection break yet, and refuses the index until it has), unless stopped().
+// Throws network naming the stream, `why` it broke, and the last attempt's error.
+wire::StreamResume reopen_stream(int fd, unsigned index, const std::string& why, const Endpoint& to,
+                                 const SendOptions& opts, const wire::ClientHello& hello,
+                                 std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stopped);
+
+} // namespace sluice

@@ -1,0 +1,141 @@
+#include "send/session/stream_work.hpp"
+
+#include <chrono>
+
+#include "send/paths/block_sender.hpp"
+#include "send/paths/small_file_batch.hpp"
+#include "send/session/stream_recovery.hpp"
+
+namespace sluice {
+
+struct StreamWork::Cursor {
+    size_t i;
+    int sock;
+    uint64_t& blocks;
+    uint64_t& bytes;
+    StreamProgress* sp;
+    StreamLog log;                // this connection's blocks, for a reopen
+    std::optional<WorkItem> item; // the item being sent
+    size_t next = 0;              // of its segments, the first not yet written
+};
+
+namespace {
+
+struct Busy {
+    explicit Busy(const std::function<void(bool)>& f) : f_(f) { f_(true); }
+    ~Busy() { f_(false); }
+    const std::function<void(bool)>& f_;
+};
+
+} // namespace
+
+std::optional<wire::StreamEnd> StreamWork::run(size_t i, int sock, SendPath path, uint64_t& blocks, uint64_t& bytes,
+                                               std::string& fallback, StreamProgress* sp) {
+    Cursor c{.i = i, .sock = sock, .blocks = blocks, .bytes = bytes, .sp = sp};
+    auto sender = make_block_sender(path, sock, s_.opts.idle_timeout_ms);
+    // Small whole files go through a read buffer (paths/small_file_batch.hpp), except on
+    // read_send, the baseline that stays as it is.
+    std::optional<SmallFileBatch> batch;
+    if (path != SendPath::read_send) batch.emplace(sock);
+    for (;;) {
+        try {
+            if (!send_until_closed(c, *sender, batch)) return std::nullopt; // the transfer stopped
+            break;
+        } catch (const Error& e) {
+            if (s_.opts.retry_for_ms <= 0 || !breaks_connection(e) || s_.stopped() || !c.log.complete()) throw;
+            sender.reset(); // their rings let go of the old socket before its number is reused
+            batch.reset();
+            // Not busy meanwhile: a receiver silent on the control connection for the idle
+            // timeout ends the transfer, and with it the attempts to reopen.
+            reopen(c, e);
+            sender = make_block_sender(path, sock, s_.opts.idle_timeout_ms);
+            if (path != SendPath::read_send) batch.emplace(sock);
+        }
+    }
+    sender->reader().check_unchanged();
+    fallback = sender->fallback();
+    if (batch && !batch->fallback().empty()) fallback += (fallback.empty() ? "" : "; ") + batch->fallback();
+    return wire::StreamEnd{.blocks = c.log.blocks(), .bytes = c.log.bytes()}; // this connection's
+}
+
+// The batch's reads run ahead across work items: what it holds goes out when the queue has
+// nothing ready (the stream may wait for the next manifest page), not at the end of every item.
+bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional<SmallFileBatch>& batch) {
+    for (;;) {
+        if (!c.item || c.next == c.item->segments.size()) {
+            c.item.reset();
+            c.next = 0;
+            // --streams auto may hold this stream back; an empty queue may wait for a page.
+            if (!s_.governor.may_take(c.i) || !(c.item = s_.queue.try_pop())) {
+                if (batch) {
+                    Busy busy(s_.busy);
+                    batch->flush(false);
+                }
+                s_.governor.await_turn(c.i);
+                // Waiting, the stream watches its connection: a break found only at the next
+                // write could come after the receiver has waited out its idle timeout.
+                c.item = s_.queue.pop_checking(std::chrono::milliseconds(250), [&] {
+                    if (s_.opts.retry_for_ms > 0) check_connection(c.sock, static_cast<unsigned>(c.i + 1));
+                });
+                if (!c.item) break;
+            }
+        }
+        Busy busy(s_.busy);
+        if (s_.stopped()) return false;
+        if (s_.cancelled()) throw Error(ErrorCode::cancelled, "transfer cancelled");
+        while (c.next < c.item->segments.size()) {
+            const Segment& seg = c.item->segments[c.next];
+            const bool more = c.next + 1 < c.item->segments.size();
+            s_.limiter.acquire(seg.length);
+            c.log.sent(seg); // before the write: a block cut short is the receiver's to disown
+            ++c.next;
+            ++c.blocks;
+            c.bytes += seg.length;
+            if (batch && SmallFileBatch::fits(seg)) {
+                batch->add(seg);
+            } else {
+                if (batch) batch->flush(true);
+                sender.send(seg, more);
+            }
+            if (c.sp) {
+                c.sp->bytes += seg.length;
+                s_.opts.progress->bytes_done += seg.length;
+                if (seg.offset + seg.length == seg.file->size) s_.opts.progress->files_done += 1;
+            }
+        }
+    }
+    if (batch) batch->flush(false);
+    return true;
+}
+
+// The connection broke (e): a new one for the same index, and what the old one did not
+// deliver, with the rest of the item it was on, back on the queue for any stream.
+void StreamWork::reopen(Cursor& c, const Error& e) {
+    const unsigned index = static_cast<unsigned>(c.i + 1);
+    s_.log.verbose_line("data stream " + std::to_string(index) + " broke (" + e.what() + "): reopening it");
+    const wire::StreamResume whole =
+        reopen_stream(c.sock, index, e.what(), s_.to, s_.opts, s_.hello,
+                      std::chrono::steady_clock::now() + std::chrono::milliseconds(s_.opts.retry_for_ms),
+                      [&] { return s_.stopped() || s_.cancelled(); });
+    const uint64_t lost_blocks = c.log.blocks() - whole.blocks; // after() checks whole against the log
+    WorkItem again{c.log.after(whole, index)};
+    uint64_t lost_bytes = 0;
+    for (const Segment& seg : again.segments) lost_bytes += seg.length;
+    if (c.item)
+        for (size_t k = c.next; k < c.item->segments.size(); ++k) again.segments.push_back(c.item->segments[k]);
+    c.item.reset();
+    c.next = 0;
+    c.blocks -= lost_blocks;
+    c.bytes -= lost_bytes;
+    if (c.sp) {
+        c.sp->bytes -= lost_bytes;
+        s_.opts.progress->bytes_done -= lost_bytes;
+    }
+    ++reopened_;
+    resent_after_break_ += lost_bytes;
+    s_.log.verbose_line("data stream " + std::to_string(index) + " reopened: " + std::to_string(lost_blocks) + " blocks (" +
+                        std::to_string(lost_bytes) + " bytes) it had not delivered go out again on any stream");
+    if (!again.segments.empty()) s_.queue.push(std::move(again));
+}
+
+} // namespace sluice

@@ -1,0 +1,63 @@
+#pragma once
+// What one data stream of the file sender (sender.cpp) does: takes work items from the queue
+// (when --streams auto lets it: stream_governor.hpp), writes their blocks through its send
+// path, and when its connection breaks reopens it and puts back what the old one did not
+// deliver (stream_recovery.hpp). One StreamWork serves every stream thread of a session.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/session/session_log.hpp"
+#include "core/wire/protocol.hpp"
+#include "send/plan/work_queue.hpp"
+#include "send/session/rate_limiter.hpp"
+#include "send/session/stream_governor.hpp"
+#include "sluice/sluice.hpp"
+
+namespace sluice {
+
+class BlockSender;
+class SmallFileBatch;
+class StreamLog;
+
+class StreamWork {
+public:
+    // The session's parts the streams share (all outlive the StreamWork).
+    struct Session {
+        WorkQueue& queue;
+        StreamGovernor& governor;
+        RateLimiter& limiter;
+        SessionLog& log;
+        const SendOptions& opts;
+        const Endpoint& to;
+        const wire::ClientHello& hello;
+        // on: a stream took work (the receiver owes nothing on the control connection while
+        // one has some); off: it is done with it.
+        std::function<void(bool on)> busy;
+        std::function<bool()> stopped;   // the transfer failed
+        std::function<bool()> cancelled; // SendOptions::cancel
+    };
+    explicit StreamWork(Session s) : s_(std::move(s)) {}
+
+    // Runs stream i (socket sock) until the queue closes and returns what its last connection
+    // carried (its STREAM_END), or nullopt if the transfer stopped. blocks and bytes count
+    // what the stream delivered over all its connections; fallback says a slower path.
+    std::optional<wire::StreamEnd> run(size_t i, int sock, SendPath path, uint64_t& blocks, uint64_t& bytes,
+                                       std::string& fallback, StreamProgress* sp);
+
+    unsigned reopened() const { return reopened_.load(); }
+    uint64_t resent_after_break() const { return resent_after_break_.load(); }
+
+private:
+    struct Cursor; // one stream's place: its log, the item it is on, its counts
+    bool send_until_closed(Cursor& c, BlockSender& sender, std::optional<SmallFileBatch>& batch);
+    void reopen(Cursor& c, const Error& e);
+
+    Session s_;
+    std::atomic<unsigned> reopened_{0};           // stream connections reopened
+    std::atomic<uint64_t> resent_after_break_{0}; // bytes they had not delivered
+};
+
+} // namespace sluice
