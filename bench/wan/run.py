@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peers  # noqa: E402
 import wan  # noqa: E402
 
 PORT = 7016
@@ -151,8 +152,12 @@ def run_matrix(a):
                             try:
                                 if tool == "iperf3" and n == "auto":
                                     continue  # iperf3 has no automatic stream count
-                                res = run_sluice(w, a, cc, n, token_file) if tool == "sluice" else \
-                                    run_iperf3(w, a, cc, int(n))
+                                if tool in ("tarnc", "rsync", "wdt"):
+                                    if n == "auto" or (res := peers.run_peer(w, a, tool, cc, int(n))) is None:
+                                        continue
+                                else:
+                                    res = run_sluice(w, a, cc, n, token_file) if tool == "sluice" else \
+                                        run_iperf3(w, a, cc, int(n))
                             except (RuntimeError, subprocess.TimeoutExpired, KeyError, ValueError) as e:
                                 res = {"error": str(e)[-300:]}
                             c1 = w.counters()["ab"]
@@ -211,8 +216,18 @@ def report(a):
             got[1].get("goodput_mbit") and got[3].get("goodput_mbit") else None
         print(f"| {k[0]:g} | {k[1]:g} | {k[2]} | " + " | ".join(gp) + f" | {rt} | {cpu} | " +
               (str(sum(drops)) if drops else "n/a") + f" | {fmt(ratio, 2)} |")
+    peer_rows = [r for r in cells.values() if r["tool"] not in ("sluice", "iperf3")]
+    if peer_rows:
+        print("\n| RTT ms | loss % | streams | peer | cc | goodput Mbit/s | sluice same cc, same streams |")
+        print("|---|---|---|---|---|---|---|")
+        for r in sorted(peer_rows, key=lambda r: (r["rtt_ms"], r["loss_pct"], stream_key(r["streams"]), r["tool"], r["cc"])):
+            s = cells.get((r["rtt_ms"], r["loss_pct"], r["streams"], "sluice", r["cc"]))
+            gp = fmt(r.get("goodput_mbit"), 1) + ("" if r.get("complete") else "*") if "goodput_mbit" in r else "error"
+            sg = fmt(s.get("goodput_mbit"), 1) + ("" if s.get("complete") else "*") if s and "goodput_mbit" in s else "-"
+            print(f"| {r['rtt_ms']:g} | {r['loss_pct']:g} | {r['streams']} | {r['tool']} | {r['cc']} | {gp} | {sg} |")
     if a.plot:
-        plot(list(cells.values()), a.plot, order, f" ({a.title})" if a.title else "")
+        plot([r for r in cells.values() if r["tool"] in ("sluice", "iperf3")], a.plot, order,
+             f" ({a.title})" if a.title else "")
 
 
 def plot(rows, path, order, a_title=""):
@@ -256,7 +271,7 @@ def main():
     ap.add_argument("--losses", default="0,1,5")
     ap.add_argument("--streams", default="1,4,8,16")
     ap.add_argument("--cc", default="cubic,bbr")
-    ap.add_argument("--tools", default="sluice,iperf3")
+    ap.add_argument("--tools", default="sluice,iperf3", help="also: tarnc, rsync, wdt (bench/wan/peers.py)")
     ap.add_argument("--rate", type=float, default=600.0, help="tbf ceiling, Mbit/s (1000 overloads the delay line here)")
     ap.add_argument("--seconds", type=float, default=15.0, help="time bound of one sluice run")
     ap.add_argument("--iperf-seconds", type=int, default=8)

@@ -1,15 +1,18 @@
 """A TCP proxy that flips one byte, once, in the first connection that carries more than
-`at` bytes towards the receiver (or, with cut=True, closes that connection there instead):
-a faulty network stage for integrity and failure tests."""
+`at` bytes towards the receiver (or, with cut=True, closes that connection there instead,
+and with reset=True as well, resets both of its sides: SO_LINGER 0): a faulty network stage
+for integrity and failure tests."""
 import socket
+import struct
 import threading
 
 
 class CorruptingProxy:
-    def __init__(self, upstream_port, at=500_000, cut=False):
+    def __init__(self, upstream_port, at=500_000, cut=False, reset=False):
         self.upstream = ("127.0.0.1", upstream_port)
         self.at = at
-        self.cut = cut
+        self.cut = cut or reset
+        self.reset = reset
         self.flipped = False
         self.lock = threading.Lock()
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -22,7 +25,11 @@ class CorruptingProxy:
                 down, _ = self.listener.accept()
             except OSError:
                 return
-            up = socket.create_connection(self.upstream)
+            try:
+                up = socket.create_connection(self.upstream)
+            except OSError:  # the receiver is gone: so is this connection
+                down.close()
+                continue
             threading.Thread(target=self._pump, args=(down, up, True), daemon=True).start()
             threading.Thread(target=self._pump, args=(up, down, False), daemon=True).start()
 
@@ -37,6 +44,9 @@ class CorruptingProxy:
                             i = self.at - seen
                             if self.cut:
                                 dst.sendall(chunk[:i])
+                                if self.reset:
+                                    for s in (src, dst):
+                                        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                                 break
                             chunk = chunk[:i] + bytes([chunk[i] ^ 0xFF]) + chunk[i + 1:]
                 seen += len(chunk)
@@ -46,9 +56,14 @@ class CorruptingProxy:
         finally:
             for s in (src, dst):
                 try:
+                    # Also wakes the other direction's thread blocked in recv, so that with
+                    # reset the close is the last reference and sends the RST.
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+            if self.reset:
+                src.close()
+                dst.close()
 
     def close(self):
         self.listener.close()
