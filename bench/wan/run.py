@@ -103,7 +103,11 @@ def run_sluice(w, a, cc, streams, token_file):
                 "retrans_bytes": s["bytes_retrans"], "cpu_s": s["cpu_user_s"] + s["cpu_sys_s"] +
                 r.get("cpu_user_s", 0) + r.get("cpu_sys_s", 0), "cc_seen": s["congestion_control"],
                 "window_limits": s["window_limits"] + r.get("window_limits", []),
-                "streams_used": s.get("streams_used"), "streams_choice": s.get("streams_choice", "")}
+                "streams_used": s.get("streams_used"), "streams_choice": s.get("streams_choice", ""),
+                # where the streams' time went (TCP_INFO): held by the receiver's window, by the send buffer
+                "busy_us": sum(t["busy_us"] for t in s["tcp_streams"]),
+                "rwnd_limited_us": sum(t["rwnd_limited_us"] for t in s["tcp_streams"]),
+                "sndbuf_limited_us": sum(t["sndbuf_limited_us"] for t in s["tcp_streams"])}
     finally:
         for p in (send, recv):
             if p and p.poll() is None:
