@@ -105,6 +105,8 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     cancel: a CancelFlag; set() it from any thread to stop (raises sluice.Cancelled).
     cc: TCP congestion control of every connection ("bbr", "cubic"; None: the system's); a
     name the kernel lacks raises UsageError listing the available ones.
+    streams: an int, or "auto" (open 16, use as many as the link rewards; the stats'
+    streams_used and streams_choice say how many and why).
     An exception raised by progress or log, or Ctrl-C, cancels the transfer and is re-raised.
     """
     if isinstance(paths, (str, bytes, os.PathLike)):
