@@ -16,8 +16,10 @@ namespace sluice {
 inline constexpr unsigned kParallelOpens = 8;
 
 // Runs open(i) for i = 1..count with up to `width` of them at once and returns the streams
-// in index order. If any open throws, no new one starts and, once all threads have
-// returned, the error of the lowest failing index is thrown (the streams opened are closed).
+// in index order. A stream whose connection was reset during its open is opened again,
+// once, after the others and alone. If any other open throws, no new one starts and, once
+// all threads have returned, the error of the lowest failing index is thrown (the streams
+// opened are closed).
 std::vector<UniqueFd> open_streams(unsigned count, unsigned width, const std::function<UniqueFd(unsigned)>& open);
 
 } // namespace sluice
