@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """OUT/plot.png from OUT/results.json of bench/cost-vs-size/run.py: files/s, CPU s/GB per side
 and peak RSS per side against the set's size (file count, log scale), one line per tool. A flat
-line is the goal (issue 19).  Usage: /usr/bin/python3 bench/cost-vs-size/plot.py OUT"""
+line is the goal (issue 19).  Usage: /usr/bin/python3 bench/cost-vs-size/plot.py OUT [MORE_OUT...]
+(runs split over several calls, one per tool or scale: their rows are plotted together into OUT)"""
 import json
 import os
 import sys
@@ -13,13 +14,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
     out = sys.argv[1]
     with open(os.path.join(out, "results.json")) as f:
         res = json.load(f)
     rows = [r for r in res["summary"] if r["ok_runs"]]
+    for more in sys.argv[2:]:
+        with open(os.path.join(more, "results.json")) as f:
+            rows += [r for r in json.load(f)["summary"] if r["ok_runs"]]
     tools = list(dict.fromkeys(r["tool"] for r in rows))
     fig, ax = plt.subplots(1, 3, figsize=(17, 4.6))
     for i, t in enumerate(tools):

@@ -37,7 +37,7 @@ import measure  # noqa: E402
 import verify  # noqa: E402
 
 TIME = shutil.which("time", path="/usr/bin:/bin")
-SET = "minor"
+SET = "minor"  # --set changes it: the full-size figures of the other wdt-report sets (issue 19)
 
 
 def log(msg):
@@ -93,7 +93,7 @@ def data_for(a, scale):
     with open(os.path.join(root, "manifests", f"{SET}.json")) as f:
         manifest = json.load(f)
     t = time.monotonic()
-    problems = verify.compare(manifest, root)
+    problems = verify.compare(manifest, root) if a.check_source else []
     if problems:
         raise SystemExit(f"cost-vs-size: {root}/{SET} differs from its manifest: {problems[0]}")
     log(f"scale {scale}: {manifest['count']:,} files, {manifest['bytes'] / 1e9:.2f} GB, checked in "
@@ -205,7 +205,7 @@ def summarize(runs):
 
 
 def markdown(results):
-    lines = [f"# Cost against size, minor set, {results['meta']['date']}", "",
+    lines = [f"# Cost against size, {SET} set, {results['meta']['date']}", "",
              "Cold cache, loopback, fresh receive directory per run, medians of "
              f"{results['meta']['runs']} run(s). CPU s/GB per side: user + system of that side (GNU time); "
              "machine: /proc/stat busy time over the transfer. RSS: peak of each side's process.", "",
@@ -234,7 +234,13 @@ def main():
     ap.add_argument("--rx", default="/work/data/cost-vs-size-rx", help="receive directories' parent (TOPDIR)")
     ap.add_argument("--no-verify", dest="verify", action="store_false", help="skip the received-tree check")
     ap.add_argument("--out", default="")
+    ap.add_argument("--set", default="minor", choices=["minor", "small", "large", "mixed"],
+                    help="the wdt-report set to move (default minor)")
+    ap.add_argument("--no-check-source", dest="check_source", action="store_false",
+                    help="skip the source check (a call after the first on the same tree: it reads the whole set)")
     a = ap.parse_args()
+    global SET
+    SET = a.set
     if not TIME:
         raise SystemExit("cost-vs-size: needs GNU time (/usr/bin/time; Debian package 'time')")
     a.data_for = dict(x.split("=", 1) for x in a.data_for)
@@ -257,7 +263,7 @@ def main():
         log("WDT not found (bench/peers/wdt-build.sh builds it): skipping wdt")
         tools.remove("wdt")
     results = {"meta": {"date": datetime.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv),
-                        "runs": a.runs, "tools": tools, "scales": a.scales.split(","), "kernel": os.uname().release},
+                        "runs": a.runs, "set": SET, "tools": tools, "scales": a.scales.split(","), "kernel": os.uname().release},
                "runs": []}
     try:
         for scale in a.scales.split(","):

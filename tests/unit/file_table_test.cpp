@@ -138,3 +138,27 @@ TEST_CASE("the default limit is a share of this host's memory, at least 256 MiB"
     CHECK(FileTable::default_max_bytes() >= 256ull << 20);
     CHECK(FileTable(1).max_bytes() == FileTable::default_max_bytes());
 }
+
+TEST_CASE("a completed file gives back its names, ranges and checksums") {
+    FileTable t(10, 1ull << 30);
+    wire::ManifestEntry e = file(0, 3000);
+    e.path = std::string(40, 'p') + "/" + std::string(40, 'n'); // heap-held parent, name and temp
+    RecvFile& f = t.append(std::move(e));
+    t.publish();
+    CHECK_FALSE(t.mark_verified(f, 2000, 1000)); // a gap: the range list grows on the heap
+    t.record_checksum(f, 2000, 1000, 7);
+    const uint64_t held = t.bytes();
+    CHECK(t.mark_verified(f, 0, 2000));
+    t.set_complete(f);
+    CHECK(t.is_complete(f));
+    CHECK(f.parent.empty());
+    CHECK(f.name.empty());
+    CHECK(f.temp.empty());
+    CHECK(f.verified.capacity() == 0);
+    CHECK(f.sums.capacity() == 0);
+    CHECK(f.entry.path.size() == 81); // the entry stays: messages and the end checks use it
+    CHECK(f.verified_bytes == 3000);
+    // What is left is counted as such: the slot and the path.
+    CHECK(t.bytes() == FileTable::entry_bytes(f));
+    CHECK(t.bytes() < held);
+}

@@ -141,6 +141,22 @@ bool FileTable::is_complete(RecvFile& f) {
 void FileTable::set_complete(RecvFile& f) {
     std::lock_guard lk(lock_for(f));
     f.complete = true;
+    release(f);
+}
+
+// A file in place needs only its entry from here on (the checks at the end, stats, a later
+// entry naming it): its names, ranges and checksums are freed and uncounted, so that what a
+// completed file holds is its slot, its path and its index node (issue 19: the receiver's
+// memory against the file count). Nothing reads them after completion: the streams and
+// the finishing steps use them only for files not yet complete.
+void FileTable::release(RecvFile& f) {
+    const uint64_t before = entry_bytes(f) + f.verified.capacity() * sizeof f.verified[0] + f.sums.capacity() * sizeof f.sums[0];
+    std::string().swap(f.parent);
+    std::string().swap(f.name);
+    std::string().swap(f.temp);
+    decltype(f.verified)().swap(f.verified);
+    decltype(f.sums)().swap(f.sums);
+    bytes_.fetch_sub(before - entry_bytes(f), std::memory_order_relaxed);
 }
 
 } // namespace sluice

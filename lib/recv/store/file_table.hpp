@@ -72,12 +72,15 @@ public:
     bool mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const std::function<void(bool first)>& on_partial = {});
     void record_checksum(RecvFile& f, uint64_t offset, uint64_t len, uint64_t checksum);
     bool is_complete(RecvFile& f);
+    // Marks f in place and frees what it no longer needs: parent, name, temp, verified and
+    // sums are empty afterwards (entry stays).
     void set_complete(RecvFile& f);
 
 private:
     static constexpr uint64_t kSlab = 4096;
     // Adds n bytes to what the table holds; throws protocol Error naming the limit past it.
     void charge(uint64_t n, const RecvFile& f, const char* what);
+    void release(RecvFile& f); // under f's lock
     RecvFile& slot(uint64_t id) { return slabs_[id / kSlab][id % kSlab]; }
     std::mutex& lock_for(const RecvFile& f) { return stripes_[f.entry.file_id % stripes_.size()]; }
 
