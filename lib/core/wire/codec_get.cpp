@@ -8,13 +8,14 @@
 
 #include "core/wire/byte_io.hpp"
 #include "core/wire/codec_detail.hpp"
-#include "sluice/printable.hpp"
 
 namespace sluice::wire {
 
 using detail::bad;
 using detail::begin_frame;
+using detail::checked_message;
 using detail::end_frame;
+using detail::put_message;
 
 namespace {
 
@@ -34,18 +35,6 @@ std::string short_string(ByteReader& r, size_t limit, const char* what) {
 void put_short_string(ByteWriter& w, const std::string& s) {
     w.u16(static_cast<uint16_t>(s.size()));
     w.bytes(s);
-}
-
-std::string message_of(ByteReader& r, const char* what) {
-    uint32_t n = r.u32();
-    if (n > kMaxMessageBytes) bad(std::string(what) + ": message of " + std::to_string(n) + " bytes exceeds the limit");
-    return printable(r.string(n)); // the peer's words, only ever shown to a person
-}
-
-void put_message(ByteWriter& w, const std::string& m) {
-    std::string_view v(m.data(), std::min<size_t>(m.size(), kMaxMessageBytes));
-    w.u32(static_cast<uint32_t>(v.size()));
-    w.bytes(v);
 }
 
 const char* type_name(uint8_t t) {
@@ -175,7 +164,7 @@ GetReply decode_get_reply(Span in) {
     read_array(r, p.mac);
     p.files = r.u64();
     p.bytes = r.u64();
-    p.message = message_of(r, "GET_REPLY");
+    p.message = checked_message(r, "GET_REPLY");
     r.expect_end();
     return p;
 }
@@ -192,7 +181,7 @@ GetDone decode_get_done(Span in) {
     ByteReader r(in, "GET_DONE");
     GetDone d;
     d.status = r.u32();
-    d.message = message_of(r, "GET_DONE");
+    d.message = checked_message(r, "GET_DONE");
     r.expect_end();
     return d;
 }
