@@ -16,19 +16,25 @@
 
 namespace sluice::cli {
 
-const char* const kServeHelp = R"(usage: sluice serve DIR [--http PORT] [options]
+const char* const kServeHelp = R"(usage: sluice serve DIR [--http PORT] [--port PORT] [options]
 
 Serves DIR to many clients over HTTP/1.1 (curl, wget -c, aria2c, browsers, fsspec): GET and
 HEAD, one byte range per request, ETag/Last-Modified with 304s, keep-alive and pipelining,
 directory listings (HTML, or JSON with ?format=json or Accept: application/json), and
 /_stats (JSON counters). Nothing outside DIR is served. Uploads are not accepted yet (405).
-Prints the URL on the first line of stdout; SIGTERM or SIGINT drains and exits 0.
+With --port, also serves `sluice get` over sluice's protocol on PORT (N streams, checksums,
+resume; the server connects back to the client's address to send).
+Prints the URL on the first line of stdout (with --port, the sluice:// URL on the second);
+SIGTERM or SIGINT drains and exits 0.
 Reads need a token ("Authorization: Bearer TOKEN" or ?token=TOKEN) unless --public. The
 token comes from --token-file, --token or SLUICE_TOKEN; if none gives one, a random token is
 made and printed in the URL.
 
 options:
   --http PORT            HTTP port (default: one chosen by the system)
+  --port PORT            serve `sluice get` on PORT (0: one chosen by the system)
+  --max-gets N           get sessions sending at once; more are refused as busy (default 64)
+  --get-rate-limit SIZE  bytes per second of each get session, e.g. 100M (default: unlimited)
   --bind ADDR            address to listen on (default: all)
   --host NAME            host name to print in the URL (default: ADDR, else localhost)
   --threads N            ring threads (default: the online CPUs)
@@ -62,7 +68,7 @@ std::string random_token() {
 
 int cmd_serve(int argc, char** argv) {
     Args a(argc, argv,
-           {"--http", "--bind", "--host", "--threads", "--token", "--token-file", "--max-connections", "--request-timeout",
+           {"--http", "--port", "--max-gets", "--get-rate-limit", "--bind", "--host", "--threads", "--token", "--token-file", "--max-connections", "--request-timeout",
             "--idle-timeout", "--send-timeout"},
            {"--public", "--json", "--verbose", "-v", "--help", "-h"});
     if (a.flag("--help") || a.flag("-h")) {
@@ -74,6 +80,12 @@ int cmd_serve(int argc, char** argv) {
     o.http_port = static_cast<uint16_t>(a.uint_value("--http", 0, 0, 65535));
     if (auto v = a.value("--bind")) o.bind_address = *v;
     o.threads = a.uint_value("--threads", 0, 1, 256);
+    if (a.value("--port")) {
+        o.get_sessions = true;
+        o.port = static_cast<uint16_t>(a.uint_value("--port", 0, 0, 65535));
+    }
+    o.max_get_sessions = a.uint_value("--max-gets", 64, 1, 4096);
+    if (auto v = a.value("--get-rate-limit")) o.get_rate_limit = parse_size(*v, "--get-rate-limit");
     o.public_reads = a.flag("--public");
     o.max_connections = a.uint_value("--max-connections", 16384, 1, 4'000'000);
     o.request_timeout_ms = static_cast<int>(a.uint_value("--request-timeout", 10, 1, 86400)) * 1000;
@@ -101,6 +113,9 @@ int cmd_serve(int argc, char** argv) {
     std::string host = a.value("--host").value_or(o.bind_address.empty() ? "localhost" : o.bind_address);
     if (host.find(':') != std::string::npos) host = "[" + host + "]";
     std::cout << "http://" << host << ":" << server.port() << "/" << (show_token ? "?token=" + o.token : "") << std::endl;
+    if (o.get_sessions)
+        std::cout << "sluice://" << host << ":" << server.get_port() << "/" << (show_token ? "?token=" + o.token : "")
+                  << std::endl;
     if (o.verbose) std::cerr << "sluice: " << (o.public_reads ? "public reads" : "a token is required") << "\n";
     std::atomic<bool> done{false};
     std::thread signals([&] {

@@ -20,6 +20,7 @@ commands:
   recv DIR                      receive one transfer into DIR (prints the sluice:// line to give the sender)
   send PATH... sluice://...     send files and directories to a receiver
   serve DIR --http PORT         serve DIR to many clients over HTTP/1.1 until SIGTERM
+  get sluice://HOST:PORT/PATH DEST  fetch a file or tree from `sluice serve --port`
   trace [--json] -- COMMAND...  count copies, syscalls and CPU per stage of a command (eBPF)
 
 `sluice COMMAND --help` describes each. Exit status: 0 success, 2 usage, 3 authentication,
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
         if (cmd == "send") return sluice::cli::cmd_send(argc - 2, argv + 2);
         if (cmd == "recv") return sluice::cli::cmd_recv(argc - 2, argv + 2);
         if (cmd == "serve") return sluice::cli::cmd_serve(argc - 2, argv + 2);
+        if (cmd == "get") return sluice::cli::cmd_get(argc - 2, argv + 2);
         if (cmd == "trace") {
 #ifdef SLUICE_HAVE_TRACE
             return sluice_trace_main(argc - 1, argv + 1);
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
             return 1;
 #endif
         }
-        throw sluice::Error(sluice::ErrorCode::usage, "unknown command '" + cmd + "' (expected send, recv, serve or trace)");
+        throw sluice::Error(sluice::ErrorCode::usage, "unknown command '" + cmd + "' (expected send, recv, serve, get or trace)");
     } catch (const sluice::Error& e) {
         // what() is already printable (sluice::Error escapes its message); printing through it
         // again costs nothing and keeps this the one place every error line passes.

@@ -16,6 +16,7 @@
 #include "serve/engine/cold_reads.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/engine/worker.hpp"
+#include "serve/get/get_port.hpp"
 
 namespace sluice {
 
@@ -23,6 +24,7 @@ struct Server::Impl {
     serve::Shared sh;
     std::vector<UniqueFd> listen_fds;
     uint16_t port = 0;
+    std::unique_ptr<serve::GetPort> get_port; // with get_sessions only
     std::atomic<bool> ran{false};
 };
 
@@ -49,6 +51,10 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
         sh.counters.push_back(std::make_unique<serve::Counters>());
         sh.wakes.push_back(std::make_unique<serve::WakeQueue>());
     }
+    if (sh.opt.get_sessions) {
+        if (sh.opt.max_get_sessions == 0) throw Error(ErrorCode::usage, "max_get_sessions must be at least 1");
+        impl_->get_port = std::make_unique<serve::GetPort>(sh);
+    }
     const int err = serve::probe_cachestat();
     sh.cold_check = err == 0;
     sh.cold_check_text = err == 0 ? "cachestat: ranges not in the page cache are read by a pool of " +
@@ -64,6 +70,8 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
 Server::~Server() = default;
 
 uint16_t Server::port() const { return impl_->port; }
+
+uint16_t Server::get_port() const { return impl_->get_port ? impl_->get_port->port() : 0; }
 
 void Server::run() {
     if (impl_->ran.exchange(true)) throw Error(ErrorCode::usage, "Server::run: already run");
@@ -83,6 +91,19 @@ void Server::run() {
                     if (!first) first = std::current_exception();
                 }
                 stop(); // one thread failed: the others drain and end
+            }
+        });
+    }
+    if (impl_->get_port) {
+        threads.emplace_back([&] {
+            try {
+                impl_->get_port->run();
+            } catch (...) {
+                {
+                    std::lock_guard lock(err_mu);
+                    if (!first) first = std::current_exception();
+                }
+                stop();
             }
         });
     }

@@ -13,6 +13,7 @@ PYBIND11_MODULE(_sluice, m) {
     sluice::python::bind_send(m);
     sluice::python::bind_receiver(m);
     sluice::python::bind_send_fds(m);
+    sluice::python::bind_serve(m);
     m.def("parse_size",
           [](const std::string& text, const std::string& option) { return sluice::parse_size(text, option.c_str()); });
     m.def("check_url", [](const std::string& url) { (void)sluice::parse_url(url); });

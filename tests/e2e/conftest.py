@@ -17,6 +17,13 @@ def free_port():
         return s.getsockname()[1]
 
 
+def kill_process(proc):
+    """Kills a background sluice (if it still runs) and reaps it: every fixture's teardown."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
 class Receiver:
     """`sluice recv` in the background; .url is the line it printed."""
 
@@ -34,9 +41,7 @@ class Receiver:
         return self.proc.returncode, out, err
 
     def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
+        kill_process(self.proc)
 
 
 @pytest.fixture

@@ -5,11 +5,12 @@ import signal
 import socket
 import subprocess
 
-from conftest import SLUICE
+from conftest import SLUICE, kill_process
 
 
 class Server:
-    """`sluice serve DIR` in the background on 127.0.0.1; .base is the URL it printed."""
+    """`sluice serve DIR` in the background on 127.0.0.1; .base is the URL it printed, and
+    .sluice_base the sluice:// URL (get sessions) when --port is among args."""
 
     def __init__(self, root, *args, token="testtoken", public=False):
         cmd = [SLUICE, "serve", str(root), "--http", "0", "--bind", "127.0.0.1", "--threads", "2"]
@@ -25,6 +26,11 @@ class Server:
         assert line.startswith("http://127.0.0.1:"), self.proc.stderr.read()
         self.base = line.split("?")[0]
         self.port = int(self.base.rsplit(":", 1)[1].rstrip("/"))
+        self.sluice_base = None
+        if "--port" in args:
+            line = self.proc.stdout.readline().strip()
+            assert line.startswith("sluice://127.0.0.1:"), self.proc.stderr.read()
+            self.sluice_base = line.split("?")[0]
 
     def url(self, path, token=True):
         sep = "&" if "?" in path else "?"
@@ -37,9 +43,7 @@ class Server:
         return self.proc.returncode, out, err
 
     def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.communicate()
+        kill_process(self.proc)
 
 
 def connect(port, timeout=30):

@@ -17,16 +17,7 @@ using detail::bad;
 using detail::begin_frame;
 using detail::end_frame;
 
-namespace {
-
-std::string checked_message(ByteReader& r, const char* what) {
-    uint32_t n = r.u32();
-    if (n > kMaxMessageBytes) bad(std::string(what) + ": message of " + std::to_string(n) + " bytes exceeds the limit");
-    // The peer's own words, only ever shown to a person: escaped as they enter.
-    return printable(r.string(n));
-}
-
-} // namespace
+using detail::checked_message;
 
 const char* frame_type_name(uint8_t type) {
     switch (static_cast<FrameType>(type)) {

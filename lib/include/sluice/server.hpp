@@ -15,6 +15,10 @@
 // Bodies go from the page cache to the socket with sendfile (no user-space copy); parts of a
 // file not in the page cache are read in by a small pool of threads, never on a ring's thread.
 // Nothing outside the directory is served. Uploads are not served yet (405).
+// With get_sessions, a second port speaks sluice's protocol to `sluice get` / sluice::get()
+// (sluice/get.hpp): the file or tree is sent as a transfer with N streams, checksums and
+// resume, by the public send() on a thread per session (not on the rings yet), to a receiver
+// the client listens with; the server connects to it at the address the request came from.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -38,6 +42,11 @@ struct ServeOptions {
     int send_timeout_ms = 60000;      // a response that makes no progress (a client not reading)
     int drain_timeout_ms = 10000;     // after stop(): responses in flight get this long
     unsigned cold_read_threads = 2;   // the pool that reads parts not in the page cache
+    bool get_sessions = false;        // listen on `port` for sluice-protocol get sessions
+    uint16_t port = 0;                // that port; 0: one chosen by the system (get_port() says which)
+    unsigned max_get_sessions = 64;   // get sessions sending at once; more are refused (busy)
+    uint64_t max_get_files = 16384;   // files one get session may send (each is held open)
+    uint64_t get_rate_limit = 0;      // bytes per second of each get session; 0 = unlimited
     bool verbose = false;
     LogFn log; // one line per event worth a line (start-up, paths chosen); default: dropped
 };
@@ -52,6 +61,10 @@ struct ServeStats {
     uint64_t bytes_sent = 0;      // heads and bodies
     uint64_t body_bytes_sent = 0; // of which bodies
     uint64_t cold_reads = 0;      // ranges read in by the cold-read pool before sending
+    uint64_t get_sessions = 0;        // accepted get sessions (sluice protocol)
+    uint64_t get_sessions_open = 0;   // sending now
+    uint64_t get_sessions_failed = 0; // refused (token, path, busy, bad request) or ended in an error
+    uint64_t get_bytes_sent = 0;      // file bytes sent by finished get sessions
     unsigned threads = 0;
     std::string recv_path;  // "multishot recv, provided buffers" or the slower path and why
     std::string accept_path;
@@ -70,6 +83,8 @@ public:
     Server& operator=(const Server&) = delete;
 
     SLUICE_EXPORT uint16_t port() const;
+    // The sluice-protocol port of get sessions; 0 when get_sessions is off.
+    SLUICE_EXPORT uint16_t get_port() const;
     // Serves until stop(); then stops accepting, lets responses in flight finish (up to
     // drain_timeout_ms), closes every connection and returns. Throws if a thread failed.
     SLUICE_EXPORT void run();

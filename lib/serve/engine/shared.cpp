@@ -48,6 +48,10 @@ ServeStats Shared::snapshot() {
         s.body_bytes_sent += r(c->body_bytes);
         s.cold_reads += r(c->cold_reads);
     }
+    s.get_sessions = get_sessions.load();
+    s.get_sessions_open = get_open.load();
+    s.get_sessions_failed = get_failed.load();
+    s.get_bytes_sent = get_bytes.load();
     s.threads = static_cast<unsigned>(counters.size());
     std::lock_guard lock(paths_mu);
     s.recv_path = recv_path;
@@ -81,6 +85,10 @@ std::string ServeStats::to_json() const {
     num("bytes_sent", bytes_sent);
     num("body_bytes_sent", body_bytes_sent);
     num("cold_reads", cold_reads);
+    num("get_sessions", get_sessions);
+    num("get_sessions_open", get_sessions_open);
+    num("get_sessions_failed", get_sessions_failed);
+    num("get_bytes_sent", get_bytes_sent);
     num("threads", threads);
     str("recv_path", recv_path);
     str("accept_path", accept_path);

@@ -56,6 +56,8 @@ struct Shared {
     std::vector<std::unique_ptr<WakeQueue>> wakes;
     std::unique_ptr<ColdReads> cold;
     std::atomic<bool> stopping{false};
+    // Get sessions (serve/get/): written by their threads, read by snapshot().
+    std::atomic<uint64_t> get_sessions{0}, get_open{0}, get_failed{0}, get_bytes{0};
     // Which paths ran, as the first thread found them (the same kernel for all).
     std::mutex paths_mu;
     std::string recv_path, accept_path, cold_check_text, ring_mode;

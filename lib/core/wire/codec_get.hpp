@@ -1,0 +1,71 @@
+#pragma once
+// Get sessions (issue 15): a client asks `sluice serve` for a file or tree over sluice's
+// protocol. Four frames on one TCP connection to the server's sluice port, types 0x60-0x63
+// (docs/protocol.md, "Get sessions"). After GET_REPLY says yes, the server sends the data as
+// an ordinary transfer (handshake, MANIFEST, BLOCKs on N streams, resume, checksums) to the
+// receiver the client started, and ends this connection with GET_DONE.
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "core/wire/codec.hpp"
+#include "core/wire/protocol.hpp"
+
+namespace sluice::wire {
+
+inline constexpr uint8_t kGetHello = 0x60;   // server -> client: version, features, nonce
+inline constexpr uint8_t kGetRequest = 0x61; // client -> server: what to send, where, MAC
+inline constexpr uint8_t kGetReply = 0x62;   // server -> client: yes or why not, server's MAC
+inline constexpr uint8_t kGetDone = 0x63;    // server -> client: how the transfer ended
+inline constexpr uint32_t kMaxGetPayload = 16384;
+inline constexpr uint16_t kFeatureGetSessions = 1u << 5; // the brief's bit 5 (both hellos)
+inline constexpr size_t kMaxReceiverTokenBytes = 128;
+
+struct GetHello {
+    uint16_t version = kVersion;
+    uint16_t features = kFeatureGetSessions;
+    bool token_required = true; // false: a --public server, no MACs either way
+    std::array<unsigned char, kNonceBytes> nonce{};
+};
+
+struct GetRequest {
+    uint16_t version = kVersion;
+    uint8_t features = static_cast<uint8_t>(kFeatureGetSessions);
+    uint16_t streams = 0;    // data streams the server should open (1..kMaxStreams)
+    uint16_t reply_port = 0; // the client's receiver listens here, at the address it connected from
+    std::array<unsigned char, kNonceBytes> nonce{};
+    std::string receiver_token; // admits the server's sender to that receiver
+    std::string path;           // relative to the served directory; empty: all of it
+    std::array<unsigned char, kMacBytes> mac{}; // HMAC of the server's token (zeros when the server is public)
+};
+
+enum class GetStatus : uint8_t { ok = 0, bad_token = 1, not_found = 2, busy = 3, bad_request = 4, missing_feature = 5 };
+const char* get_status_text(GetStatus s);
+
+struct GetReply {
+    GetStatus status = GetStatus::ok;
+    std::array<unsigned char, kMacBytes> mac{}; // proves the server holds the token (zeros when public)
+    uint64_t files = 0, bytes = 0;              // what will be sent (ok only)
+    std::string message;
+};
+
+struct GetDone {
+    uint32_t status = 0; // 0: the receiver verified everything
+    std::string message;
+};
+
+void encode_get_hello(Bytes& out, const GetHello& h);
+void encode_get_request(Bytes& out, const GetRequest& r);
+void encode_get_reply(Bytes& out, const GetReply& r);
+void encode_get_done(Bytes& out, const GetDone& d);
+GetHello decode_get_hello(Span payload);
+GetRequest decode_get_request(Span payload);
+GetReply decode_get_reply(Span payload);
+GetDone decode_get_done(Span payload);
+// The part of an encoded GET_REQUEST frame (header included) its MAC covers.
+Span get_request_signed_part(Span encoded_frame);
+
+// Checks a get frame's 8-byte header: the expected type, no flags, at most kMaxGetPayload.
+uint32_t decode_get_frame_header(Span header, uint8_t expected_type);
+
+} // namespace sluice::wire

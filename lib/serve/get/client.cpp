@@ -1,0 +1,173 @@
+// sluice::get() (sluice/get.hpp): the client side of a get session. A Receiver listens on an
+// ephemeral port with a one-time token; the request tells the server that port and token;
+// the server's send() connects back and the Receiver verifies and stores as `sluice recv`
+// does (resume included: its journal is keyed by the destination's temporary names). A
+// thread waits on the request connection for GET_DONE, so a server-side failure (or the
+// server vanishing) cancels the Receiver instead of leaving it to its idle timeout.
+#include "sluice/get.hpp"
+
+#include <sys/socket.h>
+
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "core/io/socket.hpp"
+#include "core/wire/auth.hpp"
+#include "core/wire/codec_get.hpp"
+
+namespace sluice {
+
+namespace {
+
+using wire::GetStatus;
+
+template <typename T, typename Decode>
+T read_get_frame(int fd, uint8_t type, const char* what, Decode decode) {
+    unsigned char h[wire::kFrameHeaderBytes];
+    recv_exact(fd, h, what);
+    wire::Bytes payload(wire::decode_get_frame_header(h, type));
+    recv_exact(fd, payload, what);
+    return decode(wire::Span(payload));
+}
+
+ErrorCode code_of(GetStatus s) {
+    switch (s) {
+    case GetStatus::bad_token: return ErrorCode::auth;
+    case GetStatus::not_found: return ErrorCode::source;
+    case GetStatus::busy: return ErrorCode::network;
+    case GetStatus::ok:
+    case GetStatus::bad_request:
+    case GetStatus::missing_feature: break;
+    }
+    return ErrorCode::protocol;
+}
+
+// GET_DONE's status is 1 + the server's ErrorCode; anything else is the server's bug.
+ErrorCode code_of_done(uint32_t status) {
+    if (status >= 1 && status <= 1 + static_cast<uint32_t>(ErrorCode::internal)) return static_cast<ErrorCode>(status - 1);
+    return ErrorCode::protocol;
+}
+
+std::string strip_slashes(const std::string& p) {
+    size_t b = p.find_first_not_of('/');
+    if (b == std::string::npos) return {};
+    size_t e = p.find_last_not_of('/');
+    return p.substr(b, e - b + 1);
+}
+
+// What the watcher learned on the request connection while the Receiver ran.
+struct Verdict {
+    std::mutex mu;
+    std::optional<Error> failure;
+    void set(Error e) {
+        std::lock_guard lock(mu);
+        if (!failure) failure = std::move(e);
+    }
+};
+
+} // namespace
+
+Stats get(const Endpoint& from, const std::string& remote_path, const std::filesystem::path& dest, const GetOptions& o) {
+    if (o.streams == 0 || o.streams > wire::kMaxStreams)
+        throw Error(ErrorCode::usage, "streams: " + std::to_string(o.streams) + " (1 to " + std::to_string(wire::kMaxStreams) + ")");
+    const std::string path = strip_slashes(remote_path);
+    if (!path.empty()) {
+        try {
+            wire::validate_relative_path(path);
+        } catch (const Error& e) {
+            throw Error(ErrorCode::usage, std::string("remote path: ") + e.what());
+        }
+    }
+    const std::string server = from.host + ":" + std::to_string(from.port);
+
+    RecvOptions ro;
+    ro.bind_address = o.bind_address;
+    ro.token = wire::random_token(); // one-time: admits only the sender this request asks for
+    ro.path = o.path;
+    ro.sync = o.sync;
+    ro.verify = o.verify;
+    ro.idle_timeout_ms = o.idle_timeout_ms;
+    ro.verbose = o.verbose;
+    ro.log = o.log;
+    ro.progress = o.progress;
+    Receiver rx(dest, ro); // checks dest before anything is asked of the server
+
+    UniqueFd conn = connect_tcp(from.host, from.port, o.connect_timeout_ms);
+    set_io_timeout(conn.get(), o.connect_timeout_ms);
+    wire::GetHello hello;
+    try {
+        hello = read_get_frame<wire::GetHello>(conn.get(), wire::kGetHello, "GET_HELLO", wire::decode_get_hello);
+    } catch (const Error& e) {
+        // An HTTP port, or a receiver's, says nothing first: name the likely mistake.
+        if (e.cause() != ErrorCause::timed_out) throw;
+        throw Error(e.code(), "server " + server + ": " + e.what() + " (is it the port `sluice serve --port` printed?)", e.cause());
+    }
+    if (!(hello.features & wire::kFeatureGetSessions))
+        throw Error(ErrorCode::protocol, "server " + server + " lacks feature bit 5 (get sessions)");
+    if (hello.token_required && from.token.empty())
+        throw Error(ErrorCode::usage, "server " + server + " requires a token (give ?token= in the URL, or a token file)");
+
+    wire::GetRequest q;
+    q.streams = static_cast<uint16_t>(o.streams);
+    q.reply_port = rx.port();
+    q.receiver_token = ro.token;
+    q.path = path;
+    wire::random_bytes(q.nonce);
+    wire::Bytes req;
+    encode_get_request(req, q);
+    if (hello.token_required) {
+        wire::Mac mac = wire::client_hello_mac(from.token, hello.nonce, wire::get_request_signed_part(req));
+        std::copy(mac.begin(), mac.end(), req.end() - static_cast<long>(mac.size()));
+    }
+    send_all(conn.get(), req, "GET_REQUEST");
+    auto reply = read_get_frame<wire::GetReply>(conn.get(), wire::kGetReply, "GET_REPLY", wire::decode_get_reply);
+    if (reply.status != GetStatus::ok)
+        throw Error(code_of(reply.status),
+                    "server " + server + ": " + wire::get_status_text(reply.status) + ": " + reply.message);
+    if (hello.token_required &&
+        !wire::macs_equal(wire::server_auth_mac(from.token, q.nonce, hello.nonce), wire::Mac(reply.mac)))
+        throw Error(ErrorCode::auth, "server " + server + " did not prove it holds the token");
+    if (o.log && !reply.message.empty()) o.log("server " + server + ": " + reply.message);
+    if (o.verbose && o.log)
+        o.log("getting " + std::to_string(reply.files) + " files, " + std::to_string(reply.bytes) + " bytes from " + server);
+
+    // No deadline on GET_DONE itself: the transfer's liveness is the Receiver's idle timeout.
+    set_io_timeout(conn.get(), 0);
+    Verdict verdict;
+    std::thread watcher([&] {
+        try {
+            // A tick, so that a cancel from the caller is seen while the server is quiet.
+            while (!wait_readable_for(conn.get(), 200)) {
+                if (o.cancel && o.cancel->load()) {
+                    rx.cancel();
+                    return;
+                }
+            }
+            auto done = read_get_frame<wire::GetDone>(conn.get(), wire::kGetDone, "GET_DONE", wire::decode_get_done);
+            if (done.status == 0) return;
+            verdict.set(Error(code_of_done(done.status), "server " + server + ": " + done.message, ErrorCause::peer_aborted));
+        } catch (const Error& e) {
+            verdict.set(Error(e.code(), "server " + server + ": the get connection ended before GET_DONE: " + e.what(), e.cause()));
+        }
+        rx.cancel();
+    });
+    struct Join {
+        std::thread& t;
+        int fd;
+        ~Join() {
+            ::shutdown(fd, SHUT_RDWR); // wakes the watcher if the Receiver ended first
+            t.join();
+        }
+    };
+    try {
+        Join join{watcher, conn.get()};
+        return rx.wait();
+    } catch (const Error& e) {
+        std::lock_guard lock(verdict.mu);
+        if (e.code() == ErrorCode::cancelled && verdict.failure) throw *verdict.failure;
+        throw;
+    }
+}
+
+} // namespace sluice

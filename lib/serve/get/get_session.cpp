@@ -1,0 +1,178 @@
+// One get session (docs/protocol.md, "Get sessions"): GET_HELLO, GET_REQUEST (MAC of the
+// server's token over our nonce), GET_REPLY, the transfer to the client's receiver by the
+// public send(), GET_DONE. Every read has the request deadline until the transfer starts;
+// the transfer has send()'s own deadlines.
+#include <netdb.h>
+#include <sys/socket.h>
+
+
+#include "core/io/socket.hpp"
+#include "core/wire/auth.hpp"
+#include "core/wire/codec_get.hpp"
+#include "serve/get/get_port.hpp"
+#include "serve/get/sources.hpp"
+
+namespace sluice::serve {
+
+namespace {
+
+using wire::GetStatus;
+
+// The address the request came from, where the client's receiver listens: the server never
+// connects anywhere a request names, only back to its sender.
+std::string peer_host(int fd) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+    char host[NI_MAXHOST];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) return {};
+    std::string h = host;
+    if (h.rfind("::ffff:", 0) == 0 && h.find('.') != std::string::npos) h = h.substr(7); // IPv4 on a dual-stack socket
+    return h;
+}
+
+void reply(int fd, GetStatus status, const std::string& message, const wire::Mac& mac = {}, uint64_t files = 0,
+           uint64_t bytes = 0) {
+    wire::GetReply r;
+    r.status = status;
+    r.message = message;
+    r.mac = mac;
+    r.files = files;
+    r.bytes = bytes;
+    wire::Bytes out;
+    encode_get_reply(out, r);
+    send_all(fd, out, "GET_REPLY");
+}
+
+uint32_t done_status(ErrorCode c) { return 1 + static_cast<uint32_t>(c); }
+
+// After a refusal: our reply is sent, but the client may have sent more than we read (an
+// HTTP request on the wrong port). Closing with unread bytes makes the kernel send a reset,
+// which can destroy the reply before the client reads it; so end our side, read what
+// arrives (at most 64 KiB, at most a second) and close then.
+void linger_close(int fd) {
+    ::shutdown(fd, SHUT_WR);
+    unsigned char sink[4096];
+    for (int i = 0; i < 16 && wait_readable_for(fd, 1000 / 16); ++i) {
+        ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (n <= 0) break;
+    }
+}
+
+struct Counted {
+    Shared& sh;
+    bool ok = false;
+    explicit Counted(Shared& s) : sh(s) {}
+    ~Counted() {
+        if (!ok) sh.get_failed.fetch_add(1);
+    }
+};
+
+void session(Shared& sh, int fd, const std::atomic<bool>& cancel, bool busy, Counted& counted) {
+    set_io_timeout(fd, sh.opt.request_timeout_ms);
+    wire::GetHello hello;
+    hello.token_required = !sh.opt.public_reads;
+    wire::random_bytes(hello.nonce);
+    wire::Bytes out;
+    encode_get_hello(out, hello);
+    send_all(fd, out, "GET_HELLO");
+    unsigned char h[wire::kFrameHeaderBytes];
+    recv_exact(fd, h, "GET_REQUEST");
+    wire::Bytes frame(h, h + sizeof h);
+    wire::GetRequest q;
+    try {
+        uint32_t len = wire::decode_get_frame_header(h, wire::kGetRequest);
+        frame.resize(sizeof h + len);
+        recv_exact(fd, std::span(frame).subspan(sizeof h), "GET_REQUEST");
+        q = wire::decode_get_request(std::span(frame).subspan(sizeof h));
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::protocol) throw;
+        reply(fd, GetStatus::bad_request, e.what());
+        return;
+    }
+    if (busy) {
+        reply(fd, GetStatus::busy, "the server is sending " + std::to_string(sh.opt.max_get_sessions) + " gets; try again later");
+        return;
+    }
+    if (q.version != wire::kVersion) {
+        reply(fd, GetStatus::missing_feature, "protocol version " + std::to_string(q.version) + " (this server speaks " +
+                                                  std::to_string(wire::kVersion) + ")");
+        return;
+    }
+    if (!(q.features & wire::kFeatureGetSessions)) {
+        reply(fd, GetStatus::missing_feature, "the request lacks feature bit 5 (get sessions)");
+        return;
+    }
+    wire::Mac mac{};
+    if (hello.token_required) {
+        wire::Mac want = wire::client_hello_mac(sh.opt.token, hello.nonce, wire::get_request_signed_part(frame));
+        if (!wire::macs_equal(want, wire::Mac(q.mac))) {
+            reply(fd, GetStatus::bad_token, "wrong token");
+            return;
+        }
+        mac = wire::server_auth_mac(sh.opt.token, q.nonce, hello.nonce);
+    }
+    GetSources src;
+    try {
+        src = open_get_sources(sh.root.get(), q.path, sh.opt.max_get_files);
+    } catch (const Error& e) {
+        reply(fd, GetStatus::bad_request, e.what(), mac);
+        return;
+    }
+    if (src.status != 0) {
+        reply(fd, src.status == 404 ? GetStatus::not_found : GetStatus::bad_request, src.message, mac);
+        return;
+    }
+    if (src.list.empty()) {
+        reply(fd, GetStatus::not_found, "'" + (q.path.empty() ? std::string("/") : q.path) + "' holds no regular files", mac);
+        return;
+    }
+    const std::string host = peer_host(fd);
+    if (host.empty()) {
+        reply(fd, GetStatus::bad_request, "the client's address is unknown (getpeername failed)", mac);
+        return;
+    }
+    std::string said = src.skipped ? std::to_string(src.skipped) + " entries not sent (symlinks, fifos, sockets, devices)" : "";
+    reply(fd, GetStatus::ok, said, mac, src.list.size(), src.bytes);
+
+    SendOptions so;
+    so.streams = q.streams;
+    so.rate_limit = sh.opt.get_rate_limit;
+    so.idle_timeout_ms = sh.opt.send_timeout_ms;
+    so.cancel = &cancel;
+    so.verbose = sh.opt.verbose;
+    so.log = sh.opt.log;
+    wire::GetDone done;
+    sh.get_open.fetch_add(1);
+    try {
+        Stats st = send(src.list, Endpoint{host, q.reply_port, q.receiver_token}, so);
+        sh.get_bytes.fetch_add(st.bytes_sent);
+        counted.ok = true;
+    } catch (const Error& e) {
+        done.status = done_status(e.code());
+        done.message = e.what();
+    }
+    sh.get_open.fetch_sub(1);
+    if (sh.opt.verbose && sh.opt.log)
+        sh.opt.log("get '" + q.path + "' by " + host + ": " + (done.status ? done.message : std::string("sent")));
+    out.clear();
+    encode_get_done(out, done);
+    set_io_timeout(fd, sh.opt.send_timeout_ms);
+    send_all(fd, out, "GET_DONE");
+}
+
+} // namespace
+
+void serve_get_session(Shared& sh, UniqueFd conn, const std::atomic<bool>& cancel, bool busy) {
+    sh.get_sessions.fetch_add(1);
+    Counted counted(sh);
+    try {
+        session(sh, conn.get(), cancel, busy, counted);
+        if (!counted.ok) linger_close(conn.get());
+    } catch (const Error& e) {
+        // The client went away or broke the protocol before the transfer: nothing to tell it.
+        if (sh.opt.verbose && sh.opt.log) sh.opt.log(std::string("get session: ") + e.what());
+    }
+}
+
+} // namespace sluice::serve

@@ -1,0 +1,109 @@
+#include "serve/get/sources.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "core/io/sys_error.hpp"
+#include "serve/engine/doc_root.hpp"
+
+namespace sluice::serve {
+
+namespace {
+
+constexpr int kMaxDepth = 256;
+
+struct Walk {
+    GetSources& out;
+    uint64_t max_files;
+    const std::string& rel; // as requested, for messages
+
+    void add_file(UniqueFd fd, const struct stat& st, std::string name) {
+        if (out.list.size() >= max_files)
+            throw Error(ErrorCode::source, "'" + rel + "' holds more than " + std::to_string(max_files) +
+                                               " files: more than one get session may hold open (ask for a subtree)");
+        FdSource s;
+        s.fd = fd.get();
+        s.length = static_cast<uint64_t>(st.st_size);
+        s.name = std::move(name);
+        s.mode = st.st_mode & 07777;
+        out.bytes += s.length;
+        out.fds.push_back(std::move(fd));
+        out.list.push_back(std::move(s));
+    }
+
+    // dir_fd is open; prefix is "" or "name/" under which its entries land.
+    void tree(int dir_fd, const std::string& prefix, int depth) {
+        if (depth > kMaxDepth) throw Error(ErrorCode::source, "'" + rel + "' is nested deeper than " + std::to_string(kMaxDepth));
+        int dup = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+        if (dup < 0) throw_errno(ErrorCode::source, "'" + rel + "/" + prefix + "'");
+        DIR* d = ::fdopendir(dup);
+        if (!d) {
+            ::close(dup);
+            throw_errno(ErrorCode::source, "'" + rel + "/" + prefix + "'");
+        }
+        std::vector<std::string> names;
+        errno = 0;
+        while (dirent* e = ::readdir(d)) {
+            std::string n = e->d_name;
+            if (n != "." && n != "..") names.push_back(std::move(n));
+        }
+        int err = errno;
+        ::closedir(d);
+        if (err) throw_errno(ErrorCode::source, "reading the directory '" + rel + "/" + prefix + "'", err);
+        std::sort(names.begin(), names.end()); // the same order every time: easier to follow and to resume
+        for (const std::string& n : names) {
+            // One component, not followed if it is a symlink (ELOOP): nothing leaves DIR.
+            int fd = ::openat(dir_fd, n.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+            if (fd < 0) {
+                if (errno == ELOOP || errno == ENXIO || errno == EACCES || errno == EPERM) {
+                    ++out.skipped;
+                    continue;
+                }
+                throw_errno(ErrorCode::source, "'" + prefix + n + "' in '" + rel + "'");
+            }
+            UniqueFd f(fd);
+            struct stat st {};
+            if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::source, "'" + prefix + n + "'");
+            if (S_ISDIR(st.st_mode)) {
+                tree(fd, prefix + n + "/", depth + 1);
+            } else if (S_ISREG(st.st_mode)) {
+                add_file(std::move(f), st, prefix + n);
+            } else {
+                ++out.skipped;
+            }
+        }
+    }
+};
+
+} // namespace
+
+GetSources open_get_sources(int root_fd, const std::string& rel, uint64_t max_files) {
+    GetSources out;
+    Opened o = open_beneath(root_fd, rel);
+    const std::string shown = rel.empty() ? "/" : rel;
+    if (o.status != 0) {
+        out.status = o.status == 404 ? 404 : 403;
+        out.message = "'" + shown + (o.status == 404 ? "': not found" : "': not served (outside the directory, or no permission)");
+        return out;
+    }
+    struct stat st {};
+    if (::fstat(o.fd.get(), &st) != 0) throw_errno(ErrorCode::source, "'" + shown + "'");
+    const std::string base = rel.substr(rel.rfind('/') + 1); // rfind npos + 1 == 0: the whole name
+    Walk w{out, max_files, shown};
+    if (S_ISREG(st.st_mode)) {
+        w.add_file(std::move(o.fd), st, base);
+    } else if (S_ISDIR(st.st_mode)) {
+        w.tree(o.fd.get(), base.empty() ? "" : base + "/", 0);
+    } else {
+        out.status = 403;
+        out.message = "'" + shown + "' is not a regular file or directory";
+    }
+    return out;
+}
+
+} // namespace sluice::serve
