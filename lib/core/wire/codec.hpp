@@ -52,4 +52,11 @@ Abort decode_abort(Span payload);
 // no NUL, bounded lengths. Throws a protocol Error naming the path and the rule it broke.
 void validate_relative_path(const std::string& path);
 
+// An entry's metadata trailer (codec_tree.cpp). decode_entry_meta checks every length, count and
+// ACL against the limits there; check_tree_entry the rules of kinds 5-9 for one decoded entry.
+void encode_entry_meta(std::vector<unsigned char>& out, const EntryMeta& m);
+class ByteReader;
+EntryMeta decode_entry_meta(ByteReader& r, const std::string& path);
+void check_tree_entry(const ManifestEntry& e, const EntryMeta* meta);
+
 } // namespace sluice::wire

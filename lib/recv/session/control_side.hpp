@@ -16,6 +16,7 @@
 #include "recv/session/recv_target.hpp"
 #include "recv/session/resend_policy.hpp"
 #include "recv/store/file_table.hpp"
+#include "recv/store/tree_meta.hpp"
 
 namespace sluice {
 
@@ -52,6 +53,7 @@ public:
 
     // Once serve() has returned:
     const Counts& counts() const { return counts_; }
+    const TreeMeta& tree_meta() const { return tree_meta_; }
     bool has_pipe() const { return pipe_entry_ != nullptr; }
     uint64_t checksum_failures() const { return resends_.failures(); }
 
@@ -94,6 +96,8 @@ private:
     uint32_t pages_ = 0;
     bool manifest_ended_ = false;
     std::string last_parent_ = "\x01"; // no real path equals this
+    // Owners, attributes, hard links, special files (issue 17): bounded like the file table.
+    TreeMeta tree_meta_{opts_.numeric_ids, opts_.max_manifest_bytes ? opts_.max_manifest_bytes : FileTable::default_max_bytes()};
 };
 
 } // namespace sluice
