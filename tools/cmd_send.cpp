@@ -55,6 +55,9 @@ filters (rsync's rules, a subset: docs/guarantees.md "Filters"; first match wins
   --exclude PATTERN    leave out what PATTERN matches (repeatable)
   --include PATTERN    send what PATTERN matches even if a later --exclude matches it
   --exclude-from FILE  rules from FILE: "- PATTERN", "+ PATTERN" or a bare PATTERN per line
+  --delete             the receiver removes what it has under the sent directories that they
+                       no longer hold (never what the filters exclude; never outside its DIR,
+                       never through a symlink); listed in its -v output and --json "deleted"
 )";
 
 int cmd_send(int argc, char** argv) {
@@ -63,7 +66,7 @@ int cmd_send(int argc, char** argv) {
             "--idle-timeout", "--cc", "--exclude", "--include", "--exclude-from"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
-            "--no-specials", "--specials"});
+            "--no-specials", "--specials", "--delete"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
         return 0;
@@ -102,6 +105,7 @@ int cmd_send(int argc, char** argv) {
     o.xattrs = !a.flag("--no-xattrs");
     o.acls = !a.flag("--no-acls");
     o.specials = !a.flag("--no-specials");
+    o.delete_extraneous = a.flag("--delete");
     for (const auto& [name, value] : a.in_order()) {
         if (name == "--exclude") o.filters.push_back("- " + value);
         if (name == "--include") o.filters.push_back("+ " + value);

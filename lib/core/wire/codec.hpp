@@ -58,5 +58,7 @@ void encode_entry_meta(std::vector<unsigned char>& out, const EntryMeta& m);
 class ByteReader;
 EntryMeta decode_entry_meta(ByteReader& r, const std::string& path);
 void check_tree_entry(const ManifestEntry& e, const EntryMeta* meta);
+void encode_tree_options(Bytes& out, const TreeOptionsFrame& t);
+TreeOptionsFrame decode_tree_options(Span payload);
 
 } // namespace sluice::wire

@@ -140,4 +140,36 @@ void check_tree_entry(const ManifestEntry& e, const EntryMeta* meta) {
     }
 }
 
+void encode_tree_options(Bytes& out, const TreeOptionsFrame& t) {
+    size_t at = detail::begin_frame(out, FrameType::tree_options);
+    ByteWriter w(out);
+    w.u32(t.flags);
+    w.u32(static_cast<uint32_t>(t.rules.size()));
+    for (const std::string& r : t.rules) {
+        w.u16(static_cast<uint16_t>(r.size()));
+        w.bytes(r);
+    }
+    detail::end_frame(out, at);
+}
+
+TreeOptionsFrame decode_tree_options(Span payload) {
+    constexpr uint32_t kMaxRules = 4096;
+    ByteReader r(payload, "TREE_OPTIONS");
+    TreeOptionsFrame t;
+    t.flags = r.u32();
+    if (t.flags & ~TreeOptionsFrame::kDelete) bad("TREE_OPTIONS: unknown flags " + std::to_string(t.flags));
+    const uint32_t n = r.u32();
+    if (n > kMaxRules) bad("TREE_OPTIONS: " + std::to_string(n) + " filter rules exceed the limit of 4096");
+    for (uint32_t i = 0; i < n; ++i) {
+        const size_t len = r.u16();
+        if (len < 3 || len > kMaxPathBytes + 2) bad("TREE_OPTIONS: a filter rule of " + std::to_string(len) + " bytes");
+        std::string rule = r.string(len);
+        if ((rule[0] != '+' && rule[0] != '-') || rule[1] != ' ' || rule.find('\0') != std::string::npos)
+            bad("TREE_OPTIONS: filter rule '" + rule + "' is not '+ PATTERN' or '- PATTERN'");
+        t.rules.push_back(std::move(rule));
+    }
+    r.expect_end();
+    return t;
+}
+
 } // namespace sluice::wire

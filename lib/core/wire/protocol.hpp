@@ -37,6 +37,7 @@ enum class FrameType : uint8_t {
     manifest = 0x01,     // S->R control: a page of file entries
     manifest_ack = 0x02, // R->S control: page registered; ranges already verified (resume)
     manifest_end = 0x03, // S->R control: no more entries
+    tree_options = 0x08, // S->R control, before the first MANIFEST: --delete and the filter rules it must respect
     block = 0x10,        // S->R data: file data at an offset, with its checksum
     stream_end = 0x11,   // S->R data: this stream carries no more blocks
     resend = 0x20,       // R->S control: a block failed its checksum, send it again
@@ -113,6 +114,13 @@ struct EntryMeta {
     uint64_t rdev = 0; // devices: the device number; hard links: the target's file id
     std::string user, group; // names on the sender ("" if it has none): mapped by name on the receiver
     std::vector<std::pair<std::string, std::string>> xattrs;
+};
+
+// TREE_OPTIONS (codec_tree.cpp): what the receiver does with the tree beyond the manifest.
+struct TreeOptionsFrame {
+    static constexpr uint32_t kDelete = 1; // remove what the receiver has under the sent roots that the manifest lacks
+    uint32_t flags = 0;
+    std::vector<std::string> rules; // "+ PATTERN" / "- PATTERN": what --delete leaves alone
 };
 
 struct ManifestPage {

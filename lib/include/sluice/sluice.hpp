@@ -67,6 +67,10 @@ struct SendOptions {
     // Filter rules, "+ PATTERN" (include), "- PATTERN" (exclude) or ". FILE" (the rules in
     // FILE, --exclude-from), first match wins (docs/guarantees.md, "Filters").
     std::vector<std::string> filters;
+    // --delete: the receiver removes what it has under the sent directories that they no longer
+    // hold (never what the filters exclude), once everything else is in place; listed in its
+    // -v lines and its Stats::deleted.
+    bool delete_extraneous = false;
 };
 
 // Sends files, directories (recursively, relative to their parent) and symlinks to a

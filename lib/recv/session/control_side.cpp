@@ -18,6 +18,11 @@ void ControlSide::serve(uint16_t stream_count) {
             on_manifest(wire::decode_manifest(f.payload));
             answers_.answered();
             break;
+        case wire::FrameType::tree_options:
+            // Before the first page: how the tree is mirrored is fixed before any entry lands.
+            if (pages_ != 0 || mirror_) throw Error(ErrorCode::protocol, "TREE_OPTIONS after the manifest began");
+            mirror_.emplace(wire::decode_tree_options(f.payload));
+            break;
         case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
         case wire::FrameType::transfer_end: on_transfer_end(wire::decode_transfer_end(f.payload), stream_count); return;
         case wire::FrameType::abort: {
@@ -256,6 +261,10 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
         apply_dir_metadata(target_.tree(), dirs_, opts_.sync, working);
         tree_meta_.apply(target_.tree(), files_, working);
         tree_meta_.warnings().report(log_);
+        if (mirror_) {
+            deleted_ = mirror_->delete_extraneous(target_.tree(), files_, working);
+            for (const std::string& d : deleted_) log_.verbose_line("deleted '" + d + "'");
+        }
     }
     wire::Bytes out;
     wire::encode_final_status(out, wire::FinalStatus{.files_ok = tally_.files_completed.load(),

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "core/wire/protocol.hpp"
-#include "send/plan/filter_rules.hpp"
+#include "core/session/filter_rules.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice {

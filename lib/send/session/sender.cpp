@@ -128,6 +128,12 @@ private:
             page_bytes = 0;
             page_limit = std::min<size_t>(page_limit * 4, 4096);
         };
+        if (opts_.delete_extraneous) {
+            wire::Bytes out;
+            wire::encode_tree_options(out, wire::TreeOptionsFrame{.flags = wire::TreeOptionsFrame::kDelete,
+                                                                  .rules = tree_.filters.texts()});
+            control_.write(out, "sending the tree options");
+        }
         WalkVisitor visit;
         if (fd_sources_.empty()) visit.tree = &tree_;
         visit.meta = [&](wire::EntryMeta&& m) {

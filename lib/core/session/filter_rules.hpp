@@ -1,6 +1,7 @@
 #pragma once
 // --exclude / --include / --exclude-from: a documented subset of rsync's filter rules
-// (docs/guarantees.md, "Filters"). Rules are tried in the order given; the first whose pattern
+// (docs/guarantees.md, "Filters"). In core/: the sender walks by them, and with --delete the
+// receiver keeps what they exclude (as rsync does without --delete-excluded). Rules are tried in the order given; the first whose pattern
 // matches decides; an entry no rule matches is sent. An excluded directory is not walked.
 //   '/' at the start   anchors the pattern at the start of the path in the transfer
 //                      (which begins with the source's own name, as rsync without a trailing '/')
@@ -26,6 +27,8 @@ public:
     // SendOptions carries rules in).
     void add_rule(std::string_view rule);
     bool empty() const { return rules_.empty(); }
+    // The rules as "+ PATTERN" / "- PATTERN", files read: what TREE_OPTIONS carries.
+    std::vector<std::string> texts() const;
     // rel: '/'-separated path in the transfer.
     bool excluded(std::string_view rel, bool is_dir) const;
 
@@ -36,6 +39,7 @@ private:
         bool dir_only;
         bool whole_path;
         std::string glob;
+        std::string text; // as given
     };
     std::vector<Rule> rules_;
 };

@@ -1,4 +1,4 @@
-#include "send/plan/filter_rules.hpp"
+#include "core/session/filter_rules.hpp"
 
 #include <fstream>
 
@@ -73,8 +73,14 @@ bool glob_match(std::string_view p, std::string_view t) {
     return ti == t.size();
 }
 
+std::vector<std::string> FilterRules::texts() const {
+    std::vector<std::string> out;
+    for (const Rule& r : rules_) out.push_back(std::string(r.include ? "+ " : "- ") + r.text);
+    return out;
+}
+
 void FilterRules::add(bool include, std::string pattern) {
-    Rule r{include, false, false, false, {}};
+    Rule r{include, false, false, false, {}, pattern};
     if (!pattern.empty() && pattern.front() == '/') {
         r.anchored = true;
         pattern.erase(0, 1);
