@@ -69,30 +69,39 @@ void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m
     meta_.push_back(std::move(s));
 }
 
+namespace {
+
 // By name when the sender sent one this host knows (rsync's rule); by number otherwise, and
-// always with numeric ids. Each name is looked up once.
-uid_t TreeMeta::map_user(const std::string& name, uint32_t id) {
-    if (numeric_ids_ || name.empty()) return id;
-    auto [it, fresh] = users_.try_emplace(name);
+// always with numeric ids. Each name is looked up once; the cache is bounded like the rest.
+template <class Id, class Resolve>
+Id map_id(std::unordered_map<std::string, std::optional<Id>>& cache, bool numeric, const std::string& name, uint32_t id,
+          const char* what, Resolve resolve) {
+    if (numeric || name.empty()) return id;
+    auto [it, fresh] = cache.try_emplace(name);
     if (fresh) {
-        if (users_.size() > 65536) throw Error(ErrorCode::protocol, "the manifest names more than 65536 users");
+        if (cache.size() > 65536) throw Error(ErrorCode::protocol, std::string("the manifest names more than 65536 ") + what);
         std::vector<char> buf(16384);
-        struct passwd p {}, *res = nullptr;
-        if (::getpwnam_r(name.c_str(), &p, buf.data(), buf.size(), &res) == 0 && res) it->second = res->pw_uid;
+        it->second = resolve(buf);
     }
     return it->second.value_or(id);
 }
 
+} // namespace
+
+uid_t TreeMeta::map_user(const std::string& name, uint32_t id) {
+    return map_id<uid_t>(users_, numeric_ids_, name, id, "users", [&](std::vector<char>& buf) -> std::optional<uid_t> {
+        struct passwd p {}, *res = nullptr;
+        if (::getpwnam_r(name.c_str(), &p, buf.data(), buf.size(), &res) == 0 && res) return res->pw_uid;
+        return std::nullopt;
+    });
+}
+
 gid_t TreeMeta::map_group(const std::string& name, uint32_t id) {
-    if (numeric_ids_ || name.empty()) return id;
-    auto [it, fresh] = groups_.try_emplace(name);
-    if (fresh) {
-        if (groups_.size() > 65536) throw Error(ErrorCode::protocol, "the manifest names more than 65536 groups");
-        std::vector<char> buf(16384);
+    return map_id<gid_t>(groups_, numeric_ids_, name, id, "groups", [&](std::vector<char>& buf) -> std::optional<gid_t> {
         struct group g {}, *res = nullptr;
-        if (::getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &res) == 0 && res) it->second = res->gr_gid;
-    }
-    return it->second.value_or(id);
+        if (::getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &res) == 0 && res) return res->gr_gid;
+        return std::nullopt;
+    });
 }
 
 } // namespace sluice
