@@ -16,6 +16,7 @@ def test_delete_removes_extraneous_entries_and_lists_them(tmp_path, receiver_fac
     old = dest / "src"
     (old / "gone" / "deeper").mkdir(parents=True)
     (old / "gone" / "deeper" / "x").write_bytes(b"x")
+    (old / "keep").mkdir()
     (old / "keep" / "stale").write_bytes(b"s")
     (old / "cache.tmp").write_bytes(b"excluded: left alone")
     outside = tmp_path / "outside"
