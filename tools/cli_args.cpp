@@ -31,6 +31,7 @@ Args::Args(int argc, char** argv, std::set<std::string> value_options, std::set<
                 val = argv[++i];
             }
             values_[name] = val;
+            in_order_.emplace_back(name, val);
         } else if (flag_options.count(name) && !has_val) {
             flags_.insert(name);
         } else {

@@ -16,12 +16,16 @@ public:
     std::optional<std::string> value(const std::string& name) const;
     bool flag(const std::string& name) const { return flags_.count(name) > 0; }
     const std::vector<std::string>& positionals() const { return positionals_; }
+    // Every (option, value) given, in command-line order (for repeatable options such as
+    // --exclude, where the order is the meaning).
+    const std::vector<std::pair<std::string, std::string>>& in_order() const { return in_order_; }
     unsigned uint_value(const std::string& name, unsigned fallback, unsigned lo, unsigned hi) const;
 
 private:
     std::map<std::string, std::string> values_;
     std::set<std::string> flags_;
     std::vector<std::string> positionals_;
+    std::vector<std::pair<std::string, std::string>> in_order_;
 };
 
 } // namespace sluice::cli

@@ -45,6 +45,8 @@ options:
                        and check every block received in this run against the sender's checksum
   --max-files N        refuse manifests with more entries (default 10000000)
   --max-manifest-bytes SIZE  refuse a manifest needing more receiver memory (default: 1/4 of RAM)
+  --numeric-ids        keep owners by number alone (default: by the user and group names
+                       the sender sends, where this host knows them, as rsync does)
   --idle-timeout S     fail if the sender is silent this long (default 60)
   --cc NAME            TCP congestion control of every accepted connection (e.g. bbr,
                        cubic; default: the system's)
@@ -92,7 +94,7 @@ int cmd_recv(int argc, char** argv) {
     Args a(argc, argv,
            {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
             "--max-files", "--max-manifest-bytes", "--cc"},
-           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout"});
+           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
         return 0;
@@ -136,6 +138,7 @@ int cmd_recv(int argc, char** argv) {
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.verbose = a.flag("--verbose") || a.flag("-v");
+    o.numeric_ids = a.flag("--numeric-ids");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     if (o.verbose)
         std::cerr << "sluice: token " << (token.from == TokenFrom::none ? "made at random" : "from " + printable(token.source))

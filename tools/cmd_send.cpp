@@ -45,13 +45,31 @@ options:
                        default: the system's, net.ipv4.tcp_congestion_control)
   --json               print final stats as one JSON object on stdout
   -v, --verbose        say which data path and fallbacks are used
+
+tree metadata (on by default, as rsync -aHAX with --specials; the receiver keeps what its
+privileges allow and warns once per kind about the rest: docs/guarantees.md):
+  --no-hard-links      send each name of a multiply-linked file as its own copy
+                       (default: files sharing an inode are sent once and linked; -H)
+  --no-owner, --no-group   do not send the owner (uid and user name) / group (-o, -g)
+  --no-xattrs          do not send extended attributes (user., trusted., security.; -X)
+  --no-acls            do not send POSIX ACLs (-A)
+  --no-specials        skip fifos, sockets and devices with a warning (default: re-created)
+filters (rsync's rules, a subset: docs/guarantees.md "Filters"; first match wins):
+  --exclude PATTERN    leave out what PATTERN matches (repeatable)
+  --include PATTERN    send what PATTERN matches even if a later --exclude matches it
+  --exclude-from FILE  rules from FILE: "- PATTERN", "+ PATTERN" or a bare PATTERN per line
+  --delete             the receiver removes what it has under the sent directories that they
+                       no longer hold (never what the filters exclude; never outside its DIR,
+                       never through a symlink); listed in its -v output and --json "deleted"
 )";
 
 int cmd_send(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--token-file", "--connect-timeout",
-            "--idle-timeout", "--cc", "--retry-for"},
-           {"--json", "--verbose", "-v", "--help", "-h"});
+            "--idle-timeout", "--cc", "--retry-for", "--exclude", "--include", "--exclude-from"},
+           {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
+            "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
+            "--no-specials", "--specials", "--delete"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
         return 0;
@@ -90,6 +108,18 @@ int cmd_send(int argc, char** argv) {
     if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.retry_for_ms = static_cast<int>(a.uint_value("--retry-for", 120, 0, 86400)) * 1000;
     o.verbose = a.flag("--verbose") || a.flag("-v");
+    o.hard_links = !a.flag("--no-hard-links");
+    o.owner = !a.flag("--no-owner");
+    o.group = !a.flag("--no-group");
+    o.xattrs = !a.flag("--no-xattrs");
+    o.acls = !a.flag("--no-acls");
+    o.specials = !a.flag("--no-specials");
+    o.delete_extraneous = a.flag("--delete");
+    for (const auto& [name, value] : a.in_order()) {
+        if (name == "--exclude") o.filters.push_back("- " + value);
+        if (name == "--include") o.filters.push_back("+ " + value);
+        if (name == "--exclude-from") o.filters.push_back(". " + value);
+    }
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     if (o.verbose) std::cerr << "sluice: token from " << printable(token.source) << "\n";
     Progress progress;

@@ -11,6 +11,9 @@ VERSION = 1
 MANIFEST, MANIFEST_ACK, MANIFEST_END, BLOCK, STREAM_END, RESEND, ALL_VERIFIED, WORKING, TRANSFER_END, FINAL_STATUS, ABORT = (
     0x01, 0x02, 0x03, 0x10, 0x11, 0x20, 0x21, 0x22, 0x30, 0x31, 0x3F)
 FILE, DIR, SYMLINK = 1, 2, 3
+HARD_LINK, FIFO, CHAR_DEVICE, BLOCK_DEVICE, SOCKET = 5, 6, 7, 8, 9  # tree metadata (issue 17)
+HAS_META = 1 << 2  # entry flag: an EntryMeta trailer follows
+HAS_OWNER, HAS_GROUP = 1, 2
 
 
 def recv_exact(s, n):
@@ -46,6 +49,25 @@ def manifest(seq, entries):
     for fid, kind, path, size, target in entries:
         p, t = path.encode(), target.encode()
         body += struct.pack("<QQqIBBHHH", fid, size, 0, 0o644, kind, 0, len(p), len(t), 0) + p + t
+    return frame(MANIFEST, body)
+
+
+def entry_meta(uid=0, gid=0, rdev=0, flags=HAS_OWNER | HAS_GROUP, user=b"", group=b"", xattrs=()):
+    """The EntryMeta trailer (docs/protocol.md, "Tree metadata"); xattrs: (name bytes, value bytes)."""
+    body = struct.pack("<IIQBBBBH", uid, gid, rdev, flags, len(user), len(group), 0, len(xattrs)) + user + group
+    for n, v in xattrs:
+        body += struct.pack("<HI", len(n), len(v)) + n + v
+    return body
+
+
+def manifest_meta(seq, entries, mode=0o644):
+    """entries: (id, kind, path, size, target, meta bytes or None)"""
+    body = struct.pack("<II", seq, len(entries))
+    for fid, kind, path, size, target, meta in entries:
+        p = path if isinstance(path, bytes) else path.encode()
+        t = target if isinstance(target, bytes) else target.encode()
+        body += struct.pack("<QQqIBBHHH", fid, size, 0, mode, kind, HAS_META if meta is not None else 0,
+                            len(p), len(t), 0) + p + t + (meta or b"")
     return frame(MANIFEST, body)
 
 

@@ -72,5 +72,8 @@ def test_sender_log_receives_warnings(tmp_path, dst):
     served = Served(rx)
     stats = sluice.send([src], rx.url, log=lines.append)
     served.join()
-    assert stats["skipped_entries"] == 1
-    assert any("fifo" in line for line in lines), lines
+    # Issue 17: fifos are re-created by default (the Python send() has no specials= option
+    # yet to ask for the old skip-with-a-warning), so no warning is owed here.
+    assert stats["skipped_entries"] == 0
+    import stat as st
+    assert st.S_ISFIFO(os.lstat(dst / "src" / "fifo").st_mode)

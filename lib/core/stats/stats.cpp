@@ -100,6 +100,11 @@ std::string Stats::to_json() const {
         for (size_t i = 0; i < window_limits.size(); ++i) wl += (i ? "," : "") + json_string(window_limits[i]);
         field("window_limits", wl + "]");
     }
+    if (role == "recv") {
+        std::string d = "[";
+        for (size_t i = 0; i < deleted.size(); ++i) d += (i ? "," : "") + json_string(deleted[i]);
+        field("deleted", d + "]");
+    }
     return j + "}";
 }
 

@@ -55,4 +55,13 @@ StreamResume decode_stream_resume(Span payload);
 // no NUL, bounded lengths. Throws a protocol Error naming the path and the rule it broke.
 void validate_relative_path(const std::string& path);
 
+// An entry's metadata trailer (codec_tree.cpp). decode_entry_meta checks every length, count and
+// ACL against the limits there; check_tree_entry the rules of kinds 5-9 for one decoded entry.
+void encode_entry_meta(std::vector<unsigned char>& out, const EntryMeta& m);
+class ByteReader;
+EntryMeta decode_entry_meta(ByteReader& r, const std::string& path);
+void check_tree_entry(const ManifestEntry& e, const EntryMeta* meta);
+void encode_tree_options(Bytes& out, const TreeOptionsFrame& t);
+TreeOptionsFrame decode_tree_options(Span payload);
+
 } // namespace sluice::wire

@@ -38,18 +38,22 @@ void encode_manifest(Bytes& out, const ManifestPage& c) {
     ByteWriter w(out);
     w.u32(c.seq);
     w.u32(static_cast<uint32_t>(c.entries.size()));
-    for (const auto& e : c.entries) {
+    size_t next_meta = 0;
+    for (size_t i = 0; i < c.entries.size(); ++i) {
+        const auto& e = c.entries[i];
+        const bool has_meta = next_meta < c.meta.size() && c.meta[next_meta].first == i;
         w.u64(e.file_id);
         w.u64(e.size);
         w.i64(e.mtime_ns);
         w.u32(e.mode);
         w.u8(static_cast<uint8_t>(e.kind));
-        w.u8(0);
+        w.u8(has_meta ? kEntryHasMeta : 0);
         w.u16(static_cast<uint16_t>(e.path.size()));
         w.u16(static_cast<uint16_t>(e.link_target.size()));
         w.u16(0);
         w.bytes(e.path);
         w.bytes(e.link_target);
+        if (has_meta) encode_entry_meta(out, c.meta[next_meta++].second);
     }
     end_frame(out, at);
 }
@@ -69,11 +73,11 @@ ManifestPage decode_manifest(Span payload) {
         e.mtime_ns = r.i64();
         e.mode = r.u32();
         uint8_t kind = r.u8();
-        r.u8();
+        const uint8_t flags = r.u8();
         uint16_t path_len = r.u16();
         uint16_t target_len = r.u16();
         r.u16();
-        if (kind < 1 || kind > 4)
+        if (kind < 1 || kind > 9)
             bad("MANIFEST: entry " + std::to_string(e.file_id) + " has unknown kind " + std::to_string(kind));
         e.kind = static_cast<EntryKind>(kind);
         if (path_len > kMaxPathBytes) bad("MANIFEST: entry " + std::to_string(e.file_id) + " path too long");
@@ -81,13 +85,16 @@ ManifestPage decode_manifest(Span payload) {
         e.path = r.string(path_len);
         e.link_target = r.string(target_len);
         validate_relative_path(e.path);
+        if (flags & ~kEntryHasMeta) bad("MANIFEST: '" + e.path + "' has unknown flags " + std::to_string(flags));
+        if (flags & kEntryHasMeta) c.meta.emplace_back(i, decode_entry_meta(r, e.path));
+        check_tree_entry(e, (flags & kEntryHasMeta) ? &c.meta.back().second : nullptr);
         if (e.mode & ~07777u) bad("MANIFEST: '" + e.path + "' has mode bits outside 07777");
         if (e.kind != EntryKind::file && e.size != 0) bad("MANIFEST: '" + e.path + "' is not a file but has a size");
         if (e.kind == EntryKind::pipe && count != 1) bad("MANIFEST: pipe '" + e.path + "' must be the only entry of its page");
         if (e.size > kMaxFileSize) bad("MANIFEST: '" + e.path + "' size " + std::to_string(e.size) + " exceeds 1 PiB");
-        if (e.kind == EntryKind::symlink) {
+        if (e.kind == EntryKind::symlink || e.kind == EntryKind::hard_link) {
             if (e.link_target.empty() || e.link_target.find('\0') != std::string::npos)
-                bad("MANIFEST: symlink '" + e.path + "' has an empty or NUL-bearing target");
+                bad("MANIFEST: link '" + e.path + "' has an empty or NUL-bearing target");
         } else if (!e.link_target.empty()) {
             bad("MANIFEST: '" + e.path + "' is not a symlink but has a link target");
         }

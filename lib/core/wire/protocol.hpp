@@ -37,6 +37,7 @@ enum class FrameType : uint8_t {
     manifest = 0x01,     // S->R control: a page of file entries
     manifest_ack = 0x02, // R->S control: page registered; ranges already verified (resume)
     manifest_end = 0x03, // S->R control: no more entries
+    tree_options = 0x08, // S->R control, before the first MANIFEST: --delete and the filter rules it must respect
     block = 0x10,        // S->R data: file data at an offset, with its checksum
     stream_end = 0x11,   // S->R data: this stream carries no more blocks
     resend = 0x20,       // R->S control: a block failed its checksum, send it again
@@ -54,7 +55,15 @@ enum class AuthStatus : uint8_t { ok = 0, bad_token = 1, bad_version = 2, other_
 const char* auth_status_text(AuthStatus s);
 
 // pipe: a byte stream of unknown length (pipe mode); the only entry of its transfer.
-enum class EntryKind : uint8_t { file = 1, directory = 2, symlink = 3, pipe = 4 };
+// 5-9 (tree metadata, docs/protocol.md "Tree metadata"): hard_link names an earlier file
+// entry of the transfer (link_target its path, EntryMeta::rdev its file id); the special
+// files carry no data (devices their number in EntryMeta::rdev).
+enum class EntryKind : uint8_t {
+    file = 1, directory = 2, symlink = 3, pipe = 4,
+    hard_link = 5, fifo = 6, char_device = 7, block_device = 8, socket = 9,
+};
+// ManifestEntry flags (the entry's flags byte): bit 2, an EntryMeta trailer follows the entry.
+inline constexpr uint8_t kEntryHasMeta = 1u << 2;
 
 // ABORT codes.
 inline constexpr uint32_t kAbortFailed = 1;          // the side sending it failed; see the message
@@ -97,9 +106,29 @@ struct ManifestEntry {
     std::string link_target; // symlinks only
 };
 
+// Owner, group, device number and extended attributes (POSIX ACLs travel as their
+// system.posix_acl_* attributes) of one entry: kept beside the page, not in ManifestEntry,
+// so an entry without metadata costs nothing more (codec_tree.cpp; limits there).
+struct EntryMeta {
+    static constexpr uint8_t kHasOwner = 1, kHasGroup = 2; // which of uid/gid (and names) were sent
+    uint8_t flags = 0;
+    uint32_t uid = 0, gid = 0;
+    uint64_t rdev = 0; // devices: the device number; hard links: the target's file id
+    std::string user, group; // names on the sender ("" if it has none): mapped by name on the receiver
+    std::vector<std::pair<std::string, std::string>> xattrs;
+};
+
+// TREE_OPTIONS (codec_tree.cpp): what the receiver does with the tree beyond the manifest.
+struct TreeOptionsFrame {
+    static constexpr uint32_t kDelete = 1; // remove what the receiver has under the sent roots that the manifest lacks
+    uint32_t flags = 0;
+    std::vector<std::string> rules; // "+ PATTERN" / "- PATTERN": what --delete leaves alone
+};
+
 struct ManifestPage {
     uint32_t seq = 0;
     std::vector<ManifestEntry> entries;
+    std::vector<std::pair<uint32_t, EntryMeta>> meta; // (index in entries, its metadata), by index
 };
 
 struct ByteRange {

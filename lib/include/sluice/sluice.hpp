@@ -65,6 +65,22 @@ struct SendOptions {
     LogFn log;                                 // warnings and verbose lines; default: dropped
     Progress* progress = nullptr;              // optional counters to poll
     const std::atomic<bool>* cancel = nullptr; // set to true from any thread to stop
+
+    // Trees as rsync -aHAX keeps them (docs/guarantees.md, "Tree metadata"). The sender sends
+    // what is on; the receiver applies what it can and warns once per kind about the rest.
+    bool hard_links = true; // files sharing an inode: sent once, linked on the receiver
+    bool owner = true;      // uid and user name
+    bool group = true;      // gid and group name
+    bool xattrs = true;     // user., trusted., security. extended attributes (capabilities too)
+    bool acls = true;       // POSIX ACLs (access and default)
+    bool specials = true;   // fifos, sockets and devices re-created (else skipped with a warning)
+    // Filter rules, "+ PATTERN" (include), "- PATTERN" (exclude) or ". FILE" (the rules in
+    // FILE, --exclude-from), first match wins (docs/guarantees.md, "Filters").
+    std::vector<std::string> filters;
+    // --delete: the receiver removes what it has under the sent directories that they no longer
+    // hold (never what the filters exclude), once everything else is in place; listed in its
+    // -v lines and its Stats::deleted.
+    bool delete_extraneous = false;
 };
 
 // Sends files, directories (recursively, relative to their parent) and symlinks to a
@@ -101,6 +117,9 @@ struct RecvOptions {
     // verified ranges); a manifest needing more is refused. 0: a quarter of physical memory
     // (or of the cgroup's limit), at least 256 MiB.
     uint64_t max_manifest_bytes = 0;
+    // Owners are kept by the names the sender sends where this host knows them (as rsync
+    // does); true: by the numbers alone (--numeric-ids).
+    bool numeric_ids = false;
     int idle_timeout_ms = 60000;
     std::string congestion_control; // as SendOptions::congestion_control, for every accepted connection
     bool verbose = false;

@@ -54,6 +54,8 @@ struct Stats {
     // Each sysctl cap on a socket buffer that held a stream's window down, with the value that
     // would lift it: tcp_wmem at the sender, tcp_rmem at the receiver (also logged with -v).
     std::vector<std::string> window_limits;
+    // Receiver with --delete: what it removed (relative paths, a directory after its contents).
+    std::vector<std::string> deleted;
 
     double throughput_mb_s() const { return seconds > 0 ? bytes_sent / seconds / 1e6 : 0; }
     SLUICE_EXPORT std::string to_json() const;

@@ -18,6 +18,11 @@ void ControlSide::serve(uint16_t stream_count) {
             on_manifest(wire::decode_manifest(f.payload));
             answers_.answered();
             break;
+        case wire::FrameType::tree_options:
+            // Before the first page: how the tree is mirrored is fixed before any entry lands.
+            if (pages_ != 0 || mirror_) throw Error(ErrorCode::protocol, "TREE_OPTIONS after the manifest began");
+            mirror_.emplace(wire::decode_tree_options(f.payload));
+            break;
         case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
         case wire::FrameType::transfer_end: on_transfer_end(wire::decode_transfer_end(f.payload), stream_count); return;
         case wire::FrameType::abort: {
@@ -113,8 +118,12 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     if (page.seq != pages_) throw Error(ErrorCode::protocol, "manifest page " + std::to_string(page.seq) + " out of order");
     ++pages_;
     wire::ManifestAck ack{.seq = page.seq, .verified = {}};
-    for (auto& e : page.entries) {
-        register_entry(std::move(e), ack.verified);
+    size_t next_meta = 0;
+    for (size_t i = 0; i < page.entries.size(); ++i) {
+        const uint64_t id = page.entries[i].file_id;
+        register_entry(std::move(page.entries[i]), ack.verified);
+        if (next_meta < page.meta.size() && page.meta[next_meta].first == i)
+            tree_meta_.add_meta(files_, files_.at(id), std::move(page.meta[next_meta++].second));
         still_working();
     }
     files_.publish();
@@ -151,6 +160,9 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
         links_.push_back(&f);
         break;
     case wire::EntryKind::file: register_file(f, already); break;
+    default: // hard links and special files: made at the end (TreeMeta)
+        tree_meta_.add_entry(f);
+        break;
     }
 }
 
@@ -244,8 +256,15 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
     check_files_complete(files_);
     if (target_.writes_files()) {
         const std::function<void()> working = [this] { still_working(); };
+        tree_meta_.make_links_and_specials(target_.tree(), files_, working);
         make_symlinks(target_.tree(), links_, working);
         apply_dir_metadata(target_.tree(), dirs_, opts_.sync, working);
+        tree_meta_.apply(target_.tree(), files_, working);
+        tree_meta_.warnings().report(log_);
+        if (mirror_) {
+            deleted_ = mirror_->delete_extraneous(target_.tree(), files_, working);
+            for (const std::string& d : deleted_) log_.verbose_line("deleted '" + d + "'");
+        }
     }
     wire::Bytes out;
     wire::encode_final_status(out, wire::FinalStatus{.files_ok = tally_.files_completed.load(),

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "recv/session/recv_target.hpp"
 #include "recv/session/resend_policy.hpp"
 #include "recv/store/file_table.hpp"
+#include "recv/store/tree_meta.hpp"
+#include "recv/store/tree_mirror.hpp"
 
 namespace sluice {
 
@@ -52,6 +55,8 @@ public:
 
     // Once serve() has returned:
     const Counts& counts() const { return counts_; }
+    const TreeMeta& tree_meta() const { return tree_meta_; }
+    const std::vector<std::string>& deleted() const { return deleted_; }
     bool has_pipe() const { return pipe_entry_ != nullptr; }
     uint64_t checksum_failures() const { return resends_.failures(); }
 
@@ -94,6 +99,10 @@ private:
     uint32_t pages_ = 0;
     bool manifest_ended_ = false;
     std::string last_parent_ = "\x01"; // no real path equals this
+    // Owners, attributes, hard links, special files (issue 17): bounded like the file table.
+    std::optional<TreeMirror> mirror_; // --delete, from TREE_OPTIONS
+    std::vector<std::string> deleted_;
+    TreeMeta tree_meta_{opts_.numeric_ids, opts_.max_manifest_bytes ? opts_.max_manifest_bytes : FileTable::default_max_bytes()};
 };
 
 } // namespace sluice

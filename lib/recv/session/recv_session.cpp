@@ -237,6 +237,7 @@ Stats RecvSession::stats() {
         .ring_mode = probe_ring_features().setup_mode(),
     };
     s.congestion_control = acceptor_.congestion_control();
+    s.deleted = control_side_.deleted();
     {
         std::vector<std::pair<unsigned, int>> streams;
         std::lock_guard lk(data_mu_);

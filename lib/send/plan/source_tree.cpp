@@ -105,16 +105,19 @@ public:
         wire::ManifestEntry e;
         e.path = rel;
         e.mode = st.st_mode & 07777;
+        if (visit_.tree && !root && tree_hook(e, src, st)) return;
         if (S_ISREG(st.st_mode)) {
             e.mtime_ns = mtime_ns_of(st, src);
             if (st.st_size == 0) refuse_pseudo_file(src, root);
             e.kind = wire::EntryKind::file;
             e.size = static_cast<uint64_t>(st.st_size);
+            emit_meta(src, st);
             emit(std::move(e), std::string(src));
         } else if (S_ISLNK(st.st_mode)) {
             e.mtime_ns = mtime_ns_of(st, src);
             e.kind = wire::EntryKind::symlink;
             e.link_target = read_link(src, static_cast<size_t>(st.st_size));
+            emit_meta(src, st);
             emit(std::move(e), {});
         } else if (S_ISDIR(st.st_mode)) {
             UniqueFd fd(::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (root ? 0 : O_NOFOLLOW)));
@@ -132,6 +135,7 @@ public:
             }
             e.mtime_ns = mtime_ns_of(st, src);
             e.kind = wire::EntryKind::directory;
+            emit_meta(src, st);
             emit(std::move(e), {});
             for (const std::string& name : list_dir(std::move(fd), src)) visit(src + "/" + name, rel + "/" + name, false);
         } else {
@@ -140,6 +144,46 @@ public:
     }
 
 private:
+    // Issue 17's part of visit() for an entry inside a tree: filters, hard links to a file
+    // already listed, special files. True if it dealt with the entry.
+    bool tree_hook(wire::ManifestEntry& e, const std::string& src, const struct stat& st) {
+        const TreeOptions& t = *visit_.tree;
+        if (!t.filters.empty() && t.filters.excluded(e.path, S_ISDIR(st.st_mode))) {
+            if (visit_.excluded) visit_.excluded(e.path, S_ISDIR(st.st_mode));
+            return true;
+        }
+        if (S_ISREG(st.st_mode) && t.hard_links && st.st_nlink > 1) {
+            if (const HardLinkTracker::First* first = links_.seen(st, next_id_, e.path)) {
+                e.kind = wire::EntryKind::hard_link;
+                e.link_target = first->rel;
+                e.mtime_ns = mtime_ns_of(st, src);
+                wire::EntryMeta m;
+                m.rdev = first->file_id;
+                visit_.meta(std::move(m));
+                emit(std::move(e), {});
+                return true;
+            }
+            return false;
+        }
+        if (!t.specials || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) return false;
+        e.kind = S_ISFIFO(st.st_mode)  ? wire::EntryKind::fifo
+                 : S_ISSOCK(st.st_mode) ? wire::EntryKind::socket
+                 : S_ISCHR(st.st_mode)  ? wire::EntryKind::char_device
+                                        : wire::EntryKind::block_device;
+        e.mtime_ns = mtime_ns_of(st, src);
+        std::optional<wire::EntryMeta> m = read_entry_meta(src, st, t);
+        if (!m) m.emplace();
+        m->rdev = (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? st.st_rdev : 0;
+        visit_.meta(std::move(*m));
+        emit(std::move(e), {});
+        return true;
+    }
+
+    void emit_meta(const std::string& src, const struct stat& st) {
+        if (!visit_.tree) return;
+        if (std::optional<wire::EntryMeta> m = read_entry_meta(src, st, *visit_.tree)) visit_.meta(std::move(*m));
+    }
+
     void emit(wire::ManifestEntry&& e, std::string&& src) {
         e.file_id = next_id_++;
         visit_.entry(std::move(e), std::move(src));
@@ -165,6 +209,7 @@ private:
 
     const WalkVisitor& visit_;
     uint64_t next_id_ = 0;
+    HardLinkTracker links_;
 };
 
 } // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/wire/protocol.hpp"
+#include "send/plan/tree_reader.hpp"
 
 namespace sluice {
 
@@ -62,6 +63,12 @@ struct WalkVisitor {
     std::function<void(wire::ManifestEntry&& entry, std::string&& source_path)> entry;
     // One line per skipped entry (fifo, socket, device, a receiver's DIR).
     std::function<void(std::string_view)> skipped;
+    // Tree metadata (issue 17): nullptr walks as before (no metadata, hard links, special
+    // files or filters). With it, `meta` is called right before `entry` for an entry that has
+    // metadata, and `excluded` for each entry a filter rule left out (a directory once).
+    const TreeOptions* tree = nullptr;
+    std::function<void(wire::EntryMeta&&)> meta;
+    std::function<void(std::string_view rel, bool is_dir)> excluded;
 };
 
 // Assigns file ids from 0 upwards in the order entries are emitted.

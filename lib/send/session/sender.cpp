@@ -37,7 +37,7 @@ struct StreamTotals {
 class SendSession final : SendCore {
 public:
     SendSession(const std::vector<std::string>& paths, const Endpoint& to, const SendOptions& o)
-        : SendCore(to, o, Mode::files), planner_(o.block_size) {
+        : SendCore(to, o, Mode::files), tree_(tree_options_of(o)), planner_(o.block_size) {
         roots_ = check_sources(paths); // before connecting: a typo costs no connection
     }
     SendSession(const std::vector<FdSource>& fds, const Endpoint& to, const SendOptions& o)
@@ -138,11 +138,28 @@ private:
             }
             control_.write(out, "sending the manifest");
             page.entries.clear();
+            page.meta.clear();
             page_files.clear();
             page_bytes = 0;
             page_limit = std::min<size_t>(page_limit * 4, 4096);
         };
+        if (opts_.delete_extraneous) {
+            wire::Bytes out;
+            wire::encode_tree_options(out, wire::TreeOptionsFrame{.flags = wire::TreeOptionsFrame::kDelete,
+                                                                  .rules = tree_.filters.texts()});
+            control_.write(out, "sending the tree options");
+        }
         WalkVisitor visit;
+        if (fd_sources_.empty()) visit.tree = &tree_;
+        visit.meta = [&](wire::EntryMeta&& m) {
+            page_bytes += 24 + m.user.size() + m.group.size();
+            for (const auto& [n, v] : m.xattrs) page_bytes += 6 + n.size() + v.size();
+            page.meta.emplace_back(static_cast<uint32_t>(page.entries.size()), std::move(m));
+        };
+        visit.excluded = [&](std::string_view rel, bool is_dir) {
+            ++excluded_;
+            log_.verbose_line("excluded by a filter: '" + std::string(rel) + (is_dir ? "/'" : "'"));
+        };
         visit.skipped = [&](std::string_view line) {
             ++skipped_;
             log_.line(std::string("warning: ") + std::string(line));
@@ -301,6 +318,7 @@ private:
     }
 
     std::vector<SourceRoot> roots_;
+    uint64_t excluded_ = 0;
     std::vector<CheckedFdSource> fd_sources_; // send(FdSource) instead of paths
 
     std::deque<SourceFile> files_; // stable addresses: work items point into it
@@ -321,6 +339,7 @@ private:
 
     std::optional<StreamGovernor> governor_; // which streams take work (--streams auto)
     std::optional<StreamWork> work_;         // what each data stream does
+    TreeOptions tree_; // before planner_: initialised first
     Planner planner_; // used by the control reader only
     WorkQueue queue_;
 };

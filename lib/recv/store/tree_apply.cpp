@@ -1,0 +1,142 @@
+// Tree metadata applied at the end of a transfer (tree_meta.hpp): hard links and special files
+// are created beside the files (temporary name, then renamed into place, as symlinks are), and
+// owners, attributes and modes are set once everything is in place, through an O_PATH handle
+// of the entry opened without following a symlink, inside the confined tree.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/io/file_times.hpp"
+#include "core/io/sys_error.hpp"
+#include "recv/store/tree_meta.hpp"
+
+namespace sluice {
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// The kind a failed attribute is reported under.
+std::string xattr_kind(const std::string& name) {
+    if (name == "system.posix_acl_access" || name == "system.posix_acl_default") return "ACLs";
+    if (name == "security.capability") return "file capabilities";
+    return name.substr(0, name.find('.') + 1) + "* extended attributes";
+}
+
+mode_t type_bits(wire::EntryKind k) {
+    switch (k) {
+    case wire::EntryKind::fifo: return S_IFIFO;
+    case wire::EntryKind::socket: return S_IFSOCK;
+    case wire::EntryKind::char_device: return S_IFCHR;
+    case wire::EntryKind::block_device: return S_IFBLK;
+    default: return 0;
+    }
+}
+
+// Puts what was made under f's temporary name into place (over an older entry of that name).
+void rename_into_place(int dir, const RecvFile& f, const char* what) {
+    if (::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0)
+        throw_errno(ErrorCode::destination, std::string("cannot put ") + what + " '" + f.entry.path + "' in place");
+    // rename() of two names of one inode does nothing: a re-run's link is already there.
+    ::unlinkat(dir, f.temp.c_str(), 0);
+}
+
+} // namespace
+
+void TreeMeta::make_links_and_specials(const DestTree& tree, FileTable& files, const std::function<void()>& still_working) {
+    for (uint64_t id : links_) {
+        still_working();
+        const RecvFile& l = files.at(id);
+        const RecvFile& t = files.at(meta_[meta_of_.at(id)].rdev);
+        UniqueFd from = tree.open_dir(t.parent);
+        UniqueFd dir = tree.open_dir(l.parent);
+        ::unlinkat(dir.get(), l.temp.c_str(), 0); // one an earlier run left; usually none
+        if (::linkat(from.get(), t.name.c_str(), dir.get(), l.temp.c_str(), 0) != 0)
+            throw_errno(ErrorCode::destination, "cannot create hard link '" + l.entry.path + "' to '" + t.entry.path + "'");
+        rename_into_place(dir.get(), l, "hard link");
+    }
+    for (uint64_t id : specials_) {
+        still_working();
+        const RecvFile& s = files.at(id);
+        auto m = meta_of_.find(id);
+        const dev_t rdev = m == meta_of_.end() ? 0 : static_cast<dev_t>(meta_[m->second].rdev);
+        UniqueFd dir = tree.open_dir(s.parent);
+        ::unlinkat(dir.get(), s.temp.c_str(), 0);
+        if (::mknodat(dir.get(), s.temp.c_str(), type_bits(s.entry.kind) | (s.entry.mode & 0777), rdev) != 0) {
+            const int err = errno;
+            if (err != EPERM && err != EACCES && err != EOPNOTSUPP)
+                throw_errno(ErrorCode::destination, "cannot create '" + s.entry.path + "'", err);
+            const bool device = s.entry.kind == wire::EntryKind::char_device || s.entry.kind == wire::EntryKind::block_device;
+            warnings_.add(device ? "devices (not created)" : "special files (not created)", s.entry.path,
+                          errno_text(err) + (device ? "; making devices needs CAP_MKNOD" : ""));
+            not_created_.push_back(id);
+            continue;
+        }
+        if (::utimensat(dir.get(), s.temp.c_str(), FileTimes(s.entry.mtime_ns).t, AT_SYMLINK_NOFOLLOW) != 0)
+            throw_errno(ErrorCode::destination, "cannot set the mtime of '" + s.entry.path + "'");
+        rename_into_place(dir.get(), s, "special file");
+    }
+}
+
+void TreeMeta::apply(const DestTree& tree, FileTable& files, const std::function<void()>& still_working) {
+    std::sort(not_created_.begin(), not_created_.end());
+    for (const Stored& m : meta_) {
+        const RecvFile& f = files.at(m.id);
+        if (f.entry.kind == wire::EntryKind::hard_link || f.entry.kind == wire::EntryKind::pipe) continue;
+        if (std::binary_search(not_created_.begin(), not_created_.end(), m.id)) continue;
+        still_working();
+        apply_one(tree, f, m);
+    }
+}
+
+void TreeMeta::apply_one(const DestTree& tree, const RecvFile& f, const Stored& m) {
+    const std::string& path = f.entry.path;
+    UniqueFd dir = tree.open_dir(f.parent);
+    UniqueFd fd(::openat(dir.get(), f.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) throw_errno(ErrorCode::destination, "cannot open '" + path + "' to set its owner and attributes");
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) throw_errno(ErrorCode::destination, "cannot stat '" + path + "'");
+    const bool link = S_ISLNK(st.st_mode);
+
+    // Owner first: chown clears set-id bits and file capabilities, which come after it.
+    bool owner_kept = true;
+    const uid_t uid = (m.flags & wire::EntryMeta::kHasOwner) && m.uid != st.st_uid ? m.uid : static_cast<uid_t>(-1);
+    const gid_t gid = (m.flags & wire::EntryMeta::kHasGroup) && m.gid != st.st_gid ? m.gid : static_cast<gid_t>(-1);
+    if ((uid != static_cast<uid_t>(-1) || gid != static_cast<gid_t>(-1)) &&
+        ::fchownat(fd.get(), "", uid, gid, AT_EMPTY_PATH) != 0) {
+        const int err = errno;
+        if (err != EPERM && err != EINVAL)
+            throw_errno(ErrorCode::destination, "cannot set the owner of '" + path + "'", err);
+        owner_kept = false;
+        warnings_.add("owners", path, errno_text(err) + (err == EPERM ? " (changing owners needs root or CAP_CHOWN)" : ""));
+    }
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
+    for (const auto& [name, value] : m.xattrs) {
+        // A symlink's attributes cannot be set through its O_PATH handle (setxattr follows
+        // the link): said, not dropped.
+        if (link) {
+            warnings_.add("attributes of symlinks", path, "not supported by sluice");
+            break;
+        }
+        if (::setxattr(proc.c_str(), name.c_str(), value.data(), value.size(), 0) != 0)
+            warnings_.add(xattr_kind(name), path, errno_text(errno));
+    }
+    if (link) return;
+    // Set-id bits only where the owner and group are the sender's (a transfer must not mint a
+    // setuid file of the receiver's user); the sticky bit always.
+    const bool ids_kept = owner_kept && (m.flags & wire::EntryMeta::kHasOwner) && (m.flags & wire::EntryMeta::kHasGroup);
+    mode_t mode = f.entry.mode & (ids_kept ? 07777 : 01777);
+    if ((f.entry.mode & 06000) && !ids_kept)
+        warnings_.add("set-id bits", path, "kept only where the owner and group are kept");
+    // Setting an access ACL rewrites the group bits (its mask): the mode goes last.
+    if (((st.st_mode & 07777) != mode || !m.xattrs.empty()) && ::chmod(proc.c_str(), mode) != 0)
+        throw_errno(ErrorCode::destination, "cannot set the mode of '" + path + "'");
+}
+
+} // namespace sluice

@@ -1,0 +1,107 @@
+#include "recv/store/tree_meta.hpp"
+
+#include <grp.h>
+#include <pwd.h>
+
+namespace sluice {
+
+void MetaWarnings::add(const std::string& kind, const std::string& path, const std::string& why) {
+    Seen& s = kinds_[kind];
+    if (s.count++ == 0) {
+        s.first = path;
+        s.why = why;
+    }
+}
+
+uint64_t MetaWarnings::report(SessionLog& log) const {
+    uint64_t n = 0;
+    for (const auto& [kind, s] : kinds_) {
+        log.line("warning: " + kind + " not kept for " + std::to_string(s.count) + (s.count == 1 ? " entry" : " entries") +
+                 " (first: '" + s.first + "': " + s.why + ")");
+        n += s.count;
+    }
+    return n;
+}
+
+uint64_t MetaWarnings::count(const std::string& kind) const {
+    auto it = kinds_.find(kind);
+    return it == kinds_.end() ? 0 : it->second.count;
+}
+
+void TreeMeta::charge(uint64_t n, const std::string& path) {
+    bytes_ += n;
+    if (bytes_ > max_bytes_)
+        throw Error(ErrorCode::protocol, "the metadata of the manifest needs more than " + std::to_string(max_bytes_ >> 20) +
+                                             " MiB on the receiver (at '" + path + "'; --max-manifest-bytes)");
+}
+
+void TreeMeta::add_entry(const RecvFile& f) {
+    using K = wire::EntryKind;
+    const K k = f.entry.kind;
+    if (k == K::hard_link || k == K::fifo || k == K::socket || k == K::char_device || k == K::block_device) {
+        charge(sizeof(uint64_t), f.entry.path);
+        (k == K::hard_link ? links_ : specials_).push_back(f.entry.file_id);
+    }
+}
+
+void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m) {
+    if (f.entry.kind == wire::EntryKind::hard_link) {
+        // The decoder saw that the id is an earlier entry's; it must also be a regular file
+        // under the name the link gives (nothing outside the transfer, no later entry).
+        const RecvFile& t = files.at(m.rdev);
+        if (t.entry.kind != wire::EntryKind::file || t.entry.path != f.entry.link_target)
+            throw Error(ErrorCode::protocol, "MANIFEST: hard link '" + f.entry.path + "' to '" + f.entry.link_target +
+                                                 "' does not name a regular file sent earlier in this transfer");
+        m.flags = 0; // a link has its target's inode: owner and attributes come with the target
+    }
+    uint64_t n = sizeof(Stored) + sizeof(std::pair<const uint64_t, size_t>) + 16;
+    for (const auto& [k, v] : m.xattrs) n += sizeof(std::pair<std::string, std::string>) + k.capacity() + v.capacity();
+    charge(n, f.entry.path);
+    Stored s{.id = f.entry.file_id,
+             .flags = m.flags,
+             .uid = static_cast<uid_t>(-1),
+             .gid = static_cast<gid_t>(-1),
+             .rdev = m.rdev,
+             .xattrs = std::move(m.xattrs)};
+    if (m.flags & wire::EntryMeta::kHasOwner) s.uid = map_user(m.user, m.uid);
+    if (m.flags & wire::EntryMeta::kHasGroup) s.gid = map_group(m.group, m.gid);
+    meta_of_[s.id] = meta_.size();
+    meta_.push_back(std::move(s));
+}
+
+namespace {
+
+// By name when the sender sent one this host knows (rsync's rule); by number otherwise, and
+// always with numeric ids. Each name is looked up once; the cache is bounded like the rest.
+template <class Id, class Resolve>
+Id map_id(std::unordered_map<std::string, std::optional<Id>>& cache, bool numeric, const std::string& name, uint32_t id,
+          const char* what, Resolve resolve) {
+    if (numeric || name.empty()) return id;
+    auto [it, fresh] = cache.try_emplace(name);
+    if (fresh) {
+        if (cache.size() > 65536) throw Error(ErrorCode::protocol, std::string("the manifest names more than 65536 ") + what);
+        std::vector<char> buf(16384);
+        it->second = resolve(buf);
+    }
+    return it->second.value_or(id);
+}
+
+} // namespace
+
+uid_t TreeMeta::map_user(const std::string& name, uint32_t id) {
+    return map_id<uid_t>(users_, numeric_ids_, name, id, "users", [&](std::vector<char>& buf) -> std::optional<uid_t> {
+        struct passwd p {}, *res = nullptr;
+        if (::getpwnam_r(name.c_str(), &p, buf.data(), buf.size(), &res) == 0 && res) return res->pw_uid;
+        return std::nullopt;
+    });
+}
+
+gid_t TreeMeta::map_group(const std::string& name, uint32_t id) {
+    return map_id<gid_t>(groups_, numeric_ids_, name, id, "groups", [&](std::vector<char>& buf) -> std::optional<gid_t> {
+        struct group g {}, *res = nullptr;
+        if (::getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &res) == 0 && res) return res->gr_gid;
+        return std::nullopt;
+    });
+}
+
+} // namespace sluice

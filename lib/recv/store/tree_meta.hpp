@@ -1,0 +1,87 @@
+#pragma once
+// The receiver's side of tree metadata (issue 17; docs/protocol.md "Tree metadata"): owners,
+// extended attributes and ACLs of entries that carried them, hard links and special files.
+// Kept apart from the file table so an entry without metadata costs nothing here; what it
+// holds is counted and bounded like the table. Applied once every file is in place:
+//   make_links_and_specials()  hard links to files of this transfer, fifos, sockets, devices
+//   apply()                    owner and group (mapped by name unless numeric), attributes,
+//                              ACLs, then the mode with its set-id bits where the owner was kept
+// What cannot be kept (no privilege, a file system without user attributes, ...) is said in
+// one warning per kind at the end with a count, never dropped silently.
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/session/session_log.hpp"
+#include "core/wire/protocol.hpp"
+#include "recv/store/dest_tree.hpp"
+#include "recv/store/file_table.hpp"
+
+namespace sluice {
+
+// One warning per kind of metadata not kept: how many entries, the first one and why.
+class MetaWarnings {
+public:
+    void add(const std::string& kind, const std::string& path, const std::string& why);
+    // Logs one line per kind; returns how many entries lost something.
+    uint64_t report(SessionLog& log) const;
+    uint64_t count(const std::string& kind) const;
+
+private:
+    struct Seen {
+        uint64_t count = 0;
+        std::string first, why;
+    };
+    std::map<std::string, Seen> kinds_;
+};
+
+class TreeMeta {
+public:
+    // max_bytes: the most memory the metadata of one transfer may hold.
+    TreeMeta(bool numeric_ids, uint64_t max_bytes) : numeric_ids_(numeric_ids), max_bytes_(max_bytes) {}
+
+    // Control thread, as each entry is registered. Throws protocol Error for a hard link to
+    // anything but an earlier regular file of this transfer, or when the limit is passed.
+    void add_entry(const RecvFile& f);
+    void add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m);
+
+    void make_links_and_specials(const DestTree& tree, FileTable& files, const std::function<void()>& still_working);
+    void apply(const DestTree& tree, FileTable& files, const std::function<void()>& still_working);
+
+    uint64_t bytes() const { return bytes_; }
+    uint64_t hard_links() const { return links_.size(); }
+    uint64_t specials() const { return specials_.size(); }
+    const MetaWarnings& warnings() const { return warnings_; }
+
+private:
+    struct Stored {
+        uint64_t id;
+        uint8_t flags;
+        uid_t uid;
+        gid_t gid;
+        uint64_t rdev;
+        std::vector<std::pair<std::string, std::string>> xattrs;
+    };
+    void charge(uint64_t n, const std::string& path);
+    uid_t map_user(const std::string& name, uint32_t id);
+    gid_t map_group(const std::string& name, uint32_t id);
+    void apply_one(const DestTree& tree, const RecvFile& f, const Stored& m);
+
+    bool numeric_ids_;
+    uint64_t max_bytes_;
+    uint64_t bytes_ = 0;
+    std::vector<Stored> meta_;                      // in file id order
+    std::vector<uint64_t> links_, specials_;        // file ids
+    std::unordered_map<uint64_t, size_t> meta_of_;  // file id -> index in meta_ (specials' rdev)
+    std::vector<uint64_t> not_created_;             // specials that could not be made: no metadata
+    std::unordered_map<std::string, std::optional<uid_t>> users_;
+    std::unordered_map<std::string, std::optional<gid_t>> groups_;
+    MetaWarnings warnings_;
+};
+
+} // namespace sluice

@@ -1,0 +1,98 @@
+#include "recv/store/tree_mirror.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/io/sys_error.hpp"
+#include "core/io/unique_fd.hpp"
+
+namespace sluice {
+
+namespace {
+
+// Deeper than any path the manifest may name (4095 bytes): a directory nest built to exhaust
+// the stack is refused, not followed.
+constexpr unsigned kMaxDepth = 2048;
+
+std::vector<std::string> names_in(int dir_fd, const std::string& rel) {
+    const int dup = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+    DIR* d = dup < 0 ? nullptr : ::fdopendir(dup);
+    if (!d) {
+        if (dup >= 0) ::close(dup);
+        throw_errno(ErrorCode::destination, "cannot read directory '" + rel + "' for --delete");
+    }
+    std::vector<std::string> names;
+    while (dirent* de = ::readdir(d)) {
+        std::string_view n = de->d_name;
+        if (n != "." && n != "..") names.emplace_back(n);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+} // namespace
+
+TreeMirror::TreeMirror(const wire::TreeOptionsFrame& t) {
+    for (const std::string& r : t.rules) protect_.add_rule(r);
+}
+
+std::vector<std::string> TreeMirror::delete_extraneous(const DestTree& tree, FileTable& files,
+                                                       const std::function<void()>& still_working) {
+    std::unordered_set<std::string_view> listed;
+    listed.reserve(files.size());
+    std::vector<std::string> roots;
+    for (uint64_t id = 0; id < files.size(); ++id) {
+        const wire::ManifestEntry& e = files.at(id).entry;
+        listed.insert(e.path);
+        if (e.kind == wire::EntryKind::directory && e.path.find('/') == std::string::npos) roots.push_back(e.path);
+    }
+    std::vector<std::string> removed;
+    for (const std::string& root : roots) {
+        UniqueFd fd = tree.open_dir(root);
+        sweep(fd.get(), root, listed, removed, still_working, 0);
+    }
+    return removed;
+}
+
+void TreeMirror::sweep(int dir_fd, const std::string& rel, const std::unordered_set<std::string_view>& listed,
+                       std::vector<std::string>& removed, const std::function<void()>& still_working, unsigned depth) {
+    if (depth > kMaxDepth) throw Error(ErrorCode::destination, "'" + rel + "' is nested too deep for --delete");
+    for (const std::string& name : names_in(dir_fd, rel)) {
+        still_working();
+        const std::string path = rel + "/" + name;
+        struct stat st {};
+        if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue; // gone meanwhile
+        const bool is_dir = S_ISDIR(st.st_mode);
+        if (listed.contains(path)) {
+            if (!is_dir) continue;
+            UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            if (!sub) throw_errno(ErrorCode::destination, "cannot open '" + path + "' for --delete");
+            sweep(sub.get(), path, listed, removed, still_working, depth + 1);
+            continue;
+        }
+        if (protect_.excluded(path, is_dir)) continue; // the sender's filters left it out: not ours to judge
+        remove_all(dir_fd, name, path, removed, depth);
+    }
+}
+
+void TreeMirror::remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
+                            unsigned depth) {
+    if (depth > kMaxDepth) throw Error(ErrorCode::destination, "'" + rel + "' is nested too deep for --delete");
+    if (::unlinkat(dir_fd, name.c_str(), 0) == 0) {
+        removed.push_back(rel);
+        return;
+    }
+    if (errno != EISDIR && errno != EPERM) throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
+    UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!sub) throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
+    for (const std::string& n : names_in(sub.get(), rel)) remove_all(sub.get(), n, rel + "/" + n, removed, depth + 1);
+    if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0) throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
+    removed.push_back(rel);
+}
+
+} // namespace sluice

@@ -1,0 +1,38 @@
+#pragma once
+// --delete (TREE_OPTIONS kDelete): once the transfer is complete, removes what DIR has under the
+// roots the manifest sent that the manifest does not list, except what the sender's filter
+// rules exclude (rsync's --delete without --delete-excluded). Never outside DIR (every
+// directory is opened through DestTree, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) and never
+// through a symlink: a symlink is removed as itself, a directory is emptied through a handle
+// opened with O_NOFOLLOW.
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "core/session/filter_rules.hpp"
+#include "core/wire/protocol.hpp"
+#include "recv/store/dest_tree.hpp"
+#include "recv/store/file_table.hpp"
+
+namespace sluice {
+
+class TreeMirror {
+public:
+    explicit TreeMirror(const wire::TreeOptionsFrame& t);
+
+    // Returns the relative paths removed, in the order they were (a directory after its contents).
+    std::vector<std::string> delete_extraneous(const DestTree& tree, FileTable& files,
+                                               const std::function<void()>& still_working);
+
+private:
+    void sweep(int dir_fd, const std::string& rel, const std::unordered_set<std::string_view>& listed,
+               std::vector<std::string>& removed, const std::function<void()>& still_working, unsigned depth);
+    void remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
+                    unsigned depth);
+
+    FilterRules protect_;
+};
+
+} // namespace sluice

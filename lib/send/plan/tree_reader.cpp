@@ -1,0 +1,115 @@
+#include "send/plan/tree_reader.hpp"
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/xattr.h>
+
+#include <cerrno>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+#include "core/io/sys_error.hpp"
+
+namespace sluice {
+
+namespace {
+
+// Names of ids, looked up once each: a tree has few owners and NSS lookups are not cheap.
+// A walk runs on one thread, but the cache is shared by walks: guarded.
+const std::string& name_of(bool group, uint32_t id) {
+    static std::mutex mu;
+    static std::unordered_map<uint64_t, std::string> cache;
+    std::lock_guard lk(mu);
+    const uint64_t key = (uint64_t{group} << 32) | id;
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    std::string name;
+    std::vector<char> buf(16384);
+    if (group) {
+        struct group g {}, *res = nullptr;
+        if (::getgrgid_r(id, &g, buf.data(), buf.size(), &res) == 0 && res) name = g.gr_name;
+    } else {
+        struct passwd p {}, *res = nullptr;
+        if (::getpwuid_r(id, &p, buf.data(), buf.size(), &res) == 0 && res) name = p.pw_name;
+    }
+    if (name.size() > 255) name.clear(); // the wire's limit; the id still travels
+    return cache.emplace(key, std::move(name)).first->second;
+}
+
+bool wanted(std::string_view name, const TreeOptions& o) {
+    const bool acl = name == "system.posix_acl_access" || name == "system.posix_acl_default";
+    if (acl) return o.acls;
+    if (name.starts_with("user.") || name.starts_with("trusted.") || name.starts_with("security.")) return o.xattrs;
+    return false; // other system.* attributes (NFSv4 ACLs, ...) have no portable meaning
+}
+
+// Grows the buffer until the kernel's answer fits (a concurrent change may grow it between calls).
+template <class Fn>
+ssize_t sized_call(std::vector<char>& buf, Fn fn) {
+    for (;;) {
+        ssize_t n = fn(buf.data(), buf.size());
+        if (n >= 0 || errno != ERANGE) return n;
+        ssize_t need = fn(nullptr, 0);
+        if (need < 0) return need;
+        buf.resize(static_cast<size_t>(need) + 1);
+    }
+}
+
+void read_xattrs(const std::string& path, const TreeOptions& o, wire::EntryMeta& m) {
+    std::vector<char> names(4096);
+    ssize_t n = sized_call(names, [&](char* b, size_t s) { return ::llistxattr(path.c_str(), b, s); });
+    if (n < 0) {
+        if (errno == ENOTSUP || errno == ENODATA) return;
+        throw_errno(ErrorCode::source, "cannot list the extended attributes of '" + path + "'");
+    }
+    std::vector<char> value(4096);
+    for (size_t at = 0; at < static_cast<size_t>(n);) {
+        std::string_view name(names.data() + at);
+        at += name.size() + 1;
+        if (name.empty() || !wanted(name, o)) continue;
+        const std::string key(name);
+        ssize_t v = sized_call(value, [&](char* b, size_t s) { return ::lgetxattr(path.c_str(), key.c_str(), b, s); });
+        if (v < 0 && errno == ENODATA) continue; // removed since it was listed
+        if (v < 0) throw_errno(ErrorCode::source, "cannot read attribute '" + key + "' of '" + path + "'");
+        m.xattrs.emplace_back(key, std::string(value.data(), static_cast<size_t>(v)));
+    }
+}
+
+} // namespace
+
+TreeOptions tree_options_of(const SendOptions& o) {
+    TreeOptions t;
+    t.hard_links = o.hard_links;
+    t.owner = o.owner;
+    t.group = o.group;
+    t.xattrs = o.xattrs;
+    t.acls = o.acls;
+    t.specials = o.specials;
+    for (const std::string& r : o.filters) t.filters.add_rule(r);
+    return t;
+}
+
+std::optional<wire::EntryMeta> read_entry_meta(const std::string& path, const struct stat& st, const TreeOptions& opts) {
+    if (!opts.any_meta()) return std::nullopt;
+    wire::EntryMeta m;
+    if (opts.owner) {
+        m.flags |= wire::EntryMeta::kHasOwner;
+        m.uid = st.st_uid;
+        m.user = name_of(false, st.st_uid);
+    }
+    if (opts.group) {
+        m.flags |= wire::EntryMeta::kHasGroup;
+        m.gid = st.st_gid;
+        m.group = name_of(true, st.st_gid);
+    }
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) m.rdev = st.st_rdev;
+    if (opts.xattrs || opts.acls) read_xattrs(path, opts, m);
+    return m;
+}
+
+const HardLinkTracker::First* HardLinkTracker::seen(const struct stat& st, uint64_t file_id, const std::string& rel) {
+    auto [it, inserted] = first_.try_emplace({st.st_dev, st.st_ino}, First{file_id, rel});
+    return inserted ? nullptr : &it->second;
+}
+
+} // namespace sluice
