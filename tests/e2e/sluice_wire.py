@@ -49,6 +49,20 @@ def manifest(seq, entries):
     return frame(MANIFEST, body)
 
 
+ENTRY_SPARSE = 0x02  # the entry's flags: data extents follow its path and target (issue 17)
+
+
+def sparse_manifest(seq, entries):
+    """entries: (id, path, size, [(offset, length), ...] data extents), regular files with the
+    sparse flag: the extent count u32 and the extents follow the path."""
+    body = struct.pack("<II", seq, len(entries))
+    for fid, path, size, extents in entries:
+        p = path.encode()
+        body += struct.pack("<QQqIBBHHH", fid, size, 0, 0o644, FILE, ENTRY_SPARSE, len(p), 0, 0) + p
+        body += struct.pack("<I", len(extents)) + b"".join(struct.pack("<QQ", o, n) for o, n in extents)
+    return frame(MANIFEST, body)
+
+
 def read_frame(s):
     """The next frame, skipping WORKING (the receiver's keepalive while it works for us)."""
     while True:

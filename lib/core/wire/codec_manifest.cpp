@@ -7,6 +7,7 @@
 
 #include "core/wire/byte_io.hpp"
 #include "core/wire/codec_detail.hpp"
+#include "core/wire/codec_sparse.hpp"
 
 namespace sluice::wire {
 
@@ -44,12 +45,13 @@ void encode_manifest(Bytes& out, const ManifestPage& c) {
         w.i64(e.mtime_ns);
         w.u32(e.mode);
         w.u8(static_cast<uint8_t>(e.kind));
-        w.u8(0);
+        w.u8(e.sparse ? kEntrySparse : 0);
         w.u16(static_cast<uint16_t>(e.path.size()));
         w.u16(static_cast<uint16_t>(e.link_target.size()));
         w.u16(0);
         w.bytes(e.path);
         w.bytes(e.link_target);
+        if (e.sparse) encode_extents(w, e);
     }
     end_frame(out, at);
 }
@@ -69,7 +71,7 @@ ManifestPage decode_manifest(Span payload) {
         e.mtime_ns = r.i64();
         e.mode = r.u32();
         uint8_t kind = r.u8();
-        r.u8();
+        uint8_t flags = r.u8();
         uint16_t path_len = r.u16();
         uint16_t target_len = r.u16();
         r.u16();
@@ -81,6 +83,7 @@ ManifestPage decode_manifest(Span payload) {
         e.path = r.string(path_len);
         e.link_target = r.string(target_len);
         validate_relative_path(e.path);
+        if (flags & kEntrySparse) decode_extents(r, e);
         if (e.mode & ~07777u) bad("MANIFEST: '" + e.path + "' has mode bits outside 07777");
         if (e.kind != EntryKind::file && e.size != 0) bad("MANIFEST: '" + e.path + "' is not a file but has a size");
         if (e.kind == EntryKind::pipe && count != 1) bad("MANIFEST: pipe '" + e.path + "' must be the only entry of its page");

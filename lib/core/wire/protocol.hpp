@@ -23,6 +23,17 @@ inline constexpr uint32_t kMaxMessageBytes = 4096;       // text in STATUS / ABO
 inline constexpr uint16_t kMaxStreams = 128;
 inline constexpr uint64_t kMaxFileSize = 1ull << 50; // 1 PiB: keeps offset + length far from overflow
 inline constexpr uint32_t kMaxPiece = 1u << 20;      // data bytes in one BLOCK (a piece) of a pipe entry
+// Data extents one sparse file may list (codec_sparse.cpp). 16 bytes each on the wire and in
+// the receiver's file table, so at most 1 MiB per file; a sender with more merges the
+// nearest ones (describing short holes as data) until it fits.
+inline constexpr uint32_t kMaxExtentsPerFile = 65536;
+
+// Hello feature bits (ServerHello.features: what the receiver supports; ClientHello.features:
+// what the sender uses). Bits are allocated per issue (docs/protocol.md, "Handshake").
+inline constexpr uint16_t kFeatureSparse = 1u << 1;  // manifest entries may list data extents
+inline constexpr uint16_t kFeatureUpdate = 1u << 2;  // changed-block updates (reserved, issue 17)
+// Manifest entry flag bits (the entry's `flags u8`).
+inline constexpr uint8_t kEntrySparse = 1u << 1; // a file's data extents follow its path and target
 
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr size_t kBlockPrefixBytes = 24; // file_id, offset, checksum before the data
@@ -67,6 +78,7 @@ struct FrameHeader {
 
 struct ServerHello {
     uint16_t version = kVersion;
+    uint16_t features = 0; // kFeature* bits the receiver supports
     std::array<unsigned char, kNonceBytes> nonce{};
 };
 
@@ -75,6 +87,7 @@ struct ClientHello {
     Role role = Role::control;
     uint16_t stream_index = 0; // 0 for control, 1..stream_count for data
     uint16_t stream_count = 0; // data streams in this transfer
+    uint8_t features = 0;      // kFeature* bits this sender uses
     std::array<unsigned char, kTransferIdBytes> transfer_id{};
     std::array<unsigned char, kNonceBytes> nonce{};
     std::array<unsigned char, kMacBytes> mac{};
@@ -85,6 +98,12 @@ struct ServerAuth {
     std::array<unsigned char, kMacBytes> mac{};
 };
 
+// A byte range of a sparse file that holds data; everything between extents is a hole.
+struct Extent {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+};
+
 struct ManifestEntry {
     uint64_t file_id = 0;
     uint64_t size = 0;
@@ -93,6 +112,10 @@ struct ManifestEntry {
     EntryKind kind = EntryKind::file;
     std::string path;        // relative, '/'-separated, validated on decode
     std::string link_target; // symlinks only
+    // kEntrySparse: data_extents lists where the file holds data (sorted, disjoint, inside
+    // size, possibly none); the rest reads as zeros and is neither sent nor allocated.
+    bool sparse = false;
+    std::vector<Extent> data_extents;
 };
 
 struct ManifestPage {

@@ -4,6 +4,7 @@
 #include "recv/paths/pipe_receiver.hpp"
 #include "recv/session/finishing.hpp"
 #include "recv/session/resume.hpp"
+#include "recv/store/sparse_holes.hpp"
 
 namespace sluice {
 
@@ -171,6 +172,12 @@ void ControlSide::register_file(RecvFile& f, std::vector<wire::ByteRange>& alrea
             if (p) p->files_done += 1;
             return;
         }
+    }
+    if (f.entry.sparse) {
+        Holes h = mark_holes(files_, f);
+        counts_.bytes_holes += h.bytes;
+        if (p) p->bytes_done += h.bytes;
+        if (h.complete) return finish_empty_file(f); // nothing left to send: its size is set there
     }
     if (f.entry.size == 0) finish_empty_file(f);
 }

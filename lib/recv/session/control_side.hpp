@@ -25,6 +25,7 @@ public:
         uint64_t files = 0, dirs = 0, links = 0;
         uint64_t bytes = 0;         // of regular files
         uint64_t bytes_skipped = 0; // verified by an earlier run
+        uint64_t bytes_holes = 0;   // holes of sparse files (never sent)
     };
 
     ControlSide(const RecvOptions& opts, RecvTarget& target, FileTable& files, RecvTally& tally, ControlChannel& control,

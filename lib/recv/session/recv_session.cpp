@@ -206,6 +206,7 @@ Stats RecvSession::stats() {
         .bytes = control_side_.has_pipe() ? target_->pipe_output()->delivered() : c.bytes,
         .bytes_sent = tally_.bytes_received.load(),
         .bytes_skipped = c.bytes_skipped,
+        .bytes_holes = c.bytes_holes,
         .files = c.files,
         .dirs = c.dirs,
         .symlinks = c.links,

@@ -20,7 +20,9 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
     set_congestion_control(c.control.get(), opts.congestion_control);
     set_io_timeout(c.control.get(), opts.idle_timeout_ms);
     hello.role = wire::Role::control;
-    client_handshake(c.control.get(), to.token, hello, peer);
+    hello.features = wire::kFeatureSparse; // holes are described where the receiver takes it
+    c.features = client_handshake(c.control.get(), to.token, hello, peer);
+    hello.features = c.features;
     // The timeouts stay: a write to a receiver that stopped reading, and a frame that stops
     // halfway, fail after the idle timeout. Waiting for the next frame is the control reader's
     // own deadline (send_core.cpp), which counts only while the receiver owes an answer.

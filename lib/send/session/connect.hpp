@@ -11,6 +11,7 @@ namespace sluice {
 struct Connections {
     UniqueFd control;
     std::vector<UniqueFd> data; // data[i] is stream i + 1
+    uint8_t features = 0;       // wire::kFeature* bits both sides use (the receiver offered them)
 };
 
 // Throws Error(network / auth) naming the address tried.

@@ -26,6 +26,7 @@ void SendCore::connect(const std::string& how) {
     Connections c = connect_transfer(to_, opts_);
     control_.attach(std::move(c.control));
     data_ = std::move(c.data);
+    features_ = c.features;
     log_.verbose_line("connected to " + peer_ + " with " + std::to_string(data_.size()) + " data streams" + how +
                       (data_.empty() ? "" : ", congestion control " + congestion_control_of(data_[0].get())));
 }

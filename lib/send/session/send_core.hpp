@@ -91,6 +91,7 @@ protected:
     FailureLatch latch_;
     ControlChannel control_;
     std::vector<UniqueFd> data_; // data_[i] is data stream i + 1
+    uint8_t features_ = 0;       // wire::kFeature* bits agreed in the handshake
 
 private:
     void end_stream(size_t i, const wire::StreamEnd& end);

@@ -18,6 +18,7 @@
 #include "send/plan/fd_sources.hpp"
 #include "send/plan/planner.hpp"
 #include "send/plan/source_tree.hpp"
+#include "send/plan/sparse_extents.hpp"
 #include "send/plan/work_queue.hpp"
 #include "send/session/send_core.hpp"
 #include "sluice/sluice.hpp"
@@ -74,6 +75,7 @@ public:
         uint64_t blocks = 0, bytes = 0;
         std::vector<std::string> fallbacks;
         if (!choice.fallback.empty()) fallbacks.push_back(choice.fallback);
+        if (!sparse_fallback_.empty()) fallbacks.push_back(sparse_fallback_);
         for (auto& t : totals) {
             blocks += t.blocks;
             bytes += t.bytes;
@@ -88,6 +90,7 @@ public:
                 .bytes = total_bytes_,
                 .bytes_sent = bytes,
                 .bytes_skipped = planner_.skipped_bytes(),
+                .bytes_holes = holes_,
                 .files = files_.size(),
                 .dirs = dirs_,
                 .symlinks = symlinks_,
@@ -136,7 +139,10 @@ private:
             throw_if_cancelled();
             if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
             if (e.kind == wire::EntryKind::file) {
+                if (fd_sources_.empty()) describe_holes(e, src);
                 files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
+                files_.back().sparse = e.sparse;
+                files_.back().extents = e.data_extents;
                 if (!fd_sources_.empty()) attach_fd_source(files_.back(), fd_sources_[e.file_id]);
                 page_files.push_back(&files_.back());
                 {
@@ -153,7 +159,7 @@ private:
             } else {
                 ++symlinks_;
             }
-            page_bytes += 36 + e.path.size() + e.link_target.size();
+            page_bytes += 36 + e.path.size() + e.link_target.size() + 16 * e.data_extents.size();
             page.entries.push_back(std::move(e));
             if (page.entries.size() >= page_limit || page_bytes >= (1u << 20)) flush();
         };
@@ -175,6 +181,25 @@ private:
     }
 
     size_t entries_total() const { return files_.size() + dirs_ + symlinks_; }
+
+    // A file with holes lists its data extents in its entry (where the receiver offered
+    // sparse files in its hello); only those are planned and sent.
+    void describe_holes(wire::ManifestEntry& e, const std::string& src) {
+        if (!(features_ & wire::kFeatureSparse)) {
+            if (!sparse_refused_logged_ && find_data_extents(src, e.size).sparse) {
+                sparse_refused_logged_ = true;
+                sparse_fallback_ = "sparse: the receiver does not take data extents: holes sent as zeros";
+                log_.verbose_line(sparse_fallback_);
+            }
+            return;
+        }
+        SparseLayout l = find_data_extents(src, e.size);
+        if (!l.sparse) return;
+        e.sparse = true;
+        e.data_extents = std::move(l.extents);
+        holes_ += l.hole_bytes;
+        if (opts_.progress) opts_.progress->bytes_done += l.hole_bytes;
+    }
 
     // Streams stay open until the receiver has verified everything: it may still ask for a
     // block again after the last one was planned.
@@ -339,6 +364,9 @@ private:
 
     std::deque<SourceFile> files_; // stable addresses: work items point into it
     uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
+    uint64_t holes_ = 0; // bytes of holes described instead of sent
+    bool sparse_refused_logged_ = false;
+    std::string sparse_fallback_; // said in the stats' fallbacks
 
     std::mutex pages_mu_;
     std::condition_variable acks_cv_;
