@@ -30,6 +30,8 @@ the others gives one); a URL token and an option that differ are refused.
 options:
   --streams N          TCP data streams (default 4, 1-128)
   --block-size SIZE    bytes per block of a large file (default 8M; 64K-64M)
+  -c, --checksum       compare content even where size and mtime match (a file the
+                       receiver has in another version is always updated by changed blocks)
   --rate-limit RATE    cap the total rate in bytes per second (e.g. 400M)
   --send-path PATH     splice (default), sendfile, zc or read_send
   --to HOST:PORT       receiver address, instead of a sluice:// URL
@@ -48,7 +50,7 @@ int cmd_send(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--token-file", "--connect-timeout",
             "--idle-timeout", "--cc"},
-           {"--json", "--verbose", "-v", "--help", "-h"});
+           {"--json", "--verbose", "-v", "--help", "-h", "--checksum", "-c"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
         return 0;
@@ -81,6 +83,7 @@ int cmd_send(int argc, char** argv) {
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.verbose = a.flag("--verbose") || a.flag("-v");
+    o.checksum = a.flag("--checksum") || a.flag("-c");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     if (o.verbose) std::cerr << "sluice: token from " << printable(token.source) << "\n";
     Progress progress;

@@ -41,6 +41,9 @@ const char* frame_type_name(uint8_t type) {
     case FrameType::transfer_end: return "TRANSFER_END";
     case FrameType::final_status: return "FINAL_STATUS";
     case FrameType::abort: return "ABORT";
+    case FrameType::update_params: return "UPDATE_PARAMS";
+    case FrameType::reuse: return "REUSE";
+    case FrameType::block_sums: return "BLOCK_SUMS";
     }
     return "unknown";
 }
@@ -65,6 +68,9 @@ FrameHeader decode_frame_header(Span in) {
     case FrameType::all_verified:
     case FrameType::transfer_end:
     case FrameType::final_status:
+    case FrameType::update_params:
+    case FrameType::reuse:
+    case FrameType::block_sums:
     case FrameType::abort: limit = kMaxControlPayload; break;
     case FrameType::working: limit = 0; break; // no payload
     default:

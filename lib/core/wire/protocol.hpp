@@ -48,11 +48,14 @@ enum class FrameType : uint8_t {
     manifest = 0x01,     // S->R control: a page of file entries
     manifest_ack = 0x02, // R->S control: page registered; ranges already verified (resume)
     manifest_end = 0x03, // S->R control: no more entries
+    update_params = 0x04, // S->R control: block size and --checksum for changed-block updates (issue 17)
+    reuse = 0x05,         // S->R control: ranges of a file equal to the receiver's old version
     block = 0x10,        // S->R data: file data at an offset, with its checksum
     stream_end = 0x11,   // S->R data: this stream carries no more blocks
     resend = 0x20,       // R->S control: a block failed its checksum, send it again
     all_verified = 0x21, // R->S control: every file of the manifest is complete; streams may end
     working = 0x22,      // R->S control: still doing work the sender waits for (empty; a keepalive)
+    block_sums = 0x24,   // R->S control: XXH3 of each block of the receiver's old version of a file
     transfer_end = 0x30, // S->R control: every data stream has ended
     final_status = 0x31, // R->S control: the receiver's verdict
     abort = 0x3f,        // either way: the transfer is over, with a reason
@@ -138,6 +141,23 @@ struct ManifestEnd {
     uint32_t page_count = 0;
     uint64_t file_count = 0;
     uint64_t total_bytes = 0;
+};
+
+// Changed-block updates (docs/protocol.md, "Updates by changed blocks").
+struct UpdateParams {
+    uint64_t block_size = 0; // the unit of BLOCK_SUMS and REUSE: the sender's --block-size
+    bool checksum = false;   // compare content even when size and mtime match (--checksum)
+};
+
+struct BlockSums {
+    uint64_t file_id = 0;
+    uint64_t old_size = 0;     // size of the receiver's old version
+    std::vector<uint64_t> sums; // XXH3-64 of each block_size block of it (the last one shorter)
+};
+
+struct Reuse {
+    uint64_t file_id = 0;
+    std::vector<Extent> ranges; // sorted, disjoint: equal in the old and the new version
 };
 
 struct BlockPrefix {

@@ -207,6 +207,7 @@ Stats RecvSession::stats() {
         .bytes_sent = tally_.bytes_received.load(),
         .bytes_skipped = c.bytes_skipped,
         .bytes_holes = c.bytes_holes,
+        .bytes_reused = c.bytes_reused,
         .files = c.files,
         .dirs = c.dirs,
         .symlinks = c.links,
@@ -220,6 +221,7 @@ Stats RecvSession::stats() {
         .ring_mode = probe_ring_features().setup_mode(),
     };
     s.congestion_control = acceptor_.congestion_control();
+    if (!control_side_.update_fallback().empty()) s.fallbacks.push_back(control_side_.update_fallback());
     {
         std::vector<std::pair<unsigned, int>> streams;
         std::lock_guard lk(data_mu_);

@@ -20,7 +20,8 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
     set_congestion_control(c.control.get(), opts.congestion_control);
     set_io_timeout(c.control.get(), opts.idle_timeout_ms);
     hello.role = wire::Role::control;
-    hello.features = wire::kFeatureSparse; // holes are described where the receiver takes it
+    // Holes described and changed-block updates, where the receiver offers them.
+    hello.features = wire::kFeatureSparse | wire::kFeatureUpdate;
     c.features = client_handshake(c.control.get(), to.token, hello, peer);
     hello.features = c.features;
     // The timeouts stay: a write to a receiver that stopped reading, and a frame that stops

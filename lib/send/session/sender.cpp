@@ -19,6 +19,7 @@
 #include "send/plan/planner.hpp"
 #include "send/plan/source_tree.hpp"
 #include "send/plan/sparse_extents.hpp"
+#include "send/plan/update_plan.hpp"
 #include "send/plan/work_queue.hpp"
 #include "send/session/send_core.hpp"
 #include "sluice/sluice.hpp"
@@ -89,8 +90,9 @@ public:
                 .role = kRole,
                 .bytes = total_bytes_,
                 .bytes_sent = bytes,
-                .bytes_skipped = planner_.skipped_bytes(),
+                .bytes_skipped = planner_.skipped_bytes() - reused_,
                 .bytes_holes = holes_,
+                .bytes_reused = reused_,
                 .files = files_.size(),
                 .dirs = dirs_,
                 .symlinks = symlinks_,
@@ -107,6 +109,12 @@ public:
 
 private:
     void walk_and_announce() {
+        if (features_ & wire::kFeatureUpdate) {
+            // Before the first page: the receiver hashes old versions in our block size.
+            wire::Bytes out;
+            wire::encode_update_params(out, wire::UpdateParams{.block_size = opts_.block_size, .checksum = opts_.checksum});
+            control_.write(out, "sending the update parameters");
+        }
         wire::ManifestPage page;
         std::vector<const SourceFile*> page_files;
         size_t page_bytes = 0;
@@ -219,6 +227,7 @@ private:
             pending_pages_.erase(it);
         }
         std::vector<WorkItem> items;
+        take_unchanged_blocks(files, ack.verified);
         for (const SourceFile* f : files) planner_.add(*f, ack.verified, items);
         count_settled(files, ack.verified);
         planner_.flush(items);
@@ -233,6 +242,41 @@ private:
             page_owed_since_ = Clock::now();
         }
         acks_cv_.notify_all();
+    }
+
+    // The receiver's old version of a file of a page it has not acked yet (it sends them
+    // before the page's ack).
+    void on_block_sums(wire::BlockSums&& s) override {
+        if (!(features_ & wire::kFeatureUpdate)) SendCore::on_block_sums(std::move(s));
+        std::lock_guard lk(pages_mu_);
+        if (!by_id_.contains(s.file_id) || sums_.contains(s.file_id))
+            throw Error(ErrorCode::protocol, "receiver sent BLOCK_SUMS for file id " + std::to_string(s.file_id) +
+                                                 ", which is not a file of an unacknowledged page or was listed before");
+        sums_.emplace(s.file_id, std::move(s));
+    }
+
+    // For each file of the page with BLOCK_SUMS: the blocks equal to the receiver's old version
+    // are named in a REUSE frame (the receiver copies them from it) and planned as done.
+    void take_unchanged_blocks(const std::vector<const SourceFile*>& files, std::vector<wire::ByteRange>& verified) {
+        for (const SourceFile* f : files) {
+            std::optional<wire::BlockSums> s;
+            {
+                std::lock_guard lk(pages_mu_);
+                auto it = sums_.find(f->file_id);
+                if (it == sums_.end()) continue;
+                s = std::move(it->second);
+                sums_.erase(it);
+            }
+            std::vector<wire::Extent> same = unchanged_ranges(*f, *s, opts_.block_size, hash_buf_);
+            if (same.empty()) continue;
+            wire::Bytes out;
+            wire::encode_reuse(out, wire::Reuse{.file_id = f->file_id, .ranges = same});
+            control_.write(out, "sending the unchanged blocks");
+            for (const wire::Extent& x : same) {
+                verified.push_back({f->file_id, x.offset, x.length});
+                reused_ += x.length;
+            }
+        }
     }
 
     void on_all_verified() override {
@@ -365,6 +409,11 @@ private:
     std::deque<SourceFile> files_; // stable addresses: work items point into it
     uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
     uint64_t holes_ = 0; // bytes of holes described instead of sent
+    // Changed-block updates: the receiver's BLOCK_SUMS by file id until its page is acked
+    // (under pages_mu_), the control reader's read buffer, the bytes kept back as unchanged.
+    std::unordered_map<uint64_t, wire::BlockSums> sums_;
+    std::vector<unsigned char> hash_buf_;
+    uint64_t reused_ = 0;
     bool sparse_refused_logged_ = false;
     std::string sparse_fallback_; // said in the stats' fallbacks
 
