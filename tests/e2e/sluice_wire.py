@@ -11,6 +11,7 @@ VERSION = 1
 MANIFEST, MANIFEST_ACK, MANIFEST_END, BLOCK, STREAM_END, RESEND, ALL_VERIFIED, WORKING, TRANSFER_END, FINAL_STATUS, ABORT = (
     0x01, 0x02, 0x03, 0x10, 0x11, 0x20, 0x21, 0x22, 0x30, 0x31, 0x3F)
 FILE, DIR, SYMLINK = 1, 2, 3
+UPDATE_PARAMS, REUSE, BLOCK_SUMS = 0x04, 0x05, 0x24  # changed-block updates (issue 17)
 
 
 def recv_exact(s, n):
@@ -47,6 +48,20 @@ def manifest(seq, entries):
         p, t = path.encode(), target.encode()
         body += struct.pack("<QQqIBBHHH", fid, size, 0, 0o644, kind, 0, len(p), len(t), 0) + p + t
     return frame(MANIFEST, body)
+
+
+def update_params(block_size, checksum=False):
+    return frame(UPDATE_PARAMS, struct.pack("<QII", block_size, 1 if checksum else 0, 0))
+
+
+def reuse(file_id, ranges):
+    return frame(REUSE, struct.pack("<QII", file_id, len(ranges), 0) + b"".join(struct.pack("<QQ", o, n) for o, n in ranges))
+
+
+def decode_block_sums(payload):
+    """(file_id, old_size, [xxh3 of each block])"""
+    fid, old_size, n, _ = struct.unpack_from("<QQII", payload)
+    return fid, old_size, list(struct.unpack_from(f"<{n}Q", payload, 24))
 
 
 ENTRY_SPARSE = 0x02  # the entry's flags: data extents follow its path and target (issue 17)
