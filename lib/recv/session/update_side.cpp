@@ -1,10 +1,13 @@
 #include "recv/session/update_side.hpp"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/checksum/xxh3.hpp"
@@ -64,37 +67,52 @@ std::optional<wire::BlockSums> UpdateSide::offer(const DestTree& tree, const Rec
     return s;
 }
 
-uint64_t UpdateSide::copy_range(int from, int to, uint64_t offset, uint64_t length, const std::string& path) {
-    loff_t in = static_cast<loff_t>(offset), out = in;
-    uint64_t left = length;
-    while (left && fallback_.empty()) {
-        ssize_t n = ::copy_file_range(from, &in, to, &out, left, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)) {
-            fallback_ = "update: copy_file_range refused (" + std::string(std::strerror(errno)) +
-                        "): unchanged blocks copied through a buffer";
-            break;
+// The unchanged blocks go into the temporary file as a reflink where the file system shares
+// extents (FICLONERANGE: XFS, btrfs; nothing is copied), otherwise read from the old version
+// and written with O_DIRECT. Not with copy_file_range: on this ext4 it copied 4 GiB in 12.7 s
+// (330 MB/s, dirtying the page cache), 4x slower than receiving the same bytes over loopback.
+uint64_t UpdateSide::copy_range(int from, int to, int to_direct, uint64_t offset, uint64_t length, const std::string& path) {
+    if (!clone_refused_) {
+        file_clone_range r{.src_fd = from, .src_offset = offset, .src_length = length, .dest_offset = offset};
+        if (::ioctl(to, FICLONERANGE, &r) == 0) return length;
+        if (errno != EINVAL) { // EINVAL: this range's edges; the next may clone
+            clone_refused_ = true;
+            fallback_ = "update: the destination cannot share extents (FICLONERANGE: " + std::string(std::strerror(errno)) +
+                        "): unchanged blocks copied (read, O_DIRECT write)";
         }
-        if (n < 0) throw_errno(ErrorCode::destination, "cannot copy the unchanged blocks of '" + path + "'");
-        if (n == 0) throw Error(ErrorCode::destination, "the old version of '" + path + "' became shorter during the update");
-        left -= static_cast<uint64_t>(n);
     }
-    std::vector<unsigned char> buf(left ? 1 << 20 : 0);
-    while (left) {
-        ssize_t n = ::pread(from, buf.data(), std::min<uint64_t>(buf.size(), left), in);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) throw_errno(ErrorCode::destination, "cannot read the old version of '" + path + "'", n == 0 ? EIO : errno);
-        for (ssize_t w = 0; w < n;) {
-            ssize_t k = ::pwrite(to, buf.data() + w, static_cast<size_t>(n - w), out + w);
-            if (k < 0 && errno == EINTR) continue;
-            if (k <= 0) throw_errno(ErrorCode::destination, "cannot write '" + path + "'", k == 0 ? ENOSPC : errno);
-            w += k;
+    if (!copy_buf_) copy_buf_.emplace(kCopyBytes);
+    unsigned char* buf = copy_buf_->data();
+    for (uint64_t done = 0; done < length;) {
+        const uint64_t at = offset + done;
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(kCopyBytes, length - done));
+        size_t got = 0;
+        while (got < want) {
+            ssize_t n = ::pread(from, buf + got, want - got, static_cast<off_t>(at + got));
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) throw_errno(ErrorCode::destination, "cannot read the old version of '" + path + "'");
+            if (n == 0) throw Error(ErrorCode::destination, "the old version of '" + path + "' became shorter during the update");
+            got += static_cast<size_t>(n);
         }
-        in += n;
-        out += n;
-        left -= static_cast<uint64_t>(n);
+        // Whole pages with O_DIRECT (ranges start on a block edge); a last partial page, at
+        // the end of the old file, through the page cache.
+        const size_t pages = (at % 4096 == 0 && to_direct >= 0) ? want / 4096 * 4096 : 0;
+        write_all(to_direct, buf, pages, at, path);
+        write_all(to, buf + pages, want - pages, at + pages, path);
+        done += want;
     }
     return length;
+}
+
+void UpdateSide::write_all(int fd, const unsigned char* p, size_t n, uint64_t at, const std::string& path) {
+    while (n) {
+        ssize_t k = ::pwrite(fd, p, n, static_cast<off_t>(at));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) throw_errno(ErrorCode::destination, "cannot write '" + path + "'", k == 0 ? ENOSPC : errno);
+        p += k;
+        n -= static_cast<size_t>(k);
+        at += static_cast<uint64_t>(k);
+    }
 }
 
 UpdateSide::Applied UpdateSide::apply(const DestTree& tree, FileTable& files, const wire::Reuse& r, bool sync) {
@@ -129,8 +147,10 @@ UpdateSide::Applied UpdateSide::apply(const DestTree& tree, FileTable& files, co
         return {.bytes = f->entry.size, .complete = true};
     }
     UniqueFd to = open_temp_file(dirs, *f);
+    // A file system without O_DIRECT gets every byte through the page cache (direct = -1).
+    UniqueFd direct(::openat(dirs.get(f->parent), f->temp.c_str(), O_WRONLY | O_DIRECT | O_NOFOLLOW | O_CLOEXEC));
     for (const wire::Extent& x : r.ranges) {
-        a.bytes += copy_range(from.get(), to.get(), x.offset, x.length, path);
+        a.bytes += copy_range(from.get(), to.get(), direct.get(), x.offset, x.length, path);
         // Marked once copied: the stream whose block completes the file renames it at once.
         if (files.mark_verified(*f, x.offset, x.length)) a.complete = true;
     }

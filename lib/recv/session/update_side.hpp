@@ -2,8 +2,8 @@
 // Changed-block updates, the receiver's half (docs/protocol.md, "Updates by changed blocks").
 // A file whose final name already holds another version: its blocks' XXH3 go to the sender
 // (BLOCK_SUMS, before the page's ack); the sender answers with the ranges that are the same
-// (REUSE), which are copied from the old version into the temporary file (copy_file_range:
-// a reflink where the file system shares extents) while the other blocks arrive as usual.
+// (REUSE), which are copied from the old version into the temporary file (a reflink where the
+// file system shares extents, otherwise a copy) while the other blocks arrive as usual.
 // The old version stays untouched under its name until the new one is complete and verified
 // and renamed over it, so a reader never sees a half-updated file.
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/io/aligned_buffer.hpp"
 #include "core/wire/protocol.hpp"
 #include "recv/store/dest_tree.hpp"
 #include "recv/store/file_table.hpp"
@@ -40,7 +41,7 @@ public:
     // at the same size keeps its old inode: only its mode and mtime are set.
     Applied apply(const DestTree& tree, FileTable& files, const wire::Reuse& r, bool sync);
 
-    // Slower paths taken (copy_file_range refused), for the stats.
+    // The slower path taken (no reflink: the unchanged blocks were copied), for the stats.
     const std::string& fallback() const { return fallback_; }
 
 private:
@@ -49,11 +50,15 @@ private:
         int64_t mtime_ns = 0;
         uint64_t ino = 0;
     };
-    uint64_t copy_range(int from, int to, uint64_t offset, uint64_t length, const std::string& path);
+    uint64_t copy_range(int from, int to, int to_direct, uint64_t offset, uint64_t length, const std::string& path);
+    static void write_all(int fd, const unsigned char* p, size_t n, uint64_t at, const std::string& path);
+    static constexpr size_t kCopyBytes = 4u << 20; // one read and one O_DIRECT write per step
 
     wire::UpdateParams params_;
     std::unordered_map<uint64_t, Old> offered_; // file id -> the version whose sums were sent
     std::string fallback_;
+    bool clone_refused_ = false;
+    std::optional<AlignedBuffer> copy_buf_; // allocated at the first copy, kept
 };
 
 } // namespace sluice
