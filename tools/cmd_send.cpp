@@ -31,6 +31,8 @@ options:
   --streams N|auto     TCP data streams (default 4, 1-128); auto: open 16, send on 2 and double
                        while the rate grows (-v and --json say the count chosen and why)
   --block-size SIZE    bytes per block of a large file (default 8M; 64K-64M)
+  -c, --checksum       compare content even where size and mtime match (a file the
+                       receiver has in another version is always updated by changed blocks)
   --rate-limit RATE    cap the total rate in bytes per second (e.g. 400M)
   --send-path PATH     splice (default), sendfile, zc or read_send
   --to HOST:PORT       receiver address, instead of a sluice:// URL
@@ -69,7 +71,7 @@ int cmd_send(int argc, char** argv) {
             "--idle-timeout", "--cc", "--retry-for", "--exclude", "--include", "--exclude-from"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
-            "--no-specials", "--specials", "--delete"});
+            "--no-specials", "--specials", "--delete", "--checksum", "-c"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
         return 0;
@@ -120,6 +122,7 @@ int cmd_send(int argc, char** argv) {
         if (name == "--include") o.filters.push_back("+ " + value);
         if (name == "--exclude-from") o.filters.push_back(". " + value);
     }
+    o.checksum = a.flag("--checksum") || a.flag("-c");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     if (o.verbose) std::cerr << "sluice: token from " << printable(token.source) << "\n";
     Progress progress;

@@ -14,6 +14,7 @@ FILE, DIR, SYMLINK = 1, 2, 3
 HARD_LINK, FIFO, CHAR_DEVICE, BLOCK_DEVICE, SOCKET = 5, 6, 7, 8, 9  # tree metadata (issue 17)
 HAS_META = 1 << 2  # entry flag: an EntryMeta trailer follows
 HAS_OWNER, HAS_GROUP = 1, 2
+UPDATE_PARAMS, REUSE, BLOCK_SUMS = 0x04, 0x05, 0x24  # changed-block updates (issue 17)
 
 
 def recv_exact(s, n):
@@ -68,6 +69,34 @@ def manifest_meta(seq, entries, mode=0o644):
         t = target if isinstance(target, bytes) else target.encode()
         body += struct.pack("<QQqIBBHHH", fid, size, 0, mode, kind, HAS_META if meta is not None else 0,
                             len(p), len(t), 0) + p + t + (meta or b"")
+    return frame(MANIFEST, body)
+
+
+def update_params(block_size, checksum=False):
+    return frame(UPDATE_PARAMS, struct.pack("<QII", block_size, 1 if checksum else 0, 0))
+
+
+def reuse(file_id, ranges):
+    return frame(REUSE, struct.pack("<QII", file_id, len(ranges), 0) + b"".join(struct.pack("<QQ", o, n) for o, n in ranges))
+
+
+def decode_block_sums(payload):
+    """(file_id, old_size, [xxh3 of each block])"""
+    fid, old_size, n, _ = struct.unpack_from("<QQII", payload)
+    return fid, old_size, list(struct.unpack_from(f"<{n}Q", payload, 24))
+
+
+ENTRY_SPARSE = 0x02  # the entry's flags: data extents follow its path and target (issue 17)
+
+
+def sparse_manifest(seq, entries):
+    """entries: (id, path, size, [(offset, length), ...] data extents), regular files with the
+    sparse flag: the extent count u32 and the extents follow the path."""
+    body = struct.pack("<II", seq, len(entries))
+    for fid, path, size, extents in entries:
+        p = path.encode()
+        body += struct.pack("<QQqIBBHHH", fid, size, 0, 0o644, FILE, ENTRY_SPARSE, len(p), 0, 0) + p
+        body += struct.pack("<I", len(extents)) + b"".join(struct.pack("<QQ", o, n) for o, n in extents)
     return frame(MANIFEST, body)
 
 

@@ -49,6 +49,8 @@ std::string Stats::to_json() const {
     field("bytes", std::to_string(bytes));
     field("bytes_sent", std::to_string(bytes_sent));
     field("bytes_skipped", std::to_string(bytes_skipped));
+    field("bytes_holes", std::to_string(bytes_holes));
+    field("bytes_reused", std::to_string(bytes_reused));
     field("files", std::to_string(files));
     field("dirs", std::to_string(dirs));
     field("symlinks", std::to_string(symlinks));

@@ -34,6 +34,9 @@ const char* frame_type_name(uint8_t type) {
     case FrameType::final_status: return "FINAL_STATUS";
     case FrameType::abort: return "ABORT";
     case FrameType::stream_resume: return "STREAM_RESUME";
+    case FrameType::update_params: return "UPDATE_PARAMS";
+    case FrameType::reuse: return "REUSE";
+    case FrameType::block_sums: return "BLOCK_SUMS";
     }
     return "unknown";
 }
@@ -59,6 +62,9 @@ FrameHeader decode_frame_header(Span in) {
     case FrameType::all_verified:
     case FrameType::transfer_end:
     case FrameType::final_status:
+    case FrameType::update_params:
+    case FrameType::reuse:
+    case FrameType::block_sums:
     case FrameType::abort: limit = kMaxControlPayload; break;
     case FrameType::stream_resume: limit = kStreamResumeBytes; break;
     case FrameType::working: limit = 0; break; // no payload

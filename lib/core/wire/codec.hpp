@@ -35,6 +35,10 @@ void encode_working(Bytes& out);
 void encode_transfer_end(Bytes& out, const TransferEnd& e);
 void encode_final_status(Bytes& out, const FinalStatus& s);
 void encode_abort(Bytes& out, const Abort& a);
+// Changed-block updates (codec_update.cpp).
+void encode_update_params(Bytes& out, const UpdateParams& p);
+void encode_block_sums(Bytes& out, const BlockSums& s);
+void encode_reuse(Bytes& out, const Reuse& r);
 // Header + prefix of a BLOCK frame; the data follows on the wire (spliced, not copied).
 void encode_block_prefix(unsigned char out[kFrameHeaderBytes + kBlockPrefixBytes], const BlockPrefix& p, uint32_t data_length);
 
@@ -50,6 +54,9 @@ Abort decode_abort(Span payload);
 // Issue 16's stream reconnect (codec_reconnect.cpp).
 void encode_stream_resume(Bytes& out, const StreamResume& r);
 StreamResume decode_stream_resume(Span payload);
+UpdateParams decode_update_params(Span payload);
+BlockSums decode_block_sums(Span payload);
+Reuse decode_reuse(Span payload);
 
 // Checks a relative path from the network: no empty, '.' or '..' components, no leading '/',
 // no NUL, bounded lengths. Throws a protocol Error naming the path and the rule it broke.

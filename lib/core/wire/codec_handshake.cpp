@@ -43,7 +43,7 @@ void encode_server_hello(Bytes& out, const ServerHello& h) {
     ByteWriter w(out);
     put_magic(w);
     w.u16(h.version);
-    w.u16(0);
+    w.u16(h.features);
     w.u32(0);
     w.bytes(h.nonce.data(), h.nonce.size());
 }
@@ -53,7 +53,7 @@ ServerHello decode_server_hello(Span in) {
     check_magic(r, "server hello");
     ServerHello h;
     h.version = r.u16();
-    r.u16();
+    h.features = r.u16();
     r.u32();
     read_array(r, h.nonce);
     r.expect_end();

@@ -7,6 +7,7 @@
 
 #include "core/wire/byte_io.hpp"
 #include "core/wire/codec_detail.hpp"
+#include "core/wire/codec_sparse.hpp"
 
 namespace sluice::wire {
 
@@ -47,13 +48,14 @@ void encode_manifest(Bytes& out, const ManifestPage& c) {
         w.i64(e.mtime_ns);
         w.u32(e.mode);
         w.u8(static_cast<uint8_t>(e.kind));
-        w.u8(has_meta ? kEntryHasMeta : 0);
+        w.u8(static_cast<uint8_t>((has_meta ? kEntryHasMeta : 0) | (e.sparse ? kEntrySparse : 0)));
         w.u16(static_cast<uint16_t>(e.path.size()));
         w.u16(static_cast<uint16_t>(e.link_target.size()));
         w.u16(0);
         w.bytes(e.path);
         w.bytes(e.link_target);
         if (has_meta) encode_entry_meta(out, c.meta[next_meta++].second);
+        if (e.sparse) encode_extents(w, e);
     }
     end_frame(out, at);
 }
@@ -85,9 +87,10 @@ ManifestPage decode_manifest(Span payload) {
         e.path = r.string(path_len);
         e.link_target = r.string(target_len);
         validate_relative_path(e.path);
-        if (flags & ~kEntryHasMeta) bad("MANIFEST: '" + e.path + "' has unknown flags " + std::to_string(flags));
+        if (flags & ~(kEntryHasMeta | kEntrySparse)) bad("MANIFEST: '" + e.path + "' has unknown flags " + std::to_string(flags));
         if (flags & kEntryHasMeta) c.meta.emplace_back(i, decode_entry_meta(r, e.path));
         check_tree_entry(e, (flags & kEntryHasMeta) ? &c.meta.back().second : nullptr);
+        if (flags & kEntrySparse) decode_extents(r, e);
         if (e.mode & ~07777u) bad("MANIFEST: '" + e.path + "' has mode bits outside 07777");
         if (e.kind != EntryKind::file && e.size != 0) bad("MANIFEST: '" + e.path + "' is not a file but has a size");
         if (e.kind == EntryKind::pipe && count != 1) bad("MANIFEST: pipe '" + e.path + "' must be the only entry of its page");

@@ -23,6 +23,17 @@ inline constexpr uint32_t kMaxMessageBytes = 4096;       // text in STATUS / ABO
 inline constexpr uint16_t kMaxStreams = 128;
 inline constexpr uint64_t kMaxFileSize = 1ull << 50; // 1 PiB: keeps offset + length far from overflow
 inline constexpr uint32_t kMaxPiece = 1u << 20;      // data bytes in one BLOCK (a piece) of a pipe entry
+// Data extents one sparse file may list (codec_sparse.cpp). 16 bytes each on the wire and in
+// the receiver's file table, so at most 1 MiB per file; a sender with more merges the
+// nearest ones (describing short holes as data) until it fits.
+inline constexpr uint32_t kMaxExtentsPerFile = 65536;
+
+// Hello feature bits (ServerHello.features: what the receiver supports; ClientHello.features:
+// what the sender uses). Bits are allocated per issue (docs/protocol.md, "Handshake").
+inline constexpr uint16_t kFeatureSparse = 1u << 1;  // manifest entries may list data extents
+inline constexpr uint16_t kFeatureUpdate = 1u << 2;  // changed-block updates (reserved, issue 17)
+// Manifest entry flag bits (the entry's `flags u8`).
+inline constexpr uint8_t kEntrySparse = 1u << 1; // a file's data extents follow its path and target
 
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr size_t kBlockPrefixBytes = 24; // file_id, offset, checksum before the data
@@ -38,11 +49,14 @@ enum class FrameType : uint8_t {
     manifest_ack = 0x02, // R->S control: page registered; ranges already verified (resume)
     manifest_end = 0x03, // S->R control: no more entries
     tree_options = 0x08, // S->R control, before the first MANIFEST: --delete and the filter rules it must respect
+    update_params = 0x04, // S->R control: block size and --checksum for changed-block updates (issue 17)
+    reuse = 0x05,         // S->R control: ranges of a file equal to the receiver's old version
     block = 0x10,        // S->R data: file data at an offset, with its checksum
     stream_end = 0x11,   // S->R data: this stream carries no more blocks
     resend = 0x20,       // R->S control: a block failed its checksum, send it again
     all_verified = 0x21, // R->S control: every file of the manifest is complete; streams may end
     working = 0x22,      // R->S control: still doing work the sender waits for (empty; a keepalive)
+    block_sums = 0x24,   // R->S control: XXH3 of each block of the receiver's old version of a file
     transfer_end = 0x30, // S->R control: every data stream has ended
     final_status = 0x31, // R->S control: the receiver's verdict
     abort = 0x3f,        // either way: the transfer is over, with a reason
@@ -77,6 +91,7 @@ struct FrameHeader {
 
 struct ServerHello {
     uint16_t version = kVersion;
+    uint16_t features = 0; // kFeature* bits the receiver supports
     std::array<unsigned char, kNonceBytes> nonce{};
 };
 
@@ -96,6 +111,12 @@ struct ServerAuth {
     std::array<unsigned char, kMacBytes> mac{};
 };
 
+// A byte range of a sparse file that holds data; everything between extents is a hole.
+struct Extent {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+};
+
 struct ManifestEntry {
     uint64_t file_id = 0;
     uint64_t size = 0;
@@ -104,6 +125,10 @@ struct ManifestEntry {
     EntryKind kind = EntryKind::file;
     std::string path;        // relative, '/'-separated, validated on decode
     std::string link_target; // symlinks only
+    // kEntrySparse: data_extents lists where the file holds data (sorted, disjoint, inside
+    // size, possibly none); the rest reads as zeros and is neither sent nor allocated.
+    bool sparse = false;
+    std::vector<Extent> data_extents;
 };
 
 // Owner, group, device number and extended attributes (POSIX ACLs travel as their
@@ -146,6 +171,23 @@ struct ManifestEnd {
     uint32_t page_count = 0;
     uint64_t file_count = 0;
     uint64_t total_bytes = 0;
+};
+
+// Changed-block updates (docs/protocol.md, "Updates by changed blocks").
+struct UpdateParams {
+    uint64_t block_size = 0; // the unit of BLOCK_SUMS and REUSE: the sender's --block-size
+    bool checksum = false;   // compare content even when size and mtime match (--checksum)
+};
+
+struct BlockSums {
+    uint64_t file_id = 0;
+    uint64_t old_size = 0;     // size of the receiver's old version
+    std::vector<uint64_t> sums; // XXH3-64 of each block_size block of it (the last one shorter)
+};
+
+struct Reuse {
+    uint64_t file_id = 0;
+    std::vector<Extent> ranges; // sorted, disjoint: equal in the old and the new version
 };
 
 struct BlockPrefix {

@@ -61,6 +61,10 @@ struct SendOptions {
     // TCP congestion control of every connection of the transfer (TCP_CONGESTION), e.g. "bbr"
     // or "cubic"; empty: the system's default. A name the kernel lacks is a usage error.
     std::string congestion_control;
+    // A file the receiver already has in another version is updated by changed blocks (the
+    // receiver lists its blocks' XXH3, only differing blocks are sent). checksum: also compare
+    // the content of files whose size and mtime match (otherwise those are skipped unread).
+    bool checksum = false;
     bool verbose = false;
     LogFn log;                                 // warnings and verbose lines; default: dropped
     Progress* progress = nullptr;              // optional counters to poll

@@ -29,6 +29,8 @@ struct Stats {
     uint64_t bytes = 0;         // payload bytes of regular files in the transfer
     uint64_t bytes_sent = 0;    // payload moved in this run (sender) / received (receiver)
     uint64_t bytes_skipped = 0; // already verified at the receiver (resume)
+    uint64_t bytes_holes = 0;   // holes of sparse files: described, never sent (docs/protocol.md)
+    uint64_t bytes_reused = 0;  // unchanged blocks of files the receiver had in another version
     uint64_t files = 0;         // regular files
     uint64_t dirs = 0;
     uint64_t symlinks = 0;

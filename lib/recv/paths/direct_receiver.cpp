@@ -161,7 +161,8 @@ private:
     void allocate_ahead(RecvFile& f, uint64_t offset, uint64_t end) {
         const uint64_t written = f.direct_written.fetch_add(end - offset, std::memory_order_relaxed) + (end - offset);
         uint64_t front = f.allocated_to.load(std::memory_order_relaxed);
-        if (end <= front || allocate_refused_) return;
+        // A sparse file is never allocated ahead: that would fill its holes (sparse_holes.hpp).
+        if (end <= front || allocate_refused_ || f.entry.sparse) return;
         const uint64_t ahead = std::min(written, kAllocateAhead);
         const uint64_t target = std::min(f.entry.size, written + ahead);
         if (target < end || (target < f.entry.size && target - front < std::min(written, kAllocateAhead / 4))) return;

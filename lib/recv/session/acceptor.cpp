@@ -157,7 +157,7 @@ void Acceptor::accept_new(std::vector<Pending>& pending) {
                   .source = source_of(peer)};
         wire::random_bytes(p.nonce);
         wire::Bytes out;
-        wire::encode_server_hello(out, wire::ServerHello{.nonce = p.nonce});
+        wire::encode_server_hello(out, wire::ServerHello{.features = wire::kFeatureSparse | wire::kFeatureUpdate | wire::kFeatureStreamReconnect, .nonce = p.nonce});
         if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) continue;
         dropped += make_room(pending, p.source);
         pending.push_back(std::move(p));

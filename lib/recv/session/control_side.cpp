@@ -4,6 +4,7 @@
 #include "recv/paths/pipe_receiver.hpp"
 #include "recv/session/finishing.hpp"
 #include "recv/session/resume.hpp"
+#include "recv/store/sparse_holes.hpp"
 
 namespace sluice {
 
@@ -24,6 +25,11 @@ void ControlSide::serve(uint16_t stream_count) {
             mirror_.emplace(wire::decode_tree_options(f.payload));
             break;
         case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
+        case wire::FrameType::update_params:
+            if (pages_ > 0) throw Error(ErrorCode::protocol, "UPDATE_PARAMS after the first manifest page");
+            update_.set_params(wire::decode_update_params(f.payload));
+            break;
+        case wire::FrameType::reuse: on_reuse(wire::decode_reuse(f.payload)); break;
         case wire::FrameType::transfer_end: on_transfer_end(wire::decode_transfer_end(f.payload), stream_count); return;
         case wire::FrameType::abort: {
             wire::Abort a = wire::decode_abort(f.payload);
@@ -175,7 +181,7 @@ void ControlSide::register_file(RecvFile& f, std::vector<wire::ByteRange>& alrea
         p->files_total += 1;
     }
     if (target_.writes_files()) {
-        Resumed r = resume_file(target_.tree(), files_, f, opts_.verify, already);
+        Resumed r = resume_file(target_.tree(), files_, f, opts_.verify, already, !update_.checksum());
         counts_.bytes_skipped += r.bytes;
         if (p) p->bytes_done += r.bytes;
         if (r.complete) {
@@ -183,8 +189,38 @@ void ControlSide::register_file(RecvFile& f, std::vector<wire::ByteRange>& alrea
             if (p) p->files_done += 1;
             return;
         }
+        if (r.bytes == 0) offer_old_version(f);
+    }
+    if (f.entry.sparse) {
+        Holes h = mark_holes(files_, f);
+        counts_.bytes_holes += h.bytes;
+        if (p) p->bytes_done += h.bytes;
+        if (h.complete) return finish_empty_file(f); // nothing left to send: its size is set there
     }
     if (f.entry.size == 0) finish_empty_file(f);
+}
+
+void ControlSide::offer_old_version(RecvFile& f) {
+    // --verify reads every block back against the sender's checksum: reused blocks have none,
+    // so such a transfer sends files whole.
+    if (opts_.verify) return;
+    std::optional<wire::BlockSums> s = update_.offer(target_.tree(), f, [this] { still_working(); });
+    if (!s) return;
+    // Before the page's ack, on the same connection: the sender has the sums when it plans.
+    wire::Bytes out;
+    wire::encode_block_sums(out, *s);
+    send(out);
+}
+
+void ControlSide::on_reuse(const wire::Reuse& r) {
+    UpdateSide::Applied a = update_.apply(target_.tree(), files_, r, opts_.sync);
+    counts_.bytes_reused += a.bytes;
+    Progress* p = opts_.progress;
+    if (p) p->bytes_done += a.bytes;
+    if (!a.complete) return;
+    tally_.files_completed.fetch_add(1, std::memory_order_relaxed);
+    if (p) p->files_done += 1;
+    file_completed();
 }
 
 void ControlSide::finish_empty_file(RecvFile& f) {

@@ -16,6 +16,7 @@
 #include "recv/session/recv_tally.hpp"
 #include "recv/session/recv_target.hpp"
 #include "recv/session/resend_policy.hpp"
+#include "recv/session/update_side.hpp"
 #include "recv/store/file_table.hpp"
 #include "recv/store/tree_meta.hpp"
 #include "recv/store/tree_mirror.hpp"
@@ -28,6 +29,8 @@ public:
         uint64_t files = 0, dirs = 0, links = 0;
         uint64_t bytes = 0;         // of regular files
         uint64_t bytes_skipped = 0; // verified by an earlier run
+        uint64_t bytes_holes = 0;   // holes of sparse files (never sent)
+        uint64_t bytes_reused = 0;  // copied from the old version of an updated file
     };
 
     ControlSide(const RecvOptions& opts, RecvTarget& target, FileTable& files, RecvTally& tally, ControlChannel& control,
@@ -60,8 +63,13 @@ public:
     bool has_pipe() const { return pipe_entry_ != nullptr; }
     uint64_t checksum_failures() const { return resends_.failures(); }
 
+    const std::string& update_fallback() const { return update_.fallback(); }
+
 private:
     void on_manifest(wire::ManifestPage&& page);
+    // Changed-block updates (update_side.hpp): offers an old version's sums, applies REUSE.
+    void offer_old_version(RecvFile& f);
+    void on_reuse(const wire::Reuse& r);
     void register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already);
     void register_file(RecvFile& f, std::vector<wire::ByteRange>& already);
     void finish_empty_file(RecvFile& f);
@@ -83,6 +91,7 @@ private:
     SessionLog& log_;
     FailureLatch& latch_;
     ResendPolicy resends_;
+    UpdateSide update_; // control thread only
     AnswerClock answers_;
     bool silence_reported_ = false; // await_frame() threw: its message says it all
     // When we last sent the sender anything (still_working() counts from there).

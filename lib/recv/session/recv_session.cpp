@@ -224,6 +224,8 @@ Stats RecvSession::stats() {
         .bytes = control_side_.has_pipe() ? target_->pipe_output()->delivered() : c.bytes,
         .bytes_sent = tally_.bytes_received.load(),
         .bytes_skipped = c.bytes_skipped,
+        .bytes_holes = c.bytes_holes,
+        .bytes_reused = c.bytes_reused,
         .files = c.files,
         .dirs = c.dirs,
         .symlinks = c.links,
@@ -238,6 +240,7 @@ Stats RecvSession::stats() {
     };
     s.congestion_control = acceptor_.congestion_control();
     s.deleted = control_side_.deleted();
+    if (!control_side_.update_fallback().empty()) s.fallbacks.push_back(control_side_.update_fallback());
     {
         std::vector<std::pair<unsigned, int>> streams;
         std::lock_guard lk(data_mu_);

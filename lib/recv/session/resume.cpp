@@ -7,10 +7,11 @@
 
 namespace sluice {
 
-Resumed resume_file(const DestTree& tree, FileTable& files, RecvFile& f, bool verify, std::vector<wire::ByteRange>& already) {
+Resumed resume_file(const DestTree& tree, FileTable& files, RecvFile& f, bool verify, std::vector<wire::ByteRange>& already,
+                    bool quick_check) {
     UniqueFd dir = tree.open_dir(f.parent);
     struct stat st {};
-    if (::fstatat(dir.get(), f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+    if (quick_check && ::fstatat(dir.get(), f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
         static_cast<uint64_t>(st.st_size) == f.entry.size &&
         static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec == f.entry.mtime_ns) {
         if (f.entry.size) already.push_back({f.entry.file_id, 0, f.entry.size});

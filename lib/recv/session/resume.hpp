@@ -17,6 +17,9 @@ struct Resumed {
 
 // Appends what f already has to `already` (the MANIFEST_ACK's ranges) and marks it in the
 // table. With verify, the journaled blocks' checksums are kept to read them back at the end.
-Resumed resume_file(const DestTree& tree, FileTable& files, RecvFile& f, bool verify, std::vector<wire::ByteRange>& already);
+// quick_check: a file in place with the same size and mtime is complete (false with the
+// sender's --checksum: its content is compared instead, update_side.hpp).
+Resumed resume_file(const DestTree& tree, FileTable& files, RecvFile& f, bool verify, std::vector<wire::ByteRange>& already,
+                    bool quick_check = true);
 
 } // namespace sluice

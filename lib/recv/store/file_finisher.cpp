@@ -10,6 +10,7 @@
 #include "recv/paths/stream_receiver.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "recv/store/journal.hpp"
+#include "recv/store/sparse_holes.hpp"
 
 namespace sluice {
 
@@ -23,6 +24,7 @@ RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t 
     if (p.offset > f->entry.size || len > f->entry.size - p.offset || len == 0)
         throw Error(ErrorCode::protocol, "BLOCK [" + std::to_string(p.offset) + ", +" + std::to_string(len) + ") lies outside '" +
                                              f->entry.path + "' of " + std::to_string(f->entry.size) + " bytes");
+    check_inside_data(*f, p.offset, len);
     return *f;
 }
 

@@ -51,7 +51,7 @@ uint64_t FileTable::default_max_bytes() {
 
 uint64_t FileTable::entry_bytes(const RecvFile& f) {
     return sizeof(RecvFile) + kIndexBytes + heap_bytes(f.entry.path) + heap_bytes(f.entry.link_target) + heap_bytes(f.parent) +
-           heap_bytes(f.name) + heap_bytes(f.temp);
+           heap_bytes(f.name) + heap_bytes(f.temp) + f.entry.data_extents.capacity() * sizeof(wire::Extent);
 }
 
 FileTable::FileTable(uint64_t max_files, uint64_t max_bytes)

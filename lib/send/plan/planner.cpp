@@ -5,17 +5,27 @@
 namespace sluice {
 
 void Planner::add(const SourceFile& f, const std::vector<wire::ByteRange>& verified, std::vector<WorkItem>& out) {
-    // Walk the file block by block; a block wholly inside a verified range is skipped.
-    for (uint64_t off = 0; off < f.size; off += block_size_) {
-        uint64_t len = std::min(block_size_, f.size - off);
+    if (!f.sparse) return add_range(f, 0, f.size, verified, out);
+    // Only the data extents: a hole is described in the manifest, never sent.
+    for (const wire::Extent& x : f.extents) add_range(f, x.offset, x.offset + x.length, verified, out);
+}
+
+void Planner::add_range(const SourceFile& f, uint64_t begin, uint64_t end, const std::vector<wire::ByteRange>& verified,
+                        std::vector<WorkItem>& out) {
+    // Walk the range block by block (cut at multiples of the block size, so an extent's
+    // blocks line up with a whole file's); a block wholly inside a verified range is skipped.
+    for (uint64_t off = begin; off < end;) {
+        uint64_t len = std::min((off / block_size_ + 1) * block_size_, end) - off;
         bool done = std::any_of(verified.begin(), verified.end(), [&](const wire::ByteRange& r) {
             return r.file_id == f.file_id && r.offset <= off && off + len <= r.offset + r.length;
         });
+        const uint64_t at = off;
+        off += len;
         if (done) {
             skipped_bytes_ += len;
             continue;
         }
-        add_segment(f, off, len, out);
+        add_segment(f, at, len, out);
     }
 }
 

@@ -26,6 +26,9 @@ public:
 
 private:
     void add_segment(const SourceFile& f, uint64_t offset, uint64_t length, std::vector<WorkItem>& out);
+    // Plans [begin, end) of f cut at multiples of the block size.
+    void add_range(const SourceFile& f, uint64_t begin, uint64_t end, const std::vector<wire::ByteRange>& verified,
+                   std::vector<WorkItem>& out);
 
     uint64_t block_size_;
     WorkItem batch_;

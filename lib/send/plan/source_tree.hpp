@@ -30,6 +30,9 @@ struct SourceFile {
     int fd = -1;
     uint64_t file_size = 0;
     int64_t file_mtime_ns = 0;
+    // A sparse file: only these ranges are planned; the receiver leaves the rest as holes.
+    bool sparse = false;
+    std::vector<wire::Extent> extents;
     uint64_t file_offset(uint64_t offset) const { return base + offset; }
     // A path given to send() itself, not a file inside a tree: a symlink there was followed
     // when it was listed (check_sources), so it is opened following it again.

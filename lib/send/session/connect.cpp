@@ -22,7 +22,10 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts) {
     set_congestion_control(c.control.get(), opts.congestion_control);
     set_io_timeout(c.control.get(), opts.idle_timeout_ms);
     hello.role = wire::Role::control;
-    client_handshake(c.control.get(), to.token, hello, peer);
+    // Holes described and changed-block updates, where the receiver offers them.
+    hello.features |= wire::kFeatureSparse | wire::kFeatureUpdate;
+    c.features = client_handshake(c.control.get(), to.token, hello, peer);
+    hello.features = c.features;
     // The timeouts stay: a write to a receiver that stopped reading, and a frame that stops
     // halfway, fail after the idle timeout. Waiting for the next frame is the control reader's
     // own deadline (send_core.cpp), which counts only while the receiver owes an answer.

@@ -13,6 +13,7 @@ struct Connections {
     wire::ClientHello hello; // the transfer's (id, features): a reopened data stream sends it again
     UniqueFd control;
     std::vector<UniqueFd> data; // data[i] is stream i + 1
+    uint8_t features = 0;       // wire::kFeature* bits both sides use (the receiver offered them)
 };
 
 // Throws Error(network / auth) naming the address tried.

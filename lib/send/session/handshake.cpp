@@ -7,7 +7,7 @@
 
 namespace sluice {
 
-void client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer) {
+uint8_t client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer) {
     std::array<unsigned char, wire::kServerHelloBytes> sh{};
     recv_exact(fd, sh, ("handshake with " + peer).c_str());
     wire::ServerHello server;
@@ -19,6 +19,7 @@ void client_handshake(int fd, const std::string& token, wire::ClientHello hello,
     if (server.version != wire::kVersion)
         throw Error(ErrorCode::protocol, peer + " speaks sluice protocol version " + std::to_string(server.version) +
                                              ", this sender speaks " + std::to_string(wire::kVersion));
+    hello.features = static_cast<uint8_t>(hello.features & server.features);
     wire::random_bytes(hello.nonce);
     wire::Bytes out;
     wire::encode_client_hello(out, hello);
@@ -35,6 +36,7 @@ void client_handshake(int fd, const std::string& token, wire::ClientHello hello,
         throw Error(ErrorCode::auth, peer + " refused the connection: " + wire::auth_status_text(auth.status));
     if (!wire::macs_equal(auth.mac, wire::server_auth_mac(token, hello.nonce, server.nonce)))
         throw Error(ErrorCode::auth, "authentication failed: " + peer + " could not prove it holds the token");
+    return hello.features;
 }
 
 } // namespace sluice

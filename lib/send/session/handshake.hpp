@@ -9,7 +9,8 @@ namespace sluice {
 
 // Sender side: reads the receiver's hello, sends ours with its MAC, checks the receiver's
 // answer (and its MAC, so a sender never streams data to an impostor). Throws auth or
-// protocol Errors naming the address.
-void client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer);
+// protocol Errors naming the address. hello.features holds the features this sender would
+// use; it sends those the receiver's hello offers and returns them.
+uint8_t client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer);
 
 } // namespace sluice

@@ -37,6 +37,7 @@ void SendCore::connect(const std::string& how) {
     control_.attach(std::move(c.control));
     data_ = std::move(c.data);
     hello_ = c.hello;
+    features_ = c.features;
     log_.verbose_line("connected to " + peer_ + " with " + std::to_string(data_.size()) + " data streams" + how +
                       (data_.empty() ? "" : ", congestion control " + congestion_control_of(data_[0].get())));
 }
@@ -53,6 +54,7 @@ void SendCore::read_control() {
             case wire::FrameType::manifest_ack: on_manifest_ack(wire::decode_manifest_ack(f.payload)); break;
             case wire::FrameType::resend: on_resend(wire::decode_resend(f.payload)); break;
             case wire::FrameType::all_verified: on_all_verified(); break;
+            case wire::FrameType::block_sums: on_block_sums(wire::decode_block_sums(f.payload)); break;
             case wire::FrameType::working: break; // the receiver is alive and busy for us: last_frame_ moved
             case wire::FrameType::final_status: final_ = wire::decode_final_status(f.payload); return;
             case wire::FrameType::abort:
@@ -102,6 +104,8 @@ Error SendCore::as_stream_silence(size_t i, const Error& e) const {
 }
 
 void SendCore::on_resend(const wire::ByteRange&) { unexpected(static_cast<uint8_t>(wire::FrameType::resend)); }
+
+void SendCore::on_block_sums(wire::BlockSums&&) { unexpected(static_cast<uint8_t>(wire::FrameType::block_sums)); }
 
 void SendCore::unexpected(uint8_t type) const {
     throw Error(ErrorCode::protocol, std::string("receiver sent an unexpected ") + wire::frame_type_name(type) +

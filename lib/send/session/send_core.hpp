@@ -42,6 +42,7 @@ protected:
     virtual std::optional<Owed> owed() = 0;
     virtual void on_manifest_ack(wire::ManifestAck&& ack) = 0;
     virtual void on_all_verified() {}
+    virtual void on_block_sums(wire::BlockSums&& s);
     // Only the file sender resends; by default RESEND is refused as unexpected.
     virtual void on_resend(const wire::ByteRange& r);
     // Wakes every thread of the session that waits for input, work or an ack: it stopped.
@@ -97,6 +98,7 @@ protected:
         for (const auto& d : data_) fds.push_back(d.get());
         return fds;
     }
+    uint8_t features_ = 0;       // wire::kFeature* bits agreed in the handshake
 
 private:
     void end_stream(size_t i, const wire::StreamEnd& end);

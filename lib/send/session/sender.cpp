@@ -18,6 +18,8 @@
 #include "send/plan/fd_sources.hpp"
 #include "send/plan/planner.hpp"
 #include "send/plan/source_tree.hpp"
+#include "send/plan/sparse_extents.hpp"
+#include "send/plan/update_plan.hpp"
 #include "send/plan/work_queue.hpp"
 #include "send/session/send_core.hpp"
 #include "send/session/stream_governor.hpp"
@@ -85,6 +87,7 @@ public:
         uint64_t blocks = 0, bytes = 0;
         std::vector<std::string> fallbacks;
         if (!choice.fallback.empty()) fallbacks.push_back(choice.fallback);
+        if (!sparse_fallback_.empty()) fallbacks.push_back(sparse_fallback_);
         for (auto& t : totals) {
             blocks += t.blocks;
             bytes += t.bytes;
@@ -98,7 +101,9 @@ public:
                 .role = kRole,
                 .bytes = total_bytes_,
                 .bytes_sent = bytes,
-                .bytes_skipped = planner_.skipped_bytes(),
+                .bytes_skipped = planner_.skipped_bytes() - reused_,
+                .bytes_holes = holes_,
+                .bytes_reused = reused_,
                 .files = files_.size(),
                 .dirs = dirs_,
                 .symlinks = symlinks_,
@@ -119,6 +124,12 @@ public:
 
 private:
     void walk_and_announce() {
+        if (features_ & wire::kFeatureUpdate) {
+            // Before the first page: the receiver hashes old versions in our block size.
+            wire::Bytes out;
+            wire::encode_update_params(out, wire::UpdateParams{.block_size = opts_.block_size, .checksum = opts_.checksum});
+            control_.write(out, "sending the update parameters");
+        }
         wire::ManifestPage page;
         std::vector<const SourceFile*> page_files;
         size_t page_bytes = 0;
@@ -168,7 +179,10 @@ private:
             throw_if_cancelled();
             if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
             if (e.kind == wire::EntryKind::file) {
+                if (fd_sources_.empty()) describe_holes(e, src);
                 files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
+                files_.back().sparse = e.sparse;
+                files_.back().extents = e.data_extents;
                 if (!fd_sources_.empty()) attach_fd_source(files_.back(), fd_sources_[e.file_id]);
                 page_files.push_back(&files_.back());
                 {
@@ -185,7 +199,7 @@ private:
             } else {
                 ++symlinks_;
             }
-            page_bytes += 36 + e.path.size() + e.link_target.size();
+            page_bytes += 36 + e.path.size() + e.link_target.size() + 16 * e.data_extents.size();
             page.entries.push_back(std::move(e));
             if (page.entries.size() >= page_limit || page_bytes >= (1u << 20)) flush();
         };
@@ -208,6 +222,25 @@ private:
 
     size_t entries_total() const { return files_.size() + dirs_ + symlinks_; }
 
+    // A file with holes lists its data extents in its entry (where the receiver offered
+    // sparse files in its hello); only those are planned and sent.
+    void describe_holes(wire::ManifestEntry& e, const std::string& src) {
+        if (!(features_ & wire::kFeatureSparse)) {
+            if (!sparse_refused_logged_ && find_data_extents(src, e.size).sparse) {
+                sparse_refused_logged_ = true;
+                sparse_fallback_ = "sparse: the receiver does not take data extents: holes sent as zeros";
+                log_.verbose_line(sparse_fallback_);
+            }
+            return;
+        }
+        SparseLayout l = find_data_extents(src, e.size);
+        if (!l.sparse) return;
+        e.sparse = true;
+        e.data_extents = std::move(l.extents);
+        holes_ += l.hole_bytes;
+        if (opts_.progress) opts_.progress->bytes_done += l.hole_bytes;
+    }
+
     // Streams stay open until the receiver has verified everything: it may still ask for a
     // block again after the last one was planned.
     void wait_for_acks() {
@@ -226,6 +259,7 @@ private:
             pending_pages_.erase(it);
         }
         std::vector<WorkItem> items;
+        take_unchanged_blocks(files, ack.verified);
         for (const SourceFile* f : files) planner_.add(*f, ack.verified, items);
         count_settled(files, ack.verified);
         planner_.flush(items);
@@ -240,6 +274,41 @@ private:
             page_owed_since_ = Clock::now();
         }
         acks_cv_.notify_all();
+    }
+
+    // The receiver's old version of a file of a page it has not acked yet (it sends them
+    // before the page's ack).
+    void on_block_sums(wire::BlockSums&& s) override {
+        if (!(features_ & wire::kFeatureUpdate)) SendCore::on_block_sums(std::move(s));
+        std::lock_guard lk(pages_mu_);
+        if (!by_id_.contains(s.file_id) || sums_.contains(s.file_id))
+            throw Error(ErrorCode::protocol, "receiver sent BLOCK_SUMS for file id " + std::to_string(s.file_id) +
+                                                 ", which is not a file of an unacknowledged page or was listed before");
+        sums_.emplace(s.file_id, std::move(s));
+    }
+
+    // For each file of the page with BLOCK_SUMS: the blocks equal to the receiver's old version
+    // are named in a REUSE frame (the receiver copies them from it) and planned as done.
+    void take_unchanged_blocks(const std::vector<const SourceFile*>& files, std::vector<wire::ByteRange>& verified) {
+        for (const SourceFile* f : files) {
+            std::optional<wire::BlockSums> s;
+            {
+                std::lock_guard lk(pages_mu_);
+                auto it = sums_.find(f->file_id);
+                if (it == sums_.end()) continue;
+                s = std::move(it->second);
+                sums_.erase(it);
+            }
+            std::vector<wire::Extent> same = unchanged_ranges(*f, *s, opts_.block_size, hash_buf_);
+            if (same.empty()) continue;
+            wire::Bytes out;
+            wire::encode_reuse(out, wire::Reuse{.file_id = f->file_id, .ranges = same});
+            control_.write(out, "sending the unchanged blocks");
+            for (const wire::Extent& x : same) {
+                verified.push_back({f->file_id, x.offset, x.length});
+                reused_ += x.length;
+            }
+        }
     }
 
     void on_all_verified() override {
@@ -323,6 +392,14 @@ private:
 
     std::deque<SourceFile> files_; // stable addresses: work items point into it
     uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
+    uint64_t holes_ = 0; // bytes of holes described instead of sent
+    // Changed-block updates: the receiver's BLOCK_SUMS by file id until its page is acked
+    // (under pages_mu_), the control reader's read buffer, the bytes kept back as unchanged.
+    std::unordered_map<uint64_t, wire::BlockSums> sums_;
+    std::vector<unsigned char> hash_buf_;
+    uint64_t reused_ = 0;
+    bool sparse_refused_logged_ = false;
+    std::string sparse_fallback_; // said in the stats' fallbacks
 
     std::mutex pages_mu_;
     std::condition_variable acks_cv_;

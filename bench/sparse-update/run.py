@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""Issue 17's data-side benchmarks, sluice beside rsync in the same run, over loopback
+(127.0.0.1; rsync as a daemon, the way docs/peers.md runs it).
+
+usage: run.py sparse|update|minor DATA_DIR [--rounds N] [--out FILE.json]
+
+sparse: a 4 GiB file holding 16 MiB of data (16 extents of 1 MiB, spread out), sent into an
+empty directory by `sluice send` and by `rsync -a -S --whole-file` (rounds alternate their
+order). Reported per tool: wall seconds from the sender's start to both sides' exit, bytes
+allocated at the receiver (st_blocks * 512), and whether the received bytes equal the source
+(cmp). Medians over the rounds. Take the bench lock (/work/brief/bin/bench-lock) around it.
+
+update: a 4 GiB file of random data. Each round: a full `sluice send` into an empty directory
+(timed), then twice: 1% of the file's 8 MiB blocks (5 of 512, at random) rewritten in the
+source, and the destination brought up to date, once by `sluice send` (changed blocks) and once
+by `rsync -a --no-whole-file` (its delta transfer), the two in alternating order. Each update
+starts from a destination equal to the source but for those 5 blocks. Needs ~12 GiB of disk.
+
+minor: the WDT report's "minor" set at --scale (default 1/32: ~3,200 files of 1-400 KiB) from
+bench/datasets/gen.py, first copied whole; then per round, twice: 1% of the files get 4 KiB
+rewritten, and the destination is brought up to date by `sluice send` and by `rsync -a` (delta
+transfer, the default to a daemon), alternating order.
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SLUICE = os.environ.get("SLUICE_BIN", os.path.join(ROOT, "build", "tools", "sluice"))
+MiB, GiB = 1 << 20, 1 << 30
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_sparse(path, size, extents, seed):
+    """`size` bytes with random data at `extents` [(offset, length)], holes elsewhere."""
+    import random
+    rng = random.Random(seed)
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for off, n in extents:
+            f.seek(off)
+            f.write(rng.randbytes(n))
+    os.sync()
+
+
+def read_all(path):
+    with open(path, "rb") as f:
+        while f.read(8 * MiB):
+            pass
+
+
+class RsyncDaemon:
+    def __init__(self, root):
+        self.port = free_port()
+        self.conf = os.path.join(root, "rsyncd.conf")
+        with open(self.conf, "w") as f:
+            f.write(f"use chroot = false\nuid = root\ngid = root\n[m]\npath = {root}\nread only = false\n")
+        self.proc = subprocess.Popen(["rsync", "--daemon", "--no-detach", f"--config={self.conf}", f"--port={self.port}",
+                                      "--address=127.0.0.1"], stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("rsync daemon did not start")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def sluice_run(src, dest, send_args=(), recv_args=()):
+    """One `sluice send SRC` into DEST over loopback: (seconds, sender stats, receiver stats)."""
+    port = free_port()
+    rx = subprocess.Popen([SLUICE, "recv", dest, "--bind", "127.0.0.1", "--port", str(port), "--token", "b", "--json",
+                           *recv_args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = rx.stdout.readline().strip()
+    t0 = time.monotonic()
+    tx = subprocess.run([SLUICE, "send", src, url, "--json", *send_args], capture_output=True, text=True, timeout=600)
+    out, err = rx.communicate(timeout=120)
+    secs = time.monotonic() - t0
+    if tx.returncode or rx.returncode:
+        raise RuntimeError(f"sluice: send {tx.returncode} {tx.stderr.strip()}; recv {rx.returncode} {err.strip()}")
+    return secs, json.loads(tx.stdout.splitlines()[-1]), json.loads(out.splitlines()[-1])
+
+
+def rsync_run(daemon, src, rel_dest, *args):
+    t0 = time.monotonic()
+    r = subprocess.run(["rsync", *args, src, f"rsync://127.0.0.1:{daemon.port}/m/{rel_dest}/"], capture_output=True,
+                       text=True, timeout=900)
+    secs = time.monotonic() - t0
+    if r.returncode:
+        raise RuntimeError(f"rsync {args}: exit {r.returncode}: {r.stderr.strip()}")
+    return secs
+
+
+def same_bytes(a, b):
+    return subprocess.run(["cmp", "-s", a, b]).returncode == 0
+
+
+def bench_sparse(data, rounds):
+    src_dir = os.path.join(data, "sparse-src")
+    os.makedirs(src_dir, exist_ok=True)
+    src = os.path.join(src_dir, "vm.img")
+    extents = [(k * 256 * MiB + 12 * MiB, MiB) for k in range(16)]
+    if not os.path.exists(src) or os.path.getsize(src) != 4 * GiB:
+        make_sparse(src, 4 * GiB, extents, 17)
+    dest_root = os.path.join(data, "sparse-dest")
+    daemon = RsyncDaemon(data)
+    rows = {"sluice": [], "rsync -a -S --whole-file": []}
+    try:
+        for r in range(rounds):
+            order = list(rows) if r % 2 == 0 else list(reversed(rows))
+            for tool in order:
+                shutil.rmtree(dest_root, ignore_errors=True)
+                os.makedirs(dest_root)
+                read_all(src)
+                if tool == "sluice":
+                    secs, s, _ = sluice_run(src, dest_root)
+                    sent = s["bytes_sent"]
+                else:
+                    secs = rsync_run(daemon, src, "sparse-dest", "-a", "-S", "--whole-file")
+                    sent = None
+                got = os.path.join(dest_root, "vm.img")
+                rows[tool].append({"seconds": secs, "allocated": os.stat(got).st_blocks * 512,
+                                   "equal": same_bytes(src, got), "bytes_sent": sent})
+    finally:
+        daemon.stop()
+        shutil.rmtree(dest_root, ignore_errors=True)
+    return summarize(rows, {"file": "4 GiB, 16 x 1 MiB of data", "src_allocated": os.stat(src).st_blocks * 512})
+
+
+def rewrite_blocks(path, count, block, seed):
+    import random
+    rng = random.Random(seed)
+    size = os.path.getsize(path)
+    picks = rng.sample(range(size // block), count)
+    with open(path, "r+b") as f:
+        for b in picks:
+            f.seek(b * block)
+            f.write(rng.randbytes(block))
+    return picks
+
+
+def bench_update(data, rounds):
+    src_dir = os.path.join(data, "update-src")
+    os.makedirs(src_dir, exist_ok=True)
+    src = os.path.join(src_dir, "big.bin")
+    if not os.path.exists(src) or os.path.getsize(src) != 4 * GiB:
+        subprocess.run(["dd", "if=/dev/urandom", f"of={src}", "bs=8M", "count=512", "status=none"], check=True)
+    dest_root = os.path.join(data, "update-dest")
+    daemon = RsyncDaemon(data)
+    rows = {"sluice full send": [], "sluice update": [], "rsync --no-whole-file": []}
+    seed = 100
+    try:
+        for r in range(rounds):
+            shutil.rmtree(dest_root, ignore_errors=True)
+            os.makedirs(dest_root)
+            read_all(src)
+            secs, s, _ = sluice_run(src, dest_root)
+            rows["sluice full send"].append({"seconds": secs, "bytes_sent": s["bytes_sent"]})
+            order = ["sluice update", "rsync --no-whole-file"]
+            if r % 2:
+                order.reverse()
+            for tool in order:
+                seed += 1
+                rewrite_blocks(src, 5, 8 * MiB, seed)
+                read_all(src)
+                got = os.path.join(dest_root, "big.bin")
+                read_all(got)
+                if tool == "sluice update":
+                    secs, s, _ = sluice_run(src, dest_root)
+                    sent = s["bytes_sent"]
+                else:
+                    secs = rsync_run(daemon, src, "update-dest", "-a", "--no-whole-file")
+                    sent = None
+                rows[tool].append({"seconds": secs, "bytes_sent": sent, "equal": same_bytes(src, got)})
+    finally:
+        daemon.stop()
+        shutil.rmtree(dest_root, ignore_errors=True)
+    return summarize(rows, {"file": "4 GiB, 5 of 512 8 MiB blocks rewritten per update"})
+
+
+def touch_files(root, fraction, seed):
+    import random
+    rng = random.Random(seed)
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+    picks = rng.sample(files, max(1, int(len(files) * fraction)))
+    for p in picks:
+        size = os.path.getsize(p)
+        with open(p, "r+b") as f:
+            f.seek(rng.randrange(max(1, size - 4096)))
+            f.write(rng.randbytes(min(4096, size)))
+    return len(files), len(picks)
+
+
+def bench_minor(data, rounds, scale):
+    sets = os.path.join(data, "sets")
+    subprocess.run([sys.executable, os.path.join(ROOT, "bench", "datasets", "gen.py"), "--out", sets, "--scale", scale,
+                    "--sets", "minor"], check=True)
+    src = os.path.join(sets, "minor")
+    dest_root = os.path.join(data, "minor-dest")
+    shutil.rmtree(dest_root, ignore_errors=True)
+    os.makedirs(dest_root)
+    daemon = RsyncDaemon(data)
+    rows = {"sluice update": [], "rsync -a": []}
+    seed = 200
+    try:
+        sluice_run(src, dest_root)  # the first, whole copy (not timed)
+        for r in range(rounds):
+            order = list(rows) if r % 2 == 0 else list(reversed(rows))
+            for tool in order:
+                seed += 1
+                n, changed = touch_files(src, 0.01, seed)
+                if tool == "sluice update":
+                    secs, s, _ = sluice_run(src, dest_root)
+                    sent = s["bytes_sent"]
+                else:
+                    secs = rsync_run(daemon, src, "minor-dest", "-a")
+                    sent = None
+                diff = subprocess.run(["diff", "-rq", src, os.path.join(dest_root, "minor")], capture_output=True)
+                rows[tool].append({"seconds": secs, "bytes_sent": sent, "equal": diff.returncode == 0})
+    finally:
+        daemon.stop()
+        shutil.rmtree(dest_root, ignore_errors=True)
+    return summarize(rows, {"set": f"minor at scale {scale}", "files": n, "changed_per_update": changed})
+
+
+def summarize(rows, about):
+    out = {"about": about, "tools": {}}
+    for tool, runs in rows.items():
+        out["tools"][tool] = {"median_seconds": statistics.median(x["seconds"] for x in runs),
+                              "seconds": [round(x["seconds"], 3) for x in runs],
+                              "allocated": [x.get("allocated") for x in runs],
+                              "equal": all(x.get("equal", True) for x in runs),
+                              "bytes_sent": [x.get("bytes_sent") for x in runs]}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["sparse", "update", "minor"])
+    ap.add_argument("--scale", default="1/32")
+    ap.add_argument("data")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    if a.what == "sparse":
+        res = bench_sparse(a.data, a.rounds)
+    elif a.what == "update":
+        res = bench_update(a.data, a.rounds)
+    else:
+        res = bench_minor(a.data, a.rounds, a.scale)
+    text = json.dumps(res, indent=1)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+#pragma once
+// Changed-block updates, the receiver's half (docs/protocol.md, "Updates by changed blocks").
+// A file whose final name already holds another version: its blocks' XXH3 go to the sender
+// (BLOCK_SUMS, before the page's ack); the sender answers with the ranges that are the same
+// (REUSE), which are copied from the old version into the temporary file (a reflink where the
+// file system shares extents, otherwise a copy) while the other blocks arrive as usual.
+// The old version stays untouched under its name until the new one is complete and verified
+// and renamed over it, so a reader never sees a half-updated file.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "core/io/aligned_buffer.hpp"
+#include "core/wire/protocol.hpp"
+#include "recv/store/dest_tree.hpp"
+#include "recv/store/file_table.hpp"
+
+namespace sluice {
+
+class UpdateSide {
+public:
+    // UPDATE_PARAMS: once, before the first page.
+    void set_params(const wire::UpdateParams& p);
+    bool active() const { return params_.block_size != 0; }
+    // --checksum at the sender: size and mtime alone do not make a file complete.
+    bool checksum() const { return params_.checksum; }
+
+    // f (registered, nothing resumed) and its old version under the final name: the sums to
+    // send, or nothing (no old version, not a regular file, empty, too many blocks for one
+    // frame). `working` runs between blocks (the hash of a large file takes a while).
+    std::optional<wire::BlockSums> offer(const DestTree& tree, const RecvFile& f, const std::function<void()>& working);
+
+    struct Applied {
+        uint64_t bytes = 0;    // reused
+        bool complete = false; // the file is complete and in place (marked in the table)
+    };
+    // REUSE: checks the ranges against what was offered, copies them into f's temporary
+    // file and marks them verified; finishes f when that completes it. A file reused whole
+    // at the same size keeps its old inode: only its mode and mtime are set.
+    Applied apply(const DestTree& tree, FileTable& files, const wire::Reuse& r, bool sync);
+
+    // The slower path taken (no reflink: the unchanged blocks were copied), for the stats.
+    const std::string& fallback() const { return fallback_; }
+
+private:
+    struct Old {
+        uint64_t size = 0;
+        int64_t mtime_ns = 0;
+        uint64_t ino = 0;
+    };
+    uint64_t copy_range(int from, int to, int to_direct, uint64_t offset, uint64_t length, const std::string& path);
+    static void write_all(int fd, const unsigned char* p, size_t n, uint64_t at, const std::string& path);
+    static constexpr size_t kCopyBytes = 4u << 20; // one read and one O_DIRECT write per step
+
+    wire::UpdateParams params_;
+    std::unordered_map<uint64_t, Old> offered_; // file id -> the version whose sums were sent
+    std::string fallback_;
+    bool clone_refused_ = false;
+    std::optional<AlignedBuffer> copy_buf_; // allocated at the first copy, kept
+};
+
+} // namespace sluice
