@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "sluice/sluice.hpp"
+
 namespace sluice::cli {
 
 class Args {
@@ -23,5 +25,8 @@ private:
     std::set<std::string> flags_;
     std::vector<std::string> positionals_;
 };
+
+// --encrypt / --no-encrypt (at most one of them).
+Encrypt encrypt_option(const Args& a);
 
 } // namespace sluice::cli

@@ -40,6 +40,10 @@ options:
   --idle-timeout S     fail if the receiver is silent this long (default 60)
   --cc NAME            TCP congestion control of every connection (e.g. bbr, cubic;
                        default: the system's, net.ipv4.tcp_congestion_control)
+  --encrypt            TLS 1.3 (AES-128-GCM) even to a receiver on a loopback address
+                       (by default every peer not on loopback is encrypted)
+  --no-encrypt         send in clear, also to a receiver not on loopback; the receiver
+                       must be told the same, or the transfer is refused
   --json               print final stats as one JSON object on stdout
   -v, --verbose        say which data path and fallbacks are used
 )";
@@ -48,7 +52,7 @@ int cmd_send(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--token-file", "--connect-timeout",
             "--idle-timeout", "--cc"},
-           {"--json", "--verbose", "-v", "--help", "-h"});
+           {"--json", "--verbose", "-v", "--help", "-h", "--encrypt", "--no-encrypt"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
         return 0;
@@ -80,6 +84,7 @@ int cmd_send(int argc, char** argv) {
     o.connect_timeout_ms = static_cast<int>(a.uint_value("--connect-timeout", 10, 1, 3600)) * 1000;
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     if (auto v = a.value("--cc")) o.congestion_control = *v;
+    o.encrypt = encrypt_option(a);
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     if (o.verbose) std::cerr << "sluice: token from " << printable(token.source) << "\n";

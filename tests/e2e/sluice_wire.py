@@ -11,6 +11,8 @@ VERSION = 1
 MANIFEST, MANIFEST_ACK, MANIFEST_END, BLOCK, STREAM_END, RESEND, ALL_VERIFIED, WORKING, TRANSFER_END, FINAL_STATUS, ABORT = (
     0x01, 0x02, 0x03, 0x10, 0x11, 0x20, 0x21, 0x22, 0x30, 0x31, 0x3F)
 FILE, DIR, SYMLINK = 1, 2, 3
+FEATURE_ENCRYPTION = 1 << 0  # ServerHello.features / ClientHello.features bit 0 (docs/protocol.md, "Encryption")
+AUTH_ENCRYPTION_MISMATCH = 0x40
 
 
 def recv_exact(s, n):
@@ -23,13 +25,20 @@ def recv_exact(s, n):
     return buf
 
 
-def handshake(host, port, token, role, index, count, transfer_id):
+def server_features(host, port):
+    """The features word of the receiver's ServerHello (then the connection is dropped)."""
+    with socket.create_connection((host, port), timeout=10) as s:
+        sh = recv_exact(s, 32)
+        return struct.unpack_from("<H", sh, 10)[0]
+
+
+def handshake(host, port, token, role, index, count, transfer_id, features=0):
     s = socket.create_connection((host, port), timeout=10)
     sh = recv_exact(s, 32)
     assert sh[:8] == MAGIC
     server_nonce = sh[16:32]
     client_nonce = os.urandom(16)
-    signed = MAGIC + struct.pack("<HBBHH", VERSION, role, 0, index, count) + transfer_id + client_nonce
+    signed = MAGIC + struct.pack("<HBBHH", VERSION, role, features, index, count) + transfer_id + client_nonce
     mac = hmac.new(token.encode(), b"sluice-v1 client hello" + server_nonce + signed, hashlib.sha256).digest()
     s.sendall(signed + mac)
     auth = recv_exact(s, 40)

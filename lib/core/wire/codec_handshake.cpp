@@ -35,6 +35,7 @@ const char* auth_status_text(AuthStatus s) {
     case AuthStatus::bad_version: return "protocol version not supported";
     case AuthStatus::other_transfer: return "the receiver is serving another transfer";
     case AuthStatus::bad_stream: return "stream index or count refused";
+    case AuthStatus::encryption_mismatch: return "one side encrypts and the other does not";
     }
     return "unknown status";
 }
@@ -43,7 +44,7 @@ void encode_server_hello(Bytes& out, const ServerHello& h) {
     ByteWriter w(out);
     put_magic(w);
     w.u16(h.version);
-    w.u16(0);
+    w.u16(h.features);
     w.u32(0);
     w.bytes(h.nonce.data(), h.nonce.size());
 }
@@ -53,7 +54,7 @@ ServerHello decode_server_hello(Span in) {
     check_magic(r, "server hello");
     ServerHello h;
     h.version = r.u16();
-    r.u16();
+    h.features = r.u16();
     r.u32();
     read_array(r, h.nonce);
     r.expect_end();
@@ -65,7 +66,7 @@ void encode_client_hello(Bytes& out, const ClientHello& h) {
     put_magic(w);
     w.u16(h.version);
     w.u8(static_cast<uint8_t>(h.role));
-    w.u8(0);
+    w.u8(h.features);
     w.u16(h.stream_index);
     w.u16(h.stream_count);
     w.bytes(h.transfer_id.data(), h.transfer_id.size());
@@ -83,7 +84,7 @@ ClientHello decode_client_hello(Span in) {
     uint8_t role = r.u8();
     if (role > 1) bad("client hello: unknown role " + std::to_string(role));
     h.role = static_cast<Role>(role);
-    r.u8();
+    h.features = r.u8();
     h.stream_index = r.u16();
     h.stream_count = r.u16();
     read_array(r, h.transfer_id);
@@ -110,7 +111,8 @@ ServerAuth decode_server_auth(Span in) {
     ByteReader r(in, "server auth");
     ServerAuth a;
     uint8_t s = r.u8();
-    if (s > 4) bad("server auth: unknown status " + std::to_string(s));
+    if (s > 4 && s != static_cast<uint8_t>(AuthStatus::encryption_mismatch))
+        bad("server auth: unknown status " + std::to_string(s));
     a.status = static_cast<AuthStatus>(s);
     r.bytes(7);
     read_array(r, a.mac);

@@ -1,13 +1,14 @@
 #include "send/session/handshake.hpp"
 
 #include "core/io/socket.hpp"
+#include "core/tls/policy.hpp"
 #include "sluice/error.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec.hpp"
 
 namespace sluice {
 
-void client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer) {
+HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer) {
     std::array<unsigned char, wire::kServerHelloBytes> sh{};
     recv_exact(fd, sh, ("handshake with " + peer).c_str());
     wire::ServerHello server;
@@ -29,12 +30,20 @@ void client_handshake(int fd, const std::string& token, wire::ClientHello hello,
     std::array<unsigned char, wire::kServerAuthBytes> sa{};
     recv_exact(fd, sa, ("handshake with " + peer).c_str());
     wire::ServerAuth auth = wire::decode_server_auth(sa);
+    const bool we_encrypt = hello.features & wire::kFeatureEncryption;
+    if (auth.status == wire::AuthStatus::encryption_mismatch)
+        throw Error(ErrorCode::auth, tls::mismatch_text_for_sender(peer, we_encrypt));
     if (auth.status == wire::AuthStatus::bad_token)
         throw Error(ErrorCode::auth, "authentication failed: " + peer + " refused the token");
     if (auth.status != wire::AuthStatus::ok)
         throw Error(ErrorCode::auth, peer + " refused the connection: " + wire::auth_status_text(auth.status));
     if (!wire::macs_equal(auth.mac, wire::server_auth_mac(token, hello.nonce, server.nonce)))
         throw Error(ErrorCode::auth, "authentication failed: " + peer + " could not prove it holds the token");
+    // The receiver checks our bit; its own hello is covered by the PSK, so a bit altered in
+    // flight fails the TLS handshake. Said here first, for the clearer message.
+    if (we_encrypt != bool(server.features & wire::kFeatureEncryption))
+        throw Error(ErrorCode::auth, tls::mismatch_text_for_sender(peer, we_encrypt));
+    return HelloResult{.psk = tls::hello_psk(token, server.nonce, server.features, hello)};
 }
 
 } // namespace sluice
