@@ -134,40 +134,22 @@ def test_a_byte_flipped_in_flight_fails_the_record_and_the_transfer(tmp_path, re
     assert not (tmp_path / "dst" / "a").exists()
 
 
-class ReplayingProxy:
-    """Forwards TLS records towards the receiver and sends one application data record of the
-    data stream twice (after `at` bytes): a replay at a record boundary."""
+class ReplayingProxy(CorruptingProxy):
+    """CorruptingProxy's plumbing, but towards the receiver it forwards whole TLS records and
+    sends one application data record of the first data stream twice (after `at` bytes): a
+    replay at a record boundary."""
 
     def __init__(self, upstream_port, at=1_000_000):
-        self.upstream = ("127.0.0.1", upstream_port)
-        self.at = at
         self.replayed = False
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.conns = 0
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.connections = 0
+        super().__init__(upstream_port, at=at)
 
-    def _accept(self):
-        while True:
-            try:
-                down, _ = self.listener.accept()
-            except OSError:
-                return
-            self.conns += 1
-            up = socket.create_connection(self.upstream)
-            threading.Thread(target=self._records, args=(down, up, self.conns > 1), daemon=True).start()
-            threading.Thread(target=self._plain, args=(up, down), daemon=True).start()
-
-    def _plain(self, src, dst):
-        try:
-            while chunk := src.recv(1 << 16):
-                dst.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            dst.close()
-
-    def _records(self, src, dst, data_stream):
+    def _pump(self, src, dst, towards_receiver):
+        if not towards_receiver:
+            return super()._pump(src, dst, False)
+        with self.lock:
+            self.connections += 1
+            data_stream = self.connections > 1  # the control connection comes first
         try:
             dst.sendall(w.recv_exact(src, 80))  # the ClientHello
             seen = 0
