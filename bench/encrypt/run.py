@@ -100,7 +100,8 @@ def table(results, title):
         rs = [r for r in results if r["tool"] == tool]
         m, c = statistics.median(r["mb_s"] for r in rs), statistics.median(r["cpu_s_per_gb"] for r in rs)
         med[tool] = (m, c)
-        print(f"| {tool} | {m:,.0f} | {c:.2f} | {', '.join(f'{r['mb_s']:,.0f}' for r in rs)} |")
+        runs = ", ".join(f"{r['mb_s']:,.0f}" for r in rs)
+        print(f"| {tool} | {m:,.0f} | {c:.2f} | {runs} |", flush=True)
     return med
 
 
