@@ -164,7 +164,11 @@ class ReplayingProxy(CorruptingProxy):
         except (OSError, ConnectionError):
             pass
         finally:
-            dst.close()
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 
 def test_a_replayed_record_is_refused(tmp_path, receiver_factory):

@@ -155,10 +155,18 @@ LinkKeys handshake(int fd, Side side, const Psk& psk, const std::string& peer) {
     Call call{.psk = &psk};
     SSL_set_app_data(ssl.get(), &call);
     if (!SSL_set_fd(ssl.get(), fd)) throw Error(ErrorCode::internal, "OpenSSL: SSL_set_fd failed");
-    ERR_clear_error();
-    errno = 0;
-    int rc = side == Side::client ? SSL_connect(ssl.get()) : SSL_accept(ssl.get());
-    if (rc != 1) fail(ssl.get(), rc, errno, peer);
+    for (;;) {
+        ERR_clear_error();
+        errno = 0;
+        int rc = side == Side::client ? SSL_connect(ssl.get()) : SSL_accept(ssl.get());
+        if (rc == 1) break;
+        const int saved = errno;
+        // A signal (SO_RCVTIMEO sockets return EINTR even under SA_RESTART) is not a failure:
+        // OpenSSL reports it as "want read/write" and the handshake resumes where it stopped.
+        const int err = SSL_get_error(ssl.get(), rc);
+        if ((err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) && saved == EINTR) continue;
+        fail(ssl.get(), rc, saved, peer);
+    }
     // Without read-ahead OpenSSL reads record by record and the peer sends nothing before it
     // has finished its side: anything buffered here would be lost to the next record layer.
     if (SSL_has_pending(ssl.get()))

@@ -63,10 +63,10 @@ void SendCore::read_control() {
         // After TRANSFER_END a connection that breaks is judged by the verdict, but silence
         // past the deadline is the failure itself.
         if (!latch_.stopped() && (!finished_ || e.cause() == ErrorCause::timed_out)) latch_.fail(e);
-        if (e.cause() == ErrorCause::timed_out) { // streams blocked on the silent receiver return
-            shutdown_all(data_);
-            shutdown_all(tcp_);
-        }
+        if (e.cause() == ErrorCause::timed_out) shutdown_all(data_); // streams blocked on the silent receiver return
+        // Encrypted: a relay blocked sending to a receiver that is gone returns, and with it
+        // the stream writing into the relay.
+        if (latch_.stopped()) shutdown_all(tcp_);
         wake_all();
     }
 }
