@@ -57,4 +57,11 @@ unsigned Args::uint_value(const std::string& name, unsigned fallback, unsigned l
     return out;
 }
 
+Encrypt encrypt_option(const Args& a) {
+    if (a.flag("--encrypt") && a.flag("--no-encrypt")) throw Error(ErrorCode::usage, "--encrypt and --no-encrypt: give one of them");
+    if (a.flag("--encrypt")) return Encrypt::on;
+    if (a.flag("--no-encrypt")) return Encrypt::off;
+    return Encrypt::automatic;
+}
+
 } // namespace sluice::cli

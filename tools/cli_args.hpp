@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "sluice/sluice.hpp"
+
 namespace sluice::cli {
 
 class Args {
@@ -27,5 +29,8 @@ private:
     std::vector<std::string> positionals_;
     std::vector<std::pair<std::string, std::string>> in_order_;
 };
+
+// --encrypt / --no-encrypt (at most one of them).
+Encrypt encrypt_option(const Args& a);
 
 } // namespace sluice::cli

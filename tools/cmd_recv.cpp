@@ -94,7 +94,7 @@ int cmd_recv(int argc, char** argv) {
     Args a(argc, argv,
            {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
             "--max-files", "--max-manifest-bytes", "--cc"},
-           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids"});
+           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids", "--encrypt", "--no-encrypt"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
         return 0;
@@ -137,6 +137,7 @@ int cmd_recv(int argc, char** argv) {
         throw Error(ErrorCode::usage, "--max-manifest-bytes must be more than 0");
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     if (auto v = a.value("--cc")) o.congestion_control = *v;
+    o.encrypt = encrypt_option(a);
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.numeric_ids = a.flag("--numeric-ids");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };

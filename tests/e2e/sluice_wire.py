@@ -15,6 +15,8 @@ HARD_LINK, FIFO, CHAR_DEVICE, BLOCK_DEVICE, SOCKET = 5, 6, 7, 8, 9  # tree metad
 HAS_META = 1 << 2  # entry flag: an EntryMeta trailer follows
 HAS_OWNER, HAS_GROUP = 1, 2
 UPDATE_PARAMS, REUSE, BLOCK_SUMS = 0x04, 0x05, 0x24  # changed-block updates (issue 17)
+FEATURE_ENCRYPTION = 1 << 0  # ServerHello.features / ClientHello.features bit 0 (docs/protocol.md, "Encryption")
+AUTH_ENCRYPTION_MISMATCH = 0x40
 
 
 def recv_exact(s, n):
@@ -27,13 +29,20 @@ def recv_exact(s, n):
     return buf
 
 
-def handshake(host, port, token, role, index, count, transfer_id):
+def server_features(host, port):
+    """The features word of the receiver's ServerHello (then the connection is dropped)."""
+    with socket.create_connection((host, port), timeout=10) as s:
+        sh = recv_exact(s, 32)
+        return struct.unpack_from("<H", sh, 10)[0]
+
+
+def handshake(host, port, token, role, index, count, transfer_id, features=0):
     s = socket.create_connection((host, port), timeout=10)
     sh = recv_exact(s, 32)
     assert sh[:8] == MAGIC
     server_nonce = sh[16:32]
     client_nonce = os.urandom(16)
-    signed = MAGIC + struct.pack("<HBBHH", VERSION, role, 0, index, count) + transfer_id + client_nonce
+    signed = MAGIC + struct.pack("<HBBHH", VERSION, role, features, index, count) + transfer_id + client_nonce
     mac = hmac.new(token.encode(), b"sluice-v1 client hello" + server_nonce + signed, hashlib.sha256).digest()
     s.sendall(signed + mac)
     auth = recv_exact(s, 40)

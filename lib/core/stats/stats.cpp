@@ -73,6 +73,8 @@ std::string Stats::to_json() const {
     for (size_t i = 0; i < fallbacks.size(); ++i) fb += (i ? "," : "") + json_string(fallbacks[i]);
     field("fallbacks", fb + "]");
     field("ring_mode", json_string(ring_mode));
+    field("encryption", json_string(encryption));
+    field("encryption_why", json_string(encryption_why));
     field("cpu_user_s", num(cpu_user_s));
     field("cpu_sys_s", num(cpu_sys_s));
     field("peak_rss_kb", std::to_string(peak_rss_kb));

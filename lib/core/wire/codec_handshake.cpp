@@ -35,6 +35,7 @@ const char* auth_status_text(AuthStatus s) {
     case AuthStatus::bad_version: return "protocol version not supported";
     case AuthStatus::other_transfer: return "the receiver is serving another transfer";
     case AuthStatus::bad_stream: return "stream index or count refused";
+    case AuthStatus::encryption_mismatch: return "one side encrypts and the other does not";
     }
     return "unknown status";
 }
@@ -110,7 +111,8 @@ ServerAuth decode_server_auth(Span in) {
     ByteReader r(in, "server auth");
     ServerAuth a;
     uint8_t s = r.u8();
-    if (s > 4) bad("server auth: unknown status " + std::to_string(s));
+    if (s > 4 && s != static_cast<uint8_t>(AuthStatus::encryption_mismatch))
+        bad("server auth: unknown status " + std::to_string(s));
     a.status = static_cast<AuthStatus>(s);
     r.bytes(7);
     read_array(r, a.mac);

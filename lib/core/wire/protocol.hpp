@@ -65,7 +65,14 @@ enum class FrameType : uint8_t {
 const char* frame_type_name(uint8_t type);
 
 enum class Role : uint8_t { control = 0, data = 1 };
-enum class AuthStatus : uint8_t { ok = 0, bad_token = 1, bad_version = 2, other_transfer = 3, bad_stream = 4 };
+enum class AuthStatus : uint8_t {
+    ok = 0,
+    bad_token = 1,
+    bad_version = 2,
+    other_transfer = 3,
+    bad_stream = 4,
+    encryption_mismatch = 0x40, // one side encrypts and the other does not (h18's range)
+};
 const char* auth_status_text(AuthStatus s);
 
 // pipe: a byte stream of unknown length (pipe mode); the only entry of its transfer.
@@ -88,6 +95,10 @@ struct FrameHeader {
     uint8_t flags = 0;
     uint32_t length = 0; // payload bytes after the header
 };
+
+// Feature bits of ServerHello.features (what the receiver supports / requires) and
+// ClientHello.features (what the sender uses).
+inline constexpr uint16_t kFeatureEncryption = 1u << 0; // TLS 1.3 after the hello (docs/protocol.md, "Encryption")
 
 struct ServerHello {
     uint16_t version = kVersion;

@@ -38,6 +38,10 @@ SLUICE_EXPORT RecvPath parse_recv_path(std::string_view name);
 // paths chosen. May be called from any of the transfer's threads, never concurrently.
 using LogFn = std::function<void(std::string_view line)>;
 
+// TLS 1.3 on every connection (docs/protocol.md, "Encryption"). automatic: on unless the peer
+// is on a loopback address. Both sides must agree; a mismatch is refused (auth).
+enum class Encrypt { automatic, on, off };
+
 inline constexpr unsigned kDefaultStreams = 4;
 inline constexpr uint64_t kDefaultBlockSize = 8ull << 20;
 
@@ -65,6 +69,7 @@ struct SendOptions {
     // receiver lists its blocks' XXH3, only differing blocks are sent). checksum: also compare
     // the content of files whose size and mtime match (otherwise those are skipped unread).
     bool checksum = false;
+    Encrypt encrypt = Encrypt::automatic;
     bool verbose = false;
     LogFn log;                                 // warnings and verbose lines; default: dropped
     Progress* progress = nullptr;              // optional counters to poll
@@ -126,6 +131,7 @@ struct RecvOptions {
     bool numeric_ids = false;
     int idle_timeout_ms = 60000;
     std::string congestion_control; // as SendOptions::congestion_control, for every accepted connection
+    Encrypt encrypt = Encrypt::automatic; // as SendOptions::encrypt, judged per connecting peer
     bool verbose = false;
     LogFn log;
     Progress* progress = nullptr;

@@ -48,6 +48,8 @@ struct Stats {
     std::string data_path;              // the path that moved the bytes
     std::vector<std::string> fallbacks; // every slower path taken, with its reason
     std::string ring_mode;              // io_uring setup flags in use
+    std::string encryption = "off";     // "off", "tls13-user" (records sealed in user space) or "tls13-ktls"
+    std::string encryption_why;         // why that record layer (the kernel's answer to the tls ULP)
     double cpu_user_s = 0;
     double cpu_sys_s = 0;
     uint64_t peak_rss_kb = 0;

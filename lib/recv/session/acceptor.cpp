@@ -17,6 +17,7 @@
 #include "core/io/tcp_tuning.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/stats/process_usage.hpp"
+#include "core/tls/policy.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec.hpp"
 
@@ -77,10 +78,11 @@ struct Acceptor::Pending {
     size_t got = 0;
     Clock::time_point deadline;
     uint64_t source = 0;
+    uint16_t features = 0; // what our ServerHello said
 };
 
 Acceptor::Acceptor(const RecvOptions& opts, SessionLog& log)
-    : idle_timeout_ms_(opts.idle_timeout_ms), log_(log), token_(opts.token.empty() ? wire::random_token() : opts.token) {
+    : idle_timeout_ms_(opts.idle_timeout_ms), encrypt_(opts.encrypt), log_(log), token_(opts.token.empty() ? wire::random_token() : opts.token) {
     check_congestion_control(opts.congestion_control); // a typo fails before the port is taken
     listener_ = listen_tcp(opts.bind_address, opts.port);
     // Accepted connections inherit the listener's algorithm (tcp_ca_openreq_child), so the
@@ -156,8 +158,10 @@ void Acceptor::accept_new(std::vector<Pending>& pending) {
                   .deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs),
                   .source = source_of(peer)};
         wire::random_bytes(p.nonce);
+        p.features = wire::kFeatureSparse | wire::kFeatureUpdate | wire::kFeatureStreamReconnect;
+        if (tls::wants_encryption(encrypt_, peer)) p.features |= wire::kFeatureEncryption;
         wire::Bytes out;
-        wire::encode_server_hello(out, wire::ServerHello{.features = wire::kFeatureSparse | wire::kFeatureUpdate | wire::kFeatureStreamReconnect, .nonce = p.nonce});
+        wire::encode_server_hello(out, wire::ServerHello{.features = p.features, .nonce = p.nonce});
         if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) continue;
         dropped += make_room(pending, p.source);
         pending.push_back(std::move(p));
@@ -217,9 +221,15 @@ bool Acceptor::advance_handshake(Admission& admission, Pending& p) {
         warn_wrong_token(p.source);
         return refuse(p, wire::AuthStatus::bad_token);
     }
+    const bool we_encrypt = p.features & wire::kFeatureEncryption;
+    if (we_encrypt != bool(h.features & wire::kFeatureEncryption)) {
+        log_.line("warning: " + tls::mismatch_text_for_receiver(source_text(p.source), we_encrypt));
+        return refuse(p, wire::AuthStatus::encryption_mismatch);
+    }
     // Admission and joining happen on this thread only, so nothing can change in between.
     if (auto status = admission.admit(h); status != wire::AuthStatus::ok) return refuse(p, status);
     if (!accept_stream(p, h)) return false;
+    if (we_encrypt) admission.encrypted(h, tls::hello_psk(token_, p.nonce, p.features, h));
     if (h.role == wire::Role::control) {
         transfer_source_ = p.source;
         have_transfer_source_ = true;

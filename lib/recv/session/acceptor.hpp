@@ -15,6 +15,7 @@
 
 #include "core/io/unique_fd.hpp"
 #include "core/session/session_log.hpp"
+#include "core/tls/keys.hpp"
 #include "core/wire/protocol.hpp"
 #include "sluice/sluice.hpp"
 
@@ -31,6 +32,9 @@ public:
         virtual int max_wait_ms() = 0;
         // Whether an authenticated peer with this hello may join (ok, other_transfer, bad_stream).
         virtual wire::AuthStatus admit(const wire::ClientHello& h) = 0;
+        // The peer encrypts (both sides agreed): psk keys the TLS handshake that follows,
+        // which the session runs on the connection's own thread. Called just before join().
+        virtual void encrypted(const wire::ClientHello& h, const tls::Psk& psk) = 0;
         // The peer was admitted and told so: its connection now belongs to the session.
         virtual void join(const wire::ClientHello& h, UniqueFd fd) = 0;
         // After every round of poll(), for the session's own deadlines.
@@ -63,6 +67,7 @@ private:
     bool accept_stream(Pending& p, const wire::ClientHello& h);
 
     int idle_timeout_ms_;
+    Encrypt encrypt_;
     SessionLog& log_;
     std::string token_;
     UniqueFd listener_;

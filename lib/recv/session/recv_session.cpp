@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 
@@ -106,7 +107,10 @@ void RecvSession::start_transfer(const wire::ClientHello& h, UniqueFd control) {
     // Until the manifest has ended the sender must keep talking (ControlSide lifts this).
     set_io_timeout(control.get(), opts_.idle_timeout_ms);
     set_nodelay(control.get());
-    control_.attach(std::move(control));
+    if (psk_[0])
+        control_tcp_ = std::move(control); // attached by the control thread after its TLS handshake
+    else
+        control_.attach(std::move(control));
     log_.verbose_line("transfer started: " + std::to_string(stream_count_) + " data streams");
     control_thread_ = std::thread([this] { control_main(); });
 }
@@ -139,8 +143,18 @@ void RecvSession::check_streams_connected() {
 
 // ---------------- the other threads ----------------
 
+UniqueFd RecvSession::secure(int tcp, unsigned index) {
+    UniqueFd fd = links_.secure(tcp, tls::Side::server, *psk_[index], "the sender", index, [this](const Error& e) { fail(e); });
+    set_io_timeout(fd.get(), opts_.idle_timeout_ms);
+    return fd;
+}
+
 void RecvSession::control_main() {
     try {
+        if (psk_[0]) {
+            control_.attach(secure(control_tcp_.get(), 0));
+            log_.verbose_line("encryption: " + links_.path() + " (" + links_.why() + ")");
+        }
         control_side_.serve(stream_count_);
         acceptor_.wake(); // the verdict is out: wait() can return
     } catch (const Error& e) {
@@ -150,12 +164,14 @@ void RecvSession::control_main() {
 
 void RecvSession::data_main(unsigned index, int sock, std::optional<StreamReceipt> resumed) {
     StreamProgress* sp = opts_.progress ? &opts_.progress->streams[index - 1] : nullptr;
+    UniqueFd plain; // encrypted: the relay's end, which rx reads (so it outlives rx)
     std::unique_ptr<StreamReceiver> rx;
     try {
         if (sp) sp->state = StreamState::moving;
         block_sigpipe_on_this_thread();
         if (resumed) send_stream_resume(sock, index, *resumed, log_);
-        rx = target_->open_stream(sock, index, ctx_);
+        if (psk_[index]) plain = secure(sock, index);
+        rx = target_->open_stream(plain ? plain.get() : sock, index, ctx_);
         StreamReceipt r = rx->run();
         if (sp) {
             sp->bytes = r.bytes;
@@ -186,6 +202,7 @@ void RecvSession::fail(const Error& e) {
     tally_.wake();
     target_->stop();
     control_.abort(wire::kAbortFailed, e.what());
+    if (control_tcp_) ::shutdown(control_tcp_.get(), SHUT_RDWR); // a TLS handshake in progress returns
     {
         std::lock_guard lk(data_mu_);
         shutdown_all(data_);
@@ -241,6 +258,10 @@ Stats RecvSession::stats() {
     s.congestion_control = acceptor_.congestion_control();
     s.deleted = control_side_.deleted();
     if (!control_side_.update_fallback().empty()) s.fallbacks.push_back(control_side_.update_fallback());
+    if (!links_.path().empty()) {
+        s.encryption = links_.path();
+        s.encryption_why = links_.why();
+    }
     {
         std::vector<std::pair<unsigned, int>> streams;
         std::lock_guard lk(data_mu_);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "core/session/control_channel.hpp"
 #include "core/session/failure_latch.hpp"
 #include "core/session/session_log.hpp"
+#include "core/tls/links.hpp"
 #include "core/stats/process_usage.hpp"
 #include "recv/session/acceptor.hpp"
 #include "recv/session/control_side.hpp"
@@ -42,6 +44,7 @@ private:
     bool accepting() override;
     int max_wait_ms() override { return started_ ? 1000 : -1; }
     wire::AuthStatus admit(const wire::ClientHello& h) override;
+    void encrypted(const wire::ClientHello& h, const tls::Psk& psk) override { psk_[h.stream_index] = psk; }
     void join(const wire::ClientHello& h, UniqueFd fd) override;
     void after_round() override {
         check_streams_connected();
@@ -52,6 +55,8 @@ private:
     void start_data_stream(uint16_t index, UniqueFd fd);
     void check_streams_connected();
     void control_main();
+    // Encrypted: runs connection index's TLS handshake on tcp; returns the fd to use.
+    UniqueFd secure(int tcp, unsigned index);
     void data_main(unsigned index, int sock, std::optional<StreamReceipt> resumed);
     void fail(const Error& e);
     void join_threads();
@@ -63,6 +68,12 @@ private:
     FileTable files_;
     RecvTally tally_;
     FailureLatch latch_;
+    // Encryption (docs/protocol.md, "Encryption"): the PSK of each connection by stream index
+    // (0: control), written by the acceptor before the connection's thread starts. Before
+    // control_ so the relays end after the session's fds are closed.
+    std::array<std::optional<tls::Psk>, wire::kMaxStreams + 1> psk_{};
+    tls::Links links_;
+    UniqueFd control_tcp_; // encrypted: the control connection under its relay, until the end
     ControlChannel control_;
     ControlSide control_side_;
     RecvContext ctx_;

@@ -1,9 +1,11 @@
 #pragma once
 // Opening a transfer on the sending side: the control connection and every data stream,
 // each authenticated and bound to one random transfer id.
+#include <functional>
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "core/tls/links.hpp"
 #include "core/wire/protocol.hpp"
 #include "sluice/sluice.hpp"
 
@@ -14,9 +16,16 @@ struct Connections {
     UniqueFd control;
     std::vector<UniqueFd> data; // data[i] is stream i + 1
     uint8_t features = 0;       // wire::kFeature* bits both sides use (the receiver offered them)
+    // Encrypted: data holds what the session writes plain frames on (tls::Links), and tcp
+    // the TCP connections themselves (TCP_INFO, congestion control). Empty otherwise.
+    std::vector<UniqueFd> tcp;
+    bool encrypted = false;
 };
 
-// Throws Error(network / auth) naming the address tried.
-Connections connect_transfer(const Endpoint& to, const SendOptions& opts);
+// Throws Error(network / auth) naming the address tried. links runs the TLS handshake of each
+// connection when encrypting (opts.encrypt, the receiver's address); on_fail is told a
+// failure of an encrypted connection found by its relay.
+Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::Links& links,
+                             std::function<void(const Error&)> on_fail);
 
 } // namespace sluice

@@ -33,13 +33,22 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
 }
 
 void SendCore::connect(const std::string& how) {
-    Connections c = connect_transfer(to_, opts_);
+    Connections c = connect_transfer(to_, opts_, links_, [this](const Error& e) {
+        latch_.fail(e);
+        wake_all();
+    });
     control_.attach(std::move(c.control));
     data_ = std::move(c.data);
     hello_ = c.hello;
     features_ = c.features;
+    tcp_ = std::move(c.tcp);
+    if (c.encrypted && opts_.retry_for_ms > 0) {
+        opts_.retry_for_ms = 0; // connect.cpp: a reopened stream would start over in clear
+        log_.verbose_line("stream reconnect is off: not built for encrypted transfers yet (a broken stream fails the transfer)");
+    }
     log_.verbose_line("connected to " + peer_ + " with " + std::to_string(data_.size()) + " data streams" + how +
-                      (data_.empty() ? "" : ", congestion control " + congestion_control_of(data_[0].get())));
+                      (data_.empty() ? "" : ", congestion control " + congestion_control_of(tcp_fd(0))));
+    log_.verbose_line(links_.path().empty() ? "encryption: off" : "encryption: " + links_.path() + " (" + links_.why() + ")");
 }
 
 void SendCore::read_control() {
@@ -59,6 +68,9 @@ void SendCore::read_control() {
             case wire::FrameType::final_status: final_ = wire::decode_final_status(f.payload); return;
             case wire::FrameType::abort:
                 latch_.peer_abort(wire::decode_abort(f.payload).message);
+                // Encrypted: a relay may be blocked sending to a receiver that has stopped
+                // reading; the stream writing into it returns once the connection is shut.
+                shutdown_all(tcp_);
                 wake_all();
                 return;
             default: unexpected(f.header.type);
@@ -69,6 +81,9 @@ void SendCore::read_control() {
         // past the deadline is the failure itself.
         if (!latch_.stopped() && (!finished_ || e.cause() == ErrorCause::timed_out)) latch_.fail(e);
         if (e.cause() == ErrorCause::timed_out) shutdown_all(data_); // streams blocked on the silent receiver return
+        // Encrypted: a relay blocked sending to a receiver that is gone returns, and with it
+        // the stream writing into the relay.
+        if (latch_.stopped()) shutdown_all(tcp_);
         wake_all();
     }
 }
@@ -149,6 +164,7 @@ void SendCore::conclude(std::thread& reader, uint64_t blocks, uint64_t bytes) {
 void SendCore::abort_peer(std::thread& reader, uint32_t code) {
     control_.abort(code, latch_.message());
     shutdown_all(data_);
+    shutdown_all(tcp_);
     reader.join();
     latch_.rethrow();
 }
@@ -160,10 +176,14 @@ Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
     // The sockets are still open: what TCP_INFO says now covers the whole transfer.
     std::vector<int> fds;
     for (size_t i = 0; i < data_.size(); ++i) {
-        fds.push_back(data_[i].get());
-        s.tcp_streams.push_back(stream_tcp(data_[i].get(), static_cast<unsigned>(i + 1)));
+        fds.push_back(tcp_fd(i));
+        s.tcp_streams.push_back(stream_tcp(tcp_fd(i), static_cast<unsigned>(i + 1)));
     }
-    if (!data_.empty()) s.congestion_control = congestion_control_of(data_[0].get());
+    if (!data_.empty()) s.congestion_control = congestion_control_of(tcp_fd(0));
+    if (!links_.path().empty()) {
+        s.encryption = links_.path();
+        s.encryption_why = links_.why();
+    }
     s.window_limits = send_window_limits(fds, s.tcp_streams);
     for (const std::string& w : s.window_limits) log_.verbose_line(w);
     add_process_usage(s);

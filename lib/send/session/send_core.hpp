@@ -13,6 +13,7 @@
 #include "core/session/control_channel.hpp"
 #include "core/session/failure_latch.hpp"
 #include "core/session/session_log.hpp"
+#include "core/tls/links.hpp"
 #include "core/stats/process_usage.hpp"
 #include "send/session/rate_limiter.hpp"
 #include "sluice/sluice.hpp"
@@ -63,7 +64,10 @@ protected:
             latch_.fail(as_stream_silence(i, e));
             // A silent receiver will not read the other streams either: end their sends now
             // instead of each waiting out its own timeout.
-            if (e.cause() == ErrorCause::timed_out) shutdown_all(data_);
+            if (e.cause() == ErrorCause::timed_out) {
+                shutdown_all(data_);
+                shutdown_all(tcp_);
+            }
             wake_all();
         }
     }
@@ -90,6 +94,9 @@ protected:
     SessionLog log_;
     RateLimiter limiter_;
     FailureLatch latch_;
+    // Before control_ and data_, so it is destroyed after them: a relay sends what they wrote,
+    // then ends once they are closed.
+    tls::Links links_;
     ControlChannel control_;
     std::vector<UniqueFd> data_; // data_[i] is data stream i + 1
     wire::ClientHello hello_;    // the transfer's, for reopening a data stream
@@ -99,8 +106,11 @@ protected:
         return fds;
     }
     uint8_t features_ = 0;       // wire::kFeature* bits agreed in the handshake
+    std::vector<UniqueFd> tcp_;  // encrypted: the TCP connection under data_[i] (connect.hpp)
 
 private:
+    // The TCP connection of data stream i + 1 (under its relay when encrypted).
+    int tcp_fd(size_t i) const { return tcp_.empty() ? data_[i].get() : tcp_[i].get(); }
     void end_stream(size_t i, const wire::StreamEnd& end);
     [[noreturn]] void unexpected(uint8_t frame_type) const;
     // Waits until a frame starts to arrive on the control connection; throws timed_out once

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Issue 18's bench: encrypted sluice against WDT with its default AES-128-GCM, in the same
+run, as ratios (docs/benchmarks.md, "Issue 18").
+
+  run.py --case loopback --src DIR      one big file over 127.0.0.1, file to file
+  run.py --case veth --sets DIR         the large and minor sets over an unbounded veth
+  run.py --case 1gbit --sets DIR        the same sets through tbf 1 Gbit/s, against iperf3
+
+sluice: `sluice recv DST --bind IP --token T --json [--encrypt]`, `sluice send SRC URL --json
+[--encrypt]` (--encrypt only on loopback: any other peer is encrypted by default). WDT:
+`wdt -directory DST -start_port 0 -num_ports 8 -transfer_id T -ipv4` and `wdt -directory SRC
+-connection_url URL` (its default encryption; `-encryption_type none` for the clear reference).
+Time: from the sender's start until both ends exited. CPU: whole-machine busy CPU seconds
+(/proc/stat) over that time, per GB moved. Page cache warm (sources read first), dst removed
+and `sync` before every run. Rounds alternate the tools; medians are printed."""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+NETNS = ROOT / "bench" / "testbed" / "netns.sh"
+SLUICE = os.environ.get("SB_SLUICE", str(ROOT / "build" / "tools" / "sluice"))
+WDT = shutil.which("wdt") or "/work/data/h19/wdt/bin/wdt"
+IP_SND, IP_RCV = "10.218.7.1", "10.218.7.2"
+ENV = dict(os.environ, SB_NS_SND="sl18-bench-snd", SB_NS_RCV="sl18-bench-rcv", SB_IP_SND=IP_SND, SB_IP_RCV=IP_RCV)
+
+
+def busy_seconds():
+    v = list(map(int, open("/proc/stat").readline().split()[1:9]))
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_bytes(p):
+    p = Path(p)
+    return p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def warm(p):
+    subprocess.run(f"find {p} -type f -print0 | xargs -0 cat > /dev/null", shell=True, check=True)
+
+
+def ns(side, cmd, ns_on):
+    return [str(NETNS), "exec", side] + cmd if ns_on else cmd
+
+
+def one(tool, src, dst, ip, ns_on, extra):
+    shutil.rmtree(dst, ignore_errors=True)
+    dst.mkdir(parents=True)
+    subprocess.run(["sync"])
+    if tool.startswith("sluice"):
+        rcmd = [SLUICE, "recv", str(dst), "--bind", ip, "--port", "0", "--token", "bench", "--json"] + extra
+    elif tool.startswith("wdt"):
+        rcmd = [WDT, "-directory", str(dst), "-start_port", "0", "-num_ports", "8", "-transfer_id", "bench", "-ipv4"] + extra
+    else:  # iperf3
+        rcmd = ["iperf3", "-s", "-1", "-B", ip, "-p", "5218"]
+    rx = subprocess.Popen(ns("rcv", rcmd, ns_on), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if tool.startswith("iperf3"):
+        time.sleep(0.5)
+        url = None
+    else:
+        url = rx.stdout.readline().strip()
+        assert url, rx.stderr.read()
+    if tool.startswith("sluice"):
+        scmd = [SLUICE, "send", str(src), url, "--json"] + extra
+    elif tool.startswith("wdt"):
+        host = url.split("://", 1)[1].split("?", 1)[0]
+        scmd = [WDT, "-directory", str(src), "-connection_url", url.replace("://" + host, "://" + ip, 1)] + extra
+    else:
+        scmd = ["iperf3", "-c", ip, "-p", "5218", "-n", str(tree_bytes(src)), "-C", "bbr"]
+    c0, t0 = busy_seconds(), time.monotonic()
+    tx = subprocess.run(ns("snd", scmd, ns_on), env=ENV, capture_output=True, text=True, timeout=300)
+    out, err = rx.communicate(timeout=120)
+    t1, c1 = time.monotonic(), busy_seconds()
+    if tx.returncode != 0 or rx.returncode != 0:
+        sys.exit(f"{tool}: sender {tx.returncode} {tx.stderr[-800:]}\nreceiver {rx.returncode} {err[-800:]}")
+    size = tree_bytes(src)
+    if not tool.startswith("iperf3"):
+        got = tree_bytes(dst)
+        assert got == size, f"{tool}: received {got} of {size} bytes"
+    rec = {"tool": tool, "bytes": size, "seconds": t1 - t0, "mb_s": size / (t1 - t0) / 1e6, "cpu_s_per_gb": (c1 - c0) / (size / 1e9)}
+    if tool.startswith("sluice"):
+        s = json.loads(tx.stdout.strip().splitlines()[-1])
+        rec["encryption"] = s["encryption"]
+    return rec
+
+
+def table(results, title):
+    print(f"\n### {title}\n")
+    print("| tool | MB/s (median) | CPU s/GB (median) | runs MB/s |")
+    print("|---|---|---|---|")
+    med = {}
+    for tool in dict.fromkeys(r["tool"] for r in results):
+        rs = [r for r in results if r["tool"] == tool]
+        m, c = statistics.median(r["mb_s"] for r in rs), statistics.median(r["cpu_s_per_gb"] for r in rs)
+        med[tool] = (m, c)
+        runs = ", ".join(f"{r['mb_s']:,.0f}" for r in rs)
+        print(f"| {tool} | {m:,.0f} | {c:.2f} | {runs} |", flush=True)
+    return med
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", choices=["loopback", "veth", "1gbit"], required=True)
+    ap.add_argument("--src", help="loopback: the directory holding the file")
+    ap.add_argument("--sets", help="veth, 1gbit: gen.py's --out")
+    ap.add_argument("--work", default="/work/data/h18/bench")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", default="/work/data/h18/bench/results.jsonl")
+    a = ap.parse_args()
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    if a.case == "loopback":
+        warm(a.src)
+        tools = [("sluice-enc", ["--encrypt"]), ("wdt-enc", []), ("sluice-clear", []), ("wdt-clear", ["-encryption_type", "none"])]
+        for _ in range(a.rounds):
+            for tool, extra in tools:
+                results.append(one(tool, Path(a.src), work / "dst", "127.0.0.1", False, extra))
+        med = table(results, "loopback, file to file")
+        print(f"\nsluice-enc / wdt-enc: {med['sluice-enc'][0] / med['wdt-enc'][0]:.2f}x MB/s, "
+              f"{med['sluice-enc'][1] / med['wdt-enc'][1]:.2f}x CPU/GB")
+    else:
+        subprocess.run([str(NETNS), "up"] + (["1gbit"] if a.case == "1gbit" else []), env=ENV, check=True, capture_output=True)
+        try:
+            for set_name in ("large", "minor"):
+                src = Path(a.sets) / set_name
+                warm(src)
+                tools = [("sluice", []), ("wdt-enc", [])] if a.case == "veth" else [("iperf3", []), ("sluice", [])]
+                rs = []
+                for _ in range(a.rounds):
+                    for tool, extra in tools:
+                        rs.append(dict(one(tool, src, work / "dst", IP_RCV, True, extra), set=set_name, case=a.case))
+                med = table(rs, f"{a.case}, set {set_name}")
+                other = "wdt-enc" if a.case == "veth" else "iperf3"
+                print(f"\nsluice / {other}: {med['sluice'][0] / med[other][0]:.2f}x MB/s, "
+                      f"{med['sluice'][1] / med[other][1]:.2f}x CPU/GB")
+                results += rs
+        finally:
+            subprocess.run([str(NETNS), "down"], env=ENV, capture_output=True)
+    with open(a.out, "a") as f:
+        for r in results:
+            f.write(json.dumps(dict(r, case=a.case)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+#pragma once
+// The encrypted connections of one session (either side): runs each connection's handshake,
+// then puts it under the kernel's TLS where the kernel has it (ktls.hpp) or under a relay
+// through the user-space record layer (relay.hpp), and reports which ran and why (Stats and -v).
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/io/unique_fd.hpp"
+#include "core/tls/handshake.hpp"
+#include "core/tls/relay.hpp"
+
+namespace sluice::tls {
+
+// Stats::encryption values.
+inline constexpr const char* kPathKernel = "tls13-ktls";
+inline constexpr const char* kPathUser = "tls13-user";
+
+class Links {
+public:
+    // Runs the handshake on tcp (which stays the caller's: shutting it down ends the link too)
+    // and returns the fd the session reads and writes plain frames on from now on: tcp itself
+    // under kTLS, else the session's end of a relay. index: 0 for the control connection,
+    // the stream index for a data stream. Throws what handshake() throws.
+    UniqueFd secure(int tcp, Side side, const Psk& psk, const std::string& peer, unsigned index,
+                    std::function<void(const Error&)> on_fail);
+    // kPathKernel or kPathUser once a link is up, and why (the kernel's answer); empty before.
+    std::string path() const;
+    std::string why() const;
+    // Ends every relay (sends what the session wrote first). Call once the session's threads
+    // have returned and its fds are closed or shut down.
+    void close();
+    ~Links() { close(); }
+
+private:
+    mutable std::mutex mu_;
+    std::vector<std::unique_ptr<Relay>> relays_;
+    std::string path_, why_;
+};
+
+// "the control connection" or "data stream N", as messages name a connection.
+std::string link_name(unsigned index);
+
+} // namespace sluice::tls

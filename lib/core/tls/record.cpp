@@ -1,0 +1,94 @@
+#include "core/tls/record.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "sluice/error.hpp"
+
+namespace sluice::tls {
+
+namespace {
+constexpr unsigned char kApplicationData = 23;
+constexpr unsigned char kAlert = 21;
+} // namespace
+
+CipherCtx::CipherCtx(const TrafficKey& k, bool encrypt) : ctx_(EVP_CIPHER_CTX_new()) {
+    if (!ctx_) throw Error(ErrorCode::internal, "OpenSSL: cannot allocate a cipher context");
+    std::memcpy(iv_, k.iv.data(), kIvBytes);
+    // The key schedule is computed once here; each record only sets its nonce.
+    int ok = encrypt ? EVP_EncryptInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, k.key.data(), nullptr)
+                     : EVP_DecryptInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, k.key.data(), nullptr);
+    if (ok != 1) {
+        EVP_CIPHER_CTX_free(ctx_);
+        throw Error(ErrorCode::internal, "OpenSSL: AES-128-GCM set-up failed");
+    }
+}
+
+CipherCtx::~CipherCtx() { EVP_CIPHER_CTX_free(ctx_); }
+
+void CipherCtx::next_nonce(unsigned char out[kIvBytes]) {
+    std::memcpy(out, iv_, kIvBytes);
+    for (int i = 0; i < 8; ++i) out[kIvBytes - 1 - i] ^= static_cast<unsigned char>(seq_ >> (8 * i));
+    ++seq_;
+}
+
+size_t Sealer::seal(unsigned char* rec, size_t plain) {
+    const size_t body = plain + 1 + kTagBytes;
+    rec[0] = kApplicationData;
+    rec[1] = 3;
+    rec[2] = 3;
+    rec[3] = static_cast<unsigned char>(body >> 8);
+    rec[4] = static_cast<unsigned char>(body);
+    unsigned char* data = rec + kHeaderBytes;
+    data[plain] = kApplicationData; // the inner content type
+    unsigned char nonce[kIvBytes];
+    next_nonce(nonce);
+    int n = 0;
+    if (EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce) != 1 ||
+        EVP_EncryptUpdate(ctx_, nullptr, &n, rec, kHeaderBytes) != 1 ||
+        EVP_EncryptUpdate(ctx_, data, &n, data, static_cast<int>(plain + 1)) != 1 ||
+        EVP_EncryptFinal_ex(ctx_, data + n, &n) != 1 ||
+        EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, kTagBytes, data + plain + 1) != 1)
+        throw Error(ErrorCode::internal, "OpenSSL: AES-128-GCM encryption failed");
+    return kHeaderBytes + body;
+}
+
+size_t Opener::record_size(const unsigned char* hdr) const {
+    const size_t body = size_t(hdr[3]) << 8 | hdr[4];
+    if (hdr[0] != kApplicationData || hdr[1] != 3 || hdr[2] != 3)
+        throw Error(ErrorCode::protocol, std::string("TLS record on ") + what_ + ": not an application data record (type " +
+                                             std::to_string(hdr[0]) + ")");
+    if (body < 1 + kTagBytes || body > kMaxCiphertext)
+        throw Error(ErrorCode::protocol, std::string("TLS record on ") + what_ + ": length " + std::to_string(body) +
+                                             " outside 17.." + std::to_string(kMaxCiphertext));
+    return kHeaderBytes + body;
+}
+
+size_t Opener::open(unsigned char* rec, size_t size) {
+    const size_t ct = size - kHeaderBytes - kTagBytes;
+    unsigned char* data = rec + kHeaderBytes;
+    unsigned char nonce[kIvBytes];
+    const uint64_t seq = seq_;
+    next_nonce(nonce);
+    int n = 0;
+    if (EVP_DecryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce) != 1 ||
+        EVP_DecryptUpdate(ctx_, nullptr, &n, rec, kHeaderBytes) != 1 ||
+        EVP_DecryptUpdate(ctx_, data, &n, data, static_cast<int>(ct)) != 1 ||
+        EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, kTagBytes, data + ct) != 1)
+        throw Error(ErrorCode::internal, "OpenSSL: AES-128-GCM decryption failed");
+    if (EVP_DecryptFinal_ex(ctx_, data + n, &n) != 1)
+        throw Error(ErrorCode::integrity, std::string("TLS record ") + std::to_string(seq) + " on " + what_ +
+                                              " failed authentication: altered, replayed, reordered or dropped in flight");
+    size_t len = ct;
+    while (len > 0 && data[len - 1] == 0) --len; // padding
+    if (len == 0) throw Error(ErrorCode::protocol, std::string("TLS record on ") + what_ + " without a content type");
+    const unsigned char type = data[--len];
+    if (type == kAlert)
+        throw Error(ErrorCode::network, std::string("the peer ended ") + what_ + " with a TLS alert", ErrorCause::peer_closed);
+    if (type != kApplicationData)
+        throw Error(ErrorCode::protocol, std::string("TLS record on ") + what_ + " of content type " + std::to_string(type) +
+                                             " (only application data is expected after the handshake)");
+    return len;
+}
+
+} // namespace sluice::tls

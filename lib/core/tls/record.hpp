@@ -1,0 +1,66 @@
+#pragma once
+// The TLS 1.3 record layer (RFC 8446 5.2) for application data, in user space: AES-128-GCM
+// through OpenSSL's EVP (AES-NI), sealed and opened in place, one cipher context per
+// direction set up once, nothing allocated per record. The records are exactly TLS 1.3's
+// (type 23, version 0x0303, length; nonce = IV xor the record's sequence number; the header
+// as associated data), so the kernel's TLS (ktls.hpp) can take over either direction with the
+// same keys. Sequence numbers are implicit: a record replayed, dropped, reordered or altered
+// fails its tag, and the connection with it.
+#include <openssl/evp.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tls/keys.hpp"
+
+namespace sluice::tls {
+
+inline constexpr size_t kHeaderBytes = 5;
+inline constexpr size_t kMaxPlain = 16384; // TLS's limit on a record's content (2^14)
+// A record around kMaxPlain bytes of content: header, content type byte, tag.
+inline constexpr size_t kRecordOverhead = kHeaderBytes + 1 + kTagBytes;
+inline constexpr size_t kMaxRecord = kMaxPlain + kRecordOverhead;
+// The most a peer's record may claim (RFC 8446: 2^14 + 256 of ciphertext).
+inline constexpr size_t kMaxCiphertext = kMaxPlain + 256;
+
+class CipherCtx {
+public:
+    CipherCtx(const TrafficKey& k, bool encrypt);
+    ~CipherCtx();
+    CipherCtx(const CipherCtx&) = delete;
+    CipherCtx& operator=(const CipherCtx&) = delete;
+    uint64_t sequence() const { return seq_; }
+
+protected:
+    // The nonce of the next record (and advances the sequence number).
+    void next_nonce(unsigned char out[kIvBytes]);
+    EVP_CIPHER_CTX* ctx_;
+    unsigned char iv_[kIvBytes];
+    uint64_t seq_ = 0;
+};
+
+class Sealer : public CipherCtx {
+public:
+    explicit Sealer(const TrafficKey& k) : CipherCtx(k, true) {}
+    // rec points at a record slot whose content (plain bytes) is already at rec + kHeaderBytes
+    // and that has kRecordOverhead - kHeaderBytes bytes of room after it. Writes the header,
+    // encrypts in place, appends type and tag; returns the record's size on the wire.
+    size_t seal(unsigned char* rec, size_t plain);
+};
+
+class Opener : public CipherCtx {
+public:
+    // what: "data stream 2", for messages.
+    Opener(const TrafficKey& k, const char* what) : CipherCtx(k, false), what_(what) {}
+    // Bytes of the record starting at hdr (kHeaderBytes available), checked against the limits.
+    size_t record_size(const unsigned char* hdr) const;
+    // Decrypts the whole record at rec in place; returns its content's length (at rec +
+    // kHeaderBytes). Throws integrity when the tag does not match, protocol for a record that
+    // is not application data (an alert included).
+    size_t open(unsigned char* rec, size_t size);
+
+private:
+    const char* what_;
+};
+
+} // namespace sluice::tls
