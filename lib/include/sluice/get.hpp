@@ -40,7 +40,6 @@ struct GetOptions {
 // relative to the served directory ("" or "/" for all of it). A file lands as
 // dest/NAME, a directory as dest/NAME/..., all of the directory's entries directly in dest.
 // Returns the receiver's stats once everything is verified; throws sluice::Error otherwise.
-SLUICE_EXPORT Stats get(const Endpoint& from, const std::string& remote_path, const std::filesystem::path& dest,
-                        const GetOptions& options);
+SLUICE_EXPORT Stats get(const Endpoint& from, const std::string& remote_path, const std::filesystem::path& dest, const GetOptions& options);
 
 } // namespace sluice

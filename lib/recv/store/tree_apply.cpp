@@ -54,10 +54,12 @@ void TreeMeta::make_links_and_specials(const DestTree& tree, FileTable& files, c
         still_working();
         const RecvFile& l = files.at(id);
         const RecvFile& t = files.at(meta_[meta_of_.at(id)].rdev);
-        UniqueFd from = tree.open_dir(t.parent);
+        // The target is a file in place: its parent and name were freed (FileTable::release),
+        // so both come from its path.
+        UniqueFd from = tree.open_dir(DestTree::parent_of(t.entry.path));
         UniqueFd dir = tree.open_dir(l.parent);
         ::unlinkat(dir.get(), l.temp.c_str(), 0); // one an earlier run left; usually none
-        if (::linkat(from.get(), t.name.c_str(), dir.get(), l.temp.c_str(), 0) != 0)
+        if (::linkat(from.get(), DestTree::name_of(t.entry.path).c_str(), dir.get(), l.temp.c_str(), 0) != 0)
             throw_errno(ErrorCode::destination, "cannot create hard link '" + l.entry.path + "' to '" + t.entry.path + "'");
         rename_into_place(dir.get(), l, "hard link");
     }
@@ -97,8 +99,9 @@ void TreeMeta::apply(const DestTree& tree, FileTable& files, const std::function
 
 void TreeMeta::apply_one(const DestTree& tree, const RecvFile& f, const Stored& m) {
     const std::string& path = f.entry.path;
-    UniqueFd dir = tree.open_dir(f.parent);
-    UniqueFd fd(::openat(dir.get(), f.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    // From the path, not f.parent/f.name: a file in place has given those back (FileTable::release).
+    UniqueFd dir = tree.open_dir(DestTree::parent_of(path));
+    UniqueFd fd(::openat(dir.get(), DestTree::name_of(path).c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) throw_errno(ErrorCode::destination, "cannot open '" + path + "' to set its owner and attributes");
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) throw_errno(ErrorCode::destination, "cannot stat '" + path + "'");
