@@ -7,6 +7,15 @@ import struct
 import threading
 
 
+def shut_down(*socks):
+    """Shuts both directions of each socket, ignoring ones already gone."""
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class CorruptingProxy:
     def __init__(self, upstream_port, at=500_000, cut=False, reset=False):
         self.upstream = ("127.0.0.1", upstream_port)
@@ -54,13 +63,9 @@ class CorruptingProxy:
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    # Also wakes the other direction's thread blocked in recv, so that with
-                    # reset the close is the last reference and sends the RST.
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            # Also wakes the other direction's thread blocked in recv, so that with reset the
+            # close is the last reference and sends the RST.
+            shut_down(src, dst)
             if self.reset:
                 src.close()
                 dst.close()

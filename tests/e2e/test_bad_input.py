@@ -166,6 +166,22 @@ def test_block_outside_its_file_and_bad_checksum_are_refused(tmp_path, receiver_
     assert not (dest / "f").exists() and leftovers(dest) == []
 
 
+def accept_backlog(port):
+    """Connections waiting in the accept queue of the socket listening on port (/proc/net/tcp*:
+    a listening socket's rx_queue is its backlog)."""
+    total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                total += int(f[4].split(":")[1], 16)
+    return total
+
+
 def test_garbage_and_silent_connections_do_not_stop_the_receiver(tmp_path, receiver_factory):
     f = tmp_path / "f"
     f.write_text("ok")
@@ -177,7 +193,14 @@ def test_garbage_and_silent_connections_do_not_stop_the_receiver(tmp_path, recei
         silent.append(socket.create_connection(("127.0.0.1", rx.port)))
     g = socket.create_connection(("127.0.0.1", rx.port))
     g.sendall(os.urandom(200))
-    time.sleep(0.5)
+    # Until the receiver has accepted the whole flood, each connection it still accepts evicts
+    # a random pending one from 127.0.0.1, which would then include the good sender's: wait
+    # for the listen backlog to drain (not for a time a loaded machine may not keep).
+    deadline = time.monotonic() + 60
+    while accept_backlog(rx.port) > 0:
+        assert time.monotonic() < deadline, "the receiver did not accept the flood within 60 s"
+        time.sleep(0.05)
+    time.sleep(0.2)
     pid = rx.proc.pid
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     rss_kb = int([l for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")][0].split()[1])

@@ -18,7 +18,7 @@ import pytest
 
 import sluice_wire as w
 from conftest import SLUICE, run_sluice, write_random
-from corrupting_proxy import CorruptingProxy
+from corrupting_proxy import CorruptingProxy, shut_down
 
 NETNS = Path(__file__).resolve().parents[2] / "bench" / "testbed" / "netns.sh"
 
@@ -164,11 +164,7 @@ class ReplayingProxy(CorruptingProxy):
         except (OSError, ConnectionError):
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_down(src, dst)
 
 
 def test_a_replayed_record_is_refused(tmp_path, receiver_factory):

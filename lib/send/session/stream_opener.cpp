@@ -24,7 +24,9 @@ std::vector<UniqueFd> open_streams(unsigned count, unsigned width, const std::fu
                 // A receiver under a flood of connections from our address drops pending
                 // handshakes at random, our own side-by-side ones included (acceptor.cpp):
                 // such a stream is opened again after the others, one at a time as before.
-                if (e.code() == ErrorCode::network && e.cause() == ErrorCause::peer_reset) {
+                // Dropped is a reset or an end of file, whichever the close met.
+                if (e.code() == ErrorCode::network &&
+                    (e.cause() == ErrorCause::peer_reset || e.cause() == ErrorCause::peer_closed)) {
                     again[i] = true;
                     continue;
                 }
