@@ -1,8 +1,25 @@
 #include "send/plan/planner.hpp"
 
 #include <algorithm>
+#include <unordered_map>
+
+#include "sluice/progress.hpp"
 
 namespace sluice {
+
+void count_settled(Progress* progress, const std::vector<const SourceFile*>& files,
+                   const std::vector<wire::ByteRange>& verified) {
+    if (!progress) return;
+    std::unordered_map<uint64_t, uint64_t> have;
+    for (const auto& r : verified) have[r.file_id] += r.length;
+    for (const SourceFile* f : files) {
+        auto it = have.find(f->file_id);
+        uint64_t skipped = it == have.end() ? 0 : std::min(it->second, f->size);
+        progress->bytes_done += skipped;
+        if (skipped == f->size) progress->files_done += 1;
+    }
+}
+
 
 void Planner::add(const SourceFile& f, const std::vector<wire::ByteRange>& verified, std::vector<WorkItem>& out) {
     if (!f.sparse) return add_range(f, 0, f.size, verified, out);

@@ -37,4 +37,12 @@ private:
     uint64_t skipped_bytes_ = 0;
 };
 
+struct Progress;
+
+// Progress for what a page's ack settles without any block: empty files, and ranges the
+// receiver already has (a resume) or reuses (an update). The stream threads count the rest as
+// it is sent. Nothing when progress is null.
+void count_settled(Progress* progress, const std::vector<const SourceFile*>& files,
+                   const std::vector<wire::ByteRange>& verified);
+
 } // namespace sluice

@@ -19,11 +19,11 @@
 #include "send/plan/planner.hpp"
 #include "send/plan/source_tree.hpp"
 #include "send/plan/sparse_extents.hpp"
-#include "send/plan/update_plan.hpp"
 #include "send/plan/work_queue.hpp"
 #include "send/session/send_core.hpp"
 #include "send/session/stream_governor.hpp"
 #include "send/session/stream_work.hpp"
+#include "send/session/update_sums.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice {
@@ -101,9 +101,9 @@ public:
                 .role = kRole,
                 .bytes = total_bytes_,
                 .bytes_sent = bytes,
-                .bytes_skipped = planner_.skipped_bytes() - reused_,
+                .bytes_skipped = planner_.skipped_bytes() - update_.reused(),
                 .bytes_holes = holes_,
-                .bytes_reused = reused_,
+                .bytes_reused = update_.reused(),
                 .files = files_.size(),
                 .dirs = dirs_,
                 .symlinks = symlinks_,
@@ -259,9 +259,10 @@ private:
             pending_pages_.erase(it);
         }
         std::vector<WorkItem> items;
-        take_unchanged_blocks(files, ack.verified);
+        update_.take_unchanged(files, ack.verified,
+                               [&](const wire::Bytes& out) { control_.write(out, "sending the unchanged blocks"); });
         for (const SourceFile* f : files) planner_.add(*f, ack.verified, items);
-        count_settled(files, ack.verified);
+        count_settled(opts_.progress, files, ack.verified);
         planner_.flush(items);
         {
             std::lock_guard lk(pages_mu_);
@@ -276,59 +277,21 @@ private:
         acks_cv_.notify_all();
     }
 
-    // The receiver's old version of a file of a page it has not acked yet (it sends them
-    // before the page's ack).
+    // The receiver's old version of a file of a page it has not acked yet.
     void on_block_sums(wire::BlockSums&& s) override {
         if (!(features_ & wire::kFeatureUpdate)) SendCore::on_block_sums(std::move(s));
-        std::lock_guard lk(pages_mu_);
-        if (!by_id_.contains(s.file_id) || sums_.contains(s.file_id))
-            throw Error(ErrorCode::protocol, "receiver sent BLOCK_SUMS for file id " + std::to_string(s.file_id) +
-                                                 ", which is not a file of an unacknowledged page or was listed before");
-        sums_.emplace(s.file_id, std::move(s));
-    }
-
-    // For each file of the page with BLOCK_SUMS: the blocks equal to the receiver's old version
-    // are named in a REUSE frame (the receiver copies them from it) and planned as done.
-    void take_unchanged_blocks(const std::vector<const SourceFile*>& files, std::vector<wire::ByteRange>& verified) {
-        for (const SourceFile* f : files) {
-            std::optional<wire::BlockSums> s;
-            {
-                std::lock_guard lk(pages_mu_);
-                auto it = sums_.find(f->file_id);
-                if (it == sums_.end()) continue;
-                s = std::move(it->second);
-                sums_.erase(it);
-            }
-            std::vector<wire::Extent> same = unchanged_ranges(*f, *s, opts_.block_size, hash_buf_);
-            if (same.empty()) continue;
-            wire::Bytes out;
-            wire::encode_reuse(out, wire::Reuse{.file_id = f->file_id, .ranges = same});
-            control_.write(out, "sending the unchanged blocks");
-            for (const wire::Extent& x : same) {
-                verified.push_back({f->file_id, x.offset, x.length});
-                reused_ += x.length;
-            }
+        bool known;
+        {
+            std::lock_guard lk(pages_mu_);
+            known = by_id_.contains(s.file_id);
         }
+        update_.accept(std::move(s), known);
     }
 
     void on_all_verified() override {
         std::lock_guard lk(pages_mu_);
         all_verified_ = true;
         acks_cv_.notify_all();
-    }
-
-    // Progress for what needs no block: empty files, and ranges the receiver already has
-    // (a resume); the stream threads count everything else as it is sent.
-    void count_settled(const std::vector<const SourceFile*>& files, const std::vector<wire::ByteRange>& verified) {
-        if (!opts_.progress) return;
-        std::unordered_map<uint64_t, uint64_t> have;
-        for (const auto& r : verified) have[r.file_id] += r.length;
-        for (const SourceFile* f : files) {
-            auto it = have.find(f->file_id);
-            uint64_t skipped = it == have.end() ? 0 : std::min(it->second, f->size);
-            opts_.progress->bytes_done += skipped;
-            if (skipped == f->size) opts_.progress->files_done += 1;
-        }
     }
 
     void on_resend(const wire::ByteRange& r) override {
@@ -393,11 +356,7 @@ private:
     std::deque<SourceFile> files_; // stable addresses: work items point into it
     uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
     uint64_t holes_ = 0; // bytes of holes described instead of sent
-    // Changed-block updates: the receiver's BLOCK_SUMS by file id until its page is acked
-    // (under pages_mu_), the control reader's read buffer, the bytes kept back as unchanged.
-    std::unordered_map<uint64_t, wire::BlockSums> sums_;
-    std::vector<unsigned char> hash_buf_;
-    uint64_t reused_ = 0;
+    UpdateSums update_{opts_.block_size}; // changed-block updates
     bool sparse_refused_logged_ = false;
     std::string sparse_fallback_; // said in the stats' fallbacks
 
