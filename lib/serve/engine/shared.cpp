@@ -47,11 +47,15 @@ ServeStats Shared::snapshot() {
         s.bytes_sent += r(c->bytes);
         s.body_bytes_sent += r(c->body_bytes);
         s.cold_reads += r(c->cold_reads);
+        s.uploads += r(c->uploads);
+        s.uploads_failed += r(c->uploads_failed);
+        s.upload_bytes += r(c->upload_bytes);
     }
     s.get_sessions = get_sessions.load();
     s.get_sessions_open = get_open.load();
     s.get_sessions_failed = get_failed.load();
     s.get_bytes_sent = get_bytes.load();
+    s.uploads_open = uploads_open.load();
     s.threads = static_cast<unsigned>(counters.size());
     std::lock_guard lock(paths_mu);
     s.recv_path = recv_path;
@@ -89,6 +93,10 @@ std::string ServeStats::to_json() const {
     num("get_sessions_open", get_sessions_open);
     num("get_sessions_failed", get_sessions_failed);
     num("get_bytes_sent", get_bytes_sent);
+    num("uploads", uploads);
+    num("uploads_open", uploads_open);
+    num("uploads_failed", uploads_failed);
+    num("upload_bytes", upload_bytes);
     num("threads", threads);
     str("recv_path", recv_path);
     str("accept_path", accept_path);

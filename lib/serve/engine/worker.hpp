@@ -36,7 +36,8 @@ public:
 private:
     enum class Pump : uint8_t { done, parked, closed };
 
-    // worker.cpp: the loop, accepting, receiving, deadlines, closing
+    // worker.cpp: the loop, accepting, receiving, parsing
+    // conn_life.cpp: wake-ups from the pool, deadlines, the drain, closing, buffers
     void dispatch(Completion& c);
     void arm_accept();
     void on_accept(Completion& c);
@@ -46,6 +47,7 @@ private:
     void serve_input(Conn& k);
     void settle(Conn& k); // after input or a response: idle, reading, or closed
     void resume(Conn& k); // a response is done: the next pipelined request, or wait
+    void resume_input(Conn& k); // ... the same once the response's end is already handled
     void on_wake();
     void note_path(std::string& field, const char* text); // a slower path found at run time
     void tick();
@@ -62,6 +64,13 @@ private:
     void respond_body(Conn& k, int status, bool keep_alive, std::string_view type, std::unique_ptr<std::string> body,
                       bool head_only);
     std::string_view date();
+
+    // upload.cpp: PUT and POST bodies into a file beneath DIR
+    void begin_upload(Conn& k, const http::Request& req, const http::Target& t);
+    size_t take_body(Conn& k, const char* data, size_t len); // bytes of the body among them
+    void fail_upload(Conn& k, int status);
+    void finish_upload(Conn& k);
+    void upload_done(Conn& k); // the commit ended (inline or on the pool): the answer
 
     // transmit.cpp: the response on the wire
     void start(Conn& k, size_t head_len);
