@@ -54,6 +54,8 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
         if (i == 0) impl_->port = local_port(impl_->listen_fds[0].get());
         sh.counters.push_back(std::make_unique<serve::Counters>());
         sh.wakes.push_back(std::make_unique<serve::WakeQueue>());
+        sh.clients.push_back(std::make_unique<serve::ClientBoard>());
+        sh.clients.back()->rows.reserve(serve::ClientTable::kMaxClients);
     }
     if (sh.opt.get_sessions) {
         if (sh.opt.max_get_sessions == 0) throw Error(ErrorCode::usage, "max_get_sessions must be at least 1");

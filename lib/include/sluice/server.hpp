@@ -60,6 +60,17 @@ struct ServeOptions {
     LogFn log; // one line per event worth a line (start-up, paths chosen); default: dropped
 };
 
+// One client address in /_stats (its connections on every thread together).
+struct ServeClientStats {
+    std::string address;
+    uint64_t connections_open = 0;
+    uint64_t connections = 0; // accepted while tracked
+    uint64_t requests = 0;
+    uint64_t bytes_sent = 0, bytes_received = 0;
+    double bytes_per_s = 0;    // both ways, recent: exponentially weighted over about 5 s
+    double requests_per_s = 0; // likewise
+};
+
 struct ServeStats {
     uint64_t connections_accepted = 0;
     uint64_t connections_open = 0;
@@ -79,6 +90,12 @@ struct ServeStats {
     uint64_t uploads_failed = 0;      // refused or not completed (the temporary file removed)
     uint64_t upload_bytes = 0;        // body bytes received
     unsigned threads = 0;
+    // Per client address, the busiest 100 by recent rate (up to 200 ms old: each thread
+    // publishes its table every tick). Bounded: 256 addresses per thread; a connection from a
+    // new address when all 256 have open connections is counted in clients_untracked.
+    uint64_t clients_tracked = 0;
+    uint64_t clients_untracked = 0;
+    std::vector<ServeClientStats> clients;
     std::string recv_path;  // "multishot recv, provided buffers" or the slower path and why
     std::string accept_path;
     std::string cold_check; // "cachestat" or why there is none

@@ -31,6 +31,7 @@ struct Conn {
     bool cold_pending = false; // a cold read names file_fd
     bool head_more = false;   // a body follows the head
     uint16_t buf = kNoBuf;    // index into the thread's input-buffer pool
+    uint16_t client = 0xffff; // the thread's ClientTable entry (kNoClient: not tracked)
     uint32_t in_len = 0;      // bytes of input not yet parsed
     uint16_t out_off = 0, out_len = 0; // head bytes still to send (in the buffer's out area)
     bool corked = false;      // TCP_CORK set for a large body (full segments, as nginx's tcp_nopush)

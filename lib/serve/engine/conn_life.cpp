@@ -38,6 +38,7 @@ void Worker::on_wake() {
 }
 
 void Worker::tick() {
+    clients_.tick(now_ms_, *sh_.clients[index_]);
     if (sh_.stopping.load() && !draining_) begin_drain();
     if (accept_retry_ && !draining_) {
         accept_retry_ = false;
@@ -102,6 +103,8 @@ void Worker::maybe_free(Conn& k) {
     k.in_len = 0;
     k.out_len = k.out_off = 0;
     release_buf(k);
+    clients_.detach(k.client);
+    k.client = kNoClient;
     k.in_use = false;
     k.phase = Phase::idle;
     ++k.gen;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "serve/engine/clients.hpp"
 #include "sluice/server.hpp"
 
 namespace sluice::serve {
@@ -55,6 +56,7 @@ struct Shared {
     bool cold_check = false; // cachestat(2) works here
     std::vector<std::unique_ptr<Counters>> counters;
     std::vector<std::unique_ptr<WakeQueue>> wakes;
+    std::vector<std::unique_ptr<ClientBoard>> clients; // each thread's published per-client rows
     std::unique_ptr<ColdReads> cold;
     std::atomic<bool> stopping{false};
     std::atomic<unsigned> uploads_open{0}; // over all threads, bounded by opt.max_uploads

@@ -51,7 +51,7 @@ void Worker::begin_upload(Conn& k, const http::Request& req, const http::Target&
         // only delays it: curl and others send the body anyway after their own wait.
         static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
         ssize_t n = ::send(k.fd, kContinue, sizeof kContinue - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n > 0) cnt_.add(cnt_.bytes, static_cast<uint64_t>(n));
+        if (n > 0) count_sent(k, static_cast<uint64_t>(n));
     }
     if (k.up->left == 0) finish_upload(k);
 }

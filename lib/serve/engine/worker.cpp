@@ -144,6 +144,7 @@ void Worker::on_accept(Completion& c) {
             k.keep_alive = true;
             k.peer_done = false;
             k.phase = Phase::idle;
+            k.client = clients_.attach(fd, now_ms_);
             // A new connection owes its first request within the request timeout (a client that
             // connects and says nothing is a slowloris); keep-alive waits get the idle timeout.
             k.deadline_ms = now_ms_ + sh_.opt.request_timeout_ms;
@@ -222,6 +223,7 @@ void Worker::on_recv(Conn& k, Completion& c) {
         }
         return;
     }
+    clients_.received(k.client, n);
     bool ok;
     if (provided_recv_) {
         const auto id = static_cast<uint16_t>(c.flags() >> IORING_CQE_BUFFER_SHIFT);
@@ -282,6 +284,7 @@ void Worker::serve_input(Conn& k) {
             return;
         }
         cnt_.add(cnt_.requests);
+        clients_.request(k.client, now_ms_);
         const size_t used = req.head_bytes;
         handle(k, req); // answers from the head, which stays in the buffer until here
         if (k.phase == Phase::closing) return;

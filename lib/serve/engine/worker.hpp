@@ -10,6 +10,7 @@
 
 #include "core/ring/provided_buffers.hpp"
 #include "core/ring/ring.hpp"
+#include "serve/engine/clients.hpp"
 #include "serve/engine/conn.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/http/request.hpp"
@@ -55,6 +56,10 @@ private:
     void close_conn(Conn& k);
     void maybe_free(Conn& k);
     uint16_t take_buf();
+    void count_sent(Conn& k, uint64_t n) { // heads and bodies, per thread and per client
+        cnt_.add(cnt_.bytes, n);
+        clients_.sent(k.client, n);
+    }
     void release_buf(Conn& k);
     uint32_t index_of(const Conn& k) const { return static_cast<uint32_t>(&k - conns_.get()); }
 
@@ -90,6 +95,7 @@ private:
     std::vector<uint16_t> free_bufs_;
     std::vector<ColdDone> cold_done_;
     FileCache files_;
+    ClientTable clients_;
     http::Target target_;
     char head_[IoBuf::kOut];
     char date_[32] = {};
