@@ -171,6 +171,16 @@ def start_nginx(root, port, workdir, aio=True, location=""):
     return p, [p.pid] + [int(k) for k in kids]
 
 
+def stop_servers(procs, results):
+    """SIGTERM sluice (it drains and prints its --json stats), SIGQUIT nginx (graceful)."""
+    for name, p in procs.items():
+        p.send_signal(signal.SIGTERM if name == "sluice" else signal.SIGQUIT)
+        out, err = p.communicate(timeout=60)
+        if name == "sluice" and out.strip():
+            results["sluice_stats"] = json.loads(out.strip().splitlines()[-1])
+            results["sluice_paths"] = [l for l in err.splitlines() if "path" in l or "cold" in l or "ring" in l]
+
+
 def measure(servers, seconds, conns_list, close=False, large_too=True):
     """Each cell runs every server back to back (interleaved, not one server after the
     other), so that load from outside the bench drifts over all of them alike."""
@@ -226,12 +236,7 @@ def main():
                 servers[name] = (f"http://{SRV_IP}:{port}", pids)
             results["runs"], results["large"] = measure(servers, a.seconds, conns_list, a.close, not a.no_large)
         finally:
-            for name, p in procs.items():
-                p.send_signal(signal.SIGTERM if name == "sluice" else signal.SIGQUIT)
-                out, err = p.communicate(timeout=60)
-                if name == "sluice" and out.strip():
-                    results["sluice_stats"] = json.loads(out.strip().splitlines()[-1])
-                    results["sluice_paths"] = [l for l in err.splitlines() if "path" in l or "cold" in l or "ring" in l]
+            stop_servers(procs, results)
     finally:
         sh(NETNS, "down")
         if not a.keep:

@@ -15,7 +15,6 @@ import argparse
 import json
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +51,18 @@ def run_wrk_put(base, prefix, kb, seconds, auth, limit):
     r = run.parse_wrk(out)
     r["requests"] = int(re.search(r"(\d+) requests in", out)[1])
     return r
+
+
+def table(rows, first, ms):
+    print(f"| {first} | sluice req/s | nginx (dav) req/s | sluice/nginx | report req/s | sluice/report | "
+          "sluice p50/p99 ms | nginx p50/p99 ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    by = {(x["server"], x["kb"]): x for x in rows}
+    for kb in SIZES:
+        s, n = by[("sluice", kb)], by[("nginx", kb)]
+        lat = [ms.format(x[k]) for x in (s, n) for k in ("p50_ms", "p99_ms")]
+        print(f"| {kb} KB | {s['rps']:,.0f} | {n['rps']:,.0f} | {s['rps'] / n['rps']:.2f}x | {REPORT[kb]:,} | "
+              f"{s['rps'] / REPORT[kb]:.1f}x | {lat[0]} / {lat[1]} | {lat[2]} / {lat[3]} |")
 
 
 def main():
@@ -109,29 +120,13 @@ def main():
                 print(json.dumps(r), flush=True)
                 results["new_names"].append(r)
     finally:
-        for name, p in procs.items():
-            p.send_signal(signal.SIGTERM if name == "sluice" else signal.SIGQUIT)
-            out, _ = p.communicate(timeout=60)
-            if name == "sluice" and out.strip():
-                results["sluice_stats"] = json.loads(out.strip().splitlines()[-1])
+        run.stop_servers(procs, results)
         run.sh(run.NETNS, "down")
         shutil.rmtree(data, ignore_errors=True)
-    print("| body | sluice req/s | nginx (dav) req/s | sluice/nginx | report req/s | sluice/report | sluice p50/p99 ms | nginx p50/p99 ms |")
-    print("|---|---|---|---|---|---|---|---|")
-    by = {(x["server"], x["kb"]): x for x in results["runs"]}
-    for kb in SIZES:
-        s, n = by[("sluice", kb)], by[("nginx", kb)]
-        print(f"| {kb} KB | {s['rps']:,.0f} | {n['rps']:,.0f} | {s['rps'] / n['rps']:.2f}x | {REPORT[kb]:,} | "
-              f"{s['rps'] / REPORT[kb]:.1f}x | {s['p50_ms']:.0f} / {s['p99_ms']:.0f} | {n['p50_ms']:.0f} / {n['p99_ms']:.0f} |")
+    table(results["runs"], "body, ab -k -c 10 PUT of one name", "{:.0f}")
     if results.get("new_names"):
         print()
-        print("| body, new name per PUT (wrk -c 10) | sluice req/s | nginx (dav) req/s | sluice/nginx | sluice/report | sluice p50/p99 ms | nginx p50/p99 ms |")
-        print("|---|---|---|---|---|---|---|")
-        by = {(x["server"], x["kb"]): x for x in results["new_names"]}
-        for kb in SIZES:
-            s, n = by[("sluice", kb)], by[("nginx", kb)]
-            print(f"| {kb} KB | {s['rps']:,.0f} | {n['rps']:,.0f} | {s['rps'] / n['rps']:.2f}x | {s['rps'] / REPORT[kb]:.1f}x | "
-                  f"{s['p50_ms']:.2f} / {s['p99_ms']:.2f} | {n['p50_ms']:.2f} / {n['p99_ms']:.2f} |")
+        table(results["new_names"], "body, new name per PUT (wrk -c 10)", "{:.2f}")
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1))
 
