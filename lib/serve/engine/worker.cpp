@@ -234,18 +234,20 @@ void Worker::on_recv(Conn& k, Completion& c) {
             p += used;
             len -= used;
         }
-        ok = len == 0 || k.phase == Phase::closing || append_input(k, p, len);
+        ok = len == 0 || k.phase == Phase::closing || !k.in_use || append_input(k, p, len);
         provided_->give_back(id);
     } else {
         k.in_len += static_cast<uint32_t>(n);
         ok = true;
     }
     if (!ok) return close_conn(k); // more pipelined input than a client may queue: hostile or broken
+    if (!k.in_use) return;
     if (k.phase != Phase::sending) {
         serve_input(k);
         settle(k);
     }
-    if (k.phase == Phase::closing || more || k.recv_c.busy()) return;
+    // !in_use: a close above found no request of the ring left and freed the slot already.
+    if (!k.in_use || k.phase == Phase::closing || more || k.recv_c.busy()) return;
     if (provided_recv_ || k.phase != Phase::sending) arm_recv(k);
 }
 
