@@ -21,7 +21,9 @@ const char* const kServeHelp = R"(usage: sluice serve DIR [--http PORT] [--port 
 Serves DIR to many clients over HTTP/1.1 (curl, wget -c, aria2c, browsers, fsspec): GET and
 HEAD, one byte range per request, ETag/Last-Modified with 304s, keep-alive and pipelining,
 directory listings (HTML, or JSON with ?format=json or Accept: application/json), and
-/_stats (JSON counters). Nothing outside DIR is served. Uploads are not accepted yet (405).
+/_stats (JSON counters). Nothing outside DIR is served or written. With --allow-upload, PUT
+and POST store a file (Content-Length required; written to a temporary name in DIR, renamed
+into place when the whole body arrived; a client that leaves mid-body leaves nothing).
 With --port, also serves `sluice get` over sluice's protocol on PORT (N streams, checksums,
 resume; the server connects back to the client's address to send).
 Prints the URL on the first line of stdout (with --port, the sluice:// URL on the second);
@@ -38,7 +40,12 @@ options:
   --bind ADDR            address to listen on (default: all)
   --host NAME            host name to print in the URL (default: ADDR, else localhost)
   --threads N            ring threads (default: the online CPUs)
-  --public               serve reads without a token
+  --public               serve reads without a token (uploads always need it)
+  --allow-upload         accept PUT and POST of files into DIR (else 403)
+  --sync                 answer an upload only once it is durable (fsync file and directory)
+  --max-upload-size SIZE larger bodies get 413 (default 1G)
+  --max-uploads N        bodies received at once over all threads; more get 503 (default 64)
+  --upload-timeout S     a whole body must arrive within S seconds (default 300)
   --token-file FILE      the token, from FILE (mode 0600 or stricter)
   --token SECRET         the token, on the command line (visible in ps: prefer the above)
   --max-connections N    connections held at once over all threads (default 16384)
@@ -69,8 +76,8 @@ std::string random_token() {
 int cmd_serve(int argc, char** argv) {
     Args a(argc, argv,
            {"--http", "--port", "--max-gets", "--get-rate-limit", "--bind", "--host", "--threads", "--token", "--token-file", "--max-connections", "--request-timeout",
-            "--idle-timeout", "--send-timeout"},
-           {"--public", "--json", "--verbose", "-v", "--help", "-h"});
+            "--idle-timeout", "--send-timeout", "--max-upload-size", "--max-uploads", "--upload-timeout"},
+           {"--public", "--allow-upload", "--sync", "--json", "--verbose", "-v", "--help", "-h"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kServeHelp, stdout);
         return 0;
@@ -87,6 +94,14 @@ int cmd_serve(int argc, char** argv) {
     o.max_get_sessions = a.uint_value("--max-gets", 64, 1, 4096);
     if (auto v = a.value("--get-rate-limit")) o.get_rate_limit = parse_size(*v, "--get-rate-limit");
     o.public_reads = a.flag("--public");
+    o.allow_upload = a.flag("--allow-upload");
+    o.sync_uploads = a.flag("--sync");
+    if (auto v = a.value("--max-upload-size")) o.max_upload_bytes = parse_size(*v, "--max-upload-size");
+    o.max_uploads = a.uint_value("--max-uploads", 64, 1, 65536);
+    o.upload_timeout_ms = static_cast<int>(a.uint_value("--upload-timeout", 300, 1, 86400)) * 1000;
+    if ((o.sync_uploads || a.value("--max-upload-size") || a.value("--max-uploads") || a.value("--upload-timeout")) &&
+        !o.allow_upload)
+        throw Error(ErrorCode::usage, "--sync and the upload limits need --allow-upload");
     o.max_connections = a.uint_value("--max-connections", 16384, 1, 4'000'000);
     o.request_timeout_ms = static_cast<int>(a.uint_value("--request-timeout", 10, 1, 86400)) * 1000;
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
@@ -96,7 +111,7 @@ int cmd_serve(int argc, char** argv) {
     const Token token = resolve_token(a, "");
     o.token = token.value;
     bool show_token = false;
-    if (o.token.empty() && !o.public_reads) {
+    if (o.token.empty() && (!o.public_reads || o.allow_upload)) { // uploads always need one
         o.token = random_token();
         show_token = true;
     }
@@ -116,7 +131,12 @@ int cmd_serve(int argc, char** argv) {
     if (o.get_sessions)
         std::cout << "sluice://" << host << ":" << server.get_port() << "/" << (show_token ? "?token=" + o.token : "")
                   << std::endl;
-    if (o.verbose) std::cerr << "sluice: " << (o.public_reads ? "public reads" : "a token is required") << "\n";
+    if (o.verbose) {
+        std::cerr << "sluice: " << (o.public_reads ? "public reads" : "a token is required") << "\n";
+        if (o.allow_upload)
+            std::cerr << "sluice: uploads allowed (token required, at most " << o.max_upload_bytes << " bytes each"
+                      << (o.sync_uploads ? ", acknowledged when durable" : "") << ")\n";
+    }
     std::atomic<bool> done{false};
     std::thread signals([&] {
         timespec tick{0, 200'000'000};

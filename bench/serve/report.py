@@ -9,6 +9,8 @@ def main():
     r = json.load(open(sys.argv[1]))
     runs = {(x["server"], x["file"], x["conns"]): x for x in r["runs"]}
     noaio = any(k[0] == "nginx-noaio" for k in runs)
+    if any(x.get("close") for x in r["runs"]):
+        print("wrk with `Connection: close` (a new connection per request)\n")
     print("| file | connections | sluice req/s | nginx req/s | ratio | sluice p50 / p99 ms | nginx p50 / p99 ms | p99 ratio |"
           + (" nginx without aio threads: req/s, p99 ms | ratio |" if noaio else ""))
     print("|---|---|---|---|---|---|---|---|" + ("---|---|" if noaio else ""))
@@ -26,6 +28,8 @@ def main():
         for x in (s, n):
             if x["errors"] or x["non2xx"]:
                 print(f"|   | {x['server']}: socket errors {x['errors']}, non-2xx {x['non2xx']} | | | | | | |")
+    if not r["large"]:
+        return
     large = {x["server"]: x for x in r["large"]}
     s, n = large["sluice"], large["nginx"]
     print()

@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 NETNS = HERE.parent / "testbed" / "netns.sh"
 ENV = dict(os.environ, SB_NS_SND="h15-serve-cli", SB_NS_RCV="h15-serve-srv", SB_IP_SND="10.213.15.1",
            SB_IP_RCV="10.213.15.2")
+ENV.update({k: v for k, v in os.environ.items() if k in ("SB_NS_SND", "SB_NS_RCV", "SB_IP_SND", "SB_IP_RCV")})
 SRV_NS, CLI_NS, SRV_IP = ENV["SB_NS_RCV"], ENV["SB_NS_SND"], ENV["SB_IP_RCV"]
 SRV_CPU, CLI_CPU = "0", "1"
 
@@ -82,10 +83,12 @@ def cpu_seconds(pids):
     return total
 
 
-def make_data(root):
+def make_data(root, large=True):
     root.mkdir(parents=True, exist_ok=True)
     for name, size in (("1k.bin", 1024), ("10k.bin", 10240)):
         (root / name).write_bytes(os.urandom(size))
+    if not large:
+        return
     big = root / "1g.bin"
     if not big.exists() or big.stat().st_size != 1 << 30:
         with open(big, "wb") as f:
@@ -111,9 +114,11 @@ def parse_wrk(out):
             "non2xx": int(non2xx[1]) if non2xx else 0}
 
 
-def run_wrk(url, conns, seconds):
+def run_wrk(url, conns, seconds, close=False):
     threads = 1
-    cmd = in_ns(CLI_NS, CLI_CPU, "wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s", url)
+    extra = ["-H", "Connection: close"] if close else []
+    cmd = in_ns(CLI_NS, CLI_CPU, "wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s",
+                *extra, url)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, env=ENV).stdout
     return parse_wrk(out)
 
@@ -143,18 +148,21 @@ def wait_port(port, timeout=10):
     raise RuntimeError(f"server on port {port} did not answer")
 
 
-def start_sluice(binary, root, port):
+def start_sluice(binary, root, port, extra=()):
     p = subprocess.Popen(in_ns(SRV_NS, SRV_CPU, binary, "serve", root, "--http", port, "--bind", SRV_IP, "--threads", "1",
-                               "--public", "--json", "-v"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+                               "--public", "--json", "-v", *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     p.stdout.readline()
     wait_port(port)
     return p, [p.pid]
 
 
-def start_nginx(root, port, workdir, aio=True):
+def start_nginx(root, port, workdir, aio=True, location=""):
     workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "body").mkdir(exist_ok=True)
+    (workdir / "body").chmod(0o777)  # the worker (nobody) keeps request bodies there
     conf = workdir / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(dir=workdir, ip=SRV_IP, port=port, root=root, aio="aio threads;" if aio else ""))
+    text = NGINX_CONF.format(dir=workdir, ip=SRV_IP, port=port, root=root, aio="aio threads;" if aio else "")
+    conf.write_text(text.replace("location / { }", "location / { " + location + " }"))
     p = subprocess.Popen(in_ns(SRV_NS, SRV_CPU, "nginx", "-c", conf, "-p", workdir), stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True, env=ENV)
     wait_port(port)
@@ -163,18 +171,28 @@ def start_nginx(root, port, workdir, aio=True):
     return p, [p.pid] + [int(k) for k in kids]
 
 
-def measure(servers, seconds, conns_list):
+def stop_servers(procs, results):
+    """SIGTERM sluice (it drains and prints its --json stats), SIGQUIT nginx (graceful)."""
+    for name, p in procs.items():
+        p.send_signal(signal.SIGTERM if name == "sluice" else signal.SIGQUIT)
+        out, err = p.communicate(timeout=60)
+        if name == "sluice" and out.strip():
+            results["sluice_stats"] = json.loads(out.strip().splitlines()[-1])
+            results["sluice_paths"] = [l for l in err.splitlines() if "path" in l or "cold" in l or "ring" in l]
+
+
+def measure(servers, seconds, conns_list, close=False, large_too=True):
     """Each cell runs every server back to back (interleaved, not one server after the
     other), so that load from outside the bench drifts over all of them alike."""
     rows, large = [], []
     for size in ("1k", "10k"):
         for conns in conns_list:
             for name, (base, pids) in servers.items():
-                r = run_wrk(f"{base}/{size}.bin", conns, seconds)
-                r.update(server=name, file=size, conns=conns)
+                r = run_wrk(f"{base}/{size}.bin", conns, seconds, close)
+                r.update(server=name, file=size, conns=conns, close=close)
                 print(json.dumps(r), flush=True)
                 rows.append(r)
-    for name, (base, pids) in servers.items():
+    for name, (base, pids) in servers.items() if large_too else ():
         x = run_large(f"{base}/1g.bin", pids)
         x["server"] = name
         print(json.dumps(x), flush=True)
@@ -190,12 +208,15 @@ def main():
     ap.add_argument("--conns", default="10,100,1000")
     ap.add_argument("--out", default=None)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--close", action="store_true", help="wrk with Connection: close (a connection per request)")
+    ap.add_argument("--no-large", action="store_true", help="skip the 16 x 1 GiB runs")
+    ap.add_argument("--no-noaio", action="store_true", help="skip nginx without aio threads")
     a = ap.parse_args()
     for tool in ("wrk", "nginx", "curl", "taskset"):
         if not shutil.which(tool):
             sys.exit(f"run.py: {tool} is missing (apt-get install wrk nginx-light curl util-linux)")
     root = Path(a.data) / "www"
-    make_data(root)
+    make_data(root, not a.no_large)
     conns_list = [int(c) for c in a.conns.split(",")]
     sh(NETNS, "up")
     results = {"command": " ".join(sys.argv), "kernel": os.uname().release, "runs": [], "large": []}
@@ -209,18 +230,13 @@ def main():
             p, pids = start_sluice(a.sluice, root, 8080)
             procs["sluice"] = p
             servers["sluice"] = (f"http://{SRV_IP}:8080", pids)
-            for name, port in (("nginx", 8081), ("nginx-noaio", 8082)):
+            for name, port in (("nginx", 8081), ("nginx-noaio", 8082))[: 1 if a.no_noaio else 2]:
                 p, pids = start_nginx(root, port, Path(a.data) / name, aio=name == "nginx")
                 procs[name] = p
                 servers[name] = (f"http://{SRV_IP}:{port}", pids)
-            results["runs"], results["large"] = measure(servers, a.seconds, conns_list)
+            results["runs"], results["large"] = measure(servers, a.seconds, conns_list, a.close, not a.no_large)
         finally:
-            for name, p in procs.items():
-                p.send_signal(signal.SIGTERM if name == "sluice" else signal.SIGQUIT)
-                out, err = p.communicate(timeout=60)
-                if name == "sluice" and out.strip():
-                    results["sluice_stats"] = json.loads(out.strip().splitlines()[-1])
-                    results["sluice_paths"] = [l for l in err.splitlines() if "path" in l or "cold" in l or "ring" in l]
+            stop_servers(procs, results)
     finally:
         sh(NETNS, "down")
         if not a.keep:
@@ -228,6 +244,7 @@ def main():
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1))
     print(json.dumps(results["large"]))
+    return results
 
 
 if __name__ == "__main__":

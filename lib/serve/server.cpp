@@ -34,6 +34,10 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
     if (options.threads > 256) throw Error(ErrorCode::usage, "threads: at most 256");
     if (!options.public_reads && options.token.empty())
         throw Error(ErrorCode::usage, "serving needs a token, or public_reads for unauthenticated reads");
+    if (options.allow_upload && options.token.empty())
+        throw Error(ErrorCode::usage, "uploads need a token, even with public reads");
+    if (options.allow_upload && (options.max_uploads == 0 || options.upload_timeout_ms <= 0))
+        throw Error(ErrorCode::usage, "max_uploads and upload_timeout_ms must be more than 0");
     if (options.max_connections < options.threads)
         throw Error(ErrorCode::usage, "max_connections must be at least the number of threads");
     if (options.request_timeout_ms <= 0 || options.idle_timeout_ms <= 0 || options.send_timeout_ms <= 0)
@@ -50,6 +54,8 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
         if (i == 0) impl_->port = local_port(impl_->listen_fds[0].get());
         sh.counters.push_back(std::make_unique<serve::Counters>());
         sh.wakes.push_back(std::make_unique<serve::WakeQueue>());
+        sh.clients.push_back(std::make_unique<serve::ClientBoard>());
+        sh.clients.back()->rows.reserve(serve::ClientTable::kMaxClients);
     }
     if (sh.opt.get_sessions) {
         if (sh.opt.max_get_sessions == 0) throw Error(ErrorCode::usage, "max_get_sessions must be at least 1");
@@ -63,7 +69,7 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
                                         "); a cold read blocks its ring thread";
     if (sh.opt.cold_read_threads == 0) {
         sh.cold_check = false;
-        sh.cold_check_text = "none: no cold-read threads; a cold read blocks its ring thread";
+        sh.cold_check_text = "none: no cold-read threads; a cold read (and an upload's fsync with --sync) blocks its ring thread";
     }
 }
 

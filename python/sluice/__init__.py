@@ -289,10 +289,14 @@ class Server:
     token: required of clients unless ``public``; None takes SLUICE_TOKEN. threads: ring
     threads (0: the online CPUs). max_gets: get sessions at once (more are refused as busy);
     get_rate_limit: bytes/s of each get session (an int or "100M"; 0: unlimited).
+    allow_upload: accept PUT and POST of files (always with the token, even when ``public``);
+    sync: answer an upload once it is durable; max_upload_size: larger bodies get 413 (an int
+    or "1G"); max_uploads: bodies received at once (more get 503).
     """
 
     def __init__(self, dir, *, http_port=0, port=None, token=None, public=False, bind_address="", threads=0,
-                 max_connections=16384, max_gets=64, get_rate_limit=0, verbose=False):
+                 max_connections=16384, max_gets=64, get_rate_limit=0, allow_upload=False, sync=False,
+                 max_upload_size="1G", max_uploads=64, verbose=False):
         for name, value in (("http_port", http_port), ("port", port)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535):
                 raise UsageError(f"{name}={value!r}: expected an int from 0 to 65535")
@@ -302,6 +306,8 @@ class Server:
             "http_port": http_port, "port": port, "token": token, "public": bool(public),
             "bind_address": bind_address, "threads": int(threads), "max_connections": int(max_connections),
             "max_gets": int(max_gets), "get_rate_limit": parse_size(get_rate_limit, "get_rate_limit"),
+            "allow_upload": bool(allow_upload), "sync": bool(sync),
+            "max_upload_size": parse_size(max_upload_size, "max_upload_size"), "max_uploads": int(max_uploads),
             "verbose": bool(verbose),
         }
         self._srv = _sluice.Server(os.fsdecode(os.fspath(dir)), opts)

@@ -34,6 +34,10 @@ ServeOptions serve_options(const py::dict& o) {
     }
     s.max_get_sessions = o["max_gets"].cast<unsigned>();
     s.get_rate_limit = o["get_rate_limit"].cast<uint64_t>();
+    s.allow_upload = o["allow_upload"].cast<bool>();
+    s.sync_uploads = o["sync"].cast<bool>();
+    s.max_upload_bytes = o["max_upload_size"].cast<uint64_t>();
+    s.max_uploads = o["max_uploads"].cast<unsigned>();
     s.verbose = o["verbose"].cast<bool>();
     return s;
 }

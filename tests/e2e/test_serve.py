@@ -7,6 +7,7 @@ import re
 import signal
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -188,3 +189,47 @@ def test_a_range_not_in_the_page_cache_is_read_by_the_pool(server, root):
     after = json.loads(curl(server.url("/_stats")).stdout)
     assert after["cold_check"].startswith("cachestat")
     assert after["cold_reads"] > before
+
+
+def wait_stats(server, ready, what, polls=300):
+    """/_stats until ready(doc) (bounded: per-client rows are published every 200 ms)."""
+    for _ in range(polls):
+        doc = json.loads(curl(server.url("/_stats")).stdout)
+        if ready(doc):
+            return doc
+        time.sleep(0.05)
+    raise AssertionError(f"/_stats never showed {what}: {doc}")
+
+
+def test_stats_per_client_requests_bytes_and_rate(server, root):
+    data = (root / "a.bin").read_bytes()
+    with connect(server.port) as s:
+        rd = Reader(s)
+        for _ in range(5):
+            s.sendall(request("/a.bin", extra="Authorization: Bearer testtoken\r\n"))
+            assert rd.response()[2] == data
+        doc = wait_stats(server, lambda d: any(c["address"] == "127.0.0.1" and c["requests"] >= 5 and
+                                               c["bytes_per_s"] > 0 for c in d["clients"]), "a rate for 127.0.0.1")
+        me = next(c for c in doc["clients"] if c["address"] == "127.0.0.1")
+        assert me["bytes_sent"] >= 5 * len(data) and me["bytes_received"] > 0
+        assert me["connections_open"] >= 1 and me["connections"] >= 2 and me["requests_per_s"] >= 0
+        assert doc["clients_tracked"] >= 1
+
+
+def test_stats_track_a_bounded_number_of_clients(root):
+    # 256 addresses per thread are tracked; the 257th with all of them busy is only counted.
+    s = Server(root, "--threads", "1", "--request-timeout", "120")
+    held = []
+    try:
+        for i in range(256):
+            c = socket.socket()
+            c.bind((f"127.0.1.{i}", 0))
+            c.connect(("127.0.0.1", s.port))
+            held.append(c)
+        doc = wait_stats(s, lambda d: d["clients_tracked"] == 256 and d["clients_untracked"] >= 1, "256 tracked")
+        assert len(doc["clients"]) == 100  # the busiest 100 are listed
+        assert all(c["address"].startswith("127.0.1.") for c in doc["clients"])
+    finally:
+        for c in held:
+            c.close()
+        s.kill()

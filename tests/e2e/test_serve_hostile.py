@@ -71,8 +71,10 @@ def test_symlink_inside_is_followed(server):
     (b"GET / HTTP/1.1\r\n\r\n", 400),
     (b"GET / HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n", 400),
     (b"GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", 400),
-    (b"PUT /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 413),
-    (b"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501),
+    (b"PUT /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 403),  # no --allow-upload
+    (b"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 403),
+    (b"GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 413),  # a body only with uploads
+    (b"GET /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501),
     (b"garbage\r\n\r\n", 400),
 ])
 def test_bad_requests_get_their_status_and_close(server, raw, status):

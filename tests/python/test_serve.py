@@ -43,3 +43,52 @@ def test_serve_http_and_get(tmp_path):
         sluice.Server(tmp_path / "www", http_port=70000)
     with pytest.raises(sluice.DestinationError):
         sluice.Server(tmp_path / "missing", token="x")
+
+
+def test_upload_and_stop_drains_an_upload_in_flight(tmp_path):
+    import socket
+    import threading
+    root = tmp_path / "up"
+    root.mkdir()
+    srv = sluice.serve(root, token="pytok", public=True, allow_upload=True, max_upload_size="1M",
+                       bind_address="127.0.0.1", threads=1)
+    try:
+        req = urllib.request.Request(f"http://127.0.0.1:{srv.port}/d/x.bin", data=b"abc" * 1000, method="PUT",
+                                     headers={"Authorization": "Bearer pytok"})
+        assert urllib.request.urlopen(req, timeout=60).status == 201
+        assert (root / "d" / "x.bin").read_bytes() == b"abc" * 1000
+        with pytest.raises(urllib.error.HTTPError) as e:  # public reads, but not public uploads
+            urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{srv.port}/y", data=b"x", method="PUT"),
+                                   timeout=60)
+        assert e.value.code == 401
+        body = bytes(range(256)) * 400
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+        s.sendall(b"PUT /drained.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer pytok\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body[:100])
+        for _ in range(300):  # bounded: until the server holds the upload
+            if srv.stats()["uploads_open"] == 1:
+                break
+            threading.Event().wait(0.05)
+        stopper = threading.Thread(target=srv.stop)
+        stopper.start()  # stop() drains: it returns once this upload is answered
+        for _ in range(300):  # bounded: until the listener is closed (the drain began)
+            try:
+                socket.create_connection(("127.0.0.1", srv.port), timeout=5).close()
+                threading.Event().wait(0.05)
+            except OSError:
+                break
+        else:
+            raise AssertionError("still accepting after stop()")
+        s.sendall(body[100:])
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = s.recv(4096)
+            assert chunk, "closed without an answer"
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 201") and b"Connection: close" in answer
+        stopper.join(60)
+        assert not stopper.is_alive()
+        assert (root / "drained.bin").read_bytes() == body
+        s.close()
+    finally:
+        srv.stop()

@@ -51,6 +51,27 @@ TEST_CASE("each malformed or oversized head gets the status a client expects") {
     CHECK(parse("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1x\r\n\r\n", r).status == 400);
     REQUIRE(parse("PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n", r).result == ParseResult::complete);
     CHECK(r.has_body);
+    CHECK(r.method == Method::put);
+    CHECK(r.has_length);
+    CHECK(r.content_length == 3);
+    CHECK(!r.expect_continue);
+    REQUIRE(parse("POST /v HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nExpect: 100-Continue\r\n\r\n", r).result ==
+            ParseResult::complete);
+    CHECK(r.method == Method::post);
+    CHECK(r.has_length);
+    CHECK(!r.has_body);
+    CHECK(r.expect_continue);
+    REQUIRE(parse("PUT / HTTP/1.1\r\nHost: a\r\nExpect: magic\r\nTransfer-Encoding: chunked\r\n\r\n", r).result ==
+            ParseResult::complete);
+    CHECK(r.expect_other);
+    CHECK(r.chunked);
+    CHECK(!r.has_length);
+    // two different lengths: which one frames the body is ambiguous
+    CHECK(parse("PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", r).status == 400);
+    CHECK(parse("PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", r).result ==
+          ParseResult::complete);
+    CHECK(parse("PUT / HTTP/1.1\r\nHost: a\r\nContent-Length: \r\n\r\n", r).status == 400);
+    CHECK(parse("DELETE / HTTP/1.1\r\nHost: a\r\n\r\n", r).result == ParseResult::complete);
     CHECK(r.method == Method::other_known);
 }
 

@@ -14,7 +14,8 @@
 // requests, keep-alive and pipelining, directory listings (HTML or JSON) and /_stats.
 // Bodies go from the page cache to the socket with sendfile (no user-space copy); parts of a
 // file not in the page cache are read in by a small pool of threads, never on a ring's thread.
-// Nothing outside the directory is served. Uploads are not served yet (405).
+// Nothing outside the directory is served or written. With allow_upload, PUT and POST store
+// a file (temporary name, renamed when complete; sync_uploads: acknowledged when durable).
 // With get_sessions, a second port speaks sluice's protocol to `sluice get` / sluice::get()
 // (sluice/get.hpp): the file or tree is sent as a transfer with N streams, checksums and
 // resume, by the public send() on a thread per session (not on the rings yet), to a receiver
@@ -47,8 +48,27 @@ struct ServeOptions {
     unsigned max_get_sessions = 64;   // get sessions sending at once; more are refused (busy)
     uint64_t max_get_files = 16384;   // files one get session may send (each is held open)
     uint64_t get_rate_limit = 0;      // bytes per second of each get session; 0 = unlimited
+    // Uploads: PUT or POST of one file with a Content-Length, written to a temporary name
+    // beneath the directory and renamed into place once the whole body arrived. They always
+    // need the token, public_reads or not (so allow_upload needs a token).
+    bool allow_upload = false;
+    bool sync_uploads = false;              // answer only once the file and its directory are fsynced
+    uint64_t max_upload_bytes = 1ull << 30; // a larger Content-Length gets 413
+    unsigned max_uploads = 64;              // bodies being received at once, over all threads; more get 503
+    int upload_timeout_ms = 300000;         // a whole body, from the end of its head
     bool verbose = false;
     LogFn log; // one line per event worth a line (start-up, paths chosen); default: dropped
+};
+
+// One client address in /_stats (its connections on every thread together).
+struct ServeClientStats {
+    std::string address;
+    uint64_t connections_open = 0;
+    uint64_t connections = 0; // accepted while tracked
+    uint64_t requests = 0;
+    uint64_t bytes_sent = 0, bytes_received = 0;
+    double bytes_per_s = 0;    // both ways, recent: exponentially weighted over about 5 s
+    double requests_per_s = 0; // likewise
 };
 
 struct ServeStats {
@@ -65,7 +85,17 @@ struct ServeStats {
     uint64_t get_sessions_open = 0;   // sending now
     uint64_t get_sessions_failed = 0; // refused (token, path, busy, bad request) or ended in an error
     uint64_t get_bytes_sent = 0;      // file bytes sent by finished get sessions
+    uint64_t uploads = 0;             // files stored (renamed into place)
+    uint64_t uploads_open = 0;        // bodies being received now
+    uint64_t uploads_failed = 0;      // refused or not completed (the temporary file removed)
+    uint64_t upload_bytes = 0;        // body bytes received
     unsigned threads = 0;
+    // Per client address, the busiest 100 by recent rate (up to 200 ms old: each thread
+    // publishes its table every tick). Bounded: 256 addresses per thread; a connection from a
+    // new address when all 256 have open connections is counted in clients_untracked.
+    uint64_t clients_tracked = 0;
+    uint64_t clients_untracked = 0;
+    std::vector<ServeClientStats> clients;
     std::string recv_path;  // "multishot recv, provided buffers" or the slower path and why
     std::string accept_path;
     std::string cold_check; // "cachestat" or why there is none

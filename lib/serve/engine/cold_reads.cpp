@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/io/unique_fd.hpp"
+#include "serve/engine/upload_file.hpp"
 
 #ifndef __NR_cachestat
 #define __NR_cachestat 451 // the same on x86_64 and arm64 (the generic table)
@@ -82,6 +83,12 @@ void ColdReads::run() {
             queue_.pop_front();
         }
         int err = 0;
+        if (job.commit) {
+            // The connection stays until it is woken: the UploadFile outlives this call.
+            job.commit->commit_status = job.commit->commit(true);
+            job.back->push(ColdDone{job.conn, job.gen, 0});
+            continue;
+        }
         // Reading the range brings it into the page cache; the bytes read here are thrown away
         // and the ring thread sends the cached pages with sendfile.
         for (uint64_t off = job.offset, end = job.offset + job.length; off < end;) {

@@ -4,6 +4,7 @@
 // range with cachestat(2) before sendfile; a range not all cached comes here, is read into
 // the page cache (pread into a scratch buffer the pool thread keeps), and the ring thread is
 // woken (WakeQueue) to sendfile it from the cache. Bounded: a fixed set of threads, a queue.
+// The same threads run the fsyncs of uploads stored with --sync, for the same reason.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -15,11 +16,14 @@
 
 namespace sluice::serve {
 
+class UploadFile;
+
 struct ColdJob {
     int fd;            // borrowed: the connection keeps it open until the job is done
     uint64_t offset, length;
     WakeQueue* back;   // the ring thread to wake
     uint32_t conn, gen;
+    UploadFile* commit = nullptr; // set: not a read but an upload's durable commit (--sync)
 };
 
 class ColdReads {

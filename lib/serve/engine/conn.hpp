@@ -7,6 +7,7 @@
 
 #include "core/ring/ring.hpp"
 #include "serve/engine/file_cache.hpp"
+#include "serve/engine/upload_file.hpp"
 
 namespace sluice::serve {
 
@@ -15,6 +16,7 @@ inline constexpr uint16_t kNoBuf = 0xffff;
 enum class Phase : uint8_t {
     idle,    // keep-alive, no byte of a next request yet: idle deadline
     reading, // part of a request head: request deadline
+    body,    // an upload's body is arriving (then its commit): renewed on progress, bounded in all
     sending, // a response is being written: send deadline, renewed on progress
     closing, // shut down; freed once no request of its ring and no cold read names it
 };
@@ -29,6 +31,7 @@ struct Conn {
     bool cold_pending = false; // a cold read names file_fd
     bool head_more = false;   // a body follows the head
     uint16_t buf = kNoBuf;    // index into the thread's input-buffer pool
+    uint16_t client = 0xffff; // the thread's ClientTable entry (kNoClient: not tracked)
     uint32_t in_len = 0;      // bytes of input not yet parsed
     uint16_t out_off = 0, out_len = 0; // head bytes still to send (in the buffer's out area)
     bool corked = false;      // TCP_CORK set for a large body (full segments, as nginx's tcp_nopush)
@@ -38,6 +41,7 @@ struct Conn {
     uint64_t checked_end = 0; // the body up to here was found in the page cache (cachestat)
     std::unique_ptr<std::string> body; // a listing, /_stats or an error text
     uint32_t body_off = 0;
+    std::unique_ptr<UploadFile> up; // while an upload's body arrives and is committed
     int status = 0;           // of the response in flight (counted when it is sent)
     int64_t deadline_ms = 0;
     Completion recv_c;

@@ -2,7 +2,8 @@
 // Open files kept for a second (nginx's open_file_cache): a hit skips openat2, fstat and
 // close, half the system calls of a small response. Entries are opened beneath DIR like any
 // other (doc_root.cpp) and re-opened once stale, so a file replaced by a rename is served as
-// the old version for at most kValidMs. Bounded: when full, the table is emptied; responses
+// the old version for at most kValidMs (or not at all when an upload of this server replaced
+// it: drop_if_changed). Bounded: when full, the table is emptied; responses
 // in flight keep their file through their own reference.
 #include <sys/stat.h>
 
@@ -30,6 +31,12 @@ public:
     // A regular file: returns it. A directory: returns nullptr and its fd in *dir. Otherwise
     // nullptr and *status (403, 404, 500).
     std::shared_ptr<const CachedFile> get(const std::string& rel, int64_t now_ms, UniqueFd* dir, int* status);
+    // An upload was stored since the last call (any thread's): forget every entry.
+    void drop_if_changed(uint64_t upload_gen) {
+        if (upload_gen == seen_gen_) return;
+        seen_gen_ = upload_gen;
+        slots_.clear();
+    }
 
 private:
     struct Slot {
@@ -37,6 +44,7 @@ private:
         int64_t expires_ms;
     };
     int root_;
+    uint64_t seen_gen_ = 0;
     std::unordered_map<std::string, Slot> slots_;
 };
 

@@ -83,7 +83,7 @@ void Worker::respond_simple(Conn& k, int status, bool keep_alive, std::string_vi
     h.date = date();
     h.keep_alive = keep_alive && !draining_;
     h.www_authenticate = www_auth;
-    h.allow = status == 405;
+    if (status == 405) h.allow = sh_.opt.allow_upload ? "GET, HEAD, PUT, POST" : "GET, HEAD";
     size_t n = http::write_head(h, head_, sizeof head_);
     k.keep_alive = h.keep_alive;
     k.status = status;
@@ -94,20 +94,32 @@ void Worker::respond_simple(Conn& k, int status, bool keep_alive, std::string_vi
 
 void Worker::handle(Conn& k, const http::Request& req) {
     const bool keep = req.keep_alive && !draining_ && !k.peer_done;
-    // A body cannot be skipped safely without reading it: refuse and close (no uploads yet).
-    if (req.has_body) return respond_simple(k, req.chunked ? 501 : 413, false, "request bodies are not accepted");
+    const bool upload = req.method == http::Method::put || req.method == http::Method::post;
+    if (upload && !sh_.opt.allow_upload) {
+        cnt_.add(cnt_.uploads_failed);
+        return respond_simple(k, 403, false, "uploads are not allowed here (sluice serve --allow-upload)");
+    }
+    // A body cannot be skipped safely without reading it: refuse and close.
+    if (req.has_body && !upload)
+        return respond_simple(k, req.chunked ? 501 : 413, false, "request bodies are accepted only by PUT and POST");
     if (req.method == http::Method::unknown) return respond_simple(k, 501, keep, "method not implemented");
-    if (req.method == http::Method::other_known) return respond_simple(k, 405, keep, "only GET and HEAD are served");
+    if (req.method == http::Method::other_known)
+        return respond_simple(k, 405, keep, sh_.opt.allow_upload ? "only GET, HEAD, PUT and POST are served"
+                                                                 : "only GET and HEAD are served");
     const bool head_only = req.method == http::Method::head;
     http::Target& t = target_; // reused: its strings keep their capacity, no allocation per request
     if (int st = http::parse_target(req.target, t)) return respond_simple(k, st, false, "bad request target");
 
     Auth auth = Auth::ok_header;
-    if (!sh_.opt.public_reads) {
+    if (!sh_.opt.public_reads || upload) { // --public is for reads: an upload always needs the token
         auth = check_token(req, t.query, sh_.opt.token);
-        if (auth == Auth::missing || auth == Auth::wrong)
-            return respond_simple(k, 401, keep, auth == Auth::missing ? "a token is required" : "wrong token", true);
+        if (auth == Auth::missing || auth == Auth::wrong) {
+            if (upload) cnt_.add(cnt_.uploads_failed);
+            return respond_simple(k, 401, keep && !upload,
+                                  auth == Auth::missing ? "a token is required" : "wrong token", true);
+        }
     }
+    if (upload) return begin_upload(k, req, t);
     if (t.rel == "_stats" && !t.trailing_slash) {
         auto body = std::make_unique<std::string>(sh_.snapshot().to_json());
         body->push_back('\n');
@@ -115,6 +127,7 @@ void Worker::handle(Conn& k, const http::Request& req) {
     }
     UniqueFd dir;
     int open_status = 0;
+    files_.drop_if_changed(sh_.upload_gen.load(std::memory_order_relaxed));
     std::shared_ptr<const CachedFile> file = files_.get(t.rel, now_ms_, &dir, &open_status);
     if (open_status) {
         return respond_simple(k, open_status, keep,

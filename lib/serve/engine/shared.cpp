@@ -47,12 +47,17 @@ ServeStats Shared::snapshot() {
         s.bytes_sent += r(c->bytes);
         s.body_bytes_sent += r(c->body_bytes);
         s.cold_reads += r(c->cold_reads);
+        s.uploads += r(c->uploads);
+        s.uploads_failed += r(c->uploads_failed);
+        s.upload_bytes += r(c->upload_bytes);
     }
     s.get_sessions = get_sessions.load();
     s.get_sessions_open = get_open.load();
     s.get_sessions_failed = get_failed.load();
     s.get_bytes_sent = get_bytes.load();
+    s.uploads_open = uploads_open.load();
     s.threads = static_cast<unsigned>(counters.size());
+    merge_clients(clients, 100, s);
     std::lock_guard lock(paths_mu);
     s.recv_path = recv_path;
     s.accept_path = accept_path;
@@ -89,7 +94,25 @@ std::string ServeStats::to_json() const {
     num("get_sessions_open", get_sessions_open);
     num("get_sessions_failed", get_sessions_failed);
     num("get_bytes_sent", get_bytes_sent);
+    num("uploads", uploads);
+    num("uploads_open", uploads_open);
+    num("uploads_failed", uploads_failed);
+    num("upload_bytes", upload_bytes);
     num("threads", threads);
+    num("clients_tracked", clients_tracked);
+    num("clients_untracked", clients_untracked);
+    o += "\"clients\":[";
+    for (const ServeClientStats& c : clients) {
+        o += "{\"address\":";
+        http::append_json_string(o, c.address);
+        o += ",\"connections_open\":" + std::to_string(c.connections_open) +
+             ",\"connections\":" + std::to_string(c.connections) + ",\"requests\":" + std::to_string(c.requests) +
+             ",\"bytes_sent\":" + std::to_string(c.bytes_sent) + ",\"bytes_received\":" + std::to_string(c.bytes_received) +
+             ",\"bytes_per_s\":" + std::to_string(static_cast<uint64_t>(c.bytes_per_s)) +
+             ",\"requests_per_s\":" + std::to_string(static_cast<uint64_t>(c.requests_per_s)) + "},";
+    }
+    if (o.back() == ',') o.pop_back();
+    o += "],";
     str("recv_path", recv_path);
     str("accept_path", accept_path);
     str("cold_check", cold_check);

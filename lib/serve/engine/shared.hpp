@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "serve/engine/clients.hpp"
 #include "sluice/server.hpp"
 
 namespace sluice::serve {
@@ -19,6 +20,7 @@ struct alignas(64) Counters {
     std::atomic<uint64_t> accepted{0}, open{0}, refused{0}, timed_out{0}, requests{0};
     std::atomic<uint64_t> status_class[6] = {}; // [2] = 2xx ... [5] = 5xx
     std::atomic<uint64_t> bytes{0}, body_bytes{0}, cold_reads{0};
+    std::atomic<uint64_t> uploads{0}, uploads_failed{0}, upload_bytes{0};
     void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 };
 
@@ -54,8 +56,13 @@ struct Shared {
     bool cold_check = false; // cachestat(2) works here
     std::vector<std::unique_ptr<Counters>> counters;
     std::vector<std::unique_ptr<WakeQueue>> wakes;
+    std::vector<std::unique_ptr<ClientBoard>> clients; // each thread's published per-client rows
     std::unique_ptr<ColdReads> cold;
     std::atomic<bool> stopping{false};
+    std::atomic<unsigned> uploads_open{0}; // over all threads, bounded by opt.max_uploads
+    // Bumped by every stored upload: each thread's open-file cache drops what it holds, so a
+    // GET after a PUT's answer sees the new file, whichever thread serves it.
+    std::atomic<uint64_t> upload_gen{0};
     // Get sessions (serve/get/): written by their threads, read by snapshot().
     std::atomic<uint64_t> get_sessions{0}, get_open{0}, get_failed{0}, get_bytes{0};
     // Which paths ran, as the first thread found them (the same kernel for all).

@@ -43,7 +43,7 @@ void Worker::start(Conn& k, size_t head_len) {
         if (errno != EAGAIN && errno != EINTR) return close_conn(k);
         n = 0;
     }
-    cnt_.add(cnt_.bytes, static_cast<uint64_t>(n));
+    count_sent(k, static_cast<uint64_t>(n));
     if (static_cast<size_t>(n) < head_len) { // the rest waits in the connection's buffer
         if (k.buf == kNoBuf) k.buf = take_buf();
         std::memcpy(bufs_[k.buf]->out, head_ + n, head_len - static_cast<size_t>(n));
@@ -65,7 +65,7 @@ Worker::Pump Worker::pump(Conn& k) {
         ssize_t n = send_some(bufs_[k.buf]->out + k.out_off, k.out_len - k.out_off, k.body || file_left);
         if (n < 0) return close_conn(k), Pump::closed;
         k.out_off = static_cast<uint16_t>(k.out_off + n);
-        cnt_.add(cnt_.bytes, static_cast<uint64_t>(n));
+        count_sent(k, static_cast<uint64_t>(n));
         if (k.out_off < k.out_len) return park(k), Pump::parked;
         k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
     }
@@ -74,7 +74,7 @@ Worker::Pump Worker::pump(Conn& k) {
         ssize_t n = send_some(b.data() + k.body_off, b.size() - k.body_off, false);
         if (n < 0) return close_conn(k), Pump::closed;
         k.body_off += static_cast<uint32_t>(n);
-        cnt_.add(cnt_.bytes, static_cast<uint64_t>(n));
+        count_sent(k, static_cast<uint64_t>(n));
         cnt_.add(cnt_.body_bytes, static_cast<uint64_t>(n));
         if (k.body_off < b.size()) return park(k), Pump::parked;
         k.body.reset();
@@ -98,7 +98,7 @@ Worker::Pump Worker::pump(Conn& k) {
         ssize_t n = ::sendfile(k.fd, k.file_fd, &off, static_cast<size_t>(want));
         if (n > 0) {
             k.file_off += static_cast<uint64_t>(n);
-            cnt_.add(cnt_.bytes, static_cast<uint64_t>(n));
+            count_sent(k, static_cast<uint64_t>(n));
             cnt_.add(cnt_.body_bytes, static_cast<uint64_t>(n));
             k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
             // Short: the socket's buffer is full. Waiting for POLLOUT now saves the sendfile

@@ -112,6 +112,10 @@ void Worker::dispatch(Completion& c) {
 
 void Worker::resume(Conn& k) {
     finish_response(k);
+    resume_input(k);
+}
+
+void Worker::resume_input(Conn& k) {
     serve_input(k);
     settle(k);
     // Without provided buffers the recv writes into the connection's buffer, which
@@ -140,6 +144,7 @@ void Worker::on_accept(Completion& c) {
             k.keep_alive = true;
             k.peer_done = false;
             k.phase = Phase::idle;
+            k.client = clients_.attach(fd, now_ms_);
             // A new connection owes its first request within the request timeout (a client that
             // connects and says nothing is a slowloris); keep-alive waits get the idle timeout.
             k.deadline_ms = now_ms_ + sh_.opt.request_timeout_ms;
@@ -207,6 +212,10 @@ void Worker::on_recv(Conn& k, Completion& c) {
     const size_t n = static_cast<size_t>(c.result());
     if (n == 0) { // the client shut its side: answer what it sent, then close
         k.peer_done = true;
+        if (k.phase == Phase::body) {
+            if (k.up && k.up->left == 0) return; // whole, being committed: answered, then closed
+            return close_conn(k); // the body ends short: nothing is stored
+        }
         if (k.phase != Phase::sending) {
             if (k.in_len == 0) return close_conn(k);
             serve_input(k);
@@ -214,21 +223,31 @@ void Worker::on_recv(Conn& k, Completion& c) {
         }
         return;
     }
+    clients_.received(k.client, n);
     bool ok;
     if (provided_recv_) {
         const auto id = static_cast<uint16_t>(c.flags() >> IORING_CQE_BUFFER_SHIFT);
-        ok = append_input(k, provided_->data(id), n);
+        const char* p = provided_->data(id);
+        size_t len = n;
+        if (k.phase == Phase::body && k.in_len == 0 && k.up) { // body bytes go to the file from here
+            const size_t used = take_body(k, p, len);
+            p += used;
+            len -= used;
+        }
+        ok = len == 0 || k.phase == Phase::closing || !k.in_use || append_input(k, p, len);
         provided_->give_back(id);
     } else {
         k.in_len += static_cast<uint32_t>(n);
         ok = true;
     }
     if (!ok) return close_conn(k); // more pipelined input than a client may queue: hostile or broken
+    if (!k.in_use) return;
     if (k.phase != Phase::sending) {
         serve_input(k);
         settle(k);
     }
-    if (k.phase == Phase::closing || more || k.recv_c.busy()) return;
+    // !in_use: a close above found no request of the ring left and freed the slot already.
+    if (!k.in_use || k.phase == Phase::closing || more || k.recv_c.busy()) return;
     if (provided_recv_ || k.phase != Phase::sending) arm_recv(k);
 }
 
@@ -243,6 +262,14 @@ bool Worker::append_input(Conn& k, const char* data, size_t len) {
 void Worker::serve_input(Conn& k) {
     while (k.phase != Phase::sending && k.phase != Phase::closing && k.in_len > 0) {
         IoBuf& b = *bufs_[k.buf];
+        if (k.phase == Phase::body) {
+            if (!k.up || k.up->left == 0) return; // being committed: what follows waits for the answer
+            const size_t used = take_body(k, b.in, k.in_len);
+            if (k.phase == Phase::closing) return;
+            std::memmove(b.in, b.in + used, k.in_len - used);
+            k.in_len -= static_cast<uint32_t>(used);
+            continue;
+        }
         http::Request req;
         http::ParseOutcome p = http::parse_request(std::string_view(b.in, k.in_len), req);
         if (p.result == http::ParseResult::need_more) {
@@ -259,6 +286,7 @@ void Worker::serve_input(Conn& k) {
             return;
         }
         cnt_.add(cnt_.requests);
+        clients_.request(k.client, now_ms_);
         const size_t used = req.head_bytes;
         handle(k, req); // answers from the head, which stays in the buffer until here
         if (k.phase == Phase::closing) return;
@@ -268,7 +296,7 @@ void Worker::serve_input(Conn& k) {
 }
 
 void Worker::settle(Conn& k) {
-    if (k.phase == Phase::sending || k.phase == Phase::closing) return;
+    if (k.phase == Phase::sending || k.phase == Phase::closing || k.phase == Phase::body) return;
     if (k.in_len == 0) {
         if (k.peer_done) return close_conn(k);
         if (!provided_recv_ && k.recv_c.busy()) return; // the buffer is the recv's target
@@ -278,113 +306,6 @@ void Worker::settle(Conn& k) {
             k.deadline_ms = now_ms_ + sh_.opt.idle_timeout_ms;
         }
     }
-}
-
-void Worker::on_wake() {
-    wake_.take(cold_done_);
-    for (const ColdDone& d : cold_done_) {
-        Conn& k = conns_[d.conn];
-        if (k.gen != d.gen || !k.cold_pending) continue;
-        k.cold_pending = false;
-        if (k.phase == Phase::closing) {
-            maybe_free(k);
-            continue;
-        }
-        cnt_.add(cnt_.cold_reads);
-        if (d.err != 0) {
-            close_conn(k);
-            continue;
-        }
-        k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
-        if (pump(k) == Pump::done) resume(k);
-    }
-    cold_done_.clear();
-    if (sh_.stopping.load() && !draining_) begin_drain();
-    ring_->read(wake_c_, wake_.fd(), &wake_value_, sizeof wake_value_, 0);
-}
-
-void Worker::tick() {
-    if (sh_.stopping.load() && !draining_) begin_drain();
-    if (accept_retry_ && !draining_) {
-        accept_retry_ = false;
-        arm_accept();
-    }
-    const bool drain_over = draining_ && now_ms_ >= drain_deadline_ms_;
-    for (uint32_t i = 0; i < max_conns_; ++i) {
-        Conn& k = conns_[i];
-        if (!k.in_use || k.phase == Phase::closing) continue;
-        // A cold read is bounded by the disk, not by the client: its deadline starts after it.
-        if (k.cold_pending && !drain_over) continue;
-        if (drain_over || now_ms_ >= k.deadline_ms) {
-            if (!drain_over) cnt_.add(cnt_.timed_out);
-            close_conn(k);
-        }
-    }
-}
-
-void Worker::begin_drain() {
-    draining_ = true;
-    drain_deadline_ms_ = now_ms_ + sh_.opt.drain_timeout_ms;
-    ::shutdown(listen_.get(), SHUT_RD); // ends the accept; queued connections are reset
-    ring_->cancel(accept_c_);
-    for (uint32_t i = 0; i < max_conns_; ++i) {
-        Conn& k = conns_[i];
-        if (!k.in_use || k.phase == Phase::closing) continue;
-        if (k.phase == Phase::sending) {
-            k.keep_alive = false; // finish this response, then close
-        } else {
-            close_conn(k);
-        }
-    }
-}
-
-void Worker::close_conn(Conn& k) {
-    if (k.phase == Phase::closing) return;
-    k.phase = Phase::closing;
-    ::shutdown(k.fd, SHUT_RDWR); // ends the recv (and a poll) on this socket
-    ring_->cancel(k.recv_c);
-    ring_->cancel(k.poll_c);
-    maybe_free(k);
-}
-
-void Worker::maybe_free(Conn& k) {
-    if (k.recv_c.busy() || k.poll_c.busy() || k.cold_pending) return;
-    // Reads what the client sent and nobody will read (bounded): closing with unread input
-    // would reset the connection and could destroy the response it is still receiving.
-    char sink[4096];
-    for (int i = 0; i < 16 && ::recv(k.fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
-    }
-    ::close(k.fd);
-    k.fd = -1;
-    k.file.reset();
-    k.file_fd = -1;
-    k.checked_end = 0;
-    k.corked = false;
-    k.body.reset();
-    k.in_len = 0;
-    k.out_len = k.out_off = 0;
-    release_buf(k);
-    k.in_use = false;
-    k.phase = Phase::idle;
-    ++k.gen;
-    free_conns_.push_back(index_of(k));
-    cnt_.open.store(cnt_.open.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-}
-
-uint16_t Worker::take_buf() {
-    if (free_bufs_.empty()) {
-        bufs_.push_back(std::make_unique<IoBuf>()); // grows to the peak of requests in flight, then reused
-        return static_cast<uint16_t>(bufs_.size() - 1);
-    }
-    uint16_t b = free_bufs_.back();
-    free_bufs_.pop_back();
-    return b;
-}
-
-void Worker::release_buf(Conn& k) {
-    if (k.buf == kNoBuf) return;
-    free_bufs_.push_back(k.buf);
-    k.buf = kNoBuf;
 }
 
 } // namespace sluice::serve

@@ -10,6 +10,7 @@
 
 #include "core/ring/provided_buffers.hpp"
 #include "core/ring/ring.hpp"
+#include "serve/engine/clients.hpp"
 #include "serve/engine/conn.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/http/request.hpp"
@@ -36,7 +37,8 @@ public:
 private:
     enum class Pump : uint8_t { done, parked, closed };
 
-    // worker.cpp: the loop, accepting, receiving, deadlines, closing
+    // worker.cpp: the loop, accepting, receiving, parsing
+    // conn_life.cpp: wake-ups from the pool, deadlines, the drain, closing, buffers
     void dispatch(Completion& c);
     void arm_accept();
     void on_accept(Completion& c);
@@ -46,6 +48,7 @@ private:
     void serve_input(Conn& k);
     void settle(Conn& k); // after input or a response: idle, reading, or closed
     void resume(Conn& k); // a response is done: the next pipelined request, or wait
+    void resume_input(Conn& k); // ... the same once the response's end is already handled
     void on_wake();
     void note_path(std::string& field, const char* text); // a slower path found at run time
     void tick();
@@ -53,6 +56,10 @@ private:
     void close_conn(Conn& k);
     void maybe_free(Conn& k);
     uint16_t take_buf();
+    void count_sent(Conn& k, uint64_t n) { // heads and bodies, per thread and per client
+        cnt_.add(cnt_.bytes, n);
+        clients_.sent(k.client, n);
+    }
     void release_buf(Conn& k);
     uint32_t index_of(const Conn& k) const { return static_cast<uint32_t>(&k - conns_.get()); }
 
@@ -62,6 +69,13 @@ private:
     void respond_body(Conn& k, int status, bool keep_alive, std::string_view type, std::unique_ptr<std::string> body,
                       bool head_only);
     std::string_view date();
+
+    // upload.cpp: PUT and POST bodies into a file beneath DIR
+    void begin_upload(Conn& k, const http::Request& req, const http::Target& t);
+    size_t take_body(Conn& k, const char* data, size_t len); // bytes of the body among them
+    void fail_upload(Conn& k, int status);
+    void finish_upload(Conn& k);
+    void upload_done(Conn& k); // the commit ended (inline or on the pool): the answer
 
     // transmit.cpp: the response on the wire
     void start(Conn& k, size_t head_len);
@@ -81,6 +95,7 @@ private:
     std::vector<uint16_t> free_bufs_;
     std::vector<ColdDone> cold_done_;
     FileCache files_;
+    ClientTable clients_;
     http::Target target_;
     char head_[IoBuf::kOut];
     char date_[32] = {};

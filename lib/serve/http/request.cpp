@@ -46,7 +46,9 @@ bool has_token(std::string_view list, std::string_view token) {
 Method method_of(std::string_view m) {
     if (m == "GET") return Method::get;
     if (m == "HEAD") return Method::head;
-    for (std::string_view k : {"POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT"})
+    if (m == "PUT") return Method::put;
+    if (m == "POST") return Method::post;
+    for (std::string_view k : {"DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT"})
         if (m == k) return Method::other_known;
     return Method::unknown;
 }
@@ -131,10 +133,19 @@ ParseOutcome parse_request(std::string_view in, Request& req) {
         } else if (iequals(name, "content-length")) {
             uint64_t n = 0;
             auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-            if (ec != std::errc() || p != value.data() + value.size()) return bad(400);
+            if (ec != std::errc() || p != value.data() + value.size() || value.empty()) return bad(400);
+            // Two different lengths: which one frames the body is ambiguous (smuggling).
+            if (req.has_length && n != req.content_length) return bad(400);
+            req.has_length = true;
+            req.content_length = n;
             if (n > 0) req.has_body = true;
         } else if (iequals(name, "transfer-encoding")) {
             req.has_body = req.chunked = true;
+        } else if (iequals(name, "expect")) {
+            if (iequals(value, "100-continue"))
+                req.expect_continue = true;
+            else
+                req.expect_other = true;
         } else if (iequals(name, "range")) {
             req.range = value;
         } else if (iequals(name, "if-range")) {

@@ -12,7 +12,7 @@ inline constexpr size_t kMaxHeadBytes = 8192;   // request line + headers (nginx
 inline constexpr size_t kMaxTargetBytes = 4096; // longer: 414
 inline constexpr unsigned kMaxHeaders = 64;     // more: 431
 
-enum class Method : uint8_t { get, head, other_known, unknown };
+enum class Method : uint8_t { get, head, put, post, other_known, unknown };
 
 struct Request {
     Method method = Method::unknown;
@@ -21,8 +21,12 @@ struct Request {
     bool http11 = true;      // HTTP/1.1 (else 1.0)
     bool keep_alive = true;  // after Connection and the version
     bool has_host = false;
-    bool has_body = false;   // Content-Length > 0 or Transfer-Encoding: refused (no uploads yet)
-    bool chunked = false;
+    bool has_body = false;   // Content-Length > 0 or Transfer-Encoding
+    bool chunked = false;    // any Transfer-Encoding (uploads need a Content-Length: 411)
+    bool has_length = false; // a Content-Length was given
+    uint64_t content_length = 0;
+    bool expect_continue = false; // Expect: 100-continue
+    bool expect_other = false;    // any other Expect (417)
     std::string_view range, if_range, if_none_match, if_modified_since, authorization, accept;
     size_t head_bytes = 0; // bytes of the head, the blank line included
 };

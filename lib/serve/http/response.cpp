@@ -9,7 +9,9 @@ namespace sluice::http {
 
 const char* reason(int status) {
     switch (status) {
+    case 100: return "Continue";
     case 200: return "OK";
+    case 201: return "Created";
     case 206: return "Partial Content";
     case 301: return "Moved Permanently";
     case 304: return "Not Modified";
@@ -19,14 +21,18 @@ const char* reason(int status) {
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 505: return "HTTP Version Not Supported";
+    case 507: return "Insufficient Storage";
     default: return "Unknown";
     }
 }
@@ -135,7 +141,7 @@ size_t write_head(const Head& h, char* buf, size_t cap) {
     if (h.status == 416) put("Content-Range: bytes */%llu\r\n", static_cast<unsigned long long>(h.full_size));
     if (!h.location.empty()) put("Location: %.*s\r\n", sv(h.location), h.location.data());
     if (h.www_authenticate) put("WWW-Authenticate: Bearer realm=\"sluice\"\r\n");
-    if (h.allow) put("Allow: GET, HEAD\r\n");
+    if (!h.allow.empty()) put("Allow: %.*s\r\n", sv(h.allow), h.allow.data());
     put("Connection: %s\r\n\r\n", h.keep_alive ? "keep-alive" : "close");
     return ok ? n : 0;
 }

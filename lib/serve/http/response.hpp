@@ -44,7 +44,7 @@ struct Head {
     bool accept_ranges = false;
     bool keep_alive = true;
     bool www_authenticate = false;
-    bool allow = false;               // 405
+    std::string_view allow;           // 405: the methods served
 };
 size_t write_head(const Head& h, char* buf, size_t cap);
 

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Uploads: `ab -k -c 10` PUT of 1/3/5/10 KB bodies (the leveldb FS report's POST test:
+4,212 / 2,583 / 1,763 / 943 requests/s), sluice serve --allow-upload beside nginx-light with
+its dav module (dav_methods PUT; the same temporary file + rename), same run, interleaved.
+With --new-names, also wrk -c 10 (keep-alive) PUTting each body to a new name
+(put_names.lua, at most --limit requests per cell, the files deleted after each cell): the
+cost without the replacement. Disk: at most limit x 10 KB at once (2.5 GB by default).
+
+Same testbed as run.py: two namespaces joined by a veth pair, server on CPU 0 (one thread /
+one worker), ab on CPU 1. Every request PUTs the same name (ab cannot vary it), so each one
+replaces the file: on ext4 a rename over an existing file starts writeback of the new file's
+data (auto_da_alloc), for both servers. Bounded: ab -t SECONDS -n 5,000,000 and a timeout.
+  /work/brief/bin/bench-lock python3 bench/serve/upload.py --out /tmp/upload.json"""
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import run
+
+SIZES = (1, 3, 5, 10)
+REPORT = {1: 4212, 3: 2583, 5: 1763, 10: 943}
+TOKEN = "benchtoken"
+DAV = "dav_methods PUT; create_full_put_path on; client_max_body_size 1m; client_body_buffer_size 16k;"
+
+
+def run_ab(url, body, seconds, auth):
+    cmd = run.in_ns(run.CLI_NS, run.CLI_CPU, "ab", "-q", "-k", "-c", "10", "-t", seconds, "-n", "5000000", "-u", body,
+                    "-T", "application/octet-stream", *(["-H", f"Authorization: Bearer {TOKEN}"] if auth else []), url)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, env=run.ENV).stdout
+
+    def num(label):
+        m = re.search(rf"^{label}:\s+([\d.]+)", out, re.M)
+        return float(m[1]) if m else None
+
+    non2xx = re.search(r"^Non-2xx responses:\s+(\d+)", out, re.M)
+    pct = {p: float(m[1]) for p, m in ((p, re.search(rf"^\s+{p}%\s+(\d+)", out, re.M)) for p in (50, 99)) if m}
+    return {"rps": num("Requests per second"), "complete": num("Complete requests"), "failed": num("Failed requests"),
+            "non2xx": int(non2xx[1]) if non2xx else 0, "p50_ms": pct.get(50), "p99_ms": pct.get(99)}
+
+
+def run_wrk_put(base, prefix, kb, seconds, auth, limit):
+    env = dict(run.ENV, H15C_LIMIT=str(limit), H15C_BODY=str(kb * 1024), H15C_PREFIX=prefix,
+               H15C_AUTH=TOKEN if auth else "")
+    cmd = run.in_ns(run.CLI_NS, run.CLI_CPU, "wrk", "-t1", "-c10", f"-d{seconds}s", "--latency", "--timeout", "10s",
+                    "-s", run.HERE / "put_names.lua", base)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, env=env).stdout
+    r = run.parse_wrk(out)
+    r["requests"] = int(re.search(r"(\d+) requests in", out)[1])
+    return r
+
+
+def table(rows, first, ms):
+    print(f"| {first} | sluice req/s | nginx (dav) req/s | sluice/nginx | report req/s | sluice/report | "
+          "sluice p50/p99 ms | nginx p50/p99 ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    by = {(x["server"], x["kb"]): x for x in rows}
+    for kb in SIZES:
+        s, n = by[("sluice", kb)], by[("nginx", kb)]
+        lat = [ms.format(x[k]) for x in (s, n) for k in ("p50_ms", "p99_ms")]
+        print(f"| {kb} KB | {s['rps']:,.0f} | {n['rps']:,.0f} | {s['rps'] / n['rps']:.2f}x | {REPORT[kb]:,} | "
+              f"{s['rps'] / REPORT[kb]:.1f}x | {lat[0]} / {lat[1]} | {lat[2]} / {lat[3]} |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sluice", default=str(run.HERE.parents[1] / "build" / "tools" / "sluice"))
+    ap.add_argument("--data", default="/work/data/h15c/upload-bench")
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--new-names", action="store_true", help="also wrk PUTs to a new name per request")
+    ap.add_argument("--limit", type=int, default=250000,
+                    help="at most this many new files per cell (a cell that reaches it is marked: wrk's rate then counts idle time)")
+    a = ap.parse_args()
+    for tool in ("ab", "nginx", "curl", "taskset"):
+        if not shutil.which(tool):
+            sys.exit(f"upload.py: {tool} is missing (apt-get install apache2-utils nginx-light curl util-linux)")
+    data = Path(a.data)
+    root = data / "www"
+    run.make_data(root, large=False)
+    root.chmod(0o777)  # nginx's worker (nobody) writes the uploads there
+    bodies = {}
+    for kb in SIZES:
+        bodies[kb] = data / f"body-{kb}k.bin"
+        bodies[kb].write_bytes(bytes(range(256)) * (kb * 4))
+    run.sh(run.NETNS, "up")
+    results = {"command": " ".join(sys.argv), "runs": []}
+    procs = {}
+    try:
+        p, _ = run.start_sluice(a.sluice, root, 8080, ("--allow-upload", "--token", TOKEN))
+        procs["sluice"] = p
+        p, _ = run.start_nginx(root, 8081, data / "nginx", aio=True, location=DAV)
+        procs["nginx"] = p
+        servers = {"sluice": (f"http://{run.SRV_IP}:8080", True), "nginx": (f"http://{run.SRV_IP}:8081", False)}
+        for kb in SIZES:
+            for name, (base, auth) in servers.items():
+                url = f"{base}/up-{kb}k.bin"
+                # the name exists before ab starts: every request of the run replaces it
+                subprocess.run(run.in_ns(run.CLI_NS, run.CLI_CPU, "curl", "-s", "-o", "/dev/null", "--max-time", "10",
+                                         "-T", bodies[kb], *(["-H", f"Authorization: Bearer {TOKEN}"] if auth else []),
+                                         url), env=run.ENV, check=True)
+                r = run_ab(url, bodies[kb], a.seconds, auth)
+                stored = (root / f"up-{kb}k.bin").read_bytes() == bodies[kb].read_bytes()
+                r.update(server=name, kb=kb, report_rps=REPORT[kb], stored_ok=stored)
+                print(json.dumps(r), flush=True)
+                results["runs"].append(r)
+        results["new_names"] = []
+        for kb in SIZES if a.new_names else ():
+            for name, (base, auth) in servers.items():
+                prefix = f"/new-{name}-{kb}k/f"
+                r = run_wrk_put(base, prefix, kb, a.seconds, auth, a.limit)
+                d = root / f"new-{name}-{kb}k"
+                files = list(d.iterdir()) if d.exists() else []
+                r.update(server=name, kb=kb, files=len(files), report_rps=REPORT[kb], limited=r["requests"] >= a.limit,
+                         sample_ok=bool(files) and files[0].read_bytes() == b"x" * (kb * 1024))
+                shutil.rmtree(d, ignore_errors=True)
+                print(json.dumps(r), flush=True)
+                results["new_names"].append(r)
+    finally:
+        run.stop_servers(procs, results)
+        run.sh(run.NETNS, "down")
+        shutil.rmtree(data, ignore_errors=True)
+    table(results["runs"], "body, ab -k -c 10 PUT of one name", "{:.0f}")
+    if results.get("new_names"):
+        print()
+        table(results["new_names"], "body, new name per PUT (wrk -c 10)", "{:.2f}")
+    if a.out:
+        Path(a.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
