@@ -7,6 +7,12 @@
 
 namespace sluice {
 
+void sort_by_file(std::vector<wire::ByteRange>& verified) {
+    std::sort(verified.begin(), verified.end(), [](const wire::ByteRange& a, const wire::ByteRange& b) {
+        return a.file_id < b.file_id || (a.file_id == b.file_id && a.offset < b.offset);
+    });
+}
+
 void count_settled(Progress* progress, const std::vector<const SourceFile*>& files,
                    const std::vector<wire::ByteRange>& verified) {
     if (!progress) return;
@@ -31,10 +37,14 @@ void Planner::add_range(const SourceFile& f, uint64_t begin, uint64_t end, const
                         std::vector<WorkItem>& out) {
     // What the receiver already has of [begin, end) (a resume), sorted. Its ranges need not
     // line up with our blocks: the interrupted run may have used another --block-size.
+    // `verified` is sorted by file id (add()'s contract): this file's ranges are one run of
+    // it, found by binary search, so a page of thousands of files costs no quadratic scan.
     std::vector<std::pair<uint64_t, uint64_t>> have;
-    for (const wire::ByteRange& r : verified)
-        if (r.file_id == f.file_id && r.length && r.offset < end && r.offset + r.length > begin)
-            have.emplace_back(r.offset, r.offset + r.length);
+    auto first = std::lower_bound(verified.begin(), verified.end(), f.file_id,
+                                  [](const wire::ByteRange& r, uint64_t id) { return r.file_id < id; });
+    for (auto r = first; r != verified.end() && r->file_id == f.file_id; ++r)
+        if (r->length && r->offset < end && r->offset + r->length > begin)
+            have.emplace_back(r->offset, r->offset + r->length);
     std::sort(have.begin(), have.end());
     // Walk the range cut at multiples of the block size (so an extent's blocks line up with a
     // whole file's) and send exactly the parts not verified: a block that overlapped a verified

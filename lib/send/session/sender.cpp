@@ -244,6 +244,7 @@ private:
         std::vector<WorkItem> items;
         update_.take_unchanged(files, ack.verified,
                                [&](const wire::Bytes& out) { control_.write(out, "sending the unchanged blocks"); });
+        sort_by_file(ack.verified);
         for (const SourceFile* f : files) planner_.add(*f, ack.verified, items);
         count_settled(opts_.progress, files, ack.verified);
         planner_.flush(items);
