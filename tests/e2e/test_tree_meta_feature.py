@@ -5,45 +5,26 @@ clears the bit in every ServerHello) sends plain files and says what it left out
 announce it."""
 import json
 import os
-import socket
 import struct
-import threading
 
 import pytest
 
 import sluice_wire as w
 from conftest import run_sluice
-from corrupting_proxy import shut_down
+from corrupting_proxy import CorruptingProxy, shut_down
 
 
-class HelloRewritingProxy:
+class HelloRewritingProxy(CorruptingProxy):
     """Forwards every connection to the receiver, clearing `bits` in the features word of the
     ServerHello (its first 32 bytes: magic, version u16, features u16 at offset 10)."""
 
     def __init__(self, upstream_port, bits):
-        self.upstream = ("127.0.0.1", upstream_port)
-        self.bits = bits
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.bits = bits  # before the base class starts accepting
+        super().__init__(upstream_port)
 
-    def _accept(self):
-        while True:
-            try:
-                down, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                up = socket.create_connection(self.upstream)
-            except OSError:
-                down.close()
-                continue
-            threading.Thread(target=self._pump, args=(down, up, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(up, down, True), daemon=True).start()
-
-    def _pump(self, src, dst, from_receiver):
+    def _pump(self, src, dst, towards_receiver):
         try:
-            if from_receiver:
+            if not towards_receiver:
                 hello = w.recv_exact(src, 32)
                 features = struct.unpack_from("<H", hello, 10)[0] & ~self.bits
                 dst.sendall(hello[:10] + struct.pack("<H", features) + hello[12:])
@@ -52,9 +33,6 @@ class HelloRewritingProxy:
         except (ConnectionError, OSError):
             pass
         shut_down(src, dst)
-
-    def close(self):
-        self.listener.close()
 
 
 def via(url, port):
