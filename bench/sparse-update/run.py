@@ -15,6 +15,8 @@ update: a 4 GiB file of random data. Each round: a full `sluice send` into an em
 source, and the destination brought up to date, once by `sluice send` (changed blocks) and once
 by `rsync -a --no-whole-file` (its delta transfer), the two in alternating order. Each update
 starts from a destination equal to the source but for those 5 blocks. Needs ~12 GiB of disk.
+DATA_DIR's file system decides how the receiver keeps the unchanged blocks: a reflink on XFS or
+btrfs, a copy on ext4 (the receiver's `fallbacks` in the output say which).
 
 minor: the WDT report's "minor" set at --scale (default 1/32: ~3,200 files of 1-400 KiB) from
 bench/datasets/gen.py, first copied whole; then per round, twice: 1% of the files get 4 KiB
@@ -181,13 +183,16 @@ def bench_update(data, rounds):
                 read_all(src)
                 got = os.path.join(dest_root, "big.bin")
                 read_all(got)
+                fallbacks = None
                 if tool == "sluice update":
-                    secs, s, _ = sluice_run(src, dest_root)
+                    secs, s, rx = sluice_run(src, dest_root)
                     sent = s["bytes_sent"]
+                    fallbacks = rx.get("fallbacks", [])  # says whether the unchanged blocks were copied
                 else:
                     secs = rsync_run(daemon, src, "update-dest", "-a", "--no-whole-file")
                     sent = None
-                rows[tool].append({"seconds": secs, "bytes_sent": sent, "equal": same_bytes(src, got)})
+                rows[tool].append({"seconds": secs, "bytes_sent": sent, "equal": same_bytes(src, got),
+                                   "fallbacks": fallbacks})
     finally:
         daemon.stop()
         shutil.rmtree(dest_root, ignore_errors=True)
@@ -246,7 +251,8 @@ def summarize(rows, about):
                               "seconds": [round(x["seconds"], 3) for x in runs],
                               "allocated": [x.get("allocated") for x in runs],
                               "equal": all(x.get("equal", True) for x in runs),
-                              "bytes_sent": [x.get("bytes_sent") for x in runs]}
+                              "bytes_sent": [x.get("bytes_sent") for x in runs],
+                              "fallbacks": [x["fallbacks"] for x in runs if x.get("fallbacks") is not None]}
     return out
 
 

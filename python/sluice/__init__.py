@@ -88,9 +88,32 @@ def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_
     }
 
 
+_TREE_FLAGS = ("hard_links", "owner", "group", "xattrs", "acls", "specials")
+
+
+def _tree_options(checksum, delete, filters, exclude, flags):
+    """send()'s tree options (docs/guarantees.md, "Tree metadata" and "Filters"), as the CLI's."""
+    def rules(value, name):
+        if value is None:
+            return []
+        if isinstance(value, (str, bytes)) or not all(isinstance(r, str) for r in value):
+            raise UsageError(f"{name}={value!r}: expected a list of strings")
+        return list(value)
+    out = {"checksum": bool(checksum), "delete": bool(delete)}
+    # First match wins: the explicit rules, then the excludes.
+    out["filters"] = rules(filters, "filters") + ["- " + p for p in rules(exclude, "exclude")]
+    for k, v in flags.items():
+        if not isinstance(v, bool):
+            raise UsageError(f"{k}={v!r}: expected True or False")
+        out[k] = v
+    return out
+
+
 def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_BLOCK_SIZE,
          rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
-         verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None):
+         verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None,
+         checksum=False, delete=False, filters=None, exclude=None, hard_links=True, owner=True, group=True,
+         xattrs=True, acls=True, specials=True):
     """Send files, directories (recursively) and symlinks to the receiver at ``url``
     (``sluice://HOST:PORT/?token=...``); each path lands under the receiver's directory by its
     name. Returns the final stats as a dict (the fields of ``sluice send --json``) once the
@@ -109,6 +132,11 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     streams: an int, or "auto" (open 16, use as many as the link rewards; the stats'
     streams_used and streams_choice say how many and why).
     An exception raised by progress or log, or Ctrl-C, cancels the transfer and is re-raised.
+    Trees (as ``sluice send``'s options of the same names): checksum compares the content of
+    files whose size and mtime match; delete removes what the receiver has under the sent
+    directories that they no longer hold; filters: rsync-style rules in order, "- PATTERN",
+    "+ PATTERN" or ". FILE" (first match wins); exclude: patterns, after the filters;
+    hard_links, owner, group, xattrs, acls, specials: what of the tree is kept (all on).
     """
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
@@ -120,6 +148,9 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
                          progress_interval=progress_interval, cancel=cancel, cc=cc)
+    opts.update(_tree_options(checksum, delete, filters, exclude,
+                              {"hard_links": hard_links, "owner": owner, "group": group, "xattrs": xattrs,
+                               "acls": acls, "specials": specials}))
     return _sluice.send(paths, url, opts)
 
 
@@ -226,11 +257,12 @@ class Receiver:
     verify: re-read each file from disk before renaming it. log: callable(str).
     max_manifest_bytes: the most memory the manifest may take (a size; 0: a quarter of RAM).
     cc: TCP congestion control of every accepted connection (None: the system's).
+    numeric_ids: keep owners by their numbers alone, not by the names the sender sends.
     """
 
     def __init__(self, dir=None, *, fd=None, sink=None, port=0, token=None, bind_address="", advertise_host="",
                  recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
-                 verbose=False, log=None, max_manifest_bytes=0, cc=None):
+                 verbose=False, log=None, max_manifest_bytes=0, cc=None, numeric_ids=False):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise UsageError(f"port={port!r}: expected an int from 0 to 65535")
         opts = {
@@ -244,6 +276,7 @@ class Receiver:
             "idle_timeout": float(idle_timeout),
             "max_manifest_bytes": parse_size(max_manifest_bytes, "max_manifest_bytes"),
             "cc": _cc(cc),
+            "numeric_ids": bool(numeric_ids),
             "verbose": bool(verbose),
             "log": _callable_or_none(log, "log"),
         }

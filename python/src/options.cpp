@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <utility>
+
+#include <pybind11/stl.h>
 
 namespace py = pybind11;
 
@@ -36,6 +39,14 @@ SendOptions send_options(const py::dict& o) {
     s.idle_timeout_ms = timeout_ms(o, "idle_timeout");
     if (o.contains("cc")) s.congestion_control = o["cc"].cast<std::string>();
     s.verbose = o["verbose"].cast<bool>();
+    // Trees (send() only; the other calls leave the defaults).
+    if (o.contains("checksum")) s.checksum = o["checksum"].cast<bool>();
+    if (o.contains("delete")) s.delete_extraneous = o["delete"].cast<bool>();
+    if (o.contains("filters")) s.filters = o["filters"].cast<std::vector<std::string>>();
+    for (auto [key, field] : {std::pair{"hard_links", &SendOptions::hard_links}, {"owner", &SendOptions::owner},
+                              {"group", &SendOptions::group}, {"xattrs", &SendOptions::xattrs},
+                              {"acls", &SendOptions::acls}, {"specials", &SendOptions::specials}})
+        if (o.contains(key)) s.*field = o[key].cast<bool>();
     return s;
 }
 
@@ -51,6 +62,7 @@ RecvOptions recv_options(const py::dict& o) {
     r.idle_timeout_ms = timeout_ms(o, "idle_timeout");
     if (o.contains("max_manifest_bytes")) r.max_manifest_bytes = o["max_manifest_bytes"].cast<uint64_t>();
     if (o.contains("cc")) r.congestion_control = o["cc"].cast<std::string>();
+    if (o.contains("numeric_ids")) r.numeric_ids = o["numeric_ids"].cast<bool>();
     r.verbose = o["verbose"].cast<bool>();
     return r;
 }

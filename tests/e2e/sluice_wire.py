@@ -16,6 +16,7 @@ HAS_META = 1 << 2  # entry flag: an EntryMeta trailer follows
 HAS_OWNER, HAS_GROUP = 1, 2
 UPDATE_PARAMS, REUSE, BLOCK_SUMS = 0x04, 0x05, 0x24  # changed-block updates (issue 17)
 FEATURE_ENCRYPTION = 1 << 0  # ServerHello.features / ClientHello.features bit 0 (docs/protocol.md, "Encryption")
+FEATURE_TREE_META = 1 << 3  # bit 3: entry kinds 5-9, metadata trailers, TREE_OPTIONS (docs/protocol.md, "Tree metadata")
 AUTH_ENCRYPTION_MISMATCH = 0x40
 
 

@@ -113,6 +113,21 @@ def test_a_source_changed_since_the_interruption_is_sent_whole(tmp_path):
     assert (dest / "data.bin").read_bytes() == src.read_bytes()
 
 
+def test_resume_with_another_block_size_sends_exactly_the_rest(tmp_path):
+    # Interrupted with 1 MiB blocks, resumed with 3 MiB ones: the verified ranges do not line
+    # up with the new blocks, and the rest is still sent once (it used to fail with "block at
+    # offset ... overlaps data already received").
+    src, dest, port, args = interrupted_single_file(tmp_path, 25)
+    rx2 = start_recv(dest, port)
+    again = subprocess.run(args[:-1] + ["3M", "--json"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert rx2.proc.wait(timeout=60) == 0
+    s = json.loads(again.stdout.splitlines()[-1])
+    assert s["bytes_skipped"] > 0 and s["bytes_sent"] + s["bytes_skipped"] == 24 << 20
+    assert (dest / "data.bin").read_bytes() == src.read_bytes()
+    assert journaled(dest) == []
+
+
 def test_a_connection_cut_mid_block_fails_cleanly_and_resumes(tmp_path):
     from conftest import free_port
     from corrupting_proxy import CorruptingProxy

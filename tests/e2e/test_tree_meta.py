@@ -149,7 +149,7 @@ def fake_transfer(port, entries):
     """A whole transfer of metadata-only entries (no data) from the Python sender; returns the
     ABORT message if the receiver refused, else None."""
     tid = os.urandom(16)
-    c, status = w.handshake("127.0.0.1", port, "testtoken", 0, 0, 1, tid)
+    c, status = w.handshake("127.0.0.1", port, "testtoken", 0, 0, 1, tid, features=w.FEATURE_TREE_META)
     assert status == 0
     c.sendall(w.manifest_meta(0, entries))
     ftype, payload = w.read_frame(c)
@@ -229,7 +229,7 @@ def test_hostile_metadata_is_refused(tmp_path, receiver_factory, name, entries, 
     dest.mkdir()
     rx = receiver_factory(dest)
     tid = os.urandom(16)
-    c, status = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, 1, tid)
+    c, status = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, 1, tid, features=w.FEATURE_TREE_META)
     assert status == 0
     if entries is None:  # a flag bit nobody owns
         body = struct.pack("<II", 0, 1) + struct.pack("<QQqIBBHHH", 0, 0, 0, 0o644, w.FILE, 0x80, 1, 0, 0) + b"f"

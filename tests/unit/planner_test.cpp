@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "send/plan/planner.hpp"
 #include "sluice/sluice.hpp"
 
@@ -73,4 +75,31 @@ TEST_CASE("blocks the receiver already verified are skipped (resume)") {
     CHECK(total(out) == 2 << 20);
     CHECK(p.skipped_bytes() == 2 << 20);
     CHECK(out[0].segments[0].offset == 2 << 20);
+}
+
+TEST_CASE("ranges verified with another block size: exactly the rest is sent, nothing twice") {
+    // An interrupted run with 3 MiB blocks verified [0, 21 MiB) and [24, 27 MiB); this run
+    // uses 8 MiB blocks. Every byte not verified is planned once and no segment overlaps a
+    // verified range (the receiver refuses such a block).
+    const uint64_t M = 1 << 20;
+    Planner p(8 * M);
+    SourceFile f{0, 40 * M + 5, 0, "/x", "x"};
+    std::vector<wire::ByteRange> have{{0, 24 * M, 3 * M}, {0, 0, 21 * M}, {0, 25 * M, M}}; // unsorted, one inside another
+    std::vector<WorkItem> out;
+    p.add(f, have, out);
+    p.flush(out);
+    std::vector<std::pair<uint64_t, uint64_t>> sent;
+    for (auto& w : out)
+        for (auto& s : w.segments) {
+            CHECK(s.length <= 8 * M);
+            CHECK(s.offset / (8 * M) == (s.offset + s.length - 1) / (8 * M)); // within one block cell
+            sent.emplace_back(s.offset, s.offset + s.length);
+        }
+    std::sort(sent.begin(), sent.end());
+    REQUIRE(sent.size() == 4);
+    CHECK(sent[0] == std::make_pair(21 * M, 24 * M));
+    CHECK(sent[1] == std::make_pair(27 * M, 32 * M));
+    CHECK(sent[2] == std::make_pair(32 * M, 40 * M));
+    CHECK(sent[3] == std::make_pair(40 * M, 40 * M + 5));
+    CHECK(total(out) + p.skipped_bytes() == f.size);
 }

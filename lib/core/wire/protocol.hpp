@@ -32,6 +32,9 @@ inline constexpr uint32_t kMaxExtentsPerFile = 65536;
 // what the sender uses). Bits are allocated per issue (docs/protocol.md, "Handshake").
 inline constexpr uint16_t kFeatureSparse = 1u << 1;  // manifest entries may list data extents
 inline constexpr uint16_t kFeatureUpdate = 1u << 2;  // changed-block updates (reserved, issue 17)
+// Tree metadata: entry kinds 5-9 (hard links, special files), entry flag bit 2 (metadata
+// trailer) and TREE_OPTIONS (--delete). A sender without it sends none of them.
+inline constexpr uint16_t kFeatureTreeMeta = 1u << 3;
 // Manifest entry flag bits (the entry's `flags u8`).
 inline constexpr uint8_t kEntrySparse = 1u << 1; // a file's data extents follow its path and target
 

@@ -164,7 +164,7 @@ private:
     UniqueFd open_fd_;
     Completion steps_[kMaxSteps]; // tag: kFromSocket or kToFile
     // The checksum's read-back buffer: once per stream, L2-sized (the hash reads it hot).
-    static constexpr size_t kReadBytes = size_t{256} << 10;
+    static constexpr size_t kReadBytes = kHashReadBytes; // core/checksum/xxh3.hpp: why not larger
     std::unique_ptr<unsigned char[]> buf_ = std::make_unique_for_overwrite<unsigned char[]>(kReadBytes);
     Xxh3 hash_;
     // After the pipe, file and completions its splices use: torn down (cancelling them) first.

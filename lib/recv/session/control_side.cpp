@@ -22,6 +22,8 @@ void ControlSide::serve(uint16_t stream_count) {
         case wire::FrameType::tree_options:
             // Before the first page: how the tree is mirrored is fixed before any entry lands.
             if (pages_ != 0 || mirror_) throw Error(ErrorCode::protocol, "TREE_OPTIONS after the manifest began");
+            if (!(sender_features_ & wire::kFeatureTreeMeta))
+                throw Error(ErrorCode::protocol, "TREE_OPTIONS from a sender that did not announce tree metadata (hello feature bit 3)");
             mirror_.emplace(wire::decode_tree_options(f.payload));
             break;
         case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
@@ -123,6 +125,7 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     if (manifest_ended_) throw Error(ErrorCode::protocol, "MANIFEST after MANIFEST_END");
     if (page.seq != pages_) throw Error(ErrorCode::protocol, "manifest page " + std::to_string(page.seq) + " out of order");
     ++pages_;
+    if (!(sender_features_ & wire::kFeatureTreeMeta)) refuse_tree_meta(page);
     wire::ManifestAck ack{.seq = page.seq, .verified = {}};
     size_t next_meta = 0;
     for (size_t i = 0; i < page.entries.size(); ++i) {
@@ -136,6 +139,17 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     wire::Bytes out;
     wire::encode_manifest_ack(out, ack);
     send(out);
+}
+
+void ControlSide::refuse_tree_meta(const wire::ManifestPage& page) const {
+    const char* what = nullptr;
+    for (const auto& e : page.entries)
+        if (!what && static_cast<uint8_t>(e.kind) >= static_cast<uint8_t>(wire::EntryKind::hard_link))
+            what = "a hard link or special file entry";
+    if (!what && !page.meta.empty()) what = "a metadata trailer";
+    if (what)
+        throw Error(ErrorCode::protocol,
+                    std::string("the sender sent ") + what + " without announcing tree metadata (hello feature bit 3)");
 }
 
 void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already) {

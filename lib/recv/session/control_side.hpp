@@ -37,6 +37,10 @@ public:
                 SessionLog& log, FailureLatch& latch)
         : opts_(opts), target_(target), files_(files), tally_(tally), control_(control), log_(log), latch_(latch) {}
 
+    // The sender's ClientHello features: without kFeatureTreeMeta, entry kinds 5-9, metadata
+    // trailers and TREE_OPTIONS are refused as a protocol error (it announced none of them).
+    void set_sender_features(uint8_t features) { sender_features_ = features; }
+
     // Serves the control connection until the verdict has been sent (or, after a failure,
     // not); throws what went wrong.
     void serve(uint16_t stream_count);
@@ -67,6 +71,7 @@ public:
 
 private:
     void on_manifest(wire::ManifestPage&& page);
+    void refuse_tree_meta(const wire::ManifestPage& page) const;
     // Changed-block updates (update_side.hpp): offers an old version's sums, applies REUSE.
     void offer_old_version(RecvFile& f);
     void on_reuse(const wire::Reuse& r);
@@ -112,6 +117,7 @@ private:
     std::optional<TreeMirror> mirror_; // --delete, from TREE_OPTIONS
     std::vector<std::string> deleted_;
     TreeMeta tree_meta_{opts_.numeric_ids, opts_.max_manifest_bytes ? opts_.max_manifest_bytes : FileTable::default_max_bytes()};
+    uint8_t sender_features_ = 0; // set at the start of every transfer (RecvSession::start_transfer)
 };
 
 } // namespace sluice

@@ -98,6 +98,7 @@ void RecvSession::start_transfer(const wire::ClientHello& h, UniqueFd control) {
     transfer_id_ = h.transfer_id;
     stream_count_ = h.stream_count;
     reconnect_ = (h.features & wire::kFeatureStreamReconnect) != 0;
+    control_side_.set_sender_features(h.features);
     stream_seen_.assign(stream_count_ + 1u, false);
     {
         std::lock_guard lk(data_mu_);

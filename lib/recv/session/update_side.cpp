@@ -48,7 +48,7 @@ std::optional<wire::BlockSums> UpdateSide::offer(const DestTree& tree, const Rec
     ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     wire::BlockSums s{.file_id = f.entry.file_id, .old_size = size, .sums = {}};
     s.sums.reserve(blocks);
-    std::vector<unsigned char> buf(std::min<uint64_t>(b, 1 << 20));
+    std::vector<unsigned char> buf(std::min<uint64_t>(b, kHashReadBytes));
     Xxh3 h;
     for (uint64_t off = 0; off < size; off += b) {
         const uint64_t len = std::min(b, size - off);

@@ -7,6 +7,12 @@
 
 namespace sluice {
 
+void sort_by_file(std::vector<wire::ByteRange>& verified) {
+    std::sort(verified.begin(), verified.end(), [](const wire::ByteRange& a, const wire::ByteRange& b) {
+        return a.file_id < b.file_id || (a.file_id == b.file_id && a.offset < b.offset);
+    });
+}
+
 void count_settled(Progress* progress, const std::vector<const SourceFile*>& files,
                    const std::vector<wire::ByteRange>& verified) {
     if (!progress) return;
@@ -29,20 +35,33 @@ void Planner::add(const SourceFile& f, const std::vector<wire::ByteRange>& verif
 
 void Planner::add_range(const SourceFile& f, uint64_t begin, uint64_t end, const std::vector<wire::ByteRange>& verified,
                         std::vector<WorkItem>& out) {
-    // Walk the range block by block (cut at multiples of the block size, so an extent's
-    // blocks line up with a whole file's); a block wholly inside a verified range is skipped.
+    // What the receiver already has of [begin, end) (a resume), sorted. Its ranges need not
+    // line up with our blocks: the interrupted run may have used another --block-size.
+    // `verified` is sorted by file id (add()'s contract): this file's ranges are one run of
+    // it, found by binary search, so a page of thousands of files costs no quadratic scan.
+    std::vector<std::pair<uint64_t, uint64_t>> have;
+    auto first = std::lower_bound(verified.begin(), verified.end(), f.file_id,
+                                  [](const wire::ByteRange& r, uint64_t id) { return r.file_id < id; });
+    for (auto r = first; r != verified.end() && r->file_id == f.file_id; ++r)
+        if (r->length && r->offset < end && r->offset + r->length > begin)
+            have.emplace_back(r->offset, r->offset + r->length);
+    std::sort(have.begin(), have.end());
+    // Walk the range cut at multiples of the block size (so an extent's blocks line up with a
+    // whole file's) and send exactly the parts not verified: a block that overlapped a verified
+    // range would be refused by the receiver.
+    size_t h = 0;
     for (uint64_t off = begin; off < end;) {
-        uint64_t len = std::min((off / block_size_ + 1) * block_size_, end) - off;
-        bool done = std::any_of(verified.begin(), verified.end(), [&](const wire::ByteRange& r) {
-            return r.file_id == f.file_id && r.offset <= off && off + len <= r.offset + r.length;
-        });
-        const uint64_t at = off;
-        off += len;
-        if (done) {
-            skipped_bytes_ += len;
+        const uint64_t cell_end = std::min((off / block_size_ + 1) * block_size_, end);
+        while (h < have.size() && have[h].second <= off) ++h;
+        if (h < have.size() && have[h].first <= off) {
+            const uint64_t to = std::min(have[h].second, cell_end);
+            skipped_bytes_ += to - off;
+            off = to;
             continue;
         }
-        add_segment(f, at, len, out);
+        const uint64_t to = h < have.size() ? std::min(have[h].first, cell_end) : cell_end;
+        add_segment(f, off, to - off, out);
+        off = to;
     }
 }
 

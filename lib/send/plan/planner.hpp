@@ -16,6 +16,7 @@ public:
     explicit Planner(uint64_t block_size) : block_size_(block_size) {}
 
     // Plans a file, leaving out the byte ranges the receiver already verified (resume).
+    // `verified` must be sorted by file id (sort_by_file() does it; any order within a file).
     // Appends finished items to out.
     void add(const SourceFile& f, const std::vector<wire::ByteRange>& verified, std::vector<WorkItem>& out);
     // Emits the partly filled batch, if any.
@@ -36,6 +37,9 @@ private:
     uint64_t planned_bytes_ = 0;
     uint64_t skipped_bytes_ = 0;
 };
+
+// Sorts a page's verified ranges by file id, as Planner::add() needs them.
+void sort_by_file(std::vector<wire::ByteRange>& verified);
 
 struct Progress;
 

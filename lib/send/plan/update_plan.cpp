@@ -23,7 +23,7 @@ std::vector<wire::Extent> unchanged_ranges(const SourceFile& f, const wire::Bloc
     if (blocks == 0 || f.size == 0) return same;
     UniqueFd fd(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | (f.is_operand() ? 0 : O_NOFOLLOW)));
     if (!fd) throw_errno(ErrorCode::source, "cannot open '" + f.path + "'");
-    if (buf.empty()) buf.resize(1 << 20);
+    if (buf.empty()) buf.resize(kHashReadBytes);
     Xxh3 h;
     for (uint64_t i = 0; i < blocks; ++i) {
         const uint64_t off = i * block_size;

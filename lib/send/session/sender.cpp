@@ -18,8 +18,8 @@
 #include "send/plan/fd_sources.hpp"
 #include "send/plan/planner.hpp"
 #include "send/plan/source_tree.hpp"
-#include "send/plan/sparse_extents.hpp"
 #include "send/plan/work_queue.hpp"
+#include "send/session/receiver_fit.hpp"
 #include "send/session/send_core.hpp"
 #include "send/session/stream_governor.hpp"
 #include "send/session/stream_work.hpp"
@@ -58,6 +58,8 @@ public:
                               std::to_string(SmallFileBatch::kInlineBytes / 1024) +
                               " KiB sent many per send from a buffer, larger with sendfile");
         connect("");
+        fit_.emplace(features_, log_, opts_.progress);
+        if (fd_sources_.empty()) fit_->fit_tree(tree_, opts_.delete_extraneous, to_.host + ":" + std::to_string(to_.port));
         governor_.emplace(stream_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
         governor_->start();
         work_.emplace(StreamWork::Session{
@@ -87,7 +89,7 @@ public:
         uint64_t blocks = 0, bytes = 0;
         std::vector<std::string> fallbacks;
         if (!choice.fallback.empty()) fallbacks.push_back(choice.fallback);
-        if (!sparse_fallback_.empty()) fallbacks.push_back(sparse_fallback_);
+        fit_->add_fallbacks(fallbacks);
         for (auto& t : totals) {
             blocks += t.blocks;
             bytes += t.bytes;
@@ -102,7 +104,7 @@ public:
                 .bytes = total_bytes_,
                 .bytes_sent = bytes,
                 .bytes_skipped = planner_.skipped_bytes() - update_.reused(),
-                .bytes_holes = holes_,
+                .bytes_holes = fit_->holes(),
                 .bytes_reused = update_.reused(),
                 .files = files_.size(),
                 .dirs = dirs_,
@@ -179,7 +181,7 @@ private:
             throw_if_cancelled();
             if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
             if (e.kind == wire::EntryKind::file) {
-                if (fd_sources_.empty()) describe_holes(e, src);
+                if (fd_sources_.empty()) fit_->describe_holes(e, src);
                 files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
                 files_.back().sparse = e.sparse;
                 files_.back().extents = e.data_extents;
@@ -222,25 +224,6 @@ private:
 
     size_t entries_total() const { return files_.size() + dirs_ + symlinks_; }
 
-    // A file with holes lists its data extents in its entry (where the receiver offered
-    // sparse files in its hello); only those are planned and sent.
-    void describe_holes(wire::ManifestEntry& e, const std::string& src) {
-        if (!(features_ & wire::kFeatureSparse)) {
-            if (!sparse_refused_logged_ && find_data_extents(src, e.size).sparse) {
-                sparse_refused_logged_ = true;
-                sparse_fallback_ = "sparse: the receiver does not take data extents: holes sent as zeros";
-                log_.verbose_line(sparse_fallback_);
-            }
-            return;
-        }
-        SparseLayout l = find_data_extents(src, e.size);
-        if (!l.sparse) return;
-        e.sparse = true;
-        e.data_extents = std::move(l.extents);
-        holes_ += l.hole_bytes;
-        if (opts_.progress) opts_.progress->bytes_done += l.hole_bytes;
-    }
-
     // Streams stay open until the receiver has verified everything: it may still ask for a
     // block again after the last one was planned.
     void wait_for_acks() {
@@ -261,6 +244,7 @@ private:
         std::vector<WorkItem> items;
         update_.take_unchanged(files, ack.verified,
                                [&](const wire::Bytes& out) { control_.write(out, "sending the unchanged blocks"); });
+        sort_by_file(ack.verified);
         for (const SourceFile* f : files) planner_.add(*f, ack.verified, items);
         count_settled(opts_.progress, files, ack.verified);
         planner_.flush(items);
@@ -355,10 +339,8 @@ private:
 
     std::deque<SourceFile> files_; // stable addresses: work items point into it
     uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
-    uint64_t holes_ = 0; // bytes of holes described instead of sent
     UpdateSums update_{opts_.block_size}; // changed-block updates
-    bool sparse_refused_logged_ = false;
-    std::string sparse_fallback_; // said in the stats' fallbacks
+    std::optional<ReceiverFit> fit_; // what the receiver's hello leaves out (after connecting)
 
     std::mutex pages_mu_;
     std::condition_variable acks_cv_;

@@ -1,0 +1,45 @@
+#include "send/session/receiver_fit.hpp"
+
+#include "send/plan/sparse_extents.hpp"
+#include "sluice/progress.hpp"
+#include "sluice/sluice.hpp"
+
+namespace sluice {
+
+void ReceiverFit::fit_tree(TreeOptions& tree, bool delete_extraneous, const std::string& peer) {
+    if (features_ & wire::kFeatureTreeMeta) return;
+    if (delete_extraneous)
+        throw Error(ErrorCode::usage, "the receiver at " + peer +
+                                          " cannot delete extraneous files (it does not offer tree metadata, hello "
+                                          "feature bit 3: an older sluice): update it or leave out --delete");
+    const bool lost = tree.hard_links || tree.any_meta() || tree.specials;
+    tree.hard_links = tree.owner = tree.group = tree.xattrs = tree.acls = tree.specials = false;
+    if (!lost) return;
+    tree_fallback_ = "tree metadata: the receiver does not keep owners, xattrs, ACLs, hard links or special files "
+                     "(it does not offer hello feature bit 3): hard links sent as copies, special files skipped";
+    log_.line("warning: " + tree_fallback_);
+}
+
+void ReceiverFit::describe_holes(wire::ManifestEntry& e, const std::string& src) {
+    if (!(features_ & wire::kFeatureSparse)) {
+        if (!sparse_refused_logged_ && find_data_extents(src, e.size).sparse) {
+            sparse_refused_logged_ = true;
+            sparse_fallback_ = "sparse: the receiver does not take data extents: holes sent as zeros";
+            log_.verbose_line(sparse_fallback_);
+        }
+        return;
+    }
+    SparseLayout l = find_data_extents(src, e.size);
+    if (!l.sparse) return;
+    e.sparse = true;
+    e.data_extents = std::move(l.extents);
+    holes_ += l.hole_bytes;
+    if (progress_) progress_->bytes_done += l.hole_bytes;
+}
+
+void ReceiverFit::add_fallbacks(std::vector<std::string>& out) const {
+    if (!sparse_fallback_.empty()) out.push_back(sparse_fallback_);
+    if (!tree_fallback_.empty()) out.push_back(tree_fallback_);
+}
+
+} // namespace sluice

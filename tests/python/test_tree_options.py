@@ -1,0 +1,79 @@
+"""send()'s tree options reach the library as the CLI's do: hard links, xattrs, filters,
+delete, checksum; Receiver(numeric_ids=) too. Each option is checked by what lands on disk."""
+import os
+
+import pytest
+
+from conftest import Served, local_receiver
+
+import sluice
+
+
+@pytest.fixture
+def src(tmp_path):
+    s = tmp_path / "src"
+    (s / "logs").mkdir(parents=True)
+    (s / "a").write_bytes(b"linked twice")
+    os.link(s / "a", s / "b")
+    os.setxattr(s / "a", "user.tag", b"kept")
+    (s / "logs" / "x.log").write_bytes(b"excluded")
+    (s / "logs" / "keep.log").write_bytes(b"included")
+    return s
+
+
+def transfer(src, dst, rx_kw=None, **send_kw):
+    rx = local_receiver(dst, **(rx_kw or {}))
+    served = Served(rx)
+    sent = sluice.send(str(src), rx.url, **send_kw)
+    return sent, served.join()
+
+
+def test_defaults_keep_links_and_xattrs(src, dst):
+    transfer(src, dst)
+    got = dst / "src"
+    assert os.lstat(got / "a").st_ino == os.lstat(got / "b").st_ino
+    assert os.getxattr(got / "a", "user.tag") == b"kept"
+
+
+def test_switches_turn_them_off(src, dst):
+    sent, _ = transfer(src, dst, hard_links=False, xattrs=False)
+    got = dst / "src"
+    assert os.lstat(got / "a").st_ino != os.lstat(got / "b").st_ino
+    assert (got / "b").read_bytes() == b"linked twice"
+    assert "user.tag" not in os.listxattr(got / "a")
+
+
+def test_filters_exclude_and_delete(src, dst):
+    (dst / "src" / "gone").mkdir(parents=True)
+    (dst / "src" / "gone" / "old").write_bytes(b"not in the source")
+    sent, got = transfer(src, dst, filters=["+ keep.log"], exclude=["*.log"], delete=True)
+    out = dst / "src" / "logs"
+    assert (out / "keep.log").read_bytes() == b"included"
+    assert not (out / "x.log").exists()
+    assert not (dst / "src" / "gone").exists()
+    assert "src/gone/old" in got["deleted"] and "src/gone" in got["deleted"]
+
+
+def test_checksum_sends_a_file_whose_size_and_mtime_match(src, dst):
+    transfer(src, dst)
+    st = os.stat(src / "a")
+    (dst / "src" / "a").write_bytes(b"LINKED TWICE")  # same size
+    os.utime(dst / "src" / "a", ns=(st.st_atime_ns, st.st_mtime_ns))
+    sent, _ = transfer(src, dst)
+    assert (dst / "src" / "a").read_bytes() == b"LINKED TWICE"  # skipped unread, as rsync does
+    sent, _ = transfer(src, dst, checksum=True)
+    assert (dst / "src" / "a").read_bytes() == b"linked twice"
+
+
+@pytest.mark.parametrize("bad", [dict(exclude="*.log"), dict(filters=[1]), dict(owner="yes")])
+def test_bad_tree_options_are_usage_errors(src, bad):
+    with pytest.raises(sluice.UsageError):
+        sluice.send(str(src), "sluice://127.0.0.1:1/?token=x", **bad)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing owners needs root")
+def test_receiver_numeric_ids(src, dst):
+    os.chown(src / "logs" / "keep.log", 4321, 4322)
+    transfer(src, dst, rx_kw={"numeric_ids": True})
+    st = os.lstat(dst / "src" / "logs" / "keep.log")
+    assert (st.st_uid, st.st_gid) == (4321, 4322)
