@@ -58,8 +58,9 @@ public:
                               std::to_string(SmallFileBatch::kInlineBytes / 1024) +
                               " KiB sent many per send from a buffer, larger with sendfile");
         connect("");
-        governor_.emplace(stream_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
+        governor_.emplace(tcp_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
         governor_->start();
+        if (opts_.pace_together) start_pacer();
         work_.emplace(StreamWork::Session{
             .queue = queue_, .governor = *governor_, .limiter = limiter_, .log = log_, .opts = opts_, .to = to_, .hello = hello_,
             .busy = [this](bool on) { stream_busy(on); },

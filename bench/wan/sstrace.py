@@ -1,0 +1,87 @@
+"""Per-stream TCP state sampled from `ss` during a run (issue 16, h16c: why many streams fall off).
+
+A thread samples both ends every `every` seconds, for at most `limit` samples: on the sender
+(A) each connection's cwnd, pacing rate, delivery rate, retransmitted segments, bytes in
+flight and the time it was held by the receiver's window / its send buffer; on the receiver
+(B) each connection's Recv-Q (bytes the application has not read yet: a receiver that cannot
+keep up shows here before it shows as a window limit) and its receive buffer.
+summary() reduces the samples to per-sample aggregates (kept in a result row).
+"""
+import re
+import threading
+import time
+
+FIELDS = {"cwnd": r"\bcwnd:(\d+)", "pacing": r"pacing_rate (\d+(?:\.\d+)?[KMG]?)bps",
+          "delivery": r"delivery_rate (\d+(?:\.\d+)?[KMG]?)bps", "retrans": r"retrans:\d+/(\d+)",
+          "unacked": r"unacked:(\d+)", "rwnd_limited_ms": r"rwnd_limited:(\d+)ms",
+          "sndbuf_limited_ms": r"sndbuf_limited:(\d+)ms", "bytes_acked": r"bytes_acked:(\d+)"}
+UNIT = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
+def rate(text):
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMG]?)", text)
+    return float(m.group(1)) * UNIT[m.group(2)]
+
+
+def parse_conns(text):
+    """ss -Htin output: one dict per connection (its first line has the queues, the second the info)."""
+    conns, cur = [], None
+    for line in text.splitlines():
+        if not line.startswith((" ", "\t")):
+            parts = line.split()
+            cur = {"recv_q": int(parts[0]) if parts and parts[0].isdigit() else 0}
+            conns.append(cur)
+            continue
+        if cur is None:
+            continue
+        for k, pat in FIELDS.items():
+            m = re.search(pat, line)
+            if m:
+                cur[k] = rate(m.group(1)) if k in ("pacing", "delivery") else int(m.group(1))
+    return conns
+
+
+class SsTrace:
+    def __init__(self, w, port, every=0.5, limit=120):
+        self.w, self.port, self.every, self.limit = w, port, every, limit
+        self.samples = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join(timeout=5)
+
+    def _ss(self, side, key):
+        r = self.w.ex(side, ["ss", "-Htin", "state", "established", f"( {key} = :{self.port} )"], check=False)
+        return parse_conns(r.stdout)
+
+    def _run(self):
+        t0 = time.monotonic()
+        while not self._stop.is_set() and len(self.samples) < self.limit:
+            snd, rcv = self._ss("a", "dport"), self._ss("b", "sport")
+            self.samples.append({"t": round(time.monotonic() - t0, 2), "a": snd, "b": rcv})
+            self._stop.wait(self.every)
+
+    def summary(self):
+        """Per sample: connections, summed cwnd/pacing/delivery, retransmitted segments so far,
+        the receiver's unread bytes (sum and max over connections)."""
+        out = []
+        for s in self.samples:
+            a, b = s["a"], s["b"]
+            out.append({"t": s["t"], "n": len(a),
+                        "cwnd": sum(c.get("cwnd", 0) for c in a),
+                        "pacing_mbit": round(sum(c.get("pacing", 0) for c in a) / 1e6, 1),
+                        "delivery_mbit": round(sum(c.get("delivery", 0) for c in a) / 1e6, 1),
+                        "retrans": sum(c.get("retrans", 0) for c in a),
+                        "unacked": sum(c.get("unacked", 0) for c in a),
+                        "acked": sum(c.get("bytes_acked", 0) for c in a),
+                        "rwnd_ms": sum(c.get("rwnd_limited_ms", 0) for c in a),
+                        "sndbuf_ms": sum(c.get("sndbuf_limited_ms", 0) for c in a),
+                        "recvq_sum": sum(c["recv_q"] for c in b),
+                        "recvq_max": max((c["recv_q"] for c in b), default=0)})
+        return out
