@@ -5,9 +5,14 @@ A thread samples both ends every `every` seconds, for at most `limit` samples: o
 flight and the time it was held by the receiver's window / its send buffer; on the receiver
 (B) each connection's Recv-Q (bytes the application has not read yet: a receiver that cannot
 keep up shows here before it shows as a window limit) and its receive buffer.
-summary() reduces the samples to per-sample aggregates (kept in a result row).
+summary() reduces the samples to per-sample aggregates (kept in a result row); run as a script
+it prints the table of traced rows with their steady rate and start-up cost:
+
+    python3 bench/wan/sstrace.py /work/data/h16c/m80.jsonl ...
 """
+import json
 import re
+import sys
 import threading
 import time
 
@@ -85,3 +90,35 @@ class SsTrace:
                         "recvq_sum": sum(c["recv_q"] for c in b),
                         "recvq_max": max((c["recv_q"] for c in b), default=0)})
         return out
+
+
+def steady_mbit(row, after=4.0):
+    """The median of a traced row's per-sample goodput once every stream is open and `after`
+    seconds have passed: the rate past start-up (connection set-up and slow start), which a
+    12 s run's goodput mixes in."""
+    tr = row.get("trace") or []
+    rates = sorted((b["acked"] - a["acked"]) * 8 / 1e6 / (b["t"] - a["t"]) for a, b in zip(tr, tr[1:])
+                   if a["t"] >= after and b["n"] >= row["streams"] and b["acked"] >= a["acked"] and b["t"] > a["t"])
+    return rates[len(rates) // 2] if rates else None
+
+
+def main(paths):
+    """Table of traced rows: goodput, the steady rate, and the seconds start-up cost (the run's
+    length less what the steady rate would have moved in it)."""
+    print("| file | RTT ms | loss % | tool | send args | streams | goodput Mbit/s | steady Mbit/s | start-up s | retrans % | line drops |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for p in paths:
+        for line in open(p):
+            r = json.loads(line)
+            if "goodput_mbit" not in r or not isinstance(r["streams"], int):
+                continue
+            st = steady_mbit(r)
+            lost = r["seconds"] - r["goodput_mbit"] * r["seconds"] / st if st else None
+            print(f"| {p.split('/')[-1]} | {r['rtt_ms']:g} | {r['loss_pct']:g} | {r['tool']} | {r.get('send_args', '')} | "
+                  f"{r['streams']} | {r['goodput_mbit']:.1f}{'' if r.get('complete') else '*'} | "
+                  f"{'-' if st is None else f'{st:.1f}'} | {'-' if lost is None else f'{lost:.2f}'} | "
+                  f"{r.get('retrans_pct') or 0:.2f} | {r.get('line_drops', '-')} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
