@@ -268,6 +268,13 @@ def plot(rows, path, order, a_title=""):
                 pts = sorted((r["streams"], r["goodput_mbit"]) for r in mine if isinstance(r["streams"], int))
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[(tool, cc)], label=f"{tool} {cc}")
+                # traced rows (--trace): the rate past start-up as a thin line of its own
+                steady = sorted((r["streams"], sstrace.steady_mbit(r)) for r in mine
+                                if isinstance(r["streams"], int) and r.get("trace") and sstrace.steady_mbit(r))
+                if steady:
+                    mark = "x:" if tool == "sluice" else "+:"
+                    ax.plot([p[0] for p in steady], [p[1] for p in steady], styles[(tool, cc)][:2] + mark,
+                            linewidth=1, label=f"{tool} {cc} steady")
                 for r in mine:  # --streams auto: a level line across the counts
                     if r["streams"] == "auto":
                         ax.axhline(r["goodput_mbit"], color=styles[(tool, cc)][:2], linestyle=":",
