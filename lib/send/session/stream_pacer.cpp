@@ -68,6 +68,7 @@ uint64_t PaceModel::round(double rate, unsigned moving) {
 void StreamPacer::run() {
     PaceModel model;
     unsigned rounds = 0;
+    bool short_said = false;
     std::vector<uint64_t> prev(fds_.size());
     for (size_t i = 0; i < fds_.size(); ++i) prev[i] = bytes_acked(fds_[i]);
     auto t_prev = std::chrono::steady_clock::now();
@@ -78,6 +79,11 @@ void StreamPacer::run() {
         {
             std::unique_lock lk(mu_);
             if (cv_.wait_for(lk, round, [&] { return stopped_; })) break;
+        }
+        if (rtt_us < kMinRttUs) {
+            if (!short_said) verbose_("pacing: not on a path this short (" + std::to_string(rtt_us) + " us round trip)");
+            short_said = true;
+            continue;
         }
         uint64_t moved = 0;
         unsigned moving = 0;

@@ -52,6 +52,10 @@ private:
 
 class StreamPacer {
 public:
+    // Below this round trip the pacer leaves the streams alone: on a LAN or loopback the
+    // streams share no long queue worth protecting, and a cap set from one busy moment of a
+    // loaded host would hold a fast local transfer back until probing lifted it.
+    static constexpr uint32_t kMinRttUs = 2000;
     // fds[i] is stream i + 1, borrowed (open until join() returns); verbose gets what it does.
     StreamPacer(std::vector<int> fds, std::function<void(const std::string&)> verbose);
     ~StreamPacer() { join(); }
