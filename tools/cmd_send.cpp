@@ -45,6 +45,8 @@ options:
                        send again what it had not delivered (default 120; 0: a break fails)
   --cc NAME            TCP congestion control of every connection (e.g. bbr, cubic;
                        default: the system's, net.ipv4.tcp_congestion_control)
+  --pace               once the link is full, cap every data stream's pacing rate at its
+                       share of the total (paths of 2 ms round trip or more; default off)
   --encrypt            TLS 1.3 (AES-128-GCM) even to a receiver on a loopback address
                        (by default every peer not on loopback is encrypted)
   --no-encrypt         send in clear, also to a receiver not on loopback; the receiver
@@ -75,7 +77,7 @@ int cmd_send(int argc, char** argv) {
             "--idle-timeout", "--cc", "--retry-for", "--exclude", "--include", "--exclude-from"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
-            "--no-specials", "--specials", "--delete", "--checksum", "-c", "--encrypt", "--no-encrypt"});
+            "--no-specials", "--specials", "--delete", "--pace", "--checksum", "-c", "--encrypt", "--no-encrypt"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
         return 0;
@@ -113,6 +115,7 @@ int cmd_send(int argc, char** argv) {
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.retry_for_ms = static_cast<int>(a.uint_value("--retry-for", 120, 0, 86400)) * 1000;
+    o.pace_together = a.flag("--pace");
     o.encrypt = encrypt_option(a);
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.hard_links = !a.flag("--no-hard-links");

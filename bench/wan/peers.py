@@ -3,7 +3,8 @@ and rsync (daemon; one stream each) and WDT (-num_ports N, no encryption, as
 bench/peers/wdt.sh runs it). Each sends run.py's 1 GiB file from the page cache; tar|nc's
 receiver discards it (as sluice's --recv-path null does), rsync's and WDT's write it under
 the data directory. The congestion control is the namespaces' default for the run
-(net.ipv4.tcp_congestion_control in A and B), restored after. Bounded like sluice: a run
+(net.ipv4.tcp_congestion_control in A and B), restored after (set_cc: cubic needs the root
+namespace's allowed list). Bounded like sluice: a run
 still going at the time bound is measured from ss (bytes_acked of its connections) and
 stopped."""
 import os
@@ -25,11 +26,37 @@ def ss_acked(w, sport_expr):
             sum(int(x) for x in re.findall(r"bytes_retrans:(\d+)", r.stdout)))
 
 
+ALLOWED = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+
+
 def set_cc(w, cc):
+    """Sets the ends' default congestion control; returns (the old one, the root namespace's
+    allowed list to restore or None). A namespace other than the first may make default only an
+    algorithm in net.ipv4.tcp_allowed_congestion_control, a list only the root namespace can
+    change (the kernel's tcp_set_default_congestion_control answers EPERM: "Operation not
+    permitted", h16b's peers with cubic). So cc joins that list for the run and the list is
+    restored after: the list only says what unprivileged processes may choose."""
     old = w.ex("a", ["sysctl", "-n", "net.ipv4.tcp_congestion_control"]).stdout.strip()
+    allowed = Path(ALLOWED).read_text().split()
+    restore = None
+    if cc not in allowed:
+        restore = " ".join(allowed)
+        Path(ALLOWED).write_text(" ".join(allowed + [cc]))
+    try:
+        for side in ("a", "b"):
+            w.ex(side, ["sysctl", "-qw", f"net.ipv4.tcp_congestion_control={cc}"])
+    except BaseException:
+        restore_cc(w, (old, restore))
+        raise
+    return old, restore
+
+
+def restore_cc(w, saved):
+    old, allowed = saved
     for side in ("a", "b"):
-        w.ex(side, ["sysctl", "-qw", f"net.ipv4.tcp_congestion_control={cc}"])
-    return old
+        w.ex(side, ["sysctl", "-qw", f"net.ipv4.tcp_congestion_control={old}"])
+    if allowed is not None:
+        Path(ALLOWED).write_text(allowed)
 
 
 def wait_listening(w, port):
@@ -99,5 +126,5 @@ def run_peer(w, a, tool, cc, streams):
             if p.poll() is None:
                 p.kill()
             p.wait()
-        set_cc(w, old)
+        restore_cc(w, old)
         shutil.rmtree(dest, ignore_errors=True)

@@ -11,6 +11,7 @@ measured from TCP_INFO (ss) and /proc at that moment and then stopped ("partial"
     python3 bench/wan/run.py --report /work/data/h16/wan.jsonl --plot docs/img/wan-first-matrix.png
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers  # noqa: E402
+import sstrace  # noqa: E402
 import wan  # noqa: E402
 
 PORT = 7016
@@ -60,7 +62,7 @@ def run_sluice(w, a, cc, streams, token_file):
     rx_dir = Path(a.data_dir) / "rx"
     rx_dir.mkdir(parents=True, exist_ok=True)
     recv = w.popen("b", [a.sluice, "recv", "--port", PORT, "--bind", wan.ADDR_B, "--token-file", token_file,
-                         "--recv-path", "null", "--cc", cc, "--json", "--idle-timeout", 30, rx_dir],
+                         "--recv-path", "null", "--cc", cc, "--json", "--idle-timeout", 30, *a.encrypt, rx_dir],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     send = None
     try:
@@ -70,12 +72,13 @@ def run_sluice(w, a, cc, streams, token_file):
             time.sleep(0.05)
         t0 = time.monotonic()
         verbose = ["-v"] if streams == "auto" else []  # what auto chose and why, even for a partial run
-        send = w.popen("a", [a.sluice, "send", "--streams", streams, "--cc", cc, "--json", "--to",
+        send = w.popen("a", [a.sluice, "send", "--streams", streams, "--cc", cc, "--json", *a.encrypt, "--to",
                              f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, *verbose, *shlex.split(a.send_args),
                              a.file],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            out, err = send.communicate(timeout=a.seconds)
+            with trace_of(w, a, PORT) as tr:
+                out, err = send.communicate(timeout=a.seconds)
         except subprocess.TimeoutExpired:
             # Bounded: measure what moved by now, then stop both ends.
             elapsed = time.monotonic() - t0
@@ -92,6 +95,7 @@ def run_sluice(w, a, cc, streams, token_file):
                 send.kill()
                 _, err = send.communicate()
                 return {"complete": False, "seconds": elapsed, "bytes": acked, "retrans_bytes": retrans,
+                        **traced(tr),
                         "cpu_s": cpu, "note": "partial: measured from ss and /proc at the time bound",
                         "auto": [l for l in err.splitlines() if "streams auto" in l]}
         if send.returncode != 0:
@@ -99,7 +103,7 @@ def run_sluice(w, a, cc, streams, token_file):
         s = last_json(out)
         rout, _ = recv.communicate(timeout=30)
         r = last_json(rout) or {}
-        return {"complete": True, "seconds": s["seconds"], "bytes": s["bytes_sent"],
+        return {"complete": True, "seconds": s["seconds"], "bytes": s["bytes_sent"], **traced(tr),
                 "retrans_bytes": s["bytes_retrans"], "cpu_s": s["cpu_user_s"] + s["cpu_sys_s"] +
                 r.get("cpu_user_s", 0) + r.get("cpu_sys_s", 0), "cc_seen": s["congestion_control"],
                 "window_limits": s["window_limits"] + r.get("window_limits", []),
@@ -116,15 +120,27 @@ def run_sluice(w, a, cc, streams, token_file):
                 p.wait()
 
 
+def trace_of(w, a, port):
+    """--trace: per-stream ss samples on both ends while the run goes (sstrace.py), else nothing."""
+    if not a.trace:
+        return contextlib.nullcontext(None)
+    return sstrace.SsTrace(w, port, every=a.trace, limit=int(a.seconds / a.trace) + 40)
+
+
+def traced(tr):
+    return {"trace": tr.summary()} if tr else {}
+
+
 def run_iperf3(w, a, cc, streams):
-    out = w.iperf3(["-C", cc, "-P", streams, "-t", a.iperf_seconds], a.iperf_seconds)
+    with trace_of(w, a, 5299) as tr:
+        out = w.iperf3(["-C", cc, "-P", streams, "-t", a.iperf_seconds], a.iperf_seconds)
     end = out["end"]
     secs = end["sum_sent"]["seconds"]
     cpu = end["cpu_utilization_percent"]
     return {"complete": True, "seconds": secs, "bytes": end["sum_received"]["bytes"],
             # iperf3 counts retransmitted segments; at MSS 1448 that is bytes (all segments here are full)
             "retrans_bytes": end["sum_sent"].get("retransmits", 0) * wan.MSS,
-            "cpu_s": (cpu["host_total"] + cpu["remote_total"]) / 100 * secs}
+            "cpu_s": (cpu["host_total"] + cpu["remote_total"]) / 100 * secs, **traced(tr)}
 
 
 def run_matrix(a):
@@ -252,6 +268,13 @@ def plot(rows, path, order, a_title=""):
                 pts = sorted((r["streams"], r["goodput_mbit"]) for r in mine if isinstance(r["streams"], int))
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[(tool, cc)], label=f"{tool} {cc}")
+                # traced rows (--trace): the rate past start-up as a thin line of its own
+                steady = sorted((r["streams"], sstrace.steady_mbit(r)) for r in mine
+                                if isinstance(r["streams"], int) and r.get("trace") and sstrace.steady_mbit(r))
+                if steady:
+                    mark = "x:" if tool == "sluice" else "+:"
+                    ax.plot([p[0] for p in steady], [p[1] for p in steady], styles[(tool, cc)][:2] + mark,
+                            linewidth=1, label=f"{tool} {cc} steady")
                 for r in mine:  # --streams auto: a level line across the counts
                     if r["streams"] == "auto":
                         ax.axhline(r["goodput_mbit"], color=styles[(tool, cc)][:2], linestyle=":",
@@ -288,6 +311,10 @@ def main():
     ap.add_argument("--send-args", default="", help="extra sluice send arguments (e.g. '--block-size 1048576')")
     ap.add_argument("--no-validate", dest="validate", action="store_false",
                     help="skip the emulator's validation (diagnostic runs only; recorded in every row)")
+    ap.add_argument("--trace", type=float, default=0,
+                    help="sample every stream's TCP state on both ends every TRACE seconds (sstrace.py; kept in the rows)")
+    ap.add_argument("--encrypt", action="store_true",
+                    help="sluice encrypted (TLS 1.3); by default both ends run --no-encrypt, like iperf3 and the peers")
     ap.add_argument("--title", help="with --plot: added to each panel's title (e.g. the ceiling)")
     a = ap.parse_args()
     if a.report:
@@ -298,6 +325,7 @@ def main():
     a.cc = a.cc.split(",")
     a.tools = a.tools.split(",")
     a.file = str(Path(a.data_dir) / "wan-1g.bin")
+    a.encrypt = [] if a.encrypt else ["--no-encrypt"]
     try:
         run_matrix(a)
     except wan.ValidationError as e:

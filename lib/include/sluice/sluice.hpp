@@ -53,6 +53,11 @@ struct SendOptions {
     // (send/session/stream_governor.hpp); Stats::streams_used and streams_choice say how
     // many and why. Files only: pipe mode sends over every stream it opens.
     bool streams_auto = false;
+    // Pace the data streams together once the pipe is full (send/session/stream_pacer.hpp):
+    // each stream's pacing rate is capped at its share of the aggregate rate. Stats::pacing says
+    // what it did. Off by default: at 14% random loss it cost 8 streams a third of their rate
+    // (docs/benchmarks.md, h16c); off, each stream paces (and probes) on its own.
+    bool pace_together = false;
     uint64_t block_size = kDefaultBlockSize;
     uint64_t rate_limit = 0; // bytes per second over all streams; 0 = unlimited
     SendPath path = SendPath::splice;

@@ -61,6 +61,7 @@ public:
         }
         if (opts_.progress) opts_.progress->is_pipe = true;
         connect(" (pipe mode, splice)");
+        if (opts_.pace_together) start_pacer();
         announce();
 
         slots_.resize(data_.size());

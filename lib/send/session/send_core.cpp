@@ -169,8 +169,17 @@ void SendCore::abort_peer(std::thread& reader, uint32_t code) {
     latch_.rethrow();
 }
 
+void SendCore::start_pacer() {
+    pacer_.emplace(tcp_fds(), [this](const std::string& l) { log_.verbose_line(l); });
+    pacer_->start();
+}
+
 Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
     s.seconds = seconds_since(t0);
+    if (pacer_) {
+        pacer_->join();
+        s.pacing = pacer_->summary();
+    }
     s.streams = static_cast<unsigned>(data_.size());
     if (s.streams_used == 0) s.streams_used = s.streams; // fixed counts: every stream took work
     // The sockets are still open: what TCP_INFO says now covers the whole transfer.

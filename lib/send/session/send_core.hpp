@@ -4,6 +4,7 @@
 // handle alike, the end of a data stream, the end of the transfer (TRANSFER_END and the
 // receiver's verdict, or an ABORT and the reason) and the Stats fields both fill alike.
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "core/tls/links.hpp"
 #include "core/stats/process_usage.hpp"
 #include "send/session/rate_limiter.hpp"
+#include "send/session/stream_pacer.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice {
@@ -100,13 +102,19 @@ protected:
     ControlChannel control_;
     std::vector<UniqueFd> data_; // data_[i] is data stream i + 1
     wire::ClientHello hello_;    // the transfer's, for reopening a data stream
-    std::vector<int> stream_fds() const {
-        std::vector<int> fds;
-        for (const auto& d : data_) fds.push_back(d.get());
-        return fds;
-    }
     uint8_t features_ = 0;       // wire::kFeature* bits agreed in the handshake
     std::vector<UniqueFd> tcp_;  // encrypted: the TCP connection under data_[i] (connect.hpp)
+    // The TCP connections of the data streams (under their relays when encrypted), in order:
+    // what TCP_INFO and socket options apply to.
+    std::vector<int> tcp_fds() const {
+        std::vector<int> fds;
+        for (size_t i = 0; i < data_.size(); ++i) fds.push_back(tcp_fd(i));
+        return fds;
+    }
+    // Paces the data streams together until closing_stats() (stream_pacer.hpp). After tcp_
+    // and data_: stopped before they close.
+    void start_pacer();
+    std::optional<StreamPacer> pacer_;
 
 private:
     // The TCP connection of data stream i + 1 (under its relay when encrypted).
