@@ -58,6 +58,10 @@ public:
                               std::to_string(SmallFileBatch::kInlineBytes / 1024) +
                               " KiB sent many per send from a buffer, larger with sendfile");
         connect("");
+        const bool records = writer(0) != nullptr;
+        if (records)
+            log_.verbose_line(std::string("send path: ") + kRecordsPath + " (encrypted: blocks read into record slots, sealed in place, " +
+                              "sent with one sendmsg each; instead of " + send_path_name(choice.path) + ")");
         governor_.emplace(stream_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
         governor_->start();
         work_.emplace(StreamWork::Session{
@@ -95,7 +99,7 @@ public:
         }
         conclude(reader, blocks, bytes);
 
-        const bool ring = choice.path == SendPath::splice || choice.path == SendPath::zc;
+        const bool ring = !records && (choice.path == SendPath::splice || choice.path == SendPath::zc);
         return closing_stats(
             Stats{
                 .role = kRole,
@@ -115,7 +119,7 @@ public:
                 .streams_reopened = work_->reopened(),
                 .bytes_resent_after_break = work_->resent_after_break(),
                 .block_size = opts_.block_size,
-                .data_path = send_path_name(choice.path),
+                .data_path = records ? kRecordsPath : send_path_name(choice.path),
                 .fallbacks = std::move(fallbacks),
                 .ring_mode = ring ? probe_ring_features().setup_mode() : "none",
             },
@@ -336,7 +340,7 @@ private:
 
     // One data stream: work items until the queue closes (stream_work.hpp).
     std::optional<wire::StreamEnd> send_items(size_t i, SendPath path, StreamTotals& t, StreamProgress* sp) {
-        return work_->run(i, data_[i].get(), path, t.blocks, t.bytes, t.path_fallback, sp);
+        return work_->run(i, data_[i].get(), path, t.blocks, t.bytes, t.path_fallback, sp, writer(i));
     }
 
     // A stream between popping a work item and finishing it: the receiver owes nothing on
