@@ -88,6 +88,8 @@ def one(tool, src, dst, ip, ns_on, extra):
     if tool.startswith("sluice"):
         s = json.loads(tx.stdout.strip().splitlines()[-1])
         rec["encryption"] = s["encryption"]
+        rec["encryption_streams"] = s.get("encryption_streams", "")
+        rec["send_path"] = s.get("send_path", "")
     return rec
 
 
@@ -111,7 +113,10 @@ def main():
     ap.add_argument("--src", help="loopback: the directory holding the file")
     ap.add_argument("--sets", help="veth, 1gbit: gen.py's --out")
     ap.add_argument("--work", default="/work/data/h18/bench")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tools", default="sluice-enc,wdt-enc,sluice-clear,wdt-clear",
+                    help="loopback: which of sluice-enc, wdt-enc, sluice-clear, wdt-clear run (one bench-lock call stays short)")
+    ap.add_argument("--set-names", default="large,minor", help="veth, 1gbit: which sets")
     ap.add_argument("--out", default="/work/data/h18/bench/results.jsonl")
     a = ap.parse_args()
     work = Path(a.work)
@@ -120,16 +125,18 @@ def main():
     if a.case == "loopback":
         warm(a.src)
         tools = [("sluice-enc", ["--encrypt"]), ("wdt-enc", []), ("sluice-clear", []), ("wdt-clear", ["-encryption_type", "none"])]
+        tools = [t for t in tools if t[0] in a.tools.split(",")]
         for _ in range(a.rounds):
             for tool, extra in tools:
                 results.append(one(tool, Path(a.src), work / "dst", "127.0.0.1", False, extra))
         med = table(results, "loopback, file to file")
-        print(f"\nsluice-enc / wdt-enc: {med['sluice-enc'][0] / med['wdt-enc'][0]:.2f}x MB/s, "
-              f"{med['sluice-enc'][1] / med['wdt-enc'][1]:.2f}x CPU/GB")
+        if "sluice-enc" in med and "wdt-enc" in med:
+            print(f"\nsluice-enc / wdt-enc: {med['sluice-enc'][0] / med['wdt-enc'][0]:.2f}x MB/s, "
+                  f"{med['sluice-enc'][1] / med['wdt-enc'][1]:.2f}x CPU/GB")
     else:
         subprocess.run([str(NETNS), "up"] + (["1gbit"] if a.case == "1gbit" else []), env=ENV, check=True, capture_output=True)
         try:
-            for set_name in ("large", "minor"):
+            for set_name in a.set_names.split(","):
                 src = Path(a.sets) / set_name
                 warm(src)
                 tools = [("sluice", []), ("wdt-enc", [])] if a.case == "veth" else [("iperf3", []), ("sluice", [])]

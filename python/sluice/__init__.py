@@ -63,8 +63,18 @@ def _cc(cc):
     return cc or ""
 
 
+def _encrypt(encrypt):
+    """encrypt: None (on unless the peer is on a loopback address), True or False (both sides
+    must agree; a mismatch raises AuthError naming the side and the option)."""
+    if encrypt is None:
+        return "auto"
+    if not isinstance(encrypt, bool):
+        raise UsageError(f"encrypt={encrypt!r}: expected True, False or None (on unless the peer is on loopback)")
+    return "on" if encrypt else "off"
+
+
 def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_timeout,
-                  idle_timeout, verbose, log, progress, progress_interval, cancel, cc=None):
+                  idle_timeout, verbose, log, progress, progress_interval, cancel, cc=None, encrypt=None):
     if cancel is not None and not isinstance(cancel, CancelFlag):
         raise UsageError(f"cancel={cancel!r}: expected a sluice.CancelFlag")
     auto = streams == "auto"  # open 16, use as many as the link rewards (stats: streams_choice)
@@ -80,6 +90,7 @@ def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_
         "connect_timeout": float(connect_timeout),
         "idle_timeout": float(idle_timeout),
         "cc": _cc(cc),
+        "encrypt": _encrypt(encrypt),
         "verbose": bool(verbose),
         "log": _callable_or_none(log, "log"),
         "progress": _callable_or_none(progress, "progress"),
@@ -111,7 +122,7 @@ def _tree_options(checksum, delete, filters, exclude, flags):
 
 def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_BLOCK_SIZE,
          rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
-         verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None,
+         verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None,
          checksum=False, delete=False, filters=None, exclude=None, hard_links=True, owner=True, group=True,
          xattrs=True, acls=True, specials=True):
     """Send files, directories (recursively) and symlinks to the receiver at ``url``
@@ -129,6 +140,8 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     cancel: a CancelFlag; set() it from any thread to stop (raises sluice.Cancelled).
     cc: TCP congestion control of every connection ("bbr", "cubic"; None: the system's); a
     name the kernel lacks raises UsageError listing the available ones.
+    encrypt: None (TLS 1.3 unless the receiver is on a loopback address), True or False; the
+    receiver must agree (AuthError otherwise). The stats' encryption fields say what ran.
     streams: an int, or "auto" (open 16, use as many as the link rewards; the stats'
     streams_used and streams_choice say how many and why).
     An exception raised by progress or log, or Ctrl-C, cancels the transfer and is re-raised.
@@ -147,7 +160,8 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
                          rate_limit=rate_limit, send_path=send_path,
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
-                         progress_interval=progress_interval, cancel=cancel, cc=cc)
+                         progress_interval=progress_interval, cancel=cancel, cc=cc,
+                         encrypt=encrypt)
     opts.update(_tree_options(checksum, delete, filters, exclude,
                               {"hard_links": hard_links, "owner": owner, "group": group, "xattrs": xattrs,
                                "acls": acls, "specials": specials}))
@@ -172,7 +186,7 @@ def _fd_of(obj, what):
 def send_pipe(source, url, *, token=None, streams=DEFAULT_STREAMS,
               block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
               connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
-              progress=None, progress_interval=0.2, cancel=None, cc=None):
+              progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None):
     """Pipe mode (the ``producer | nc`` replacement): send what can be read from ``source``
     (an fd, or a file object, pipe or socket with fileno()) until end of file, in order over
     all streams, to a receiver writing to an fd or a sink (``Receiver(fd=...)``,
@@ -186,7 +200,8 @@ def send_pipe(source, url, *, token=None, streams=DEFAULT_STREAMS,
                          rate_limit=rate_limit, send_path=send_path,
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
-                         progress_interval=progress_interval, cancel=cancel, cc=cc)
+                         progress_interval=progress_interval, cancel=cancel, cc=cc,
+                         encrypt=encrypt)
     return _sluice.send_pipe(fd, url, opts)
 
 
@@ -213,7 +228,7 @@ class FdSource:
 def send_fds(sources, url, *, token=None, streams=DEFAULT_STREAMS,
              block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
              connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
-             progress=None, progress_interval=0.2, cancel=None, cc=None):
+             progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None):
     """Send ranges of open files (a list of ``FdSource``), each stored under its name; the
     same guarantees, options, return value and errors as ``send``."""
     rows = []
@@ -233,7 +248,8 @@ def send_fds(sources, url, *, token=None, streams=DEFAULT_STREAMS,
                          rate_limit=rate_limit, send_path=send_path,
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
-                         progress_interval=progress_interval, cancel=cancel, cc=cc)
+                         progress_interval=progress_interval, cancel=cancel, cc=cc,
+                         encrypt=encrypt)
     return _sluice.send_fds(rows, url, opts)
 
 
@@ -258,11 +274,13 @@ class Receiver:
     max_manifest_bytes: the most memory the manifest may take (a size; 0: a quarter of RAM).
     cc: TCP congestion control of every accepted connection (None: the system's).
     numeric_ids: keep owners by their numbers alone, not by the names the sender sends.
+    encrypt: None (TLS 1.3 with any sender not on a loopback address), True or False; the
+    sender must agree.
     """
 
     def __init__(self, dir=None, *, fd=None, sink=None, port=0, token=None, bind_address="", advertise_host="",
                  recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
-                 verbose=False, log=None, max_manifest_bytes=0, cc=None, numeric_ids=False):
+                 verbose=False, log=None, max_manifest_bytes=0, cc=None, numeric_ids=False, encrypt=None):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise UsageError(f"port={port!r}: expected an int from 0 to 65535")
         opts = {
@@ -277,6 +295,7 @@ class Receiver:
             "max_manifest_bytes": parse_size(max_manifest_bytes, "max_manifest_bytes"),
             "cc": _cc(cc),
             "numeric_ids": bool(numeric_ids),
+            "encrypt": _encrypt(encrypt),
             "verbose": bool(verbose),
             "log": _callable_or_none(log, "log"),
         }

@@ -26,6 +26,16 @@ int timeout_ms(const py::dict& o, const char* key) {
     return static_cast<int>(std::ceil(s * 1000));
 }
 
+// "auto", "on" or "off" (sluice/__init__.py's _encrypt); absent: automatic.
+Encrypt encrypt_of(const py::dict& o) {
+    if (!o.contains("encrypt")) return Encrypt::automatic;
+    const std::string v = o["encrypt"].cast<std::string>();
+    if (v == "on") return Encrypt::on;
+    if (v == "off") return Encrypt::off;
+    if (v == "auto") return Encrypt::automatic;
+    throw Error(ErrorCode::usage, "encrypt=" + v + ": expected True, False or None");
+}
+
 } // namespace
 
 SendOptions send_options(const py::dict& o) {
@@ -38,6 +48,7 @@ SendOptions send_options(const py::dict& o) {
     s.connect_timeout_ms = timeout_ms(o, "connect_timeout");
     s.idle_timeout_ms = timeout_ms(o, "idle_timeout");
     if (o.contains("cc")) s.congestion_control = o["cc"].cast<std::string>();
+    s.encrypt = encrypt_of(o);
     s.verbose = o["verbose"].cast<bool>();
     // Trees (send() only; the other calls leave the defaults).
     if (o.contains("checksum")) s.checksum = o["checksum"].cast<bool>();
@@ -63,6 +74,7 @@ RecvOptions recv_options(const py::dict& o) {
     if (o.contains("max_manifest_bytes")) r.max_manifest_bytes = o["max_manifest_bytes"].cast<uint64_t>();
     if (o.contains("cc")) r.congestion_control = o["cc"].cast<std::string>();
     if (o.contains("numeric_ids")) r.numeric_ids = o["numeric_ids"].cast<bool>();
+    r.encrypt = encrypt_of(o);
     r.verbose = o["verbose"].cast<bool>();
     return r;
 }

@@ -76,6 +76,7 @@ std::string Stats::to_json() const {
     field("ring_mode", json_string(ring_mode));
     field("encryption", json_string(encryption));
     field("encryption_why", json_string(encryption_why));
+    field("encryption_streams", json_string(encryption_streams));
     field("cpu_user_s", num(cpu_user_s));
     field("cpu_sys_s", num(cpu_sys_s));
     field("peak_rss_kb", std::to_string(peak_rss_kb));

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ namespace sluice::tls {
 // Stats::encryption values.
 inline constexpr const char* kPathKernel = "tls13-ktls";
 inline constexpr const char* kPathUser = "tls13-user";
+// Stats::encryption_streams values: how the data streams' records are made.
+inline constexpr const char* kStreamsKernel = "ktls";       // by the kernel
+inline constexpr const char* kStreamsRecords = "records";   // in place on each stream's buffer (record_writer/reader.hpp)
+inline constexpr const char* kStreamsRelay = "relay";       // by a relay under an unchanged path (relay.hpp)
 
 class Links {
 public:
@@ -26,9 +31,15 @@ public:
     // the stream index for a data stream. Throws what handshake() throws.
     UniqueFd secure(int tcp, Side side, const Psk& psk, const std::string& peer, unsigned index,
                     std::function<void(const Error&)> on_fail);
+    // For a data stream whose receive or send path makes its own records: runs the handshake
+    // on tcp and returns the record keys, or nothing where the kernel took them (kTLS: the
+    // path then reads and writes plain bytes on tcp itself).
+    std::optional<LinkKeys> open_records(int tcp, Side side, const Psk& psk, const std::string& peer, unsigned index);
     // kPathKernel or kPathUser once a link is up, and why (the kernel's answer); empty before.
     std::string path() const;
     std::string why() const;
+    // kStreams* once a data stream is up; empty before (or with only the control connection).
+    std::string streams() const;
     // Ends every relay (sends what the session wrote first). Call once the session's threads
     // have returned and its fds are closed or shut down.
     void close();
@@ -37,8 +48,11 @@ public:
 private:
     mutable std::mutex mu_;
     std::vector<std::unique_ptr<Relay>> relays_;
-    std::string path_, why_;
+    std::string path_, why_, streams_;
 };
+
+// How -v says a Links::streams() value: "records sealed and opened in place ...".
+std::string streams_text(const std::string& streams);
 
 // "the control connection" or "data stream N", as messages name a connection.
 std::string link_name(unsigned index);

@@ -26,13 +26,12 @@ CipherCtx::CipherCtx(const TrafficKey& k, bool encrypt) : ctx_(EVP_CIPHER_CTX_ne
 
 CipherCtx::~CipherCtx() { EVP_CIPHER_CTX_free(ctx_); }
 
-void CipherCtx::next_nonce(unsigned char out[kIvBytes]) {
+void CipherCtx::nonce_of(uint64_t seq, unsigned char out[kIvBytes]) const {
     std::memcpy(out, iv_, kIvBytes);
-    for (int i = 0; i < 8; ++i) out[kIvBytes - 1 - i] ^= static_cast<unsigned char>(seq_ >> (8 * i));
-    ++seq_;
+    for (int i = 0; i < 8; ++i) out[kIvBytes - 1 - i] ^= static_cast<unsigned char>(seq >> (8 * i));
 }
 
-size_t Sealer::seal(unsigned char* rec, size_t plain) {
+size_t Sealer::seal_at(unsigned char* rec, size_t plain, uint64_t seq) {
     const size_t body = plain + 1 + kTagBytes;
     rec[0] = kApplicationData;
     rec[1] = 3;
@@ -42,7 +41,7 @@ size_t Sealer::seal(unsigned char* rec, size_t plain) {
     unsigned char* data = rec + kHeaderBytes;
     data[plain] = kApplicationData; // the inner content type
     unsigned char nonce[kIvBytes];
-    next_nonce(nonce);
+    nonce_of(seq, nonce);
     int n = 0;
     if (EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce) != 1 ||
         EVP_EncryptUpdate(ctx_, nullptr, &n, rec, kHeaderBytes) != 1 ||
@@ -64,17 +63,21 @@ size_t Opener::record_size(const unsigned char* hdr) const {
     return kHeaderBytes + body;
 }
 
-size_t Opener::open(unsigned char* rec, size_t size) {
+size_t Opener::open_to(const unsigned char* rec, size_t size, unsigned char* data) {
     const size_t ct = size - kHeaderBytes - kTagBytes;
-    unsigned char* data = rec + kHeaderBytes;
+    const unsigned char* in = rec + kHeaderBytes;
     unsigned char nonce[kIvBytes];
-    const uint64_t seq = seq_;
-    next_nonce(nonce);
+    const uint64_t seq = seq_++;
+    nonce_of(seq, nonce);
+    // The tag is copied first: decrypting in place overwrites nothing past ct, but out of
+    // place the caller's next record may already be what follows.
+    unsigned char tag[kTagBytes];
+    std::memcpy(tag, in + ct, kTagBytes);
     int n = 0;
     if (EVP_DecryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce) != 1 ||
         EVP_DecryptUpdate(ctx_, nullptr, &n, rec, kHeaderBytes) != 1 ||
-        EVP_DecryptUpdate(ctx_, data, &n, data, static_cast<int>(ct)) != 1 ||
-        EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, kTagBytes, data + ct) != 1)
+        EVP_DecryptUpdate(ctx_, data, &n, in, static_cast<int>(ct)) != 1 ||
+        EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) != 1)
         throw Error(ErrorCode::internal, "OpenSSL: AES-128-GCM decryption failed");
     if (EVP_DecryptFinal_ex(ctx_, data + n, &n) != 1)
         throw Error(ErrorCode::integrity, std::string("TLS record ") + std::to_string(seq) + " on " + what_ +

@@ -32,8 +32,8 @@ public:
     uint64_t sequence() const { return seq_; }
 
 protected:
-    // The nonce of the next record (and advances the sequence number).
-    void next_nonce(unsigned char out[kIvBytes]);
+    // The nonce of record seq.
+    void nonce_of(uint64_t seq, unsigned char out[kIvBytes]) const;
     EVP_CIPHER_CTX* ctx_;
     unsigned char iv_[kIvBytes];
     uint64_t seq_ = 0;
@@ -45,7 +45,16 @@ public:
     // rec points at a record slot whose content (plain bytes) is already at rec + kHeaderBytes
     // and that has kRecordOverhead - kHeaderBytes bytes of room after it. Writes the header,
     // encrypts in place, appends type and tag; returns the record's size on the wire.
-    size_t seal(unsigned char* rec, size_t plain);
+    size_t seal(unsigned char* rec, size_t plain) { return seal_at(rec, plain, seq_++); }
+    // For a writer that fills records out of order (record_writer.hpp: a block's data is read
+    // and sealed before its prefix, which carries the data's checksum): takes n sequence
+    // numbers and returns the first; seal_at() then seals a record with one of them.
+    uint64_t take(uint64_t n) {
+        const uint64_t first = seq_;
+        seq_ += n;
+        return first;
+    }
+    size_t seal_at(unsigned char* rec, size_t plain, uint64_t seq);
 };
 
 class Opener : public CipherCtx {
@@ -57,7 +66,10 @@ public:
     // Decrypts the whole record at rec in place; returns its content's length (at rec +
     // kHeaderBytes). Throws integrity when the tag does not match, protocol for a record that
     // is not application data (an alert included).
-    size_t open(unsigned char* rec, size_t size);
+    size_t open(unsigned char* rec, size_t size) { return open_to(rec, size, rec + kHeaderBytes); }
+    // The same, decrypting into out (not overlapping the record; room for size bytes): the
+    // content of consecutive records lands back to back, ready for one write.
+    size_t open_to(const unsigned char* rec, size_t size, unsigned char* out);
 
 private:
     const char* what_;

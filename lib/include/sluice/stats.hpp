@@ -51,6 +51,10 @@ struct Stats {
     std::string ring_mode;              // io_uring setup flags in use
     std::string encryption = "off";     // "off", "tls13-user" (records sealed in user space) or "tls13-ktls"
     std::string encryption_why;         // why that record layer (the kernel's answer to the tls ULP)
+    // How the data streams' records are made: "records" (sealed and opened in place on each
+    // stream's own buffer by its send or receive path), "relay" (two threads and a socket
+    // pair under an unchanged path: pipe mode and Sink targets), "ktls"; empty when off.
+    std::string encryption_streams;
     double cpu_user_s = 0;
     double cpu_sys_s = 0;
     uint64_t peak_rss_kb = 0;

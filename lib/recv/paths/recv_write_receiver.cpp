@@ -2,8 +2,13 @@
 // with IORING_OP_RECV while the blocks parsed from the other buffer are written at their
 // offsets with IORING_OP_WRITE, all in one submit. One CPU copy (socket -> user) plus the
 // page-cache write; the checksum is computed on the buffer while it is hot.
+//
+// Encrypted (docs/design.md, "Encryption"): the socket is read into the stream's record
+// buffer instead (core/tls/record_reader.hpp), and each whole record is opened from there
+// into the buffer the blocks are parsed and written from: AES-GCM is the copy, no relay.
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "core/io/aligned_buffer.hpp"
@@ -13,6 +18,7 @@
 #include "core/checksum/xxh3.hpp"
 #include "core/ring/ring.hpp"
 #include "core/wire/data_parser.hpp"
+#include "core/tls/record_reader.hpp"
 
 namespace sluice {
 
@@ -42,9 +48,10 @@ class RecvWriteReceiver final : public StreamReceiver, wire::DataFrameHandler {
     static constexpr unsigned kWriteSlots = 128;
 
 public:
-    RecvWriteReceiver(int sock, unsigned index, RecvContext& ctx, bool discard)
+    RecvWriteReceiver(int sock, unsigned index, RecvContext& ctx, bool discard, const tls::LinkKeys* keys)
         : sock_(sock), index_(index), ctx_(ctx),
           discard_(discard), bufs_{AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes)}, dirs_(ctx.tree), ring_(256) {
+        if (keys) records_.emplace(keys->rx, "data stream " + std::to_string(index), kBufferBytes);
         writes_.reserve(1024);
         done_.reserve(1024);
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
@@ -58,9 +65,10 @@ public:
         size_t n = wait_recv();
         for (;;) {
             if (n == 0) {
-                if (parser_.ended()) break;
+                if (parser_.ended() && !(records_ && records_->mid_record())) break;
                 throw stream_cut_short(index_);
             }
+            if (records_) n = records_->open(n, bufs_[cur].data());
             parser_.feed(std::span<const unsigned char>(bufs_[cur].data(), n), *this);
             const bool more = !parser_.ended();
             // The next recv goes in with this buffer's writes (one submit), but blocks are
@@ -73,6 +81,7 @@ public:
             n = wait_recv();
             cur = 1 - cur;
         }
+        if (records_ && records_->mid_record()) parser_.reader().data_after_end(); // part of a record after STREAM_END
         wire::refuse_data_after_end(parser_.reader(), sock_);
         return {parser_.counts().blocks, parser_.counts().bytes};
     }
@@ -115,7 +124,10 @@ private:
     void queue_recv(int buf) {
         recv_buf_ = buf;
         auto chain = ring_.chain(2);
-        ring_.recv(recv_, sock_, bufs_[buf].data(), kBufferBytes, 0);
+        if (records_)
+            ring_.recv(recv_, sock_, records_->room(), records_->room_bytes(), 0);
+        else
+            ring_.recv(recv_, sock_, bufs_[buf].data(), kBufferBytes, 0);
         ring_.link_timeout(recv_timeout_, timeout_);
     }
 
@@ -216,6 +228,7 @@ private:
     Xxh3 xxh_;
     __kernel_timespec timeout_{};
     wire::DataFrameParser parser_{"data stream " + std::to_string(index_)};
+    std::optional<tls::RecordReader> records_; // encrypted: what the socket is read into
 
     Block block_;
     StreamReceipt whole_; // blocks that arrived whole (a reconnect's STREAM_RESUME)
@@ -237,8 +250,9 @@ private:
 
 } // namespace
 
-std::unique_ptr<StreamReceiver> make_recv_write_receiver(int sock, unsigned index, RecvContext& ctx, bool discard) {
-    return std::make_unique<RecvWriteReceiver>(sock, index, ctx, discard);
+std::unique_ptr<StreamReceiver> make_recv_write_receiver(int sock, unsigned index, RecvContext& ctx, bool discard,
+                                                         const tls::LinkKeys* keys) {
+    return std::make_unique<RecvWriteReceiver>(sock, index, ctx, discard, keys);
 }
 
 } // namespace sluice

@@ -12,6 +12,7 @@
 #include "sluice/sluice.hpp"
 #include "recv/store/dest_tree.hpp"
 #include "recv/store/file_table.hpp"
+#include "core/tls/keys.hpp"
 #include "core/wire/protocol.hpp"
 
 namespace sluice {
@@ -90,7 +91,11 @@ public:
     virtual std::optional<StreamReceipt> settle_after_break() { return std::nullopt; }
 };
 
-std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, unsigned stream_index, RecvContext& ctx);
+// keys: the stream is encrypted and its path opens the records itself (recv_write's, whatever
+// path was asked: Stats::data_path says kRecordsRecvPath); null: path as asked.
+std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, unsigned stream_index, RecvContext& ctx,
+                                                     const tls::LinkKeys* keys = nullptr);
+inline constexpr const char* kRecordsRecvPath = "tls_records";
 
 // The two ways a data stream ends early, worded and caused alike on every path (the session
 // tells a sender that hung up from one that went silent by the cause).

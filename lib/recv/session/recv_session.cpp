@@ -171,8 +171,14 @@ void RecvSession::data_main(unsigned index, int sock, std::optional<StreamReceip
         if (sp) sp->state = StreamState::moving;
         block_sigpipe_on_this_thread();
         if (resumed) send_stream_resume(sock, index, *resumed, log_);
-        if (psk_[index]) plain = secure(sock, index);
-        rx = target_->open_stream(plain ? plain.get() : sock, index, ctx_);
+        std::optional<tls::LinkKeys> keys; // encrypted, and the path opens its own records (no relay)
+        if (psk_[index] && target_->opens_records()) {
+            keys = links_.open_records(sock, tls::Side::server, *psk_[index], "the sender", index);
+            if (index == 1) log_.verbose_line("encryption: " + links_.path() + "; data streams: " + tls::streams_text(links_.streams()));
+        } else if (psk_[index]) {
+            plain = secure(sock, index);
+        }
+        rx = target_->open_stream(plain ? plain.get() : sock, index, ctx_, keys ? &*keys : nullptr);
         StreamReceipt r = rx->run();
         if (sp) {
             sp->bytes = r.bytes;
@@ -262,6 +268,8 @@ Stats RecvSession::stats() {
     if (!links_.path().empty()) {
         s.encryption = links_.path();
         s.encryption_why = links_.why();
+        s.encryption_streams = links_.streams();
+        if (s.encryption_streams == tls::kStreamsRecords) s.data_path = kRecordsRecvPath;
     }
     {
         std::vector<std::pair<unsigned, int>> streams;

@@ -21,8 +21,10 @@ public:
                                               "'), but this receiver writes files into '" + tree_.display() +
                                               "': receive streams with `sluice recv --stdout`");
     }
-    std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned index, RecvContext& ctx) override {
-        return make_stream_receiver(path_, sock, index, ctx);
+    bool opens_records() const override { return true; }
+    std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned index, RecvContext& ctx,
+                                                const tls::LinkKeys* keys) override {
+        return make_stream_receiver(path_, sock, index, ctx, keys);
     }
     std::string data_path() const override { return recv_path_name(path_); }
 
@@ -36,7 +38,7 @@ public:
     explicit SinkTarget(Sink& sink) : sink_(sink) { out_ = std::make_unique<OrderedOutput>(sink); }
 
     void check_kind(const wire::ManifestEntry&) const override {}
-    std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned, RecvContext& ctx) override {
+    std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned, RecvContext& ctx, const tls::LinkKeys*) override {
         return make_sink_receiver(sock, ctx, sink_, *out_);
     }
     std::string data_path() const override { return "sink"; }
@@ -66,7 +68,7 @@ public:
                         "the sender sends files ('" + e.path +
                             "'), but this receiver writes one byte stream to its output: receive files with `sluice recv DIR`");
     }
-    std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned, RecvContext& ctx) override {
+    std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned, RecvContext& ctx, const tls::LinkKeys*) override {
         return make_pipe_to_fd_receiver(sock, ctx, *out_);
     }
     std::string data_path() const override { return "pipe_splice"; }

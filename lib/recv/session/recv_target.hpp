@@ -29,8 +29,12 @@ public:
     virtual bool writes_files() const { return false; }
     // Refuses the kind of entry this target cannot take, naming the command that can.
     virtual void check_kind(const wire::ManifestEntry& e) const = 0;
-    // The receive path of one data stream (index from 1).
-    virtual std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned index, RecvContext& ctx) = 0;
+    // Whether an encrypted data stream's receive path opens its records itself (keys given to
+    // open_stream) instead of reading plain frames from a relay.
+    virtual bool opens_records() const { return false; }
+    // The receive path of one data stream (index from 1); keys: see opens_records().
+    virtual std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned index, RecvContext& ctx,
+                                                        const tls::LinkKeys* keys) = 0;
     // Stats::data_path.
     virtual std::string data_path() const = 0;
 

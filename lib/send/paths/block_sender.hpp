@@ -9,6 +9,10 @@
 #include "core/ring/ring.hpp"
 #include "sluice/sluice.hpp"
 
+namespace sluice::tls {
+class RecordWriter;
+}
+
 namespace sluice {
 
 class BlockSender {
@@ -50,5 +54,10 @@ struct SendPathChoice {
 SendPathChoice choose_send_path(SendPath wanted);
 // idle_timeout_ms bounds every wait for the receiver to take data (--idle-timeout).
 std::unique_ptr<BlockSender> make_block_sender(SendPath path, int sock, int idle_timeout_ms);
+// Stats::data_path of the encrypted streams' path.
+inline constexpr const char* kRecordsPath = "tls_records";
+// An encrypted stream's path (tls_record_sender.cpp): blocks read into w's record slots and
+// sealed in place; w outlives it.
+std::unique_ptr<BlockSender> make_tls_record_sender(tls::RecordWriter& w, int idle_timeout_ms);
 
 } // namespace sluice

@@ -12,6 +12,7 @@
 #include "core/checksum/xxh3.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
+#include "core/tls/record_writer.hpp"
 #include "core/wire/codec.hpp"
 
 namespace sluice {
@@ -196,6 +197,10 @@ void SmallFileBatch::send_oldest(bool more) {
         while (s.pending) reap_one();
         iov_.push_back(iovec{s.at, kPrefix + s.length});
     }
+    if (records_) {
+        for (const iovec& v : iov_) records_->write(static_cast<const unsigned char*>(v.iov_base), v.iov_len);
+        iov_.clear(); // sent when the writer fills, or by flush()
+    }
     size_t first = 0;
     while (first < iov_.size()) {
         msghdr m{};
@@ -217,6 +222,7 @@ void SmallFileBatch::send_oldest(bool more) {
 
 void SmallFileBatch::flush(bool more) {
     while (chunks_open_) send_oldest(chunks_open_ > 1 || more);
+    if (records_ && !more) records_->flush();
 }
 
 // A cached file above kInlineBytes: read for its checksum, its data sent from the page cache.
@@ -234,6 +240,11 @@ void SmallFileBatch::send_cached_large(const Segment& seg, UniqueFd fd) {
     p.offset = 0;
     p.checksum = xxh3_64(scratch_.data(), seg.length);
     wire::encode_block_prefix(prefix, p, static_cast<uint32_t>(seg.length));
+    if (records_) {
+        records_->write(prefix, kPrefix);
+        records_->write(scratch_.data(), seg.length);
+        return; // sent by the next flush or when the writer fills
+    }
     for (size_t done = 0; done < kPrefix;) {
         ssize_t n = ::send(sock_, prefix + done, kPrefix - done, MSG_NOSIGNAL | MSG_MORE);
         if (n < 0 && errno == EINTR) continue;

@@ -11,7 +11,7 @@
 namespace sluice {
 
 Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::Links& links,
-                             std::function<void(const Error&)> on_fail) {
+                             std::function<void(const Error&)> on_fail, bool records) {
     const std::string peer = to.host + ":" + std::to_string(to.port);
     Connections c;
     wire::ClientHello hello;
@@ -40,7 +40,8 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     // halfway, fail after the idle timeout. Waiting for the next frame is the control reader's
     // own deadline (send_core.cpp), which counts only while the receiver owes an answer.
     // Side by side (send/session/stream_opener.hpp): one after the other cost ~2.5 round trips each.
-    if (c.encrypted) c.tcp.resize(opts.streams);
+    if (c.encrypted && records) c.keys.resize(opts.streams);
+    if (c.encrypted && !records) c.tcp.resize(opts.streams);
     c.data = open_streams(opts.streams, kParallelOpens, [&](unsigned i) {
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
         UniqueFd fd = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
@@ -52,6 +53,10 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
         HelloResult hr = client_handshake(fd.get(), to.token, h, peer);
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::idle;
         if (!c.encrypted) return fd;
+        if (records) {
+            c.keys[i - 1] = links.open_records(fd.get(), tls::Side::client, hr.psk, peer, i); // each thread its own slot
+            return fd;
+        }
         UniqueFd plain = links.secure(fd.get(), tls::Side::client, hr.psk, peer, i, on_fail);
         c.tcp[i - 1] = std::move(fd); // each thread its own slot
         return plain;

@@ -33,22 +33,32 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
 }
 
 void SendCore::connect(const std::string& how) {
-    Connections c = connect_transfer(to_, opts_, links_, [this](const Error& e) {
-        latch_.fail(e);
-        wake_all();
-    });
+    Connections c = connect_transfer(
+        to_, opts_, links_,
+        [this](const Error& e) {
+            latch_.fail(e);
+            wake_all();
+        },
+        mode_ == Mode::files);
     control_.attach(std::move(c.control));
     data_ = std::move(c.data);
     hello_ = c.hello;
     features_ = c.features;
     tcp_ = std::move(c.tcp);
+    for (size_t i = 0; i < c.keys.size(); ++i)
+        writers_.push_back(c.keys[i] ? std::make_unique<tls::RecordWriter>(data_[i].get(), c.keys[i]->tx,
+                                                                           tls::link_name(static_cast<unsigned>(i + 1)),
+                                                                           std::min<uint64_t>(opts_.block_size, tls::kWriterBytes))
+                                     : nullptr);
     if (c.encrypted && opts_.retry_for_ms > 0) {
         opts_.retry_for_ms = 0; // connect.cpp: a reopened stream would start over in clear
         log_.verbose_line("stream reconnect is off: not built for encrypted transfers yet (a broken stream fails the transfer)");
     }
     log_.verbose_line("connected to " + peer_ + " with " + std::to_string(data_.size()) + " data streams" + how +
                       (data_.empty() ? "" : ", congestion control " + congestion_control_of(tcp_fd(0))));
-    log_.verbose_line(links_.path().empty() ? "encryption: off" : "encryption: " + links_.path() + " (" + links_.why() + ")");
+    log_.verbose_line(links_.path().empty() ? "encryption: off"
+                                            : "encryption: " + links_.path() + " (" + links_.why() + "); data streams: " +
+                                                  tls::streams_text(links_.streams()));
 }
 
 void SendCore::read_control() {
@@ -68,9 +78,9 @@ void SendCore::read_control() {
             case wire::FrameType::final_status: final_ = wire::decode_final_status(f.payload); return;
             case wire::FrameType::abort:
                 latch_.peer_abort(wire::decode_abort(f.payload).message);
-                // Encrypted: a relay may be blocked sending to a receiver that has stopped
-                // reading; the stream writing into it returns once the connection is shut.
-                shutdown_all(tcp_);
+                // Encrypted: a relay, or a stream sealing its own records, may be blocked sending
+                // to a receiver that has stopped reading; it returns once the connection is shut.
+                shut_encrypted_streams();
                 wake_all();
                 return;
             default: unexpected(f.header.type);
@@ -83,7 +93,7 @@ void SendCore::read_control() {
         if (e.cause() == ErrorCause::timed_out) shutdown_all(data_); // streams blocked on the silent receiver return
         // Encrypted: a relay blocked sending to a receiver that is gone returns, and with it
         // the stream writing into the relay.
-        if (latch_.stopped()) shutdown_all(tcp_);
+        if (latch_.stopped()) shut_encrypted_streams();
         wake_all();
     }
 }
@@ -130,6 +140,11 @@ void SendCore::unexpected(uint8_t type) const {
 void SendCore::end_stream(size_t i, const wire::StreamEnd& end) {
     wire::Bytes out;
     wire::encode_stream_end(out, end);
+    if (tls::RecordWriter* w = writer(i)) {
+        w->write(out.data(), out.size());
+        w->flush();
+        return;
+    }
     send_all(data_[i].get(), out, "ending a data stream");
 }
 
@@ -192,6 +207,7 @@ Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
     if (!links_.path().empty()) {
         s.encryption = links_.path();
         s.encryption_why = links_.why();
+        s.encryption_streams = links_.streams();
     }
     s.window_limits = send_window_limits(fds, s.tcp_streams);
     for (const std::string& w : s.window_limits) log_.verbose_line(w);

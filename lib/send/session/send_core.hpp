@@ -5,6 +5,7 @@
 // receiver's verdict, or an ABORT and the reason) and the Stats fields both fill alike.
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "core/session/failure_latch.hpp"
 #include "core/session/session_log.hpp"
 #include "core/tls/links.hpp"
+#include "core/tls/record_writer.hpp"
 #include "core/stats/process_usage.hpp"
 #include "send/session/rate_limiter.hpp"
 #include "send/session/stream_pacer.hpp"
@@ -103,7 +105,7 @@ protected:
     std::vector<UniqueFd> data_; // data_[i] is data stream i + 1
     wire::ClientHello hello_;    // the transfer's, for reopening a data stream
     uint8_t features_ = 0;       // wire::kFeature* bits agreed in the handshake
-    std::vector<UniqueFd> tcp_;  // encrypted: the TCP connection under data_[i] (connect.hpp)
+    std::vector<UniqueFd> tcp_;  // encrypted through relays: the TCP connection under data_[i] (connect.hpp)
     // The TCP connections of the data streams (under their relays when encrypted), in order:
     // what TCP_INFO and socket options apply to.
     std::vector<int> tcp_fds() const {
@@ -115,6 +117,17 @@ protected:
     // and data_: stopped before they close.
     void start_pacer();
     std::optional<StreamPacer> pacer_;
+    // Encrypted with records (the file sender): writers_[i] seals what data stream i + 1
+    // sends (its send paths and STREAM_END); empty otherwise (or a null where kTLS took over).
+    std::vector<std::unique_ptr<tls::RecordWriter>> writers_;
+    tls::RecordWriter* writer(size_t i) const { return writers_.empty() ? nullptr : writers_[i].get(); }
+    // The transfer stopped: the TCP connections of encrypted streams are shut down (under a
+    // relay or under a writer), so that a send blocked on a receiver that stopped reading
+    // returns (the receiver's ABORT may come through a proxy that keeps the stream open).
+    void shut_encrypted_streams() {
+        shutdown_all(tcp_);
+        if (!writers_.empty()) shutdown_all(data_);
+    }
 
 private:
     // The TCP connection of data stream i + 1 (under its relay when encrypted).

@@ -60,6 +60,10 @@ public:
         connect("");
         fit_.emplace(features_, log_, opts_.progress);
         if (fd_sources_.empty()) fit_->fit_tree(tree_, opts_.delete_extraneous, to_.host + ":" + std::to_string(to_.port));
+        const bool records = writer(0) != nullptr;
+        if (records)
+            log_.verbose_line(std::string("send path: ") + kRecordsPath + " (encrypted: blocks read into record slots, sealed in place, " +
+                              "sent with one sendmsg each; instead of " + send_path_name(choice.path) + ")");
         governor_.emplace(tcp_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
         governor_->start();
         if (opts_.pace_together) start_pacer();
@@ -98,7 +102,7 @@ public:
         }
         conclude(reader, blocks, bytes);
 
-        const bool ring = choice.path == SendPath::splice || choice.path == SendPath::zc;
+        const bool ring = !records && (choice.path == SendPath::splice || choice.path == SendPath::zc);
         return closing_stats(
             Stats{
                 .role = kRole,
@@ -118,7 +122,7 @@ public:
                 .streams_reopened = work_->reopened(),
                 .bytes_resent_after_break = work_->resent_after_break(),
                 .block_size = opts_.block_size,
-                .data_path = send_path_name(choice.path),
+                .data_path = records ? kRecordsPath : send_path_name(choice.path),
                 .fallbacks = std::move(fallbacks),
                 .ring_mode = ring ? probe_ring_features().setup_mode() : "none",
             },
@@ -321,7 +325,7 @@ private:
 
     // One data stream: work items until the queue closes (stream_work.hpp).
     std::optional<wire::StreamEnd> send_items(size_t i, SendPath path, StreamTotals& t, StreamProgress* sp) {
-        return work_->run(i, data_[i].get(), path, t.blocks, t.bytes, t.path_fallback, sp);
+        return work_->run(i, data_[i].get(), path, t.blocks, t.bytes, t.path_fallback, sp, writer(i));
     }
 
     // A stream between popping a work item and finishing it: the receiver owes nothing on

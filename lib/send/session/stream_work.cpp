@@ -30,13 +30,15 @@ struct Busy {
 } // namespace
 
 std::optional<wire::StreamEnd> StreamWork::run(size_t i, int sock, SendPath path, uint64_t& blocks, uint64_t& bytes,
-                                               std::string& fallback, StreamProgress* sp) {
+                                               std::string& fallback, StreamProgress* sp, tls::RecordWriter* records) {
     Cursor c{.i = i, .sock = sock, .blocks = blocks, .bytes = bytes, .sp = sp};
-    auto sender = make_block_sender(path, sock, s_.opts.idle_timeout_ms);
+    auto sender = records ? make_tls_record_sender(*records, s_.opts.idle_timeout_ms)
+                          : make_block_sender(path, sock, s_.opts.idle_timeout_ms);
     // Small whole files go through a read buffer (paths/small_file_batch.hpp), except on
     // read_send, the baseline that stays as it is.
     std::optional<SmallFileBatch> batch;
-    if (path != SendPath::read_send) batch.emplace(sock);
+    if (path != SendPath::read_send || records) batch.emplace(sock);
+    if (batch) batch->send_through(records);
     for (;;) {
         try {
             if (!send_until_closed(c, *sender, batch)) return std::nullopt; // the transfer stopped

@@ -16,6 +16,10 @@
 #include "send/session/stream_governor.hpp"
 #include "sluice/sluice.hpp"
 
+namespace sluice::tls {
+class RecordWriter;
+}
+
 namespace sluice {
 
 class BlockSender;
@@ -44,8 +48,10 @@ public:
     // Runs stream i (socket sock) until the queue closes and returns what its last connection
     // carried (its STREAM_END), or nullopt if the transfer stopped. blocks and bytes count
     // what the stream delivered over all its connections; fallback says a slower path.
+    // records: the stream is encrypted and its paths seal their own records into it (no
+    // reconnect then: the session turned it off).
     std::optional<wire::StreamEnd> run(size_t i, int sock, SendPath path, uint64_t& blocks, uint64_t& bytes,
-                                       std::string& fallback, StreamProgress* sp);
+                                       std::string& fallback, StreamProgress* sp, tls::RecordWriter* records);
 
     unsigned reopened() const { return reopened_.load(); }
     uint64_t resent_after_break() const { return resent_after_break_.load(); }

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""docs/img/encrypt-*.png from run.py's results.jsonl: median MB/s and CPU s/GB per case and
+tool (encrypted sluice against WDT's encrypted run), one bar pair per case.
+Usage: /usr/bin/python3 bench/encrypt/plot.py RESULTS.jsonl OUT.png"""
+import json
+import statistics
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main():
+    rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+    groups = {}
+    for r in rows:
+        case = r["case"] + (", " + r["set"] if r.get("set") else "")
+        tool = {"sluice": "sluice encrypted", "sluice-enc": "sluice encrypted", "wdt-enc": "WDT encrypted"}.get(r["tool"])
+        if tool:
+            groups.setdefault(case, {}).setdefault(tool, []).append(r)
+    cases = list(groups)
+    tools = ["sluice encrypted", "WDT encrypted"]
+    fig, (ax_mb, ax_cpu) = plt.subplots(1, 2, figsize=(10, 4))
+    w = 0.38
+    for k, tool in enumerate(tools):
+        xs = [i + (k - 0.5) * w for i in range(len(cases))]
+        mb = [statistics.median(r["mb_s"] for r in groups[c].get(tool, [])) if groups[c].get(tool) else 0 for c in cases]
+        cpu = [statistics.median(r["cpu_s_per_gb"] for r in groups[c].get(tool, [])) if groups[c].get(tool) else 0
+               for c in cases]
+        ax_mb.bar(xs, mb, w, label=tool)
+        ax_cpu.bar(xs, cpu, w, label=tool)
+    for ax, title in ((ax_mb, "MB/s (median of 3, higher is better)"), (ax_cpu, "CPU s/GB, whole machine (lower is better)")):
+        ax.set_xticks(range(len(cases)))
+        ax.set_xticklabels(cases)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+    fig.suptitle("Issue 18, second part: encrypted data streams without a relay (h18b)")
+    fig.tight_layout()
+    fig.savefig(sys.argv[2], dpi=100)
+
+
+if __name__ == "__main__":
+    main()
