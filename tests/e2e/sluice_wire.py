@@ -17,6 +17,8 @@ HAS_OWNER, HAS_GROUP = 1, 2
 UPDATE_PARAMS, REUSE, BLOCK_SUMS = 0x04, 0x05, 0x24  # changed-block updates (issue 17)
 FEATURE_ENCRYPTION = 1 << 0  # ServerHello.features / ClientHello.features bit 0 (docs/protocol.md, "Encryption")
 AUTH_ENCRYPTION_MISMATCH = 0x40
+FILES_DONE = 0x70  # R->S: u64 files complete so far (issue 19, docs/protocol.md "Announce window")
+FEATURE_ANNOUNCE_WINDOW = 1 << 7
 
 
 def recv_exact(s, n):

@@ -23,6 +23,7 @@ void ControlSide::serve(uint16_t stream_count) {
             // Before the first page: how the tree is mirrored is fixed before any entry lands.
             if (pages_ != 0 || mirror_) throw Error(ErrorCode::protocol, "TREE_OPTIONS after the manifest began");
             mirror_.emplace(wire::decode_tree_options(f.payload));
+            files_.allow_release(false); // --delete compares every path sent at the end
             break;
         case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
         case wire::FrameType::update_params:
@@ -53,6 +54,7 @@ void ControlSide::await_frame(uint16_t stream_count) {
     // last frame was handled (and answered).
     auto quiet_since = Clock::now();
     uint64_t bytes_seen = tally_.bytes_received.load(std::memory_order_relaxed);
+    uint64_t done_seen = tally_.files_completed.load(std::memory_order_relaxed);
     for (;;) {
         std::optional<Clock::time_point> since;
         const char* owed = "the manifest";
@@ -81,6 +83,13 @@ void ControlSide::await_frame(uint16_t stream_count) {
         uint64_t bytes = tally_.bytes_received.load(std::memory_order_relaxed);
         if (bytes != bytes_seen && !manifest_ended_) {
             bytes_seen = bytes;
+            quiet_since = Clock::now();
+        }
+        // With the announce window the sender waits for FILES_DONE while we finish files:
+        // finishing them is our work, not its silence.
+        uint64_t done = tally_.files_completed.load(std::memory_order_relaxed);
+        if (window_ && done != done_seen && !manifest_ended_) {
+            done_seen = done;
             quiet_since = Clock::now();
         }
     }
@@ -123,6 +132,8 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     if (manifest_ended_) throw Error(ErrorCode::protocol, "MANIFEST after MANIFEST_END");
     if (page.seq != pages_) throw Error(ErrorCode::protocol, "manifest page " + std::to_string(page.seq) + " out of order");
     ++pages_;
+    // Metadata is applied at the end by entry (TreeMeta): those entries must stay.
+    if (!page.meta.empty()) files_.allow_release(false);
     wire::ManifestAck ack{.seq = page.seq, .verified = {}};
     size_t next_meta = 0;
     for (size_t i = 0; i < page.entries.size(); ++i) {
@@ -136,6 +147,8 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     wire::Bytes out;
     wire::encode_manifest_ack(out, ack);
     send(out);
+    report_done(); // files this page completed at once (resumed, empty)
+    files_.release_settled();
 }
 
 void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already) {
@@ -159,14 +172,20 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
     case wire::EntryKind::directory:
         ++counts_.dirs;
         if (write) target_.tree().make_dirs(f.entry.path);
-        dirs_.push_back(&f);
+        dirs_.push_back(f.entry);
+        files_.settle(f);
         break;
     case wire::EntryKind::symlink:
         ++counts_.links;
-        links_.push_back(&f);
+        links_.push_back(f.entry);
+        files_.settle(f);
         break;
-    case wire::EntryKind::file: register_file(f, already); break;
-    default: // hard links and special files: made at the end (TreeMeta)
+    case wire::EntryKind::file:
+        files_announced_.fetch_add(1);
+        register_file(f, already);
+        break;
+    default: // hard links and special files: made at the end (TreeMeta), from the table
+        files_.allow_release(false);
         tree_meta_.add_entry(f);
         break;
     }
@@ -249,10 +268,32 @@ void ControlSide::block_failed(RecvFile& f, uint64_t off, uint64_t len) {
 
 // Once the manifest has ended and every file is complete, the sender may end its streams.
 void ControlSide::file_completed() {
+    report_done();
     if (tally_.files_completed.load() < files_expected_.load()) return;
     if (all_verified_sent_.exchange(true)) return;
     wire::Bytes out;
     wire::encode_all_verified(out);
+    send(out);
+}
+
+// FILES_DONE every kReportEvery files, and whenever every file registered so far is complete
+// (so a sender waiting with any window, however small, always hears of room).
+void ControlSide::report_done() {
+    constexpr uint64_t kReportEvery = 256;
+    if (!window_) return;
+    uint64_t done = 0;
+    auto due = [&] {
+        done = tally_.files_completed.load();
+        const uint64_t last = done_reported_.load();
+        return done > last && (done - last >= kReportEvery || done >= files_announced_.load());
+    };
+    if (!due()) return;
+    // One report at a time, in order: the count the sender sees never goes back.
+    std::lock_guard lk(done_mu_);
+    if (!due()) return;
+    done_reported_.store(done);
+    wire::Bytes out;
+    wire::encode_files_done(out, wire::FilesDone{.files = done});
     send(out);
 }
 

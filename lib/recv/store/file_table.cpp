@@ -55,8 +55,17 @@ uint64_t FileTable::entry_bytes(const RecvFile& f) {
 }
 
 FileTable::FileTable(uint64_t max_files, uint64_t max_bytes)
-    : max_files_(max_files), max_bytes_(max_bytes ? max_bytes : default_max_bytes()), slabs_((max_files + kSlab - 1) / kSlab),
-      stripes_(256) {}
+    : max_files_(max_files), max_bytes_(max_bytes ? max_bytes : default_max_bytes()),
+      slab_count_((max_files + kSlab - 1) / kSlab), stripes_(256) {
+    slabs_ = std::make_unique<std::atomic<RecvFile*>[]>(slab_count_);
+    settled_ = std::make_unique<std::atomic<uint32_t>[]>(slab_count_);
+}
+
+FileTable::~FileTable() {
+    for (uint64_t s = 0; s < slab_count_; ++s) delete[] slabs_[s].load();
+    // Deferred slabs were unpublished but not freed.
+    for (auto& [s, entries] : deferred_) delete[] entries;
+}
 
 void FileTable::charge(uint64_t n, const RecvFile& f, const char* what) {
     uint64_t now = bytes_.fetch_add(n, std::memory_order_relaxed) + n;
@@ -78,7 +87,7 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
                     "manifest has more than " + std::to_string(max_files_) + " entries (the receiver's limit)");
     if (paths_.contains(e.path)) throw Error(ErrorCode::protocol, "manifest lists '" + e.path + "' twice");
     auto& slab = slabs_[count_ / kSlab];
-    if (!slab) slab = std::make_unique<RecvFile[]>(kSlab);
+    if (!slab.load(std::memory_order_relaxed)) slab.store(new RecvFile[kSlab], std::memory_order_release);
     RecvFile& f = slot(count_);
     f.parent = DestTree::parent_of(e.path);
     f.name = DestTree::name_of(e.path);
@@ -89,6 +98,7 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     charge(entry_bytes(f), f, "");
     paths_.insert(f.entry.path);
     ++count_;
+    held_peak_ = std::max(held_peak_, held());
     return f;
 }
 
@@ -140,8 +150,49 @@ bool FileTable::is_complete(RecvFile& f) {
 
 void FileTable::set_complete(RecvFile& f) {
     std::lock_guard lk(lock_for(f));
+    if (f.complete) return;
     f.complete = true;
     release(f);
+    settled_[f.entry.file_id / kSlab].fetch_add(1);
+}
+
+void FileTable::settle(RecvFile& f) { settled_[f.entry.file_id / kSlab].fetch_add(1); }
+
+uint64_t FileTable::release_settled() {
+    if (!release_) return 0;
+    const uint64_t before = released_entries_;
+    // Those a hold named last time: unpublished already, freed once no hold names them.
+    std::erase_if(deferred_, [&](const auto& d) {
+        for (const Hold& h : holds_)
+            if (h.names(d.first * kSlab, (d.first + 1) * kSlab)) return false;
+        free_slab(d.second);
+        return true;
+    });
+    const uint64_t full = count_ / kSlab; // the slab being filled is never released
+    while (next_unreleased_ < full && !slabs_[next_unreleased_].load(std::memory_order_relaxed)) ++next_unreleased_;
+    for (uint64_t s = next_unreleased_; s < full; ++s) {
+        RecvFile* entries = slabs_[s].load(std::memory_order_relaxed);
+        if (!entries || settled_[s].load() != kSlab) continue;
+        slabs_[s].store(nullptr); // seq_cst: before the holds are read (Hold)
+        bool named = false;
+        for (const Hold& h : holds_) named = named || h.names(s * kSlab, (s + 1) * kSlab);
+        if (named)
+            deferred_[s] = entries;
+        else
+            free_slab(entries);
+    }
+    return released_entries_ - before;
+}
+
+void FileTable::free_slab(RecvFile* entries) {
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < kSlab; ++i) {
+        paths_.erase(entries[i].entry.path); // a later entry may use the path again: a new file there
+        bytes += entry_bytes(entries[i]);
+    }
+    delete[] entries;
+    bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+    released_entries_ += kSlab;
 }
 
 // A file in place needs only its entry from here on (the checks at the end, stats, a later

@@ -47,20 +47,30 @@ void rename_into_place(int dir, const RecvFile& f, const char* what) {
     ::unlinkat(dir, f.temp.c_str(), 0);
 }
 
+// The target of a hard link whose entry the table released: it must still be a regular file
+// (the entry said so when it was complete), not whatever took its name since.
+void require_regular_file(int dir, const std::string& name, const std::string& link) {
+    struct stat st {};
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        throw Error(ErrorCode::protocol, "MANIFEST: hard link '" + link + "' does not name a regular file sent earlier in this transfer");
+}
+
 } // namespace
 
 void TreeMeta::make_links_and_specials(const DestTree& tree, FileTable& files, const std::function<void()>& still_working) {
     for (uint64_t id : links_) {
         still_working();
         const RecvFile& l = files.at(id);
-        const RecvFile& t = files.at(meta_[meta_of_.at(id)].rdev);
+        const uint64_t target = meta_[meta_of_.at(id)].rdev;
         // The target is a file in place: its parent and name were freed (FileTable::release),
-        // so both come from its path.
-        UniqueFd from = tree.open_dir(DestTree::parent_of(t.entry.path));
+        // so both come from its path; a released target's path is the one the link names.
+        const std::string& path = files.released(target) ? l.entry.link_target : files.at(target).entry.path;
+        UniqueFd from = tree.open_dir(DestTree::parent_of(path));
+        if (files.released(target)) require_regular_file(from.get(), DestTree::name_of(path), l.entry.path);
         UniqueFd dir = tree.open_dir(l.parent);
         ::unlinkat(dir.get(), l.temp.c_str(), 0); // one an earlier run left; usually none
-        if (::linkat(from.get(), DestTree::name_of(t.entry.path).c_str(), dir.get(), l.temp.c_str(), 0) != 0)
-            throw_errno(ErrorCode::destination, "cannot create hard link '" + l.entry.path + "' to '" + t.entry.path + "'");
+        if (::linkat(from.get(), DestTree::name_of(path).c_str(), dir.get(), l.temp.c_str(), 0) != 0)
+            throw_errno(ErrorCode::destination, "cannot create hard link '" + l.entry.path + "' to '" + path + "'");
         rename_into_place(dir.get(), l, "hard link");
     }
     for (uint64_t id : specials_) {

@@ -48,10 +48,14 @@ void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m
     if (f.entry.kind == wire::EntryKind::hard_link) {
         // The decoder saw that the id is an earlier entry's; it must also be a regular file
         // under the name the link gives (nothing outside the transfer, no later entry).
-        const RecvFile& t = files.at(m.rdev);
-        if (t.entry.kind != wire::EntryKind::file || t.entry.path != f.entry.link_target)
-            throw Error(ErrorCode::protocol, "MANIFEST: hard link '" + f.entry.path + "' to '" + f.entry.link_target +
-                                                 "' does not name a regular file sent earlier in this transfer");
+        // A target whose slab was released (issue 19) was a complete entry: the link is made to
+        // the name it gives, checked to be a regular file then (make_links_and_specials).
+        if (!files.released(m.rdev)) {
+            const RecvFile& t = files.at(m.rdev);
+            if (t.entry.kind != wire::EntryKind::file || t.entry.path != f.entry.link_target)
+                throw Error(ErrorCode::protocol, "MANIFEST: hard link '" + f.entry.path + "' to '" + f.entry.link_target +
+                                                     "' does not name a regular file sent earlier in this transfer");
+        }
         m.flags = 0; // a link has its target's inode: owner and attributes come with the target
     }
     uint64_t n = sizeof(Stored) + sizeof(std::pair<const uint64_t, size_t>) + 16;

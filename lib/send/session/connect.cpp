@@ -29,6 +29,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     if (opts.retry_for_ms > 0 && !c.encrypted) hello.features |= wire::kFeatureStreamReconnect;
     // Holes described and changed-block updates, where the receiver offers them.
     hello.features |= wire::kFeatureSparse | wire::kFeatureUpdate;
+    if (opts.announce_window > 0) hello.features |= wire::kFeatureAnnounceWindow;
     hello.role = wire::Role::control;
     HelloResult r = client_handshake(c.control.get(), to.token, hello, peer);
     hello.features = r.features;

@@ -20,6 +20,8 @@
 #include "send/plan/source_tree.hpp"
 #include "send/plan/sparse_extents.hpp"
 #include "send/plan/work_queue.hpp"
+#include "send/session/announce_window.hpp"
+#include "send/session/hole_describer.hpp"
 #include "send/session/send_core.hpp"
 #include "send/session/stream_governor.hpp"
 #include "send/session/stream_work.hpp"
@@ -58,6 +60,9 @@ public:
                               std::to_string(SmallFileBatch::kInlineBytes / 1024) +
                               " KiB sent many per send from a buffer, larger with sendfile");
         connect("");
+        window_.set_limit(features_ & wire::kFeatureAnnounceWindow ? opts_.announce_window : 0);
+        holes_.set_receiver_takes(features_ & wire::kFeatureSparse);
+        log_.verbose_line("announce window: " + (window_.limit() ? std::to_string(window_.limit()) + " files" : std::string("off")));
         governor_.emplace(stream_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
         governor_->start();
         work_.emplace(StreamWork::Session{
@@ -87,7 +92,7 @@ public:
         uint64_t blocks = 0, bytes = 0;
         std::vector<std::string> fallbacks;
         if (!choice.fallback.empty()) fallbacks.push_back(choice.fallback);
-        if (!sparse_fallback_.empty()) fallbacks.push_back(sparse_fallback_);
+        if (!holes_.fallback().empty()) fallbacks.push_back(holes_.fallback());
         for (auto& t : totals) {
             blocks += t.blocks;
             bytes += t.bytes;
@@ -102,13 +107,14 @@ public:
                 .bytes = total_bytes_,
                 .bytes_sent = bytes,
                 .bytes_skipped = planner_.skipped_bytes() - update_.reused(),
-                .bytes_holes = holes_,
+                .bytes_holes = holes_.hole_bytes(),
                 .bytes_reused = update_.reused(),
                 .files = files_.size(),
                 .dirs = dirs_,
                 .symlinks = symlinks_,
                 .skipped_entries = skipped_,
                 .blocks = blocks,
+                .files_held_peak = window_.peak(),
                 .checksum_failures = resent_.load(),
                 .streams_used = governor_->used(),
                 .streams_choice = governor_->choice(),
@@ -179,7 +185,8 @@ private:
             throw_if_cancelled();
             if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
             if (e.kind == wire::EntryKind::file) {
-                if (fd_sources_.empty()) describe_holes(e, src);
+                window_.admit(flush, [&] { return latch_.stopped() || cancelled(); });
+                if (fd_sources_.empty()) holes_.describe(e, src, opts_.progress, log_);
                 files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
                 files_.back().sparse = e.sparse;
                 files_.back().extents = e.data_extents;
@@ -221,25 +228,6 @@ private:
     }
 
     size_t entries_total() const { return files_.size() + dirs_ + symlinks_; }
-
-    // A file with holes lists its data extents in its entry (where the receiver offered
-    // sparse files in its hello); only those are planned and sent.
-    void describe_holes(wire::ManifestEntry& e, const std::string& src) {
-        if (!(features_ & wire::kFeatureSparse)) {
-            if (!sparse_refused_logged_ && find_data_extents(src, e.size).sparse) {
-                sparse_refused_logged_ = true;
-                sparse_fallback_ = "sparse: the receiver does not take data extents: holes sent as zeros";
-                log_.verbose_line(sparse_fallback_);
-            }
-            return;
-        }
-        SparseLayout l = find_data_extents(src, e.size);
-        if (!l.sparse) return;
-        e.sparse = true;
-        e.data_extents = std::move(l.extents);
-        holes_ += l.hole_bytes;
-        if (opts_.progress) opts_.progress->bytes_done += l.hole_bytes;
-    }
 
     // Streams stay open until the receiver has verified everything: it may still ask for a
     // block again after the last one was planned.
@@ -288,6 +276,8 @@ private:
         update_.accept(std::move(s), known);
     }
 
+    void on_files_done(const wire::FilesDone& d) override { window_.done(d.files); }
+
     void on_all_verified() override {
         std::lock_guard lk(pages_mu_);
         all_verified_ = true;
@@ -323,11 +313,14 @@ private:
             return Owed{page_owed_since_, "the acknowledgement of manifest page " + std::to_string(pages_acked_)};
         if (manifest_ended_ && !all_verified_ && busy_streams_ == 0)
             return Owed{work_idle_since_, "the receiver to verify the transfer (ALL_VERIFIED)"};
+        if (auto since = window_.waiting_since(); since && busy_streams_ == 0)
+            return Owed{std::max(*since, work_idle_since_), "the receiver to report complete files (FILES_DONE)"};
         return std::nullopt;
     }
 
     void wake_all() override {
         queue_.close();
+        window_.stop();
         if (governor_) governor_->stop();
         // Under the lock: wait_for_acks() may have just seen the latch unset and not yet sleep.
         { std::lock_guard lk(pages_mu_); }
@@ -355,10 +348,8 @@ private:
 
     std::deque<SourceFile> files_; // stable addresses: work items point into it
     uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
-    uint64_t holes_ = 0; // bytes of holes described instead of sent
+    HoleDescriber holes_; // sparse files' data extents
     UpdateSums update_{opts_.block_size}; // changed-block updates
-    bool sparse_refused_logged_ = false;
-    std::string sparse_fallback_; // said in the stats' fallbacks
 
     std::mutex pages_mu_;
     std::condition_variable acks_cv_;
@@ -372,6 +363,7 @@ private:
     Clock::time_point work_idle_since_; // the streams last ran out of work (or got new work)
     std::unordered_map<uint64_t, const SourceFile*> by_id_;
     std::atomic<uint64_t> resent_{0};
+    AnnounceWindow window_; // files announced and not yet complete at the receiver
 
     std::optional<StreamGovernor> governor_; // which streams take work (--streams auto)
     std::optional<StreamWork> work_;         // what each data stream does
