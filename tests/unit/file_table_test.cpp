@@ -214,8 +214,9 @@ TEST_CASE("a slab is kept while a stream's hold names one of its entries, or one
     FileTable::Hold& h = t.hold(1);
     h.look(5); // a stream in the middle of file 5
     CHECK(t.release_settled() == 0);
-    CHECK(t.released(5)); // unpublished at once: a new lookup finds nothing
-    CHECK(t.find(5) == nullptr);
+    CHECK(t.find(5) == nullptr); // unpublished at once: a new lookup finds nothing
+    CHECK_FALSE(t.released(5));  // but its memory stays, for the stream and for at()
+    CHECK(t.at(5).entry.path == "d/f5");
     h.look(2 * slab); // moved on; file 5 still named until the switch is done
     CHECK(t.release_settled() == 0);
     h.settle();

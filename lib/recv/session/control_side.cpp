@@ -23,7 +23,8 @@ void ControlSide::serve(uint16_t stream_count) {
             // Before the first page: how the tree is mirrored is fixed before any entry lands.
             if (pages_ != 0 || mirror_) throw Error(ErrorCode::protocol, "TREE_OPTIONS after the manifest began");
             mirror_.emplace(wire::decode_tree_options(f.payload));
-            files_.allow_release(false); // --delete compares every path sent at the end
+            if (files_.releasing()) log_.verbose_line("complete entries kept: --delete compares every path sent at the end");
+            files_.allow_release(false);
             break;
         case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
         case wire::FrameType::update_params:
@@ -132,8 +133,6 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     if (manifest_ended_) throw Error(ErrorCode::protocol, "MANIFEST after MANIFEST_END");
     if (page.seq != pages_) throw Error(ErrorCode::protocol, "manifest page " + std::to_string(page.seq) + " out of order");
     ++pages_;
-    // Metadata is applied at the end by entry (TreeMeta): those entries must stay.
-    if (!page.meta.empty()) files_.allow_release(false);
     wire::ManifestAck ack{.seq = page.seq, .verified = {}};
     size_t next_meta = 0;
     for (size_t i = 0; i < page.entries.size(); ++i) {
@@ -148,7 +147,11 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     wire::encode_manifest_ack(out, ack);
     send(out);
     report_done(); // files this page completed at once (resumed, empty)
-    files_.release_settled();
+    // A released file's metadata is applied as it goes (TreeMeta::take_released); hard links
+    // and special files are never settled, so their slabs stay for the end.
+    files_.release_settled([this](std::span<const RecvFile> entries) {
+        if (target_.writes_files()) tree_meta_.take_released(target_.tree(), entries);
+    });
 }
 
 void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already) {
@@ -185,7 +188,6 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
         register_file(f, already);
         break;
     default: // hard links and special files: made at the end (TreeMeta), from the table
-        files_.allow_release(false);
         tree_meta_.add_entry(f);
         break;
     }

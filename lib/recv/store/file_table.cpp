@@ -158,14 +158,14 @@ void FileTable::set_complete(RecvFile& f) {
 
 void FileTable::settle(RecvFile& f) { settled_[f.entry.file_id / kSlab].fetch_add(1); }
 
-uint64_t FileTable::release_settled() {
+uint64_t FileTable::release_settled(const BeforeFree& before_free) {
     if (!release_) return 0;
     const uint64_t before = released_entries_;
     // Those a hold named last time: unpublished already, freed once no hold names them.
     std::erase_if(deferred_, [&](const auto& d) {
         for (const Hold& h : holds_)
             if (h.names(d.first * kSlab, (d.first + 1) * kSlab)) return false;
-        free_slab(d.second);
+        free_slab(d.second, before_free);
         return true;
     });
     const uint64_t full = count_ / kSlab; // the slab being filled is never released
@@ -179,12 +179,13 @@ uint64_t FileTable::release_settled() {
         if (named)
             deferred_[s] = entries;
         else
-            free_slab(entries);
+            free_slab(entries, before_free);
     }
     return released_entries_ - before;
 }
 
-void FileTable::free_slab(RecvFile* entries) {
+void FileTable::free_slab(RecvFile* entries, const BeforeFree& before_free) {
+    if (before_free) before_free(std::span<const RecvFile>(entries, kSlab));
     uint64_t bytes = 0;
     for (uint64_t i = 0; i < kSlab; ++i) {
         paths_.erase(entries[i].entry.path); // a later entry may use the path again: a new file there

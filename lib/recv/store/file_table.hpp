@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -93,11 +94,14 @@ public:
         RecvFile* s = slabs_[id / kSlab].load(std::memory_order_seq_cst);
         return s ? &s[id % kSlab] : nullptr;
     }
-    // An entry not released (control thread, or after the streams have ended).
+    // An entry not released (control thread, or after the streams have ended); also one of a
+    // slab that is unpublished but still named by a stream's hold.
     RecvFile& at(uint64_t id) { return slot(id); }
-    // The entry's slab was released: every entry in it was complete (or a directory or
-    // symlink the caller keeps a copy of).
-    bool released(uint64_t id) const { return id < size() && !slabs_[id / kSlab].load(std::memory_order_acquire); }
+    // Control thread: the entry's slab was freed; every entry in it was complete (or a
+    // directory or symlink the caller keeps a copy of).
+    bool released(uint64_t id) const {
+        return id < count_ && !slabs_[id / kSlab].load(std::memory_order_relaxed) && !deferred_.contains(id / kSlab);
+    }
 
     // Releasing complete entries (issue 19, docs/protocol.md "Announce window"): only where
     // every data stream names what it touches in its Hold (the direct path), and only for
@@ -109,8 +113,10 @@ public:
     // Control thread: a directory or symlink entry whose fields the caller keeps elsewhere.
     void settle(RecvFile& f);
     // Control thread: frees every full slab whose entries are all settled and that no hold
-    // names (retried for those a hold named). Returns the entries released.
-    uint64_t release_settled();
+    // names (retried for those a hold named), each after `before_free(its entries)`. Returns
+    // the entries released.
+    using BeforeFree = std::function<void(std::span<const RecvFile>)>;
+    uint64_t release_settled(const BeforeFree& before_free = {});
     // Entries held in memory now and at most (announced minus released).
     uint64_t held() const { return count_ - released_entries_; }
     uint64_t held_peak() const { return held_peak_; }
@@ -132,8 +138,11 @@ private:
     // Adds n bytes to what the table holds; throws protocol Error naming the limit past it.
     void charge(uint64_t n, const RecvFile& f, const char* what);
     void release(RecvFile& f); // under f's lock
-    RecvFile& slot(uint64_t id) { return slabs_[id / kSlab].load(std::memory_order_relaxed)[id % kSlab]; }
-    void free_slab(RecvFile* entries); // control thread, once no hold names it
+    RecvFile& slot(uint64_t id) {
+        RecvFile* s = slabs_[id / kSlab].load(std::memory_order_relaxed);
+        return (s ? s : deferred_.at(id / kSlab))[id % kSlab];
+    }
+    void free_slab(RecvFile* entries, const BeforeFree& before_free); // control thread, once no hold names it
     std::mutex& lock_for(const RecvFile& f) { return stripes_[f.entry.file_id % stripes_.size()]; }
 
     uint64_t max_files_;
