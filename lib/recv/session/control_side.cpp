@@ -1,5 +1,7 @@
 #include "recv/session/control_side.hpp"
 
+#include <algorithm>
+
 #include "core/io/socket.hpp"
 #include "recv/paths/pipe_receiver.hpp"
 #include "recv/session/finishing.hpp"
@@ -150,8 +152,24 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     // A released file's metadata is applied as it goes (TreeMeta::take_released); hard links
     // and special files are never settled, so their slabs stay for the end.
     files_.release_settled([this](std::span<const RecvFile> entries) {
+        keep_released(entries);
         if (target_.writes_files()) tree_meta_.take_released(target_.tree(), entries);
     });
+}
+
+// Directories and symlinks are made or finished at the end: a released slab's are copied out
+// (and counted) and dirs_/links_ point at the copies. Both lists are in id order.
+void ControlSide::keep_released(std::span<const RecvFile> entries) {
+    for (const RecvFile& f : entries) {
+        const wire::EntryKind k = f.entry.kind;
+        if (k != wire::EntryKind::directory && k != wire::EntryKind::symlink) continue;
+        auto& list = k == wire::EntryKind::directory ? dirs_ : links_;
+        auto it = std::lower_bound(list.begin(), list.end(), f.entry.file_id,
+                                   [](const wire::ManifestEntry* e, uint64_t id) { return e->file_id < id; });
+        if (it == list.end() || *it != &f.entry) throw Error(ErrorCode::internal, "a released entry is not in its list");
+        files_.count_copy(f.entry);
+        *it = &kept_.emplace_back(f.entry);
+    }
 }
 
 void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already) {
@@ -175,12 +193,12 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
     case wire::EntryKind::directory:
         ++counts_.dirs;
         if (write) target_.tree().make_dirs(f.entry.path);
-        dirs_.push_back(f.entry);
+        dirs_.push_back(&f.entry);
         files_.settle(f);
         break;
     case wire::EntryKind::symlink:
         ++counts_.links;
-        links_.push_back(f.entry);
+        links_.push_back(&f.entry);
         files_.settle(f);
         break;
     case wire::EntryKind::file:

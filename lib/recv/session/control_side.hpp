@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -114,8 +115,10 @@ private:
 
     // Control thread only.
     Counts counts_;
-    // Copies: the file table may release the slabs they came from (FileTable::allow_release).
-    std::vector<wire::ManifestEntry> dirs_, links_;
+    // Entries in the file table, or in kept_ once the table released their slab.
+    std::vector<const wire::ManifestEntry*> dirs_, links_;
+    std::deque<wire::ManifestEntry> kept_; // stable addresses
+    void keep_released(std::span<const RecvFile> entries);
     RecvFile* pipe_entry_ = nullptr;
     uint32_t pages_ = 0;
     bool manifest_ended_ = false;

@@ -20,8 +20,10 @@ void check_files_complete(FileTable& files) {
     }
 }
 
-void make_symlinks(const DestTree& tree, std::span<const wire::ManifestEntry> links, const std::function<void()>& still_working) {
-    for (const wire::ManifestEntry& l : links) {
+void make_symlinks(const DestTree& tree, std::span<const wire::ManifestEntry* const> links,
+                   const std::function<void()>& still_working) {
+    for (const wire::ManifestEntry* link : links) {
+        const wire::ManifestEntry& l = *link;
         still_working();
         UniqueFd dir = tree.open_dir(DestTree::parent_of(l.path));
         const std::string temp = DestTree::temp_name(l.path);
@@ -35,11 +37,11 @@ void make_symlinks(const DestTree& tree, std::span<const wire::ManifestEntry> li
     }
 }
 
-void apply_dir_metadata(const DestTree& tree, std::span<const wire::ManifestEntry> dirs, bool sync,
+void apply_dir_metadata(const DestTree& tree, std::span<const wire::ManifestEntry* const> dirs, bool sync,
                         const std::function<void()>& still_working) {
     for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
         still_working();
-        const wire::ManifestEntry& d = *it;
+        const wire::ManifestEntry& d = **it;
         UniqueFd fd = tree.open_dir(d.path);
         // Set-id and sticky bits from the network are dropped, as for files.
         if (::fchmod(fd.get(), d.mode & 0777) != 0) throw_errno(ErrorCode::destination, "cannot set the mode of '" + d.path + "'");

@@ -67,15 +67,15 @@ FileTable::~FileTable() {
     for (auto& [s, entries] : deferred_) delete[] entries;
 }
 
-void FileTable::charge(uint64_t n, const RecvFile& f, const char* what) {
+void FileTable::charge(uint64_t n, const wire::ManifestEntry& e, const char* what) {
     uint64_t now = bytes_.fetch_add(n, std::memory_order_relaxed) + n;
     if (now <= max_bytes_) return;
     // The path may be 4 KB: the id and a prefix say enough.
-    std::string path = f.entry.path.size() > 80 ? f.entry.path.substr(0, 80) + "..." : f.entry.path;
+    std::string path = e.path.size() > 80 ? e.path.substr(0, 80) + "..." : e.path;
     throw Error(ErrorCode::protocol, "the manifest needs more than " + std::to_string(max_bytes_) +
                                          " bytes of the receiver's memory (--max-manifest-bytes " + std::to_string(max_bytes_) +
                                          "): " + std::to_string(now) + " bytes at " + what + "entry " +
-                                         std::to_string(f.entry.file_id) + " '" + path + "'");
+                                         std::to_string(e.file_id) + " '" + path + "'");
 }
 
 RecvFile& FileTable::append(wire::ManifestEntry&& e) {
@@ -95,7 +95,7 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     f.entry = std::move(e);
     // Counted before it is published: an entry past the limit is never used (the transfer
     // fails), and what it holds is freed with the table.
-    charge(entry_bytes(f), f, "");
+    charge(entry_bytes(f), f.entry, "");
     paths_.insert(f.entry.path);
     ++count_;
     held_peak_ = std::max(held_peak_, held());
@@ -124,7 +124,7 @@ bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const 
         size_t before = v.capacity();
         v.insert(it, {offset, end});
         // A range list grows with the gaps a sender leaves (one per block at worst).
-        if (v.capacity() != before) charge((v.capacity() - before) * sizeof v[0], f, "the verified ranges of ");
+        if (v.capacity() != before) charge((v.capacity() - before) * sizeof v[0], f.entry, "the verified ranges of ");
     }
     f.verified_bytes += len;
     bool complete = f.verified_bytes == f.entry.size;
@@ -140,7 +140,7 @@ void FileTable::record_checksum(RecvFile& f, uint64_t offset, uint64_t len, uint
     size_t before = f.sums.capacity();
     f.sums.push_back({offset, len, checksum});
     if (f.sums.capacity() != before)
-        charge((f.sums.capacity() - before) * sizeof f.sums[0], f, "the block checksums (--verify) of ");
+        charge((f.sums.capacity() - before) * sizeof f.sums[0], f.entry, "the block checksums (--verify) of ");
 }
 
 bool FileTable::is_complete(RecvFile& f) {
@@ -154,6 +154,10 @@ void FileTable::set_complete(RecvFile& f) {
     f.complete = true;
     release(f);
     settled_[f.entry.file_id / kSlab].fetch_add(1);
+}
+
+void FileTable::count_copy(const wire::ManifestEntry& e) {
+    charge(sizeof e + heap_bytes(e.path) + heap_bytes(e.link_target), e, "a kept copy of ");
 }
 
 void FileTable::settle(RecvFile& f) { settled_[f.entry.file_id / kSlab].fetch_add(1); }

@@ -110,8 +110,10 @@ public:
     void allow_release(bool on) { release_ = on; }
     bool releasing() const { return release_; }
     Hold& hold(unsigned stream) { return holds_[stream % holds_.size()]; }
-    // Control thread: a directory or symlink entry whose fields the caller keeps elsewhere.
+    // Control thread: a directory or symlink entry the caller copies out when its slab is
+    // released (count_copy: such copies count against the same limit as the table).
     void settle(RecvFile& f);
+    void count_copy(const wire::ManifestEntry& e);
     // Control thread: frees every full slab whose entries are all settled and that no hold
     // names (retried for those a hold named), each after `before_free(its entries)`. Returns
     // the entries released.
@@ -136,7 +138,7 @@ private:
     // 1,024 entries (~300 KiB): the unit in which complete entries are given back.
     static constexpr uint64_t kSlab = 1024;
     // Adds n bytes to what the table holds; throws protocol Error naming the limit past it.
-    void charge(uint64_t n, const RecvFile& f, const char* what);
+    void charge(uint64_t n, const wire::ManifestEntry& e, const char* what);
     void release(RecvFile& f); // under f's lock
     RecvFile& slot(uint64_t id) {
         RecvFile* s = slabs_[id / kSlab].load(std::memory_order_relaxed);
