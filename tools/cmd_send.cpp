@@ -43,6 +43,9 @@ options:
   --idle-timeout S     fail if the receiver is silent this long (default 60)
   --retry-for S        reopen a data stream whose connection breaks for up to S seconds and
                        send again what it had not delivered (default 120; 0: a break fails)
+  --announce-window N  at most N files announced to the receiver and not yet complete there
+                       (default 16384; 0: announce the whole list at once), so that neither
+                       side's memory grows with the file count
   --cc NAME            TCP congestion control of every connection (e.g. bbr, cubic;
                        default: the system's, net.ipv4.tcp_congestion_control)
   --pace               once the link is full, cap every data stream's pacing rate at its
@@ -74,7 +77,7 @@ filters (rsync's rules, a subset: docs/guarantees.md "Filters"; first match wins
 int cmd_send(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--token-file", "--connect-timeout",
-            "--idle-timeout", "--cc", "--retry-for", "--exclude", "--include", "--exclude-from"},
+            "--idle-timeout", "--cc", "--retry-for", "--announce-window", "--exclude", "--include", "--exclude-from"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
             "--no-specials", "--specials", "--delete", "--pace", "--checksum", "-c", "--encrypt", "--no-encrypt"});
@@ -116,6 +119,7 @@ int cmd_send(int argc, char** argv) {
     if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.retry_for_ms = static_cast<int>(a.uint_value("--retry-for", 120, 0, 86400)) * 1000;
     o.pace_together = a.flag("--pace");
+    o.announce_window = a.uint_value("--announce-window", 16384, 0, 1u << 30);
     o.encrypt = encrypt_option(a);
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.hard_links = !a.flag("--no-hard-links");

@@ -18,6 +18,8 @@ UPDATE_PARAMS, REUSE, BLOCK_SUMS = 0x04, 0x05, 0x24  # changed-block updates (is
 FEATURE_ENCRYPTION = 1 << 0  # ServerHello.features / ClientHello.features bit 0 (docs/protocol.md, "Encryption")
 FEATURE_TREE_META = 1 << 3  # bit 3: entry kinds 5-9, metadata trailers, TREE_OPTIONS (docs/protocol.md, "Tree metadata")
 AUTH_ENCRYPTION_MISMATCH = 0x40
+FILES_DONE = 0x70  # R->S: u64 files complete so far (issue 19, docs/protocol.md "Announce window")
+FEATURE_ANNOUNCE_WINDOW = 1 << 7
 
 
 def recv_exact(s, n):

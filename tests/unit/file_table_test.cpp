@@ -162,3 +162,75 @@ TEST_CASE("a completed file gives back its names, ranges and checksums") {
     CHECK(t.bytes() == FileTable::entry_bytes(f));
     CHECK(t.bytes() < held);
 }
+
+namespace {
+
+// Appends n files of one byte from id `from`, completes those `done` says, publishes.
+void append_files(FileTable& t, uint64_t from, uint64_t n) {
+    for (uint64_t id = from; id < from + n; ++id) t.append(file(id, 1));
+    t.publish();
+}
+
+void complete(FileTable& t, uint64_t from, uint64_t n) {
+    for (uint64_t id = from; id < from + n; ++id) {
+        RecvFile& f = t.at(id);
+        REQUIRE(t.mark_verified(f, 0, 1));
+        t.set_complete(f);
+    }
+}
+
+} // namespace
+
+TEST_CASE("complete slabs are released, and the entries held stay bounded (issue 19)") {
+    FileTable t(1u << 20);
+    t.allow_release(true);
+    const uint64_t slab = 1024; // FileTable::kSlab
+    // A window of 3 slabs' worth: announce, complete the oldest, release, many times over.
+    append_files(t, 0, 3 * slab);
+    for (uint64_t next = 3 * slab, oldest = 0; next < 40 * slab; next += slab, oldest += slab) {
+        complete(t, oldest, slab);
+        const uint64_t bytes_before = t.bytes();
+        CHECK(t.release_settled() == slab);
+        CHECK(t.bytes() < bytes_before);
+        append_files(t, next, slab);
+    }
+    CHECK(t.size() == 40 * slab);
+    CHECK(t.held() == 3 * slab);
+    CHECK(t.held_peak() <= 4 * slab); // not 40 slabs' worth
+    CHECK(t.released(0));
+    CHECK(t.find(0) == nullptr);
+    CHECK_FALSE(t.released(40 * slab - 1));
+    // A released path may be named again by a later entry (a new file at that name).
+    CHECK_NOTHROW(t.append(wire::ManifestEntry{.file_id = 40 * slab, .size = 1, .path = "d/f0"}));
+}
+
+TEST_CASE("a slab is kept while a stream's hold names one of its entries, or one is incomplete") {
+    FileTable t(1u << 20);
+    t.allow_release(true);
+    const uint64_t slab = 1024;
+    append_files(t, 0, 3 * slab);
+    complete(t, 0, slab);
+    complete(t, slab, slab - 1); // the second slab's last file is still open
+    FileTable::Hold& h = t.hold(1);
+    h.look(5); // a stream in the middle of file 5
+    CHECK(t.release_settled() == 0);
+    CHECK(t.find(5) == nullptr); // unpublished at once: a new lookup finds nothing
+    CHECK_FALSE(t.released(5));  // but its memory stays, for the stream and for at()
+    CHECK(t.at(5).entry.path == "d/f5");
+    h.look(2 * slab); // moved on; file 5 still named until the switch is done
+    CHECK(t.release_settled() == 0);
+    h.settle();
+    CHECK(t.release_settled() == slab);
+    CHECK_FALSE(t.released(slab)); // its last file is incomplete
+    complete(t, 2 * slab - 1, 1);
+    CHECK(t.release_settled() == slab);
+}
+
+TEST_CASE("nothing is released unless allowed (a receive path without holds, --delete, metadata)") {
+    FileTable t(1u << 20);
+    append_files(t, 0, 2 * 1024);
+    complete(t, 0, 1024);
+    CHECK(t.release_settled() == 0);
+    CHECK_FALSE(t.released(0));
+    CHECK(t.held_peak() == 2 * 1024);
+}

@@ -80,6 +80,7 @@ std::string Stats::to_json() const {
     field("cpu_user_s", num(cpu_user_s));
     field("cpu_sys_s", num(cpu_sys_s));
     field("peak_rss_kb", std::to_string(peak_rss_kb));
+    field("files_held_peak", std::to_string(files_held_peak));
     field("congestion_control", json_string(congestion_control));
     if (role == "send") {
         // Per data stream, from TCP_INFO at the end; the sum is what benches compare.

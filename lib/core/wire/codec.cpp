@@ -37,6 +37,7 @@ const char* frame_type_name(uint8_t type) {
     case FrameType::update_params: return "UPDATE_PARAMS";
     case FrameType::reuse: return "REUSE";
     case FrameType::block_sums: return "BLOCK_SUMS";
+    case FrameType::files_done: return "FILES_DONE";
     }
     return "unknown";
 }
@@ -67,6 +68,7 @@ FrameHeader decode_frame_header(Span in) {
     case FrameType::block_sums:
     case FrameType::abort: limit = kMaxControlPayload; break;
     case FrameType::stream_resume: limit = kStreamResumeBytes; break;
+    case FrameType::files_done: limit = kFilesDoneBytes; break;
     case FrameType::working: limit = 0; break; // no payload
     default:
         bad("frame header: unknown frame type 0x" + [&] {

@@ -54,6 +54,9 @@ Abort decode_abort(Span payload);
 // Issue 16's stream reconnect (codec_reconnect.cpp).
 void encode_stream_resume(Bytes& out, const StreamResume& r);
 StreamResume decode_stream_resume(Span payload);
+// Issue 19's announce window (codec_window.cpp).
+void encode_files_done(Bytes& out, const FilesDone& d);
+FilesDone decode_files_done(Span payload);
 UpdateParams decode_update_params(Span payload);
 BlockSums decode_block_sums(Span payload);
 Reuse decode_reuse(Span payload);

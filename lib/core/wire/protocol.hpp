@@ -64,6 +64,7 @@ enum class FrameType : uint8_t {
     final_status = 0x31, // R->S control: the receiver's verdict
     abort = 0x3f,        // either way: the transfer is over, with a reason
     stream_resume = 0x50, // R->S data: a reopened stream; what the broken connection delivered (issue 16)
+    files_done = 0x70,    // R->S control: how many announced files are complete (issue 19, announce window)
 };
 const char* frame_type_name(uint8_t type);
 
@@ -213,6 +214,19 @@ struct BlockPrefix {
 // ClientHello::features bit 4: the sender reopens a data stream that breaks (docs/protocol.md,
 // "Stream reconnect"); the receiver then waits for it instead of failing the transfer.
 inline constexpr uint8_t kFeatureStreamReconnect = 1u << 4;
+
+// ClientHello::features bit 7 (issue 19, docs/protocol.md "Announce window"): the receiver
+// reports how many announced files are complete (FILES_DONE) and frees what completed files
+// held; the sender keeps at most a window of files announced but not complete, so neither
+// side's memory grows with the file count.
+inline constexpr uint8_t kFeatureAnnounceWindow = 1u << 7;
+
+// FILES_DONE: regular files of the manifest complete at the receiver so far (resumed, empty and
+// updated ones included); never decreases, never more than the files announced.
+struct FilesDone {
+    uint64_t files = 0;
+};
+inline constexpr uint32_t kFilesDoneBytes = 8;
 
 // STREAM_RESUME: the blocks and bytes the broken connection of this stream delivered whole,
 // the first `blocks` BLOCK frames the sender wrote to it, in order.

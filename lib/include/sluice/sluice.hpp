@@ -67,6 +67,10 @@ struct SendOptions {
     // not delivered is sent again (issue 16); 0: a broken stream fails the transfer. Files
     // only (pipe mode fails as before). The receiver waits for the reopen up to its idle timeout.
     int retry_for_ms = 120000;
+    // At most this many regular files announced to the receiver and not yet complete there
+    // (issue 19): the manifest waits for room, so neither side holds the whole file list.
+    // 0: no window. Used where the receiver offers it (else the whole manifest goes at once).
+    uint64_t announce_window = 16384;
     // TCP congestion control of every connection of the transfer (TCP_CONGESTION), e.g. "bbr"
     // or "cubic"; empty: the system's default. A name the kernel lacks is a usage error.
     std::string congestion_control;

@@ -36,6 +36,10 @@ struct Stats {
     uint64_t symlinks = 0;
     uint64_t skipped_entries = 0; // fifos, sockets, devices (sender)
     uint64_t blocks = 0;
+    // Memory against the file count (issue 19): the receiver's most manifest entries held in
+    // its file table at once (not yet released); the sender's most regular files announced
+    // and not yet complete at the receiver.
+    uint64_t files_held_peak = 0;
     uint64_t checksum_failures = 0;
     uint64_t bytes_verified_from_disk = 0; // receiver with --verify
     double seconds = 0;

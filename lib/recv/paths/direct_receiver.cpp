@@ -74,8 +74,12 @@ public:
 
 private:
     void receive_block(const wire::BlockPrefix& p, uint64_t len) {
+        // Named before the lookup, so the table never frees it under us (FileTable::Hold); the
+        // file open until now stays named until the switch below no longer touches it.
+        hold_.look(p.file_id);
         RecvFile& f = file_for_block(ctx_.files, p, len);
         if (open_file_ != &f) switch_file(f, p.offset == 0 && len == f.entry.size);
+        hold_.settle();
         xxh_.reset();
         pending_.push_back({&f, p.offset, len, p.checksum, false, 0, false});
         const uint64_t end = p.offset + len;
@@ -344,6 +348,7 @@ private:
     Xxh3 xxh_;
     __kernel_timespec timeout_{};
     RecvFile* open_file_ = nullptr;
+    FileTable::Hold& hold_ = ctx_.files.hold(index_);
     UniqueFd fd_;        // O_DIRECT when direct_
     UniqueFd shared_fd_; // the same file without O_DIRECT, for pages shared with another block
     uint64_t shared_page_writes_ = 0;

@@ -158,7 +158,8 @@ void Acceptor::accept_new(std::vector<Pending>& pending) {
                   .deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs),
                   .source = source_of(peer)};
         wire::random_bytes(p.nonce);
-        p.features = wire::kFeatureSparse | wire::kFeatureUpdate | wire::kFeatureTreeMeta | wire::kFeatureStreamReconnect;
+        p.features = wire::kFeatureSparse | wire::kFeatureUpdate | wire::kFeatureTreeMeta | wire::kFeatureStreamReconnect |
+                     wire::kFeatureAnnounceWindow;
         if (tls::wants_encryption(encrypt_, peer)) p.features |= wire::kFeatureEncryption;
         wire::Bytes out;
         wire::encode_server_hello(out, wire::ServerHello{.features = p.features, .nonce = p.nonce});

@@ -1,5 +1,7 @@
 #include "recv/session/control_side.hpp"
 
+#include <algorithm>
+
 #include "core/io/socket.hpp"
 #include "recv/paths/pipe_receiver.hpp"
 #include "recv/session/finishing.hpp"
@@ -25,6 +27,8 @@ void ControlSide::serve(uint16_t stream_count) {
             if (!(sender_features_ & wire::kFeatureTreeMeta))
                 throw Error(ErrorCode::protocol, "TREE_OPTIONS from a sender that did not announce tree metadata (hello feature bit 3)");
             mirror_.emplace(wire::decode_tree_options(f.payload));
+            if (files_.releasing()) log_.verbose_line("complete entries kept: --delete compares every path sent at the end");
+            files_.allow_release(false);
             break;
         case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
         case wire::FrameType::update_params:
@@ -55,6 +59,7 @@ void ControlSide::await_frame(uint16_t stream_count) {
     // last frame was handled (and answered).
     auto quiet_since = Clock::now();
     uint64_t bytes_seen = tally_.bytes_received.load(std::memory_order_relaxed);
+    uint64_t done_seen = tally_.files_completed.load(std::memory_order_relaxed);
     for (;;) {
         std::optional<Clock::time_point> since;
         const char* owed = "the manifest";
@@ -83,6 +88,13 @@ void ControlSide::await_frame(uint16_t stream_count) {
         uint64_t bytes = tally_.bytes_received.load(std::memory_order_relaxed);
         if (bytes != bytes_seen && !manifest_ended_) {
             bytes_seen = bytes;
+            quiet_since = Clock::now();
+        }
+        // With the announce window the sender waits for FILES_DONE while we finish files:
+        // finishing them is our work, not its silence.
+        uint64_t done = tally_.files_completed.load(std::memory_order_relaxed);
+        if (window_ && done != done_seen && !manifest_ended_) {
+            done_seen = done;
             quiet_since = Clock::now();
         }
     }
@@ -139,6 +151,28 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     wire::Bytes out;
     wire::encode_manifest_ack(out, ack);
     send(out);
+    report_done(); // files this page completed at once (resumed, empty)
+    // A released file's metadata is applied as it goes (TreeMeta::take_released); hard links
+    // and special files are never settled, so their slabs stay for the end.
+    files_.release_settled([this](std::span<const RecvFile> entries) {
+        keep_released(entries);
+        if (target_.writes_files()) tree_meta_.take_released(target_.tree(), entries);
+    });
+}
+
+// Directories and symlinks are made or finished at the end: a released slab's are copied out
+// (and counted) and dirs_/links_ point at the copies. Both lists are in id order.
+void ControlSide::keep_released(std::span<const RecvFile> entries) {
+    for (const RecvFile& f : entries) {
+        const wire::EntryKind k = f.entry.kind;
+        if (k != wire::EntryKind::directory && k != wire::EntryKind::symlink) continue;
+        auto& list = k == wire::EntryKind::directory ? dirs_ : links_;
+        auto it = std::lower_bound(list.begin(), list.end(), f.entry.file_id,
+                                   [](const wire::ManifestEntry* e, uint64_t id) { return e->file_id < id; });
+        if (it == list.end() || *it != &f.entry) throw Error(ErrorCode::internal, "a released entry is not in its list");
+        files_.count_copy(f.entry);
+        *it = &kept_.emplace_back(f.entry);
+    }
 }
 
 void ControlSide::refuse_tree_meta(const wire::ManifestPage& page) const {
@@ -173,14 +207,19 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
     case wire::EntryKind::directory:
         ++counts_.dirs;
         if (write) target_.tree().make_dirs(f.entry.path);
-        dirs_.push_back(&f);
+        dirs_.push_back(&f.entry);
+        files_.settle(f);
         break;
     case wire::EntryKind::symlink:
         ++counts_.links;
-        links_.push_back(&f);
+        links_.push_back(&f.entry);
+        files_.settle(f);
         break;
-    case wire::EntryKind::file: register_file(f, already); break;
-    default: // hard links and special files: made at the end (TreeMeta)
+    case wire::EntryKind::file:
+        files_announced_.fetch_add(1);
+        register_file(f, already);
+        break;
+    default: // hard links and special files: made at the end (TreeMeta), from the table
         tree_meta_.add_entry(f);
         break;
     }
@@ -263,10 +302,32 @@ void ControlSide::block_failed(RecvFile& f, uint64_t off, uint64_t len) {
 
 // Once the manifest has ended and every file is complete, the sender may end its streams.
 void ControlSide::file_completed() {
+    report_done();
     if (tally_.files_completed.load() < files_expected_.load()) return;
     if (all_verified_sent_.exchange(true)) return;
     wire::Bytes out;
     wire::encode_all_verified(out);
+    send(out);
+}
+
+// FILES_DONE every kReportEvery files, and whenever every file registered so far is complete
+// (so a sender waiting with any window, however small, always hears of room).
+void ControlSide::report_done() {
+    constexpr uint64_t kReportEvery = 256;
+    if (!window_) return;
+    uint64_t done = 0;
+    auto due = [&] {
+        done = tally_.files_completed.load();
+        const uint64_t last = done_reported_.load();
+        return done > last && (done - last >= kReportEvery || done >= files_announced_.load());
+    };
+    if (!due()) return;
+    // One report at a time, in order: the count the sender sees never goes back.
+    std::lock_guard lk(done_mu_);
+    if (!due()) return;
+    done_reported_.store(done);
+    wire::Bytes out;
+    wire::encode_files_done(out, wire::FilesDone{.files = done});
     send(out);
 }
 

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +52,10 @@ public:
 
     // The control thread's answers, for the data streams' idle timers (RecvContext).
     const AnswerClock& answers() const { return answers_; }
+
+    // The sender keeps an announce window (ClientHello bit 7): we report complete files
+    // (FILES_DONE). Before serve().
+    void use_announce_window() { window_ = true; }
 
     // From the data streams (RecvContext):
     void block_failed(RecvFile& f, uint64_t offset, uint64_t length);
@@ -105,10 +111,19 @@ private:
     // Read by data streams too.
     std::atomic<uint64_t> files_expected_{UINT64_MAX}; // known at MANIFEST_END
     std::atomic<bool> all_verified_sent_{false};
+    // Announce window: files registered, and the complete count last sent in FILES_DONE.
+    bool window_ = false;
+    std::atomic<uint64_t> files_announced_{0};
+    std::atomic<uint64_t> done_reported_{0};
+    std::mutex done_mu_;
+    void report_done();
 
     // Control thread only.
     Counts counts_;
-    std::vector<RecvFile*> dirs_, links_;
+    // Entries in the file table, or in kept_ once the table released their slab.
+    std::vector<const wire::ManifestEntry*> dirs_, links_;
+    std::deque<wire::ManifestEntry> kept_; // stable addresses
+    void keep_released(std::span<const RecvFile> entries);
     RecvFile* pipe_entry_ = nullptr;
     uint32_t pages_ = 0;
     bool manifest_ended_ = false;

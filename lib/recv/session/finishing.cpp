@@ -12,6 +12,7 @@ namespace sluice {
 
 void check_files_complete(FileTable& files) {
     for (uint64_t id = 0; id < files.size(); ++id) {
+        if (files.released(id)) continue; // every entry of a released slab was complete
         RecvFile& f = files.at(id);
         if (f.entry.kind == wire::EntryKind::file && !files.is_complete(f))
             throw Error(ErrorCode::protocol, "'" + f.entry.path + "' is incomplete: " + std::to_string(f.verified_bytes) +
@@ -19,32 +20,34 @@ void check_files_complete(FileTable& files) {
     }
 }
 
-void make_symlinks(const DestTree& tree, std::span<RecvFile* const> links, const std::function<void()>& still_working) {
-    for (RecvFile* l : links) {
+void make_symlinks(const DestTree& tree, std::span<const wire::ManifestEntry* const> links,
+                   const std::function<void()>& still_working) {
+    for (const wire::ManifestEntry* link : links) {
+        const wire::ManifestEntry& l = *link;
         still_working();
-        UniqueFd dir = tree.open_dir(l->parent);
-        ::unlinkat(dir.get(), l->temp.c_str(), 0); // one an earlier run left; usually none
-        if (::symlinkat(l->entry.link_target.c_str(), dir.get(), l->temp.c_str()) != 0)
-            throw_errno(ErrorCode::destination, "cannot create symlink '" + l->entry.path + "'");
-        if (::utimensat(dir.get(), l->temp.c_str(), FileTimes(l->entry.mtime_ns).t, AT_SYMLINK_NOFOLLOW) != 0)
-            throw_errno(ErrorCode::destination, "cannot set the mtime of symlink '" + l->entry.path + "'");
-        if (::renameat(dir.get(), l->temp.c_str(), dir.get(), l->name.c_str()) != 0)
-            throw_errno(ErrorCode::destination, "cannot put symlink '" + l->entry.path + "' in place");
+        UniqueFd dir = tree.open_dir(DestTree::parent_of(l.path));
+        const std::string temp = DestTree::temp_name(l.path);
+        ::unlinkat(dir.get(), temp.c_str(), 0); // one an earlier run left; usually none
+        if (::symlinkat(l.link_target.c_str(), dir.get(), temp.c_str()) != 0)
+            throw_errno(ErrorCode::destination, "cannot create symlink '" + l.path + "'");
+        if (::utimensat(dir.get(), temp.c_str(), FileTimes(l.mtime_ns).t, AT_SYMLINK_NOFOLLOW) != 0)
+            throw_errno(ErrorCode::destination, "cannot set the mtime of symlink '" + l.path + "'");
+        if (::renameat(dir.get(), temp.c_str(), dir.get(), DestTree::name_of(l.path).c_str()) != 0)
+            throw_errno(ErrorCode::destination, "cannot put symlink '" + l.path + "' in place");
     }
 }
 
-void apply_dir_metadata(const DestTree& tree, std::span<RecvFile* const> dirs, bool sync,
+void apply_dir_metadata(const DestTree& tree, std::span<const wire::ManifestEntry* const> dirs, bool sync,
                         const std::function<void()>& still_working) {
     for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
         still_working();
-        const RecvFile* d = *it;
-        UniqueFd fd = tree.open_dir(d->entry.path);
+        const wire::ManifestEntry& d = **it;
+        UniqueFd fd = tree.open_dir(d.path);
         // Set-id and sticky bits from the network are dropped, as for files.
-        if (::fchmod(fd.get(), d->entry.mode & 0777) != 0)
-            throw_errno(ErrorCode::destination, "cannot set the mode of '" + d->entry.path + "'");
-        if (::futimens(fd.get(), FileTimes(d->entry.mtime_ns).t) != 0)
-            throw_errno(ErrorCode::destination, "cannot set the mtime of '" + d->entry.path + "'");
-        if (sync && ::fsync(fd.get()) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + d->entry.path + "'");
+        if (::fchmod(fd.get(), d.mode & 0777) != 0) throw_errno(ErrorCode::destination, "cannot set the mode of '" + d.path + "'");
+        if (::futimens(fd.get(), FileTimes(d.mtime_ns).t) != 0)
+            throw_errno(ErrorCode::destination, "cannot set the mtime of '" + d.path + "'");
+        if (sync && ::fsync(fd.get()) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + d.path + "'");
     }
     if (sync) {
         UniqueFd root = tree.open_dir("");
@@ -54,6 +57,7 @@ void apply_dir_metadata(const DestTree& tree, std::span<RecvFile* const> dirs, b
 
 void remove_partial_files(FileTable& files, const DestTree& tree, bool keep_journaled) noexcept {
     for (uint64_t id = 0; id < files.size(); ++id) {
+        if (files.released(id)) continue;
         RecvFile& f = files.at(id);
         if (f.entry.kind != wire::EntryKind::file || files.is_complete(f)) continue;
         if (keep_journaled && f.journaled) continue;

@@ -14,10 +14,10 @@ void check_files_complete(FileTable& files);
 // Symlinks are made last, so that no path of the transfer can be resolved through one.
 // still_working is called after each entry (the sender waits for this work: see
 // ControlSide::still_working).
-void make_symlinks(const DestTree& tree, std::span<RecvFile* const> links, const std::function<void()>& still_working);
+void make_symlinks(const DestTree& tree, std::span<const wire::ManifestEntry* const> links, const std::function<void()>& still_working);
 // Modes and mtimes of directories, deepest first (writing into a directory changes its
 // mtime); with sync, every directory and DIR itself are fsynced.
-void apply_dir_metadata(const DestTree& tree, std::span<RecvFile* const> dirs, bool sync,
+void apply_dir_metadata(const DestTree& tree, std::span<const wire::ManifestEntry* const> dirs, bool sync,
                         const std::function<void()>& still_working);
 // After a failure nothing incomplete may look complete. Partial files with a journal are kept
 // for a resume (running the same transfer again) if keep_journaled; every other temporary

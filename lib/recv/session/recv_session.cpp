@@ -99,6 +99,14 @@ void RecvSession::start_transfer(const wire::ClientHello& h, UniqueFd control) {
     stream_count_ = h.stream_count;
     reconnect_ = (h.features & wire::kFeatureStreamReconnect) != 0;
     control_side_.set_sender_features(h.features);
+    if (h.features & wire::kFeatureAnnounceWindow) {
+        control_side_.use_announce_window();
+        // Complete entries are given back where every stream names what it touches; TREE_OPTIONS
+        // (--delete) and tree metadata turn it off again (ControlSide).
+        files_.allow_release(target_->streams_hold_entries());
+        log_.verbose_line(std::string("announce window: on; complete entries ") +
+                          (files_.releasing() ? "released" : "kept (the receive path " + target_->data_path() + " keeps pointers to them)"));
+    }
     stream_seen_.assign(stream_count_ + 1u, false);
     {
         std::lock_guard lk(data_mu_);
@@ -254,6 +262,7 @@ Stats RecvSession::stats() {
         .dirs = c.dirs,
         .symlinks = c.links,
         .blocks = tally_.blocks(),
+        .files_held_peak = files_.held_peak(),
         .checksum_failures = control_side_.checksum_failures(),
         .bytes_verified_from_disk = tally_.bytes_verified_from_disk.load(),
         .seconds = seconds_since(t0_),

@@ -27,6 +27,7 @@ public:
         return make_stream_receiver(path_, sock, index, ctx, keys);
     }
     std::string data_path() const override { return recv_path_name(path_); }
+    bool streams_hold_entries() const override { return path_ == RecvPath::direct; } // direct_receiver.cpp
 
 private:
     RecvPath path_;

@@ -37,6 +37,9 @@ public:
                                                         const tls::LinkKeys* keys) = 0;
     // Stats::data_path.
     virtual std::string data_path() const = 0;
+    // Whether every stream this target opens names the entries it touches in its
+    // FileTable::Hold, so that complete entries may be released (issue 19).
+    virtual bool streams_hold_entries() const { return false; }
 
     // The ordered output of a pipe transfer (sink and fd targets), else nullptr.
     OrderedOutput* pipe_output() { return out_.get(); }

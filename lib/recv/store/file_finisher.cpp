@@ -16,6 +16,8 @@ namespace sluice {
 
 RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t len) {
     RecvFile* f = files.find(p.file_id);
+    if (!f && p.file_id < files.size()) // announced, and its slab given back: complete
+        throw Error(ErrorCode::protocol, "BLOCK for file id " + std::to_string(p.file_id) + ", which is already complete");
     if (!f)
         throw Error(ErrorCode::protocol,
                     "BLOCK for file id " + std::to_string(p.file_id) + " that the manifest did not announce");

@@ -55,18 +55,27 @@ uint64_t FileTable::entry_bytes(const RecvFile& f) {
 }
 
 FileTable::FileTable(uint64_t max_files, uint64_t max_bytes)
-    : max_files_(max_files), max_bytes_(max_bytes ? max_bytes : default_max_bytes()), slabs_((max_files + kSlab - 1) / kSlab),
-      stripes_(256) {}
+    : max_files_(max_files), max_bytes_(max_bytes ? max_bytes : default_max_bytes()),
+      slab_count_((max_files + kSlab - 1) / kSlab), stripes_(256) {
+    slabs_ = std::make_unique<std::atomic<RecvFile*>[]>(slab_count_);
+    settled_ = std::make_unique<std::atomic<uint32_t>[]>(slab_count_);
+}
 
-void FileTable::charge(uint64_t n, const RecvFile& f, const char* what) {
+FileTable::~FileTable() {
+    for (uint64_t s = 0; s < slab_count_; ++s) delete[] slabs_[s].load();
+    // Deferred slabs were unpublished but not freed.
+    for (auto& [s, entries] : deferred_) delete[] entries;
+}
+
+void FileTable::charge(uint64_t n, const wire::ManifestEntry& e, const char* what) {
     uint64_t now = bytes_.fetch_add(n, std::memory_order_relaxed) + n;
     if (now <= max_bytes_) return;
     // The path may be 4 KB: the id and a prefix say enough.
-    std::string path = f.entry.path.size() > 80 ? f.entry.path.substr(0, 80) + "..." : f.entry.path;
+    std::string path = e.path.size() > 80 ? e.path.substr(0, 80) + "..." : e.path;
     throw Error(ErrorCode::protocol, "the manifest needs more than " + std::to_string(max_bytes_) +
                                          " bytes of the receiver's memory (--max-manifest-bytes " + std::to_string(max_bytes_) +
                                          "): " + std::to_string(now) + " bytes at " + what + "entry " +
-                                         std::to_string(f.entry.file_id) + " '" + path + "'");
+                                         std::to_string(e.file_id) + " '" + path + "'");
 }
 
 RecvFile& FileTable::append(wire::ManifestEntry&& e) {
@@ -78,7 +87,7 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
                     "manifest has more than " + std::to_string(max_files_) + " entries (the receiver's limit)");
     if (paths_.contains(e.path)) throw Error(ErrorCode::protocol, "manifest lists '" + e.path + "' twice");
     auto& slab = slabs_[count_ / kSlab];
-    if (!slab) slab = std::make_unique<RecvFile[]>(kSlab);
+    if (!slab.load(std::memory_order_relaxed)) slab.store(new RecvFile[kSlab], std::memory_order_release);
     RecvFile& f = slot(count_);
     f.parent = DestTree::parent_of(e.path);
     f.name = DestTree::name_of(e.path);
@@ -86,9 +95,10 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     f.entry = std::move(e);
     // Counted before it is published: an entry past the limit is never used (the transfer
     // fails), and what it holds is freed with the table.
-    charge(entry_bytes(f), f, "");
+    charge(entry_bytes(f), f.entry, "");
     paths_.insert(f.entry.path);
     ++count_;
+    held_peak_ = std::max(held_peak_, held());
     return f;
 }
 
@@ -114,7 +124,7 @@ bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const 
         size_t before = v.capacity();
         v.insert(it, {offset, end});
         // A range list grows with the gaps a sender leaves (one per block at worst).
-        if (v.capacity() != before) charge((v.capacity() - before) * sizeof v[0], f, "the verified ranges of ");
+        if (v.capacity() != before) charge((v.capacity() - before) * sizeof v[0], f.entry, "the verified ranges of ");
     }
     f.verified_bytes += len;
     bool complete = f.verified_bytes == f.entry.size;
@@ -130,7 +140,7 @@ void FileTable::record_checksum(RecvFile& f, uint64_t offset, uint64_t len, uint
     size_t before = f.sums.capacity();
     f.sums.push_back({offset, len, checksum});
     if (f.sums.capacity() != before)
-        charge((f.sums.capacity() - before) * sizeof f.sums[0], f, "the block checksums (--verify) of ");
+        charge((f.sums.capacity() - before) * sizeof f.sums[0], f.entry, "the block checksums (--verify) of ");
 }
 
 bool FileTable::is_complete(RecvFile& f) {
@@ -140,8 +150,54 @@ bool FileTable::is_complete(RecvFile& f) {
 
 void FileTable::set_complete(RecvFile& f) {
     std::lock_guard lk(lock_for(f));
+    if (f.complete) return;
     f.complete = true;
     release(f);
+    settled_[f.entry.file_id / kSlab].fetch_add(1);
+}
+
+void FileTable::count_copy(const wire::ManifestEntry& e) {
+    charge(sizeof e + heap_bytes(e.path) + heap_bytes(e.link_target), e, "a kept copy of ");
+}
+
+void FileTable::settle(RecvFile& f) { settled_[f.entry.file_id / kSlab].fetch_add(1); }
+
+uint64_t FileTable::release_settled(const BeforeFree& before_free) {
+    if (!release_) return 0;
+    const uint64_t before = released_entries_;
+    // Those a hold named last time: unpublished already, freed once no hold names them.
+    std::erase_if(deferred_, [&](const auto& d) {
+        for (const Hold& h : holds_)
+            if (h.names(d.first * kSlab, (d.first + 1) * kSlab)) return false;
+        free_slab(d.second, before_free);
+        return true;
+    });
+    const uint64_t full = count_ / kSlab; // the slab being filled is never released
+    while (next_unreleased_ < full && !slabs_[next_unreleased_].load(std::memory_order_relaxed)) ++next_unreleased_;
+    for (uint64_t s = next_unreleased_; s < full; ++s) {
+        RecvFile* entries = slabs_[s].load(std::memory_order_relaxed);
+        if (!entries || settled_[s].load() != kSlab) continue;
+        slabs_[s].store(nullptr); // seq_cst: before the holds are read (Hold)
+        bool named = false;
+        for (const Hold& h : holds_) named = named || h.names(s * kSlab, (s + 1) * kSlab);
+        if (named)
+            deferred_[s] = entries;
+        else
+            free_slab(entries, before_free);
+    }
+    return released_entries_ - before;
+}
+
+void FileTable::free_slab(RecvFile* entries, const BeforeFree& before_free) {
+    if (before_free) before_free(std::span<const RecvFile>(entries, kSlab));
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < kSlab; ++i) {
+        paths_.erase(entries[i].entry.path); // a later entry may use the path again: a new file there
+        bytes += entry_bytes(entries[i]);
+    }
+    delete[] entries;
+    bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+    released_entries_ += kSlab;
 }
 
 // A file in place needs only its entry from here on (the checks at the end, stats, a later

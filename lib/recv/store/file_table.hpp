@@ -10,8 +10,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -43,8 +45,32 @@ struct RecvFile {
 
 class FileTable {
 public:
+    // What one data stream may still touch (issue 19): the entry it last looked up and the one
+    // before it until settle(). A slab of entries is released only when no hold names one of
+    // its entries (a hazard pointer, by id): look() is stored before the slab is read, and the
+    // control thread unpublishes a slab before it reads the holds.
+    class Hold {
+    public:
+        void look(uint64_t id) noexcept {
+            prev_.store(cur_.load(std::memory_order_relaxed));
+            cur_.store(id);
+        }
+        // The entry named before the last look() is no longer touched.
+        void settle() noexcept { prev_.store(cur_.load(std::memory_order_relaxed)); }
+        bool names(uint64_t lo, uint64_t hi) const noexcept {
+            const uint64_t a = cur_.load(), b = prev_.load();
+            return (a >= lo && a < hi) || (b >= lo && b < hi);
+        }
+
+    private:
+        std::atomic<uint64_t> cur_{UINT64_MAX}, prev_{UINT64_MAX};
+    };
+
     // max_bytes: the most memory the table may hold; 0 for default_max_bytes().
     explicit FileTable(uint64_t max_files, uint64_t max_bytes = 0);
+    ~FileTable();
+    FileTable(const FileTable&) = delete;
+    FileTable& operator=(const FileTable&) = delete;
 
     // A quarter of the memory this process may use (physical memory, or its cgroup's limit
     // if lower), at least 256 MiB: ~10M files of typical path lengths on a 32 GB host.
@@ -61,9 +87,41 @@ public:
     // twice, or the entry cap or the memory limit is hit.
     RecvFile& append(wire::ManifestEntry&& e);
     void publish() { published_.store(count_, std::memory_order_release); }
-    // nullptr for an id not (yet) announced.
-    RecvFile* find(uint64_t id) { return id < size() ? &slot(id) : nullptr; }
+    // nullptr for an id not (yet) announced, or released. A data stream that may release
+    // (allow_release) names the id in its Hold first.
+    RecvFile* find(uint64_t id) {
+        if (id >= size()) return nullptr;
+        RecvFile* s = slabs_[id / kSlab].load(std::memory_order_seq_cst);
+        return s ? &s[id % kSlab] : nullptr;
+    }
+    // An entry not released (control thread, or after the streams have ended); also one of a
+    // slab that is unpublished but still named by a stream's hold.
     RecvFile& at(uint64_t id) { return slot(id); }
+    // Control thread: the entry's slab was freed; every entry in it was complete (or a
+    // directory or symlink the caller keeps a copy of).
+    bool released(uint64_t id) const {
+        return id < count_ && !slabs_[id / kSlab].load(std::memory_order_relaxed) && !deferred_.contains(id / kSlab);
+    }
+
+    // Releasing complete entries (issue 19, docs/protocol.md "Announce window"): only where
+    // every data stream names what it touches in its Hold (the direct path), and only for
+    // slabs whose every entry is settled: a regular file complete (set_complete) or another
+    // kind the caller copied out (settle).
+    void allow_release(bool on) { release_ = on; }
+    bool releasing() const { return release_; }
+    Hold& hold(unsigned stream) { return holds_[stream % holds_.size()]; }
+    // Control thread: a directory or symlink entry the caller copies out when its slab is
+    // released (count_copy: such copies count against the same limit as the table).
+    void settle(RecvFile& f);
+    void count_copy(const wire::ManifestEntry& e);
+    // Control thread: frees every full slab whose entries are all settled and that no hold
+    // names (retried for those a hold named), each after `before_free(its entries)`. Returns
+    // the entries released.
+    using BeforeFree = std::function<void(std::span<const RecvFile>)>;
+    uint64_t release_settled(const BeforeFree& before_free = {});
+    // Entries held in memory now and at most (announced minus released).
+    uint64_t held() const { return count_ - released_entries_; }
+    uint64_t held_peak() const { return held_peak_; }
 
     // Records [offset, offset+len) of f as verified. Returns true to the one caller whose
     // range completes the file. Throws protocol Error on an overlap (a block sent twice).
@@ -77,11 +135,16 @@ public:
     void set_complete(RecvFile& f);
 
 private:
-    static constexpr uint64_t kSlab = 4096;
+    // 1,024 entries (~300 KiB): the unit in which complete entries are given back.
+    static constexpr uint64_t kSlab = 1024;
     // Adds n bytes to what the table holds; throws protocol Error naming the limit past it.
-    void charge(uint64_t n, const RecvFile& f, const char* what);
+    void charge(uint64_t n, const wire::ManifestEntry& e, const char* what);
     void release(RecvFile& f); // under f's lock
-    RecvFile& slot(uint64_t id) { return slabs_[id / kSlab][id % kSlab]; }
+    RecvFile& slot(uint64_t id) {
+        RecvFile* s = slabs_[id / kSlab].load(std::memory_order_relaxed);
+        return (s ? s : deferred_.at(id / kSlab))[id % kSlab];
+    }
+    void free_slab(RecvFile* entries, const BeforeFree& before_free); // control thread, once no hold names it
     std::mutex& lock_for(const RecvFile& f) { return stripes_[f.entry.file_id % stripes_.size()]; }
 
     uint64_t max_files_;
@@ -91,8 +154,18 @@ private:
     // Views of entry.path of every entry (stable: slabs never move), for "listed twice".
     std::unordered_set<std::string_view> paths_;
     std::atomic<uint64_t> published_{0};
-    std::vector<std::unique_ptr<RecvFile[]>> slabs_; // sized once: never reallocates
+    // Sized once, never reallocated; an entry is null before its slab is made and once it is
+    // released. settled_: entries of each slab that are settled (see allow_release).
+    std::unique_ptr<std::atomic<RecvFile*>[]> slabs_;
+    std::unique_ptr<std::atomic<uint32_t>[]> settled_;
+    uint64_t slab_count_ = 0;
     std::vector<std::mutex> stripes_;
+    bool release_ = false;
+    std::array<Hold, wire::kMaxStreams + 1> holds_; // by data stream index
+    uint64_t next_unreleased_ = 0; // slabs below it are released or waiting in deferred_
+    std::unordered_map<uint64_t, RecvFile*> deferred_; // unpublished slabs a hold still named
+    uint64_t released_entries_ = 0;
+    uint64_t held_peak_ = 0;
 };
 
 } // namespace sluice

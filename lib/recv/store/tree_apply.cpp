@@ -47,27 +47,37 @@ void rename_into_place(int dir, const RecvFile& f, const char* what) {
     ::unlinkat(dir, f.temp.c_str(), 0);
 }
 
+// The target of a hard link whose entry the table released: it must still be a regular file
+// (the entry said so when it was complete), not whatever took its name since.
+void require_regular_file(int dir, const std::string& name, const std::string& link) {
+    struct stat st {};
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        throw Error(ErrorCode::protocol, "MANIFEST: hard link '" + link + "' does not name a regular file sent earlier in this transfer");
+}
+
 } // namespace
 
 void TreeMeta::make_links_and_specials(const DestTree& tree, FileTable& files, const std::function<void()>& still_working) {
     for (uint64_t id : links_) {
         still_working();
         const RecvFile& l = files.at(id);
-        const RecvFile& t = files.at(meta_[meta_of_.at(id)].rdev);
+        const uint64_t target = meta_.at(id).rdev;
         // The target is a file in place: its parent and name were freed (FileTable::release),
-        // so both come from its path.
-        UniqueFd from = tree.open_dir(DestTree::parent_of(t.entry.path));
+        // so both come from its path; a released target's path is the one the link names.
+        const std::string& path = files.released(target) ? l.entry.link_target : files.at(target).entry.path;
+        UniqueFd from = tree.open_dir(DestTree::parent_of(path));
+        if (files.released(target)) require_regular_file(from.get(), DestTree::name_of(path), l.entry.path);
         UniqueFd dir = tree.open_dir(l.parent);
         ::unlinkat(dir.get(), l.temp.c_str(), 0); // one an earlier run left; usually none
-        if (::linkat(from.get(), DestTree::name_of(t.entry.path).c_str(), dir.get(), l.temp.c_str(), 0) != 0)
-            throw_errno(ErrorCode::destination, "cannot create hard link '" + l.entry.path + "' to '" + t.entry.path + "'");
+        if (::linkat(from.get(), DestTree::name_of(path).c_str(), dir.get(), l.temp.c_str(), 0) != 0)
+            throw_errno(ErrorCode::destination, "cannot create hard link '" + l.entry.path + "' to '" + path + "'");
         rename_into_place(dir.get(), l, "hard link");
     }
     for (uint64_t id : specials_) {
         still_working();
         const RecvFile& s = files.at(id);
-        auto m = meta_of_.find(id);
-        const dev_t rdev = m == meta_of_.end() ? 0 : static_cast<dev_t>(meta_[m->second].rdev);
+        auto m = meta_.find(id);
+        const dev_t rdev = m == meta_.end() ? 0 : static_cast<dev_t>(m->second.rdev);
         UniqueFd dir = tree.open_dir(s.parent);
         ::unlinkat(dir.get(), s.temp.c_str(), 0);
         if (::mknodat(dir.get(), s.temp.c_str(), type_bits(s.entry.kind) | (s.entry.mode & 0777), rdev) != 0) {
@@ -88,18 +98,21 @@ void TreeMeta::make_links_and_specials(const DestTree& tree, FileTable& files, c
 
 void TreeMeta::apply(const DestTree& tree, FileTable& files, const std::function<void()>& still_working) {
     std::sort(not_created_.begin(), not_created_.end());
-    for (const Stored& m : meta_) {
-        const RecvFile& f = files.at(m.id);
-        if (f.entry.kind == wire::EntryKind::hard_link || f.entry.kind == wire::EntryKind::pipe) continue;
+    for (const auto& [id, m] : meta_) {
+        // A directory or symlink whose slab the table released: from the copy take_released kept.
+        auto kept = released_.find(id);
+        const RecvFile* f = kept == released_.end() ? &files.at(id) : nullptr;
+        const wire::ManifestEntry& e = f ? f->entry : kept->second;
+        if (e.kind == wire::EntryKind::hard_link || e.kind == wire::EntryKind::pipe) continue;
         if (std::binary_search(not_created_.begin(), not_created_.end(), m.id)) continue;
         still_working();
-        apply_one(tree, f, m);
+        apply_one(tree, e, m);
     }
 }
 
-void TreeMeta::apply_one(const DestTree& tree, const RecvFile& f, const Stored& m) {
-    const std::string& path = f.entry.path;
-    // From the path, not f.parent/f.name: a file in place has given those back (FileTable::release).
+void TreeMeta::apply_one(const DestTree& tree, const wire::ManifestEntry& e, const Stored& m) {
+    const std::string& path = e.path;
+    // From the path: a file in place has given back its parent and name (FileTable::release).
     UniqueFd dir = tree.open_dir(DestTree::parent_of(path));
     UniqueFd fd(::openat(dir.get(), DestTree::name_of(path).c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) throw_errno(ErrorCode::destination, "cannot open '" + path + "' to set its owner and attributes");
@@ -134,8 +147,8 @@ void TreeMeta::apply_one(const DestTree& tree, const RecvFile& f, const Stored& 
     // Set-id bits only where the owner and group are the sender's (a transfer must not mint a
     // setuid file of the receiver's user); the sticky bit always.
     const bool ids_kept = owner_kept && (m.flags & wire::EntryMeta::kHasOwner) && (m.flags & wire::EntryMeta::kHasGroup);
-    mode_t mode = f.entry.mode & (ids_kept ? 07777 : 01777);
-    if ((f.entry.mode & 06000) && !ids_kept)
+    mode_t mode = e.mode & (ids_kept ? 07777 : 01777);
+    if ((e.mode & 06000) && !ids_kept)
         warnings_.add("set-id bits", path, "kept only where the owner and group are kept");
     // Setting an access ACL rewrites the group bits (its mask): the mode goes last.
     if (((st.st_mode & 07777) != mode || !m.xattrs.empty()) && ::chmod(proc.c_str(), mode) != 0)

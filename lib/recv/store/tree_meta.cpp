@@ -48,25 +48,48 @@ void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m
     if (f.entry.kind == wire::EntryKind::hard_link) {
         // The decoder saw that the id is an earlier entry's; it must also be a regular file
         // under the name the link gives (nothing outside the transfer, no later entry).
-        const RecvFile& t = files.at(m.rdev);
-        if (t.entry.kind != wire::EntryKind::file || t.entry.path != f.entry.link_target)
-            throw Error(ErrorCode::protocol, "MANIFEST: hard link '" + f.entry.path + "' to '" + f.entry.link_target +
-                                                 "' does not name a regular file sent earlier in this transfer");
+        // A target whose slab was released (issue 19) was a complete entry: the link is made to
+        // the name it gives, checked to be a regular file then (make_links_and_specials).
+        if (!files.released(m.rdev)) {
+            const RecvFile& t = files.at(m.rdev);
+            if (t.entry.kind != wire::EntryKind::file || t.entry.path != f.entry.link_target)
+                throw Error(ErrorCode::protocol, "MANIFEST: hard link '" + f.entry.path + "' to '" + f.entry.link_target +
+                                                     "' does not name a regular file sent earlier in this transfer");
+        }
         m.flags = 0; // a link has its target's inode: owner and attributes come with the target
     }
-    uint64_t n = sizeof(Stored) + sizeof(std::pair<const uint64_t, size_t>) + 16;
-    for (const auto& [k, v] : m.xattrs) n += sizeof(std::pair<std::string, std::string>) + k.capacity() + v.capacity();
-    charge(n, f.entry.path);
     Stored s{.id = f.entry.file_id,
              .flags = m.flags,
              .uid = static_cast<uid_t>(-1),
              .gid = static_cast<gid_t>(-1),
              .rdev = m.rdev,
              .xattrs = std::move(m.xattrs)};
+    charge(cost(s), f.entry.path);
     if (m.flags & wire::EntryMeta::kHasOwner) s.uid = map_user(m.user, m.uid);
     if (m.flags & wire::EntryMeta::kHasGroup) s.gid = map_group(m.group, m.gid);
-    meta_of_[s.id] = meta_.size();
-    meta_.push_back(std::move(s));
+    meta_.emplace(s.id, std::move(s));
+}
+
+// A map node (the Stored, its key and the tree's pointers) and the attributes' strings.
+uint64_t TreeMeta::cost(const Stored& s) {
+    uint64_t n = sizeof(Stored) + 48;
+    for (const auto& [k, v] : s.xattrs) n += sizeof(std::pair<std::string, std::string>) + k.capacity() + v.capacity();
+    return n;
+}
+
+void TreeMeta::take_released(const DestTree& tree, std::span<const RecvFile> entries) {
+    for (const RecvFile& f : entries) {
+        auto it = meta_.find(f.entry.file_id);
+        if (it == meta_.end()) continue;
+        if (f.entry.kind != wire::EntryKind::file) {
+            charge(sizeof(wire::ManifestEntry) + f.entry.path.capacity() + f.entry.link_target.capacity() + 48, f.entry.path);
+            released_.emplace(f.entry.file_id, f.entry);
+            continue;
+        }
+        apply_one(tree, f.entry, it->second);
+        bytes_ -= cost(it->second);
+        meta_.erase(it);
+    }
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <span>
 #include <map>
 #include <optional>
 #include <string>
@@ -50,6 +51,11 @@ public:
     void add_entry(const RecvFile& f);
     void add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m);
 
+    // Control thread, before the file table frees a slab of settled entries (issue 19): a
+    // regular file's metadata is applied now (it is complete and in place) and forgotten; a
+    // directory's or symlink's is kept with a copy of its entry for the end.
+    void take_released(const DestTree& tree, std::span<const RecvFile> entries);
+
     void make_links_and_specials(const DestTree& tree, FileTable& files, const std::function<void()>& still_working);
     void apply(const DestTree& tree, FileTable& files, const std::function<void()>& still_working);
 
@@ -70,14 +76,15 @@ private:
     void charge(uint64_t n, const std::string& path);
     uid_t map_user(const std::string& name, uint32_t id);
     gid_t map_group(const std::string& name, uint32_t id);
-    void apply_one(const DestTree& tree, const RecvFile& f, const Stored& m);
+    void apply_one(const DestTree& tree, const wire::ManifestEntry& e, const Stored& m);
 
     bool numeric_ids_;
     uint64_t max_bytes_;
     uint64_t bytes_ = 0;
-    std::vector<Stored> meta_;                      // in file id order
+    static uint64_t cost(const Stored& s);
+    std::map<uint64_t, Stored> meta_;               // by file id (in file id order)
     std::vector<uint64_t> links_, specials_;        // file ids
-    std::unordered_map<uint64_t, size_t> meta_of_;  // file id -> index in meta_ (specials' rdev)
+    std::unordered_map<uint64_t, wire::ManifestEntry> released_; // entries of meta_ the table released
     std::vector<uint64_t> not_created_;             // specials that could not be made: no metadata
     std::unordered_map<std::string, std::optional<uid_t>> users_;
     std::unordered_map<std::string, std::optional<gid_t>> groups_;

@@ -31,6 +31,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     hello.features |= wire::kFeatureSparse | wire::kFeatureUpdate;
     // Owners, xattrs, ACLs, hard links, special files and --delete, where the receiver offers them.
     hello.features |= wire::kFeatureTreeMeta;
+    if (opts.announce_window > 0) hello.features |= wire::kFeatureAnnounceWindow;
     hello.role = wire::Role::control;
     HelloResult r = client_handshake(c.control.get(), to.token, hello, peer);
     hello.features = r.features;

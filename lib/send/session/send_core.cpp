@@ -24,6 +24,7 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
         // Pipe pieces go to every stream in turn: holding streams back would stall the order,
         // and a piece lost with a broken stream cannot be sent again out of order.
         opts_.retry_for_ms = 0;
+        opts_.announce_window = 0; // one entry
         if (opts_.streams_auto) {
             opts_.streams_auto = false;
             opts_.streams = kDefaultStreams;
@@ -74,6 +75,7 @@ void SendCore::read_control() {
             case wire::FrameType::resend: on_resend(wire::decode_resend(f.payload)); break;
             case wire::FrameType::all_verified: on_all_verified(); break;
             case wire::FrameType::block_sums: on_block_sums(wire::decode_block_sums(f.payload)); break;
+            case wire::FrameType::files_done: on_files_done(wire::decode_files_done(f.payload)); break;
             case wire::FrameType::working: break; // the receiver is alive and busy for us: last_frame_ moved
             case wire::FrameType::final_status: final_ = wire::decode_final_status(f.payload); return;
             case wire::FrameType::abort:

@@ -47,6 +47,8 @@ protected:
     virtual std::optional<Owed> owed() = 0;
     virtual void on_manifest_ack(wire::ManifestAck&& ack) = 0;
     virtual void on_all_verified() {}
+    // FILES_DONE (the announce window, files only); refused as unexpected by default.
+    virtual void on_files_done(const wire::FilesDone&) { unexpected(static_cast<uint8_t>(wire::FrameType::files_done)); }
     virtual void on_block_sums(wire::BlockSums&& s);
     // Only the file sender resends; by default RESEND is refused as unexpected.
     virtual void on_resend(const wire::ByteRange& r);

@@ -19,6 +19,7 @@
 #include "send/plan/planner.hpp"
 #include "send/plan/source_tree.hpp"
 #include "send/plan/work_queue.hpp"
+#include "send/session/announce_window.hpp"
 #include "send/session/receiver_fit.hpp"
 #include "send/session/send_core.hpp"
 #include "send/session/stream_governor.hpp"
@@ -60,6 +61,8 @@ public:
         connect("");
         fit_.emplace(features_, log_, opts_.progress);
         if (fd_sources_.empty()) fit_->fit_tree(tree_, opts_.delete_extraneous, to_.host + ":" + std::to_string(to_.port));
+        window_.set_limit(features_ & wire::kFeatureAnnounceWindow ? opts_.announce_window : 0);
+        log_.verbose_line("announce window: " + (window_.limit() ? std::to_string(window_.limit()) + " files" : std::string("off")));
         const bool records = writer(0) != nullptr;
         if (records)
             log_.verbose_line(std::string("send path: ") + kRecordsPath + " (encrypted: blocks read into record slots, sealed in place, " +
@@ -116,6 +119,7 @@ public:
                 .symlinks = symlinks_,
                 .skipped_entries = skipped_,
                 .blocks = blocks,
+                .files_held_peak = window_.peak(),
                 .checksum_failures = resent_.load(),
                 .streams_used = governor_->used(),
                 .streams_choice = governor_->choice(),
@@ -186,6 +190,7 @@ private:
             throw_if_cancelled();
             if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
             if (e.kind == wire::EntryKind::file) {
+                window_.admit(flush, [&] { return latch_.stopped() || cancelled(); });
                 if (fd_sources_.empty()) fit_->describe_holes(e, src);
                 files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
                 files_.back().sparse = e.sparse;
@@ -277,6 +282,8 @@ private:
         update_.accept(std::move(s), known);
     }
 
+    void on_files_done(const wire::FilesDone& d) override { window_.done(d.files); }
+
     void on_all_verified() override {
         std::lock_guard lk(pages_mu_);
         all_verified_ = true;
@@ -312,11 +319,14 @@ private:
             return Owed{page_owed_since_, "the acknowledgement of manifest page " + std::to_string(pages_acked_)};
         if (manifest_ended_ && !all_verified_ && busy_streams_ == 0)
             return Owed{work_idle_since_, "the receiver to verify the transfer (ALL_VERIFIED)"};
+        if (auto since = window_.waiting_since(); since && busy_streams_ == 0)
+            return Owed{std::max(*since, work_idle_since_), "the receiver to report complete files (FILES_DONE)"};
         return std::nullopt;
     }
 
     void wake_all() override {
         queue_.close();
+        window_.stop();
         if (governor_) governor_->stop();
         // Under the lock: wait_for_acks() may have just seen the latch unset and not yet sleep.
         { std::lock_guard lk(pages_mu_); }
@@ -359,6 +369,7 @@ private:
     Clock::time_point work_idle_since_; // the streams last ran out of work (or got new work)
     std::unordered_map<uint64_t, const SourceFile*> by_id_;
     std::atomic<uint64_t> resent_{0};
+    AnnounceWindow window_; // files announced and not yet complete at the receiver
 
     std::optional<StreamGovernor> governor_; // which streams take work (--streams auto)
     std::optional<StreamWork> work_;         // what each data stream does
