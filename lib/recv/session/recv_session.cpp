@@ -102,7 +102,7 @@ void RecvSession::start_transfer(const wire::ClientHello& h, UniqueFd control) {
     if (h.features & wire::kFeatureAnnounceWindow) {
         control_side_.use_announce_window();
         // Complete entries are given back where every stream names what it touches; TREE_OPTIONS
-        // (--delete) and tree metadata turn it off again (ControlSide).
+        // (--delete) turns it off again (ControlSide); tree metadata is applied as a slab is released.
         files_.allow_release(target_->streams_hold_entries());
         log_.verbose_line(std::string("announce window: on; complete entries ") +
                           (files_.releasing() ? "released" : "kept (the receive path " + target_->data_path() + " keeps pointers to them)"));
