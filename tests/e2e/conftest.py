@@ -137,3 +137,14 @@ def wait_for(pred, timeout=10.0):
             return True
         time.sleep(0.05)
     return False
+
+
+def pytest_unconfigure(config):
+    # After the last test the process still has to end: threads to join, pytest's clean-up of old
+    # temporary dirs at exit. Once a run hung there until meson's timeout without a word, and once
+    # it took 60 s: from 60 s after the last test on, every thread's Python stack is printed each
+    # minute, so the log says where the exit waits (meson's timeout still ends it).
+    import faulthandler
+    import sys
+
+    faulthandler.dump_traceback_later(60, repeat=True, file=sys.stderr)
