@@ -214,7 +214,7 @@ def main():
     a = ap.parse_args()
     for tool in ("wrk", "nginx", "curl", "taskset"):
         if not shutil.which(tool):
-            sys.exit(f"run.py: {tool} is missing (apt-get install wrk nginx-light curl util-linux)")
+            sys.exit(f"run.py: {tool} is missing (bench/peers/setup installs the peers)")
     root = Path(a.data) / "www"
     make_data(root, not a.no_large)
     conns_list = [int(c) for c in a.conns.split(",")]
