@@ -151,8 +151,16 @@ TEST_CASE("the small-file batch sends every file whole, in order, cold and cache
     }
     // Every cold file was read with O_DIRECT (this test's /tmp takes it), or, where the file
     // system refused, through the page cache with its pages dropped and the reason given.
-    CHECK(direct + dropped == cold);
-    if (fallback.empty()) CHECK(direct == cold);
+    // A cached file may have left the page cache before its read (memory pressure, or another
+    // process dropping caches: a busy CI machine did): it is then read as cold, and is not
+    // cached afterwards. Any other cached file must have been read through the cache.
+    size_t evicted = 0;
+    for (size_t i = 0; i < files.size(); ++i)
+        if (i % 3 == 1 && cached_pages(files[i].f.path, files[i].f.size) < (files[i].f.size + 4095) / 4096) ++evicted;
+    CAPTURE(evicted);
+    CHECK(direct + dropped >= cold);
+    CHECK(direct + dropped <= cold + evicted);
+    if (fallback.empty()) CHECK(direct >= cold);
     size_t cold_pages_after = 0;
     for (size_t i = 0; i < files.size(); ++i)
         if (i % 3 != 1) cold_pages_after += cached_pages(files[i].f.path, files[i].f.size);
