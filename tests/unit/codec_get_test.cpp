@@ -3,6 +3,7 @@
 #include <random>
 
 #include "core/wire/codec_get.hpp"
+#include "core/wire/link_target.hpp"
 
 using namespace sluice;
 using namespace sluice::wire;
@@ -152,4 +153,48 @@ TEST_CASE("mutated get frames never crash: every failure is a protocol Error") {
         }
     }
     CHECK(refused > 10000);
+}
+
+TEST_CASE("link_stays_inside: a get's symlinks may not lead out of the destination") {
+    using sluice::wire::link_stays_inside;
+    CHECK(link_stays_inside("l", "f"));
+    CHECK(link_stays_inside("l", "./d/f"));
+    CHECK(link_stays_inside("d/l", "../f"));
+    CHECK(link_stays_inside("d/e/l", "../../f"));
+    CHECK(link_stays_inside("d/l", "../d/e//f/"));
+    CHECK(link_stays_inside("l", "."));
+    CHECK_FALSE(link_stays_inside("l", ""));
+    CHECK_FALSE(link_stays_inside("l", "/etc/passwd"));
+    CHECK_FALSE(link_stays_inside("l", ".."));
+    CHECK_FALSE(link_stays_inside("d/l", "../../f"));
+    CHECK_FALSE(link_stays_inside("d/e/l", "./../../../f"));
+    // '..' after a name: "a -> ." then "l -> a/../x" would climb out of the destination.
+    CHECK_FALSE(link_stays_inside("d/l", "a/../f"));
+    CHECK_FALSE(link_stays_inside("l", "a/.."));
+    CHECK_FALSE(link_stays_inside("l", std::string("f\0/../..", 8)));
+}
+
+TEST_CASE("check_confined_entry refuses what a get may not create, naming it") {
+    using namespace sluice::wire;
+    ManifestEntry e;
+    e.path = "d/l";
+    e.kind = EntryKind::symlink;
+    e.link_target = "../f";
+    CHECK_NOTHROW(check_confined_entry(e));
+    e.link_target = "../../etc/passwd";
+    try {
+        check_confined_entry(e);
+        FAIL("an escaping symlink was accepted");
+    } catch (const Error& err) {
+        CHECK(err.code() == ErrorCode::protocol);
+        CHECK(std::string(err.what()).find("'d/l' -> '../../etc/passwd'") != std::string::npos);
+    }
+    e.link_target = "/etc";
+    CHECK_THROWS_AS(check_confined_entry(e), Error);
+    e.kind = EntryKind::hard_link;
+    e.link_target = "f";
+    CHECK_THROWS_AS(check_confined_entry(e), Error);
+    e.kind = EntryKind::directory;
+    e.link_target.clear();
+    CHECK_NOTHROW(check_confined_entry(e));
 }

@@ -114,7 +114,10 @@ struct FdSource {
     uint32_t mode = 0644;
     int64_t mtime_ns = -1; // -1: the file's own mtime
 };
-// Sends ranges of open files; same guarantees as send(paths).
+// Sends ranges of open files; same guarantees as send(paths). An fd may also be an open
+// directory (sent as a directory entry: made even when empty, with mode and mtime) or a
+// symlink opened with O_PATH | O_NOFOLLOW (sent as a symlink entry with the target it holds);
+// both need offset and length 0. A directory must come before the entries under it.
 SLUICE_EXPORT Stats send(const std::vector<FdSource>& files, const Endpoint& to, const SendOptions& options);
 
 // Pipe mode (the `producer | nc` replacement): sends what can be read from fd until end of
@@ -138,6 +141,10 @@ struct RecvOptions {
     // Owners are kept by the names the sender sends where this host knows them (as rsync
     // does); true: by the numbers alone (--numeric-ids).
     bool numeric_ids = false;
+    // For a sender this side did not choose (sluice::get() sets it): refuse the transfer, naming
+    // the entry, when a symlink's target is absolute or climbs out of the destination (see
+    // docs/protocol.md, "Get sessions"), and when an entry is a hard link or a special file.
+    bool confine_links = false;
     int idle_timeout_ms = 60000;
     std::string congestion_control; // as SendOptions::congestion_control, for every accepted connection
     Encrypt encrypt = Encrypt::automatic; // as SendOptions::encrypt, judged per connecting peer

@@ -87,6 +87,7 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
     ro.path = o.path;
     ro.sync = o.sync;
     ro.verify = o.verify;
+    ro.confine_links = true; // the server is not ours to trust: no link in dest may lead out of it
     ro.idle_timeout_ms = o.idle_timeout_ms;
     ro.verbose = o.verbose;
     ro.log = o.log;

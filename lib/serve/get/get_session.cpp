@@ -132,8 +132,10 @@ void session(Shared& sh, int fd, const std::atomic<bool>& cancel, bool busy, Cou
         reply(fd, GetStatus::bad_request, "the client's address is unknown (getpeername failed)", mac);
         return;
     }
-    std::string said = src.skipped ? std::to_string(src.skipped) + " entries not sent (symlinks, fifos, sockets, devices)" : "";
-    reply(fd, GetStatus::ok, said, mac, src.list.size(), src.bytes);
+    std::string said = src.skipped ? std::to_string(src.skipped) + " entries not sent (" + std::to_string(src.links_out) +
+                                         " symlinks leading out of the tree; fifos, sockets, devices)"
+                                   : "";
+    reply(fd, GetStatus::ok, said, mac, src.files, src.bytes);
 
     SendOptions so;
     so.streams = q.streams;
