@@ -33,6 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import parse_wrk  # noqa: E402 (the same wrk output as the serve bench)
+
 NS = "h15d-idle"
 PORT = 8080
 IP_BIND_ADDRESS_NO_PORT = 24
@@ -61,20 +64,6 @@ def rss_bytes(pid):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0
-
-
-def parse_wrk(out):
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
-
-    def ms(label):
-        m = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)\b", out, re.M)
-        v = float(m[1])
-        return v / 1000 if m[2] == "us" else v * 1000 if m[2] == "s" else v
-
-    errors = re.search(r"Socket errors: (.*)", out)
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"rps": rps, "p50_ms": ms("50"), "p99_ms": ms("99"), "errors": errors[1] if errors else "",
-            "non2xx": int(non2xx[1]) if non2xx else 0}
 
 
 def run_wrk(conns, seconds):

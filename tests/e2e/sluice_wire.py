@@ -123,7 +123,7 @@ def read_frame(s):
 
 # Get sessions (issue 15, docs/protocol.md "Get sessions"): the server's side of the four
 # frames, to play a hostile `sluice serve --port` against the real `sluice get`.
-GET_HELLO, GET_REQUEST, GET_REPLY, GET_DONE = 0x60, 0x61, 0x62, 0x63
+GET_HELLO, GET_REQUEST, GET_REPLY, GET_DONE, GET_ATTACH = 0x60, 0x61, 0x62, 0x63, 0x64
 FEATURE_GET_SESSIONS = 1 << 5
 
 

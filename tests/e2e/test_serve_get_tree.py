@@ -11,7 +11,7 @@ import pytest
 
 import sluice_wire as sw
 from conftest import SLUICE, leftovers, run_sluice
-from serve_client import Server
+from test_serve_get import get, server  # noqa: F401 (server: the same fixture, over this file's root)
 
 
 @pytest.fixture
@@ -34,15 +34,6 @@ def root(tmp_path):
     return r
 
 
-@pytest.fixture
-def server(root):
-    s = Server(root, "--port", "0")
-    yield s
-    s.kill()
-
-
-def get(server, path, dest, *args):
-    return run_sluice("get", server.sluice_base + path.lstrip("/") + "?token=testtoken", dest, *args)
 
 
 def test_empty_directories_and_links_arrive_confined(server, root, tmp_path):
@@ -83,7 +74,8 @@ def test_a_single_empty_directory(server, root, tmp_path):
 class HostileGetServer:
     """Answers one get request, then sends SRC with the real `sluice send` (which carries
     symlinks as they are, absolute ones too) to the client's receiver: a server that does not
-    apply get's rules."""
+    apply get's rules. It connects back (the client runs with --connect-back): the check is the
+    receiver's, the same whichever side opened the connections."""
 
     def __init__(self, src):
         self.src = src
@@ -122,10 +114,101 @@ def test_a_hostile_servers_escaping_link_is_refused(tmp_path, target):
     dest = tmp_path / "in"
     dest.mkdir()
     try:
-        r = run_sluice("get", f"sluice://127.0.0.1:{hostile.port}/anything", dest)
+        r = run_sluice("get", f"sluice://127.0.0.1:{hostile.port}/anything", dest, "--connect-back")
     finally:
         hostile.close()
     assert r.returncode != 0
     assert "leads out of the destination" in r.stderr and target in r.stderr, r.stderr
     assert not os.path.lexists(dest / "src" / "a" / "link")
     assert leftovers(dest) == []
+
+
+class SourceNat:
+    """A TCP forwarder in front of the server's sluice port that connects to the server from
+    127.0.0.2, as a NAT would: the server sees an address where nothing of the client's
+    listens. Counts the connections it forwarded."""
+
+    def __init__(self, server_port):
+        self.server_port = server_port
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.count = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        self.sock.settimeout(0.2)
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            up = socket.socket()
+            up.bind(("127.0.0.2", 0))
+            up.connect(("127.0.0.1", self.server_port))
+            self.count += 1
+            for a, b in ((c, up), (up, c)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pump(a, b):
+        try:
+            while chunk := a.recv(1 << 16):
+                b.sendall(chunk)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+
+
+def test_get_behind_a_nat_connects_out_and_connect_back_cannot(server, root, tmp_path):
+    sluice_port = int(server.sluice_base.rsplit(":", 1)[1].rstrip("/"))
+    nat = SourceNat(sluice_port)
+    try:
+        url = f"sluice://127.0.0.1:{nat.port}/data?token=testtoken"
+        dest = tmp_path / "in"
+        dest.mkdir()
+        r = run_sluice("get", url, dest, "--streams", "3")
+        assert r.returncode == 0, r.stderr
+        assert (dest / "data" / "sub" / "deeper" / "f.txt").read_text() == "f\n"
+        assert nat.count == 1 + 1 + 3  # the request, the control connection and 3 streams: all outward
+        # The server connecting back reaches 127.0.0.2, where this receiver does not listen.
+        back = tmp_path / "back"
+        back.mkdir()
+        r = run_sluice("get", url, back, "--connect-back", "--bind", "127.0.0.1", "--connect-timeout", "3",
+                       "--idle-timeout", "5", timeout=120)
+        assert r.returncode != 0
+        assert leftovers(back) == []
+    finally:
+        nat.close()
+
+
+def test_an_attach_for_no_waiting_get_is_closed(server, tmp_path):
+    sluice_port = int(server.sluice_base.rsplit(":", 1)[1].rstrip("/"))
+    with socket.create_connection(("127.0.0.1", sluice_port), timeout=30) as c:
+        hello = sw.recv_exact(c, 8 + 29)
+        assert hello[0] == sw.GET_HELLO
+        c.sendall(sw.frame(sw.GET_ATTACH, os.urandom(16)))
+        assert c.recv(100) == b""  # closed, nothing said
+    # and the server still serves
+    r = run_sluice("get", server.sluice_base + "data/small.txt?token=testtoken", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "small.txt").read_text() == "small\n"
+
+
+def test_connect_back_still_works(server, root, tmp_path):
+    r = get(server, "/data", tmp_path, "--connect-back", "--streams", "2")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "data" / "sub" / "deeper" / "f.txt").read_text() == "f\n"
+    assert os.readlink(tmp_path / "data" / "rel") == "small.txt" and (tmp_path / "data" / "empty").is_dir()
+    r = get(server, "/data", tmp_path / "x", "--bind", "127.0.0.1")
+    assert r.returncode == 2 and "--bind needs --connect-back" in r.stderr

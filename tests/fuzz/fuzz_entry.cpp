@@ -346,6 +346,9 @@ void get_frame(Span in) {
     case kGetHello:
         encode_get_hello(again, decode_get_hello(p));
         break;
+    case kGetAttach:
+        encode_get_attach(again, decode_get_attach(p));
+        break;
     case kGetRequest: {
         const GetRequest q = decode_get_request(p);
         if (q.path.find('\0') != std::string::npos || (!q.path.empty() && (q.path.front() == '/' || q.path.back() == '/')))

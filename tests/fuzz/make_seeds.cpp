@@ -109,6 +109,9 @@ int main(int argc, char** argv) {
     b.clear();
     encode_get_done(b, {0, ""});
     put(dir, "get-done", 11, b);
+    b.clear();
+    encode_get_attach(b, gq.nonce);
+    put(dir, "get-attach", 11, b);
     // A real journal (two blocks) for selector 9: size and mtime as fuzz_entry.cpp reads them,
     // then the file's bytes.
     char tmpl[] = "/tmp/sluice-seed-journal.XXXXXX";

@@ -99,8 +99,13 @@ TEST_CASE("hostile get requests are refused with a protocol error") {
     q.streams = 129;
     refused(q, "streams");
     q = request();
-    q.reply_port = 0;
-    refused(q, "reply port");
+    q.reply_port = 0; // no connect-back: accepted (the client's streams connect out with GET_ATTACH)
+    {
+        Bytes b;
+        encode_get_request(b, q);
+        CHECK(decode_get_request(Span(b).subspan(kFrameHeaderBytes)).reply_port == 0);
+    }
+    q.reply_port = 40000;
     q = request();
     q.receiver_token = std::string(129, 'a');
     refused(q, "receiver token");
@@ -197,4 +202,23 @@ TEST_CASE("check_confined_entry refuses what a get may not create, naming it") {
     e.kind = EntryKind::directory;
     e.link_target.clear();
     CHECK_NOTHROW(check_confined_entry(e));
+}
+
+TEST_CASE("GET_ATTACH carries the request's nonce; a client's first frame is a request or an attach") {
+    std::array<unsigned char, kNonceBytes> nonce{};
+    for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<unsigned char>(0xa0 + i);
+    Bytes b;
+    encode_get_attach(b, nonce);
+    uint8_t type = 0;
+    CHECK(decode_get_first_header(Span(b).first(kFrameHeaderBytes), &type) == kNonceBytes);
+    CHECK(type == kGetAttach);
+    CHECK(decode_get_attach(Span(b).subspan(kFrameHeaderBytes)) == nonce);
+    CHECK_THROWS_AS(decode_get_attach(Span(b).subspan(kFrameHeaderBytes, kNonceBytes - 1)), Error);
+    Bytes r;
+    encode_get_request(r, request());
+    CHECK(decode_get_first_header(Span(r).first(kFrameHeaderBytes), &type) > 0);
+    CHECK(type == kGetRequest);
+    Bytes d;
+    encode_get_done(d, GetDone{});
+    CHECK_THROWS_AS(decode_get_first_header(Span(d).first(kFrameHeaderBytes), &type), Error);
 }

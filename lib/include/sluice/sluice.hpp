@@ -83,6 +83,11 @@ struct SendOptions {
     LogFn log;                                 // warnings and verbose lines; default: dropped
     Progress* progress = nullptr;              // optional counters to poll
     const std::atomic<bool>* cancel = nullptr; // set to true from any thread to stop
+    // Where the transfer's connections come from: empty, a TCP connect to `to` for each; set,
+    // called instead (from several threads at once) and returns a connected socket the sender
+    // then owns, or throws sluice::Error (a get session whose client connected out to the
+    // server: docs/protocol.md, "Get sessions"). `to` still names the peer and gives the token.
+    std::function<int()> connection;
 
     // Trees as rsync -aHAX keeps them (docs/guarantees.md, "Tree metadata"). The sender sends
     // what is on; the receiver applies what it can and warns once per kind about the rest.
@@ -200,6 +205,11 @@ public:
     SLUICE_EXPORT Stats wait();
     // Makes wait() return with a cancelled Error; safe from any thread.
     SLUICE_EXPORT void cancel();
+    // A connection this side opened to the sender (sluice::get() when the server cannot
+    // connect back), taken as if it had been accepted: the Receiver owns fd from here on, and
+    // the handshake and token check are those of an accepted one. Safe from any thread, before
+    // or during wait().
+    SLUICE_EXPORT void adopt(int fd);
 
     struct Impl;
 

@@ -143,6 +143,7 @@ void Acceptor::run(Admission& admission) {
             }
         }
         if (pfds[1].revents & POLLIN) accept_new(pending);
+        take_adopted(pending);
         admission.after_round();
     }
 }
@@ -154,20 +155,51 @@ void Acceptor::accept_new(std::vector<Pending>& pending) {
         socklen_t len = sizeof peer;
         int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) break;
-        Pending p{.fd = UniqueFd(fd),
-                  .deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs),
-                  .source = source_of(peer)};
-        wire::random_bytes(p.nonce);
-        p.features = wire::kFeatureSparse | wire::kFeatureUpdate | wire::kFeatureTreeMeta | wire::kFeatureStreamReconnect |
-                     wire::kFeatureAnnounceWindow;
-        if (tls::wants_encryption(encrypt_, peer)) p.features |= wire::kFeatureEncryption;
-        wire::Bytes out;
-        wire::encode_server_hello(out, wire::ServerHello{.features = p.features, .nonce = p.nonce});
-        if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) continue;
-        dropped += make_room(pending, p.source);
-        pending.push_back(std::move(p));
+        greet(UniqueFd(fd), peer, pending, dropped);
     }
     // One line per round, not per connection: a flood must not become a flood of log lines.
+    if (dropped) log_.verbose_line("too many pending handshakes: dropped " + std::to_string(dropped));
+}
+
+bool Acceptor::greet(UniqueFd fd, const sockaddr_storage& peer, std::vector<Pending>& pending, size_t& dropped) {
+    Pending p{.fd = std::move(fd),
+              .deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs),
+              .source = source_of(peer)};
+    wire::random_bytes(p.nonce);
+    p.features = wire::kFeatureSparse | wire::kFeatureUpdate | wire::kFeatureTreeMeta | wire::kFeatureStreamReconnect |
+                 wire::kFeatureAnnounceWindow;
+    if (tls::wants_encryption(encrypt_, peer)) p.features |= wire::kFeatureEncryption;
+    wire::Bytes out;
+    wire::encode_server_hello(out, wire::ServerHello{.features = p.features, .nonce = p.nonce});
+    if (::send(p.fd.get(), out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) return false;
+    dropped += make_room(pending, p.source);
+    pending.push_back(std::move(p));
+    return true;
+}
+
+void Acceptor::adopt(UniqueFd fd) {
+    {
+        std::lock_guard lock(adopted_mu_);
+        if (adopted_.size() >= kMaxPendingHandshakes) return; // closed: as a flood's would be
+        adopted_.push_back(std::move(fd));
+    }
+    wake();
+}
+
+void Acceptor::take_adopted(std::vector<Pending>& pending) {
+    std::vector<UniqueFd> mine;
+    {
+        std::lock_guard lock(adopted_mu_);
+        mine.swap(adopted_);
+    }
+    size_t dropped = 0;
+    for (UniqueFd& fd : mine) {
+        sockaddr_storage peer{};
+        socklen_t len = sizeof peer;
+        if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
+        set_nonblocking(fd.get(), true);
+        greet(std::move(fd), peer, pending, dropped);
+    }
     if (dropped) log_.verbose_line("too many pending handshakes: dropped " + std::to_string(dropped));
 }
 
