@@ -212,3 +212,12 @@ def test_connect_back_still_works(server, root, tmp_path):
     assert os.readlink(tmp_path / "data" / "rel") == "small.txt" and (tmp_path / "data" / "empty").is_dir()
     r = get(server, "/data", tmp_path / "x", "--bind", "127.0.0.1")
     assert r.returncode == 2 and "--bind needs --connect-back" in r.stderr
+
+
+def test_more_streams_than_a_source_may_have_pending(server, root, tmp_path):
+    # 1 + 40 connections from this side, all adopted by the receiver at once: more than the 16
+    # handshakes one source address may have pending, which a flood's connections are held to.
+    r = get(server, "/data", tmp_path, "--streams", "40")
+    assert r.returncode == 0, r.stderr
+    assert "dropped" not in r.stderr
+    assert (tmp_path / "data" / "sub" / "deeper" / "f.txt").read_text() == "f\n"

@@ -66,7 +66,7 @@ private:
     struct Pending;
     void accept_new(std::vector<Pending>& pending);
     // Greets one new connection (ServerHello) and adds it to pending; false if that failed.
-    bool greet(UniqueFd fd, const sockaddr_storage& peer, std::vector<Pending>& pending, size_t& dropped);
+    bool greet(UniqueFd fd, const sockaddr_storage& peer, std::vector<Pending>& pending, size_t& dropped, bool adopted);
     void take_adopted(std::vector<Pending>& pending);
     // Makes room for one more pending handshake from `source`; returns how many were dropped.
     size_t make_room(std::vector<Pending>& pending, uint64_t source);
