@@ -20,10 +20,12 @@ Fetches PATH (a file or a directory, relative to the served DIR; '/' for all of 
 `sluice serve DIR --port PORT` into the directory DEST, over sluice's protocol: several
 streams, a checksum per block, and resume (run the same command again after an interruption
 and only what DEST has not verified is sent). A file lands as DEST/NAME, a directory as
-DEST/NAME/..., and all of DIR's entries directly in DEST. Symlinks and special files are
-not sent (the server says how many it left out).
-The server sends to a port this command listens on, connecting to the address the request
-came from: the server must be able to reach this host there (no NAT between them).
+DEST/NAME/..., and all of DIR's entries directly in DEST, directories (empty ones too) and
+symlinks whose target stays inside DEST included; other symlinks and special files are not
+sent (the server says how many it left out), and a link out of DEST from the server is refused.
+Every connection goes from this host to the server's port (it works behind NAT); with
+--connect-back the server connects to a port this command listens on instead, at the
+address the request came from (the way of servers from before GET_ATTACH).
 The token comes from --token-file, --token, the URL's ?token= or SLUICE_TOKEN; a --public
 server needs none.
 
@@ -32,7 +34,8 @@ options:
   --recv-path PATH     direct (default), recv_write, splice, or null (verify and discard)
   --sync               fsync files and directories before reporting success
   --verify             read each file back from disk and check it before renaming it
-  --bind ADDR          address to listen on for the server's streams (default: all)
+  --connect-back       the server connects its streams to this host instead
+  --bind ADDR          with --connect-back: address to listen on (default: all)
   --connect-timeout S  give up connecting to the server after S seconds (default 10)
   --idle-timeout S     fail if the server is silent this long (default 60)
   --token-file FILE    the server's token, from FILE (mode 0600 or stricter)
@@ -62,7 +65,7 @@ std::pair<std::string, std::string> split_get_url(const std::string& url) {
 int cmd_get(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--recv-path", "--bind", "--connect-timeout", "--idle-timeout", "--token", "--token-file"},
-           {"--sync", "--verify", "--json", "--verbose", "-v", "--help", "-h"});
+           {"--sync", "--verify", "--connect-back", "--json", "--verbose", "-v", "--help", "-h"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kGetHelp, stdout);
         return 0;
@@ -77,6 +80,8 @@ int cmd_get(int argc, char** argv) {
     if (auto v = a.value("--recv-path")) o.path = parse_recv_path(*v);
     if (auto v = a.value("--bind")) o.bind_address = *v;
     o.sync = a.flag("--sync");
+    o.connect_back = a.flag("--connect-back");
+    if (o.bind_address.size() && !o.connect_back) throw Error(ErrorCode::usage, "--bind needs --connect-back (otherwise nothing listens)");
     o.verify = a.flag("--verify");
     o.connect_timeout_ms = static_cast<int>(a.uint_value("--connect-timeout", 10, 1, 3600)) * 1000;
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;

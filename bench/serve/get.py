@@ -10,6 +10,8 @@ verifying (--recv-path null) on both, so the disk is out of the comparison (8 GB
 at most, none written). Cases:
   - one 2 GiB file;
   - the minor set (bench/datasets/gen.py, --scale 1/16: 6,415 files of 1-400 KiB);
+  (with --connect-back, each get also runs the way where the server connects to the client;
+  the default get opens every connection from the client);
   - 16 `sluice get` clients of one 1 GiB file at once: aggregate MB/s and the server's CPU
     seconds per GB (utime + stime of its process, from /proc).
 Run it under the bench lock:
@@ -53,10 +55,10 @@ def last_json(out):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_get(binary, path, streams):
+def run_get(binary, path, streams, *extra):
     t0 = time.monotonic()
     r = subprocess.run(in_ns(CLI_NS, CLI_CPU, binary, "get", f"sluice://{SRV_IP}:{GET_PORT}/{path}", "/tmp", "--recv-path",
-                             "null", "--streams", streams, "--json"), capture_output=True, text=True, timeout=400, env=ENV)
+                             "null", "--streams", streams, "--json", *extra), capture_output=True, text=True, timeout=400, env=ENV)
     wall = time.monotonic() - t0
     if r.returncode != 0:
         raise RuntimeError(f"get {path}: {r.stderr}")
@@ -113,6 +115,7 @@ def main():
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--out", default=None)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--connect-back", action="store_true", help="also get with --connect-back (the server connects to the client)")
     ap.add_argument("--prepare-only", action="store_true", help="make the data and exit (outside the bench lock)")
     a = ap.parse_args()
     root = Path(a.data) / "www"
@@ -142,8 +145,12 @@ def main():
         srv.stdout.readline()
         for name, rel in (("2 GiB file", "2g.bin"), ("minor set", "minor")):
             rows = {"get": [], "send/recv": []}
-            for _ in range(a.repeats):  # interleaved: outside load drifts over both alike
+            if a.connect_back:
+                rows["get --connect-back"] = []
+            for _ in range(a.repeats):  # interleaved: outside load drifts over all alike
                 rows["get"].append(run_get(a.sluice, rel, a.streams))
+                if a.connect_back:
+                    rows["get --connect-back"].append(run_get(a.sluice, rel, a.streams, "--connect-back"))
                 rows["send/recv"].append(run_send_recv(a.sluice, root / rel, a.streams))
             med = {k: sorted(r["mb_s"] for r in v)[len(v) // 2] for k, v in rows.items()}
             results["cases"][name] = {"runs": rows, "median_mb_s": med, "get_vs_send_recv": med["get"] / med["send/recv"]}

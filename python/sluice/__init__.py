@@ -397,12 +397,12 @@ def serve(dir, **kwargs):
 
 def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", sync=False, verify=False,
         connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None, progress=None, progress_interval=0.2,
-        cancel=None):
+        cancel=None, connect_back=False):
     """Fetches ``sluice://HOST:PORT/PATH`` (a file or a tree, relative to the served directory)
     from a ``sluice serve --port`` into the directory ``dest``, over sluice's protocol with
     ``streams`` streams, a checksum per block, and resume (the same call again continues).
-    The server connects back to this host to send. Returns the receiver's stats as a dict;
-    options, progress, log, cancel and errors as for ``send``."""
+    This host opens every connection (behind NAT too; ``connect_back``: the server connects here).
+    Returns the receiver's stats as a dict; options, progress, log, cancel and errors as for ``send``."""
     if not isinstance(url, str) or not url.startswith("sluice://"):
         raise UsageError(f"url={url!r}: expected a sluice://HOST:PORT/PATH string")
     rest = url[len("sluice://"):]
@@ -415,5 +415,5 @@ def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", s
                          send_path="splice", connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress, progress_interval=progress_interval,
                          cancel=cancel)
-    opts.update({"recv_path": recv_path, "sync": bool(sync), "verify": bool(verify)})
+    opts.update(recv_path=recv_path, sync=bool(sync), verify=bool(verify), connect_back=bool(connect_back))
     return _sluice.get(f"sluice://{host_port}/{query}", path, os.fsdecode(os.fspath(dest)), opts)

@@ -108,6 +108,7 @@ void bind_serve(py::module_& m) {
             g.path = parse_recv_path(o["recv_path"].cast<std::string>());
             g.sync = o["sync"].cast<bool>();
             g.verify = o["verify"].cast<bool>();
+            g.connect_back = o["connect_back"].cast<bool>();
             return get(from, remote_path, dest, g);
         });
     });

@@ -69,3 +69,36 @@ TEST_CASE("bad fd sources are refused before connecting, naming the source") {
     expect({{fd, 0, 1, "same", 0644, -1}, {fd, 1, 1, "same", 0644, -1}}, sluice::ErrorCode::usage, "twice");
     ::close(fd);
 }
+
+TEST_CASE("an open directory and an O_PATH symlink are sent as a directory and a link") {
+    TempDir src, dst;
+    fs::create_directories(src.path / "empty");
+    fs::permissions(src.path / "empty", static_cast<fs::perms>(0750));
+    fs::create_symlink("../somewhere/else", src.path / "link");
+    int dir = ::open((src.path / "empty").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int link = ::open((src.path / "link").c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    REQUIRE(dir >= 0);
+    REQUIRE(link >= 0);
+    sluice::Receiver rx(dst.path, loopback_recv());
+    Waiter w(rx);
+    std::vector<sluice::FdSource> v = {{dir, 0, 0, "a/empty", 0750, -1}, {link, 0, 0, "a/link", 0777, -1}};
+    sluice::Stats sent = sluice::send(v, sluice::parse_url(rx.url()), quick_send(1));
+    w.get();
+    CHECK(sent.files == 0);
+    CHECK(fs::is_directory(dst.path / "a/empty"));
+    CHECK(fs::is_empty(dst.path / "a/empty"));
+    CHECK((fs::status(dst.path / "a/empty").permissions() & fs::perms::all) == static_cast<fs::perms>(0750));
+    CHECK(fs::is_symlink(dst.path / "a/link"));
+    CHECK(fs::read_symlink(dst.path / "a/link") == "../somewhere/else");
+
+    sluice::Endpoint nowhere{"127.0.0.1", 1, "token"}; // refused before connecting
+    try {
+        sluice::send({{dir, 0, 5, "d", 0755, -1}}, nowhere, quick_send(1));
+        FAIL("a directory with a length was accepted");
+    } catch (const sluice::Error& e) {
+        CHECK(e.code() == sluice::ErrorCode::usage);
+        CHECK(std::string(e.what()).find("offset and length must be 0") != std::string::npos);
+    }
+    ::close(dir);
+    ::close(link);
+}

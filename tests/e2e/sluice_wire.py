@@ -119,3 +119,37 @@ def read_frame(s):
         payload = recv_exact(s, length)
         if ftype != WORKING:
             return ftype, payload
+
+
+# Get sessions (issue 15, docs/protocol.md "Get sessions"): the server's side of the four
+# frames, to play a hostile `sluice serve --port` against the real `sluice get`.
+GET_HELLO, GET_REQUEST, GET_REPLY, GET_DONE, GET_ATTACH = 0x60, 0x61, 0x62, 0x63, 0x64
+FEATURE_GET_SESSIONS = 1 << 5
+
+
+def get_hello_public():
+    """GET_HELLO of a --public server (no token, so no MACs)."""
+    return frame(GET_HELLO, MAGIC + struct.pack("<HHB", VERSION, FEATURE_GET_SESSIONS, 0) + os.urandom(16))
+
+
+def read_get_request(s):
+    """(streams, reply_port, receiver_token, path) of the client's GET_REQUEST."""
+    ftype, _, _, length = struct.unpack("<BBHI", recv_exact(s, 8))
+    assert ftype == GET_REQUEST, hex(ftype)
+    p = recv_exact(s, length)
+    _, _, streams, port = struct.unpack_from("<HBHH", p, 0)
+    at = 7 + 16
+    (tlen,) = struct.unpack_from("<H", p, at)
+    token = p[at + 2:at + 2 + tlen].decode()
+    at += 2 + tlen
+    (plen,) = struct.unpack_from("<H", p, at)
+    path = p[at + 2:at + 2 + plen].decode()
+    return streams, port, token, path
+
+
+def get_reply_ok(files, nbytes, msg=b""):
+    return frame(GET_REPLY, struct.pack("<B", 0) + bytes(32) + struct.pack("<QQI", files, nbytes, len(msg)) + msg)
+
+
+def get_done(status, msg=b""):
+    return frame(GET_DONE, struct.pack("<II", status, len(msg)) + msg)

@@ -1,4 +1,5 @@
 #include "fuzz_entry.hpp"
+#include "fuzz_get.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -334,7 +335,7 @@ void fuzz_one(const uint8_t* data, size_t size) {
     if (size == 0) return;
     Span in(data + 1, size - 1);
     try {
-        switch (data[0] % 11) {
+        switch (data[0] % 12) {
         case 0: control_frame(in); break;
         case 1: data_stream(in); break;
         case 2:
@@ -352,6 +353,7 @@ void fuzz_one(const uint8_t* data, size_t size) {
         case 8: url(in); break;
         case 9: journal_file(in); break;
         case 10: http_request(in); break;
+        case 11: fuzz_get_frame(in); break;
         }
     } catch (const Error&) {}
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/wire/codec.hpp"
+#include "core/wire/codec_get.hpp"
 #include "recv/store/journal.hpp"
 
 using namespace sluice::wire;
@@ -93,6 +94,24 @@ int main(int argc, char** argv) {
              "If-Modified-Since: Tue, 24 Nov 2026 06:12:21 GMT\r\nConnection: keep-alive\r\n\r\n"
              "HEAD / HTTP/1.0\r\n\r\n"));
     put(dir, "http-target", 10, text("/dir/%2e%2e/x//y/./z"));
+    // Get sessions' frames for selector 11 (the frame as it arrives, header first).
+    b.clear();
+    encode_get_hello(b, {});
+    put(dir, "get-hello", 11, b);
+    b.clear();
+    GetRequest gq;
+    gq.streams = 4, gq.reply_port = 40000, gq.receiver_token = "one-time", gq.path = "data/set";
+    encode_get_request(b, gq);
+    put(dir, "get-request", 11, b);
+    b.clear();
+    encode_get_reply(b, {GetStatus::ok, {}, 3, 12345, "1 entries not sent"});
+    put(dir, "get-reply", 11, b);
+    b.clear();
+    encode_get_done(b, {0, ""});
+    put(dir, "get-done", 11, b);
+    b.clear();
+    encode_get_attach(b, gq.nonce);
+    put(dir, "get-attach", 11, b);
     // A real journal (two blocks) for selector 9: size and mtime as fuzz_entry.cpp reads them,
     // then the file's bytes.
     char tmpl[] = "/tmp/sluice-seed-journal.XXXXXX";

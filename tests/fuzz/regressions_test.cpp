@@ -7,6 +7,7 @@
 #include <iterator>
 #include <vector>
 
+#include "core/wire/codec_get.hpp"
 #include "fuzz_entry.hpp"
 
 TEST_CASE("fuzzer regressions stay fixed") {
@@ -37,4 +38,28 @@ TEST_CASE("hand-made hostile inputs are refused without crashing") {
         {1, 0, 0x11, 0, 0, 0, 16, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, // wrong counts
     };
     for (auto& c : cases) fuzz_one(c.data(), c.size());
+}
+
+TEST_CASE("get frames (selector 11): valid frames pass the round trip, hostile ones are refused") {
+    using namespace sluice::wire;
+    auto with_selector = [](const Bytes& frame) {
+        std::vector<unsigned char> in{11};
+        in.insert(in.end(), frame.begin(), frame.end());
+        return in;
+    };
+    std::vector<Bytes> frames(6);
+    encode_get_hello(frames[0], GetHello{});
+    GetRequest q;
+    q.streams = 2, q.reply_port = 1, q.receiver_token = "t", q.path = "a/b";
+    encode_get_request(frames[1], q);
+    encode_get_reply(frames[2], GetReply{GetStatus::busy, {}, 0, 0, "busy \x1b[2J"}); // escaped on decode
+    encode_get_done(frames[3], GetDone{3, "disk full"});
+    q.path = "../etc";
+    encode_get_request(frames[4], q); // refused: '..'
+    encode_get_done(frames[5], GetDone{0, ""});
+    frames[5][6] = 0xff; // length beyond the 16 KiB bound (either byte order)
+    for (const Bytes& f : frames) {
+        auto in = with_selector(f);
+        fuzz_one(in.data(), in.size()); // aborts if a property of get_frame() breaks
+    }
 }

@@ -32,13 +32,17 @@ def test_serve_http_and_get(tmp_path):
                            progress=seen.append, progress_interval=0.05)
         assert stats["files"] == 20 and stats["streams"] == 3 and seen
         assert regular_files(tree_listing(dest / "a")) == regular_files(tree_listing(src / "a"))
+        back = tmp_path / "back"  # the server connecting to this host instead
+        back.mkdir()
+        assert sluice.get(f"sluice://127.0.0.1:{srv.get_port}/a?token=pytok", back, connect_back=True)["files"] == 20
+        assert regular_files(tree_listing(back / "a")) == regular_files(tree_listing(src / "a"))
 
         with pytest.raises(sluice.AuthError):
             sluice.get(f"sluice://127.0.0.1:{srv.get_port}/big.bin", dest, token="wrong")
         with pytest.raises(sluice.SourceError, match="not found"):
             sluice.get(f"sluice://127.0.0.1:{srv.get_port}/nope?token=pytok", dest)
         st = srv.stats()
-        assert st["get_sessions"] == 3 and st["get_sessions_failed"] == 2 and st["requests"] == 2
+        assert st["get_sessions"] == 4 and st["get_sessions_failed"] == 2 and st["requests"] == 2
     with pytest.raises(sluice.UsageError):
         sluice.Server(tmp_path / "www", http_port=70000)
     with pytest.raises(sluice.DestinationError):

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "core/wire/codec_get.hpp"
+#include "core/wire/link_target.hpp"
 
 using namespace sluice;
 using namespace sluice::wire;
@@ -98,8 +99,13 @@ TEST_CASE("hostile get requests are refused with a protocol error") {
     q.streams = 129;
     refused(q, "streams");
     q = request();
-    q.reply_port = 0;
-    refused(q, "reply port");
+    q.reply_port = 0; // no connect-back: accepted (the client's streams connect out with GET_ATTACH)
+    {
+        Bytes b;
+        encode_get_request(b, q);
+        CHECK(decode_get_request(Span(b).subspan(kFrameHeaderBytes)).reply_port == 0);
+    }
+    q.reply_port = 40000;
     q = request();
     q.receiver_token = std::string(129, 'a');
     refused(q, "receiver token");
@@ -152,4 +158,68 @@ TEST_CASE("mutated get frames never crash: every failure is a protocol Error") {
         }
     }
     CHECK(refused > 10000);
+}
+
+TEST_CASE("link_stays_inside: a get's symlinks may not lead out of the destination") {
+    struct Case {
+        const char* path;
+        std::string target;
+        bool inside;
+    };
+    const Case cases[] = {
+        {"l", "f", true}, {"l", "./d/f", true}, {"d/l", "../f", true}, {"d/e/l", "../../f", true},
+        {"d/l", "../d/e//f/", true}, {"l", ".", true}, {"l", "", false}, {"l", "/etc/passwd", false},
+        {"l", "..", false}, {"d/l", "../../f", false}, {"d/e/l", "./../../../f", false},
+        // '..' after a name: "a -> ." then "l -> a/../x" would climb out of the destination.
+        {"d/l", "a/../f", false}, {"l", "a/..", false}, {"l", std::string("f\0/../..", 8), false},
+    };
+    for (const Case& c : cases) {
+        CAPTURE(c.path);
+        CAPTURE(c.target);
+        CHECK(sluice::wire::link_stays_inside(c.path, c.target) == c.inside);
+    }
+}
+
+TEST_CASE("check_confined_entry refuses what a get may not create, naming it") {
+    using namespace sluice::wire;
+    ManifestEntry e;
+    e.path = "d/l";
+    e.kind = EntryKind::symlink;
+    e.link_target = "../f";
+    CHECK_NOTHROW(check_confined_entry(e));
+    e.link_target = "../../etc/passwd";
+    try {
+        check_confined_entry(e);
+        FAIL("an escaping symlink was accepted");
+    } catch (const Error& err) {
+        CHECK(err.code() == ErrorCode::protocol);
+        CHECK(std::string(err.what()).find("'d/l' -> '../../etc/passwd'") != std::string::npos);
+    }
+    e.link_target = "/etc";
+    CHECK_THROWS_AS(check_confined_entry(e), Error);
+    e.kind = EntryKind::hard_link;
+    e.link_target = "f";
+    CHECK_THROWS_AS(check_confined_entry(e), Error);
+    e.kind = EntryKind::directory;
+    e.link_target.clear();
+    CHECK_NOTHROW(check_confined_entry(e));
+}
+
+TEST_CASE("GET_ATTACH carries the request's nonce; a client's first frame is a request or an attach") {
+    std::array<unsigned char, kNonceBytes> nonce{};
+    for (size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<unsigned char>(0xa0 + i);
+    Bytes b;
+    encode_get_attach(b, nonce);
+    uint8_t type = 0;
+    CHECK(decode_get_first_header(Span(b).first(kFrameHeaderBytes), &type) == kNonceBytes);
+    CHECK(type == kGetAttach);
+    CHECK(decode_get_attach(Span(b).subspan(kFrameHeaderBytes)) == nonce);
+    CHECK_THROWS_AS(decode_get_attach(Span(b).subspan(kFrameHeaderBytes, kNonceBytes - 1)), Error);
+    Bytes r;
+    encode_get_request(r, request());
+    CHECK(decode_get_first_header(Span(r).first(kFrameHeaderBytes), &type) > 0);
+    CHECK(type == kGetRequest);
+    Bytes d;
+    encode_get_done(d, GetDone{});
+    CHECK_THROWS_AS(decode_get_first_header(Span(d).first(kFrameHeaderBytes), &type), Error);
 }

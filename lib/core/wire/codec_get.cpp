@@ -43,6 +43,7 @@ const char* type_name(uint8_t t) {
     case kGetRequest: return "GET_REQUEST";
     case kGetReply: return "GET_REPLY";
     case kGetDone: return "GET_DONE";
+    case kGetAttach: return "GET_ATTACH";
     }
     return "unknown";
 }
@@ -138,7 +139,6 @@ GetRequest decode_get_request(Span in) {
     r.expect_end();
     if (q.streams == 0 || q.streams > kMaxStreams)
         bad("GET_REQUEST: " + std::to_string(q.streams) + " streams (1 to " + std::to_string(kMaxStreams) + ")");
-    if (q.reply_port == 0) bad("GET_REQUEST: reply port 0");
     if (q.receiver_token.empty()) bad("GET_REQUEST: empty receiver token");
     if (!q.path.empty()) validate_relative_path(q.path);
     return q;
@@ -167,6 +167,27 @@ GetReply decode_get_reply(Span in) {
     p.message = checked_message(r, "GET_REPLY");
     r.expect_end();
     return p;
+}
+
+uint32_t decode_get_first_header(Span header, uint8_t* type) {
+    const uint8_t t = header.empty() ? 0 : header[0];
+    *type = t == kGetAttach ? kGetAttach : kGetRequest; // anything else: refused as "expected a GET_REQUEST"
+    return decode_get_frame_header(header, *type);
+}
+
+void encode_get_attach(Bytes& out, const std::array<unsigned char, kNonceBytes>& request_nonce) {
+    size_t at = begin_frame(out, static_cast<FrameType>(kGetAttach));
+    ByteWriter w(out);
+    w.bytes(request_nonce.data(), request_nonce.size());
+    end_frame(out, at);
+}
+
+std::array<unsigned char, kNonceBytes> decode_get_attach(Span in) {
+    ByteReader r(in, "GET_ATTACH");
+    std::array<unsigned char, kNonceBytes> nonce{};
+    read_array(r, nonce);
+    r.expect_end();
+    return nonce;
 }
 
 void encode_get_done(Bytes& out, const GetDone& d) {

@@ -17,6 +17,7 @@ inline constexpr uint8_t kGetHello = 0x60;   // server -> client: version, featu
 inline constexpr uint8_t kGetRequest = 0x61; // client -> server: what to send, where, MAC
 inline constexpr uint8_t kGetReply = 0x62;   // server -> client: yes or why not, server's MAC
 inline constexpr uint8_t kGetDone = 0x63;    // server -> client: how the transfer ended
+inline constexpr uint8_t kGetAttach = 0x64;  // client -> server, instead of GET_REQUEST: this connection is a stream of that get
 inline constexpr uint32_t kMaxGetPayload = 16384;
 inline constexpr uint16_t kFeatureGetSessions = 1u << 5; // the brief's bit 5 (both hellos)
 inline constexpr size_t kMaxReceiverTokenBytes = 128;
@@ -32,7 +33,8 @@ struct GetRequest {
     uint16_t version = kVersion;
     uint8_t features = static_cast<uint8_t>(kFeatureGetSessions);
     uint16_t streams = 0;    // data streams the server should open (1..kMaxStreams)
-    uint16_t reply_port = 0; // the client's receiver listens here, at the address it connected from
+    uint16_t reply_port = 0; // the client's receiver listens here, at the address it connected from; 0: the
+                             // client connects its transfer's connections out (GET_ATTACH), none back
     std::array<unsigned char, kNonceBytes> nonce{};
     std::string receiver_token; // admits the server's sender to that receiver
     std::string path;           // relative to the served directory; empty: all of it
@@ -58,6 +60,9 @@ void encode_get_hello(Bytes& out, const GetHello& h);
 void encode_get_request(Bytes& out, const GetRequest& r);
 void encode_get_reply(Bytes& out, const GetReply& r);
 void encode_get_done(Bytes& out, const GetDone& d);
+// GET_ATTACH: the nonce of the GET_REQUEST whose transfer this connection joins.
+void encode_get_attach(Bytes& out, const std::array<unsigned char, kNonceBytes>& request_nonce);
+std::array<unsigned char, kNonceBytes> decode_get_attach(Span payload);
 GetHello decode_get_hello(Span payload);
 GetRequest decode_get_request(Span payload);
 GetReply decode_get_reply(Span payload);
@@ -67,5 +72,7 @@ Span get_request_signed_part(Span encoded_frame);
 
 // Checks a get frame's 8-byte header: the expected type, no flags, at most kMaxGetPayload.
 uint32_t decode_get_frame_header(Span header, uint8_t expected_type);
+// The same for the first frame a client sends: GET_REQUEST or GET_ATTACH (*type says which).
+uint32_t decode_get_first_header(Span header, uint8_t* type);
 
 } // namespace sluice::wire

@@ -7,11 +7,13 @@
 //   o.streams = 8;
 //   sluice::Stats s = sluice::get(sluice::parse_url("sluice://host:7000/?token=T"), "models/m.bin", "/data/in", o);
 //
-// How: the client starts a Receiver (an ephemeral port, a random one-time token), asks the
-// server on one connection, and the server sends to that receiver, connecting back to the
-// address the request came from. So the client must be reachable from the server at that
-// address (no NAT between them); the request connection carries the server's verdict, and a
-// server-side failure cancels the receiver with the server's message.
+// How: the client starts a Receiver (a random one-time token), asks the server on one
+// connection, then opens the transfer's connections (1 + streams) to the same port, each
+// naming the request (GET_ATTACH), and hands them to the Receiver: the server connects
+// nowhere, so a client behind NAT can get. With connect_back, the server instead connects to
+// the Receiver's port at the address the request came from (the client must be reachable
+// there). The request connection carries the server's verdict, and a server-side failure
+// cancels the receiver with the server's message.
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -29,7 +31,10 @@ struct GetOptions {
     bool verify = false;
     int connect_timeout_ms = 10000;
     int idle_timeout_ms = 60000; // the server silent this long fails the get
-    std::string bind_address;    // where the receiver listens for the server; empty: all addresses
+    // The server connects to this side's Receiver instead of this side connecting out (the
+    // first protocol of get sessions; a server from before GET_ATTACH needs it).
+    bool connect_back = false;
+    std::string bind_address;    // connect_back: where the receiver listens for the server; empty: all addresses
     bool verbose = false;
     LogFn log;
     Progress* progress = nullptr;

@@ -83,6 +83,11 @@ struct SendOptions {
     LogFn log;                                 // warnings and verbose lines; default: dropped
     Progress* progress = nullptr;              // optional counters to poll
     const std::atomic<bool>* cancel = nullptr; // set to true from any thread to stop
+    // Where the transfer's connections come from: empty, a TCP connect to `to` for each; set,
+    // called instead (from several threads at once) and returns a connected socket the sender
+    // then owns, or throws sluice::Error (a get session whose client connected out to the
+    // server: docs/protocol.md, "Get sessions"). `to` still names the peer and gives the token.
+    std::function<int()> connection;
 
     // Trees as rsync -aHAX keeps them (docs/guarantees.md, "Tree metadata"). The sender sends
     // what is on; the receiver applies what it can and warns once per kind about the rest.
@@ -114,7 +119,10 @@ struct FdSource {
     uint32_t mode = 0644;
     int64_t mtime_ns = -1; // -1: the file's own mtime
 };
-// Sends ranges of open files; same guarantees as send(paths).
+// Sends ranges of open files; same guarantees as send(paths). An fd may also be an open
+// directory (sent as a directory entry: made even when empty, with mode and mtime) or a
+// symlink opened with O_PATH | O_NOFOLLOW (sent as a symlink entry with the target it holds);
+// both need offset and length 0. A directory must come before the entries under it.
 SLUICE_EXPORT Stats send(const std::vector<FdSource>& files, const Endpoint& to, const SendOptions& options);
 
 // Pipe mode (the `producer | nc` replacement): sends what can be read from fd until end of
@@ -138,6 +146,10 @@ struct RecvOptions {
     // Owners are kept by the names the sender sends where this host knows them (as rsync
     // does); true: by the numbers alone (--numeric-ids).
     bool numeric_ids = false;
+    // For a sender this side did not choose (sluice::get() sets it): refuse the transfer, naming
+    // the entry, when a symlink's target is absolute or climbs out of the destination (see
+    // docs/protocol.md, "Get sessions"), and when an entry is a hard link or a special file.
+    bool confine_links = false;
     int idle_timeout_ms = 60000;
     std::string congestion_control; // as SendOptions::congestion_control, for every accepted connection
     Encrypt encrypt = Encrypt::automatic; // as SendOptions::encrypt, judged per connecting peer
@@ -193,6 +205,11 @@ public:
     SLUICE_EXPORT Stats wait();
     // Makes wait() return with a cancelled Error; safe from any thread.
     SLUICE_EXPORT void cancel();
+    // A connection this side opened to the sender (sluice::get() when the server cannot
+    // connect back), taken as if it had been accepted: the Receiver owns fd from here on, and
+    // the handshake and token check are those of an accepted one. Safe from any thread, before
+    // or during wait().
+    SLUICE_EXPORT void adopt(int fd);
 
     struct Impl;
 

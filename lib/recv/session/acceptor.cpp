@@ -79,6 +79,7 @@ struct Acceptor::Pending {
     Clock::time_point deadline;
     uint64_t source = 0;
     uint16_t features = 0; // what our ServerHello said
+    bool adopted = false;  // opened by this side (adopt()): never dropped to make room, not a flood's
 };
 
 Acceptor::Acceptor(const RecvOptions& opts, SessionLog& log)
@@ -143,6 +144,7 @@ void Acceptor::run(Admission& admission) {
             }
         }
         if (pfds[1].revents & POLLIN) accept_new(pending);
+        take_adopted(pending);
         admission.after_round();
     }
 }
@@ -154,20 +156,56 @@ void Acceptor::accept_new(std::vector<Pending>& pending) {
         socklen_t len = sizeof peer;
         int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) break;
-        Pending p{.fd = UniqueFd(fd),
-                  .deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs),
-                  .source = source_of(peer)};
-        wire::random_bytes(p.nonce);
-        p.features = wire::kFeatureSparse | wire::kFeatureUpdate | wire::kFeatureTreeMeta | wire::kFeatureStreamReconnect |
-                     wire::kFeatureAnnounceWindow;
-        if (tls::wants_encryption(encrypt_, peer)) p.features |= wire::kFeatureEncryption;
-        wire::Bytes out;
-        wire::encode_server_hello(out, wire::ServerHello{.features = p.features, .nonce = p.nonce});
-        if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) continue;
-        dropped += make_room(pending, p.source);
-        pending.push_back(std::move(p));
+        greet(UniqueFd(fd), peer, pending, dropped, false);
     }
     // One line per round, not per connection: a flood must not become a flood of log lines.
+    if (dropped) log_.verbose_line("too many pending handshakes: dropped " + std::to_string(dropped));
+}
+
+bool Acceptor::greet(UniqueFd fd, const sockaddr_storage& peer, std::vector<Pending>& pending, size_t& dropped,
+                     bool adopted) {
+    Pending p{.fd = std::move(fd),
+              .deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs),
+              .source = source_of(peer),
+              .adopted = adopted};
+    wire::random_bytes(p.nonce);
+    p.features = wire::kFeatureSparse | wire::kFeatureUpdate | wire::kFeatureTreeMeta | wire::kFeatureStreamReconnect |
+                 wire::kFeatureAnnounceWindow;
+    if (tls::wants_encryption(encrypt_, peer)) p.features |= wire::kFeatureEncryption;
+    wire::Bytes out;
+    wire::encode_server_hello(out, wire::ServerHello{.features = p.features, .nonce = p.nonce});
+    if (::send(p.fd.get(), out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) return false;
+    // A get's own connections all come from the server's address, more than the 16 a source
+    // may have pending, and they wait for the sender to take them one by one: they are this
+    // side's (bounded by adopt()), so they neither make room nor are dropped for it.
+    if (!adopted) dropped += make_room(pending, p.source);
+    pending.push_back(std::move(p));
+    return true;
+}
+
+void Acceptor::adopt(UniqueFd fd) {
+    {
+        std::lock_guard lock(adopted_mu_);
+        if (adopted_.size() >= kMaxPendingHandshakes) return; // closed: as a flood's would be
+        adopted_.push_back(std::move(fd));
+    }
+    wake();
+}
+
+void Acceptor::take_adopted(std::vector<Pending>& pending) {
+    std::vector<UniqueFd> mine;
+    {
+        std::lock_guard lock(adopted_mu_);
+        mine.swap(adopted_);
+    }
+    size_t dropped = 0;
+    for (UniqueFd& fd : mine) {
+        sockaddr_storage peer{};
+        socklen_t len = sizeof peer;
+        if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
+        set_nonblocking(fd.get(), true);
+        greet(std::move(fd), peer, pending, dropped, true);
+    }
     if (dropped) log_.verbose_line("too many pending handshakes: dropped " + std::to_string(dropped));
 }
 
@@ -186,16 +224,20 @@ size_t Acceptor::make_room(std::vector<Pending>& pending, uint64_t source) {
         pending.erase(pending.begin() + static_cast<long>(victim));
         return 1;
     };
+    // Adopted connections are neither counted nor dropped (greet()).
     std::unordered_map<uint64_t, size_t> counts; // one pass: this runs per connection of a flood
-    for (const auto& q : pending) ++counts[q.source];
-    if (counts[source] >= kMaxPendingPerSource) return drop_random_of([&](const Pending& q) { return q.source == source; });
-    if (pending.size() < kMaxPendingHandshakes) return 0;
+    size_t accepted = 0;
+    for (const auto& q : pending)
+        if (!q.adopted) ++counts[q.source], ++accepted;
+    if (counts[source] >= kMaxPendingPerSource)
+        return drop_random_of([&](const Pending& q) { return q.source == source && !q.adopted; });
+    if (accepted < kMaxPendingHandshakes) return 0;
     // The transfer's own address is left out: its data streams must not be evicted by others.
     auto protected_source = [&](uint64_t s) { return have_transfer_source_ && s == transfer_source_; };
     size_t most = 0;
     for (auto [s, n] : counts)
         if (!protected_source(s)) most = std::max(most, n);
-    return drop_random_of([&](const Pending& q) { return !protected_source(q.source) && counts[q.source] == most; });
+    return drop_random_of([&](const Pending& q) { return !q.adopted && !protected_source(q.source) && counts[q.source] == most; });
 }
 
 // Returns false when the connection is finished with (handed over or refused).

@@ -6,9 +6,12 @@
 // full a flood pays for itself: the entry dropped is a random one of the source holding the
 // most, never one of the authenticated transfer's own address for another's sake
 // (docs/guarantees.md, "A flood of connections").
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cstdint>
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -53,12 +56,18 @@ public:
     const std::string& token() const { return token_; }
     // Makes run() look at its session again, from any thread.
     void wake() noexcept;
+    // A connection this side opened (Receiver::adopt): handled as an accepted one from the
+    // next round of run() on. Any thread; at most kMaxPendingHandshakes wait here (more are closed).
+    void adopt(UniqueFd fd);
     // Accepts until admission.accepting() is false; throws internal if poll() fails.
     void run(Admission& admission);
 
 private:
     struct Pending;
     void accept_new(std::vector<Pending>& pending);
+    // Greets one new connection (ServerHello) and adds it to pending; false if that failed.
+    bool greet(UniqueFd fd, const sockaddr_storage& peer, std::vector<Pending>& pending, size_t& dropped, bool adopted);
+    void take_adopted(std::vector<Pending>& pending);
     // Makes room for one more pending handshake from `source`; returns how many were dropped.
     size_t make_room(std::vector<Pending>& pending, uint64_t source);
     bool advance_handshake(Admission& admission, Pending& p);
@@ -73,6 +82,8 @@ private:
     UniqueFd listener_;
     uint16_t port_ = 0;
     UniqueFd wake_;
+    std::mutex adopted_mu_;
+    std::vector<UniqueFd> adopted_; // from adopt(), for run()
     // The source address of the transfer's control connection once it is authenticated: its
     // data streams are never dropped to make room for another source's connections.
     uint64_t transfer_source_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/io/socket.hpp"
+#include "core/wire/link_target.hpp"
 #include "recv/paths/pipe_receiver.hpp"
 #include "recv/session/finishing.hpp"
 #include "recv/session/resume.hpp"
@@ -187,6 +188,7 @@ void ControlSide::refuse_tree_meta(const wire::ManifestPage& page) const {
 }
 
 void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already) {
+    if (opts_.confine_links) wire::check_confined_entry(e);
     // The file table refuses a path listed twice and counts the memory each entry holds.
     target_.check_kind(e);
     // A pipe transfer is its one pipe entry.

@@ -21,5 +21,6 @@ std::string Receiver::url() const { return impl_->session.url(); }
 uint16_t Receiver::port() const { return impl_->session.port(); }
 Stats Receiver::wait() { return impl_->session.wait(); }
 void Receiver::cancel() { impl_->session.cancel(); }
+void Receiver::adopt(int fd) { impl_->session.adopt(UniqueFd(fd)); }
 
 } // namespace sluice

@@ -35,6 +35,7 @@ public:
 
     std::string url() const;
     uint16_t port() const { return acceptor_.port(); }
+    void adopt(UniqueFd fd) { acceptor_.adopt(std::move(fd)); } // Receiver::adopt
     Stats wait();
     // From any thread: wait() fails with a cancelled Error.
     void cancel();

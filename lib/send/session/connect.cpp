@@ -10,6 +10,13 @@
 
 namespace sluice {
 
+UniqueFd open_connection(const Endpoint& to, const SendOptions& opts) {
+    if (!opts.connection) return connect_tcp(to.host, to.port, opts.connect_timeout_ms);
+    int fd = opts.connection();
+    if (fd < 0) throw Error(ErrorCode::network, "no connection to " + to.host + ":" + std::to_string(to.port) + " was handed in");
+    return UniqueFd(fd);
+}
+
 Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::Links& links,
                              std::function<void(const Error&)> on_fail, bool records) {
     const std::string peer = to.host + ":" + std::to_string(to.port);
@@ -17,7 +24,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     wire::ClientHello hello;
     wire::random_bytes(hello.transfer_id);
     hello.stream_count = static_cast<uint16_t>(opts.streams);
-    c.control = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
+    c.control = open_connection(to, opts);
     set_nodelay(c.control.get());
     // Set before our first byte is written: the handshake frames already go under the chosen algorithm.
     set_congestion_control(c.control.get(), opts.congestion_control);
@@ -45,7 +52,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     if (c.encrypted && !records) c.tcp.resize(opts.streams);
     c.data = open_streams(opts.streams, kParallelOpens, [&](unsigned i) {
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
-        UniqueFd fd = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
+        UniqueFd fd = open_connection(to, opts);
         set_congestion_control(fd.get(), opts.congestion_control);
         set_io_timeout(fd.get(), opts.idle_timeout_ms);
         wire::ClientHello h = hello; // each thread its own copy: the handshake fills in the nonce

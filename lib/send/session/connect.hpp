@@ -26,6 +26,10 @@ struct Connections {
     bool encrypted = false;
 };
 
+// One connection to the receiver: SendOptions::connection when set (a socket handed in by
+// the caller), else a TCP connect to `to`. Throws Error(network) naming the address.
+UniqueFd open_connection(const Endpoint& to, const SendOptions& opts);
+
 // Throws Error(network / auth) naming the address tried. links runs the TLS handshake of each
 // connection when encrypting (opts.encrypt, the receiver's address); on_fail is told a
 // failure of an encrypted connection found by its relay. records: the session's send paths

@@ -12,6 +12,7 @@
 #include "core/io/unique_fd.hpp"
 #include "core/wire/codec.hpp"
 #include "core/wire/frame_io.hpp"
+#include "send/session/connect.hpp"
 #include "send/session/handshake.hpp"
 
 namespace sluice {
@@ -65,7 +66,7 @@ wire::StreamResume reopen_stream(int fd, unsigned index, const std::string& why,
     auto backoff = std::chrono::milliseconds(50);
     for (;;) {
         try {
-            UniqueFd fresh = connect_tcp(to.host, to.port, opts.connect_timeout_ms);
+            UniqueFd fresh = open_connection(to, opts);
             set_congestion_control(fresh.get(), opts.congestion_control);
             set_io_timeout(fresh.get(), opts.idle_timeout_ms);
             wire::ClientHello h = hello;

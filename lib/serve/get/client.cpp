@@ -66,6 +66,25 @@ struct Verdict {
     }
 };
 
+// The transfer's connections, opened out to the server's sluice port one after the other
+// (each holds one of the server's session threads only while it says GET_ATTACH), then owned
+// by the Receiver, which greets them as if it had accepted them.
+void attach_connections(const Endpoint& from, const std::string& server, const std::array<unsigned char, wire::kNonceBytes>& nonce,
+                        unsigned count, int timeout_ms, Receiver& rx) {
+    wire::Bytes attach;
+    wire::encode_get_attach(attach, nonce);
+    for (unsigned i = 0; i < count; ++i) {
+        UniqueFd fd = connect_tcp(from.host, from.port, timeout_ms);
+        set_io_timeout(fd.get(), timeout_ms);
+        auto hello = read_get_frame<wire::GetHello>(fd.get(), wire::kGetHello, "GET_HELLO", wire::decode_get_hello);
+        if (!(hello.features & wire::kFeatureGetSessions))
+            throw Error(ErrorCode::protocol, "server " + server + " lacks feature bit 5 (get sessions)");
+        send_all(fd.get(), attach, "GET_ATTACH");
+        set_io_timeout(fd.get(), 0); // as an accepted connection: the Receiver sets its own deadlines
+        rx.adopt(fd.release());
+    }
+}
+
 } // namespace
 
 Stats get(const Endpoint& from, const std::string& remote_path, const std::filesystem::path& dest, const GetOptions& o) {
@@ -82,11 +101,13 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
     const std::string server = from.host + ":" + std::to_string(from.port);
 
     RecvOptions ro;
-    ro.bind_address = o.bind_address;
+    // Connecting out, the Receiver's own port is not used: kept off the network.
+    ro.bind_address = o.connect_back ? o.bind_address : "127.0.0.1";
     ro.token = wire::random_token(); // one-time: admits only the sender this request asks for
     ro.path = o.path;
     ro.sync = o.sync;
     ro.verify = o.verify;
+    ro.confine_links = true; // the server is not ours to trust: no link in dest may lead out of it
     ro.idle_timeout_ms = o.idle_timeout_ms;
     ro.verbose = o.verbose;
     ro.log = o.log;
@@ -110,7 +131,7 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
 
     wire::GetRequest q;
     q.streams = static_cast<uint16_t>(o.streams);
-    q.reply_port = rx.port();
+    q.reply_port = o.connect_back ? rx.port() : 0;
     q.receiver_token = ro.token;
     q.path = path;
     wire::random_bytes(q.nonce);
@@ -124,13 +145,18 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
     auto reply = read_get_frame<wire::GetReply>(conn.get(), wire::kGetReply, "GET_REPLY", wire::decode_get_reply);
     if (reply.status != GetStatus::ok)
         throw Error(code_of(reply.status),
-                    "server " + server + ": " + wire::get_status_text(reply.status) + ": " + reply.message);
+                    "server " + server + ": " + wire::get_status_text(reply.status) + ": " + reply.message +
+                        (reply.status == GetStatus::bad_request && reply.message.find("reply port 0") != std::string::npos
+                             ? " (a server from before GET_ATTACH: use --connect-back)"
+                             : ""));
     if (hello.token_required &&
         !wire::macs_equal(wire::server_auth_mac(from.token, q.nonce, hello.nonce), wire::Mac(reply.mac)))
         throw Error(ErrorCode::auth, "server " + server + " did not prove it holds the token");
     if (o.log && !reply.message.empty()) o.log("server " + server + ": " + reply.message);
     if (o.verbose && o.log)
         o.log("getting " + std::to_string(reply.files) + " files, " + std::to_string(reply.bytes) + " bytes from " + server);
+
+    if (!o.connect_back) attach_connections(from, server, q.nonce, 1 + o.streams, o.connect_timeout_ms, rx);
 
     // No deadline on GET_DONE itself: the transfer's liveness is the Receiver's idle timeout.
     set_io_timeout(conn.get(), 0);

@@ -56,7 +56,7 @@ void GetPort::run() {
         Session* raw = s.get();
         sessions_.push_back(std::move(s));
         raw->thread = std::thread([this, raw, busy, c = std::move(conn)]() mutable {
-            serve_get_session(sh_, std::move(c), raw->cancel, busy);
+            serve_get_session(sh_, attachments_, std::move(c), raw->cancel, busy);
             raw->done.store(true);
         });
     }

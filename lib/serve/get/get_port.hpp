@@ -10,6 +10,7 @@
 
 #include "core/io/unique_fd.hpp"
 #include "serve/engine/shared.hpp"
+#include "serve/get/attachments.hpp"
 
 namespace sluice::serve {
 
@@ -35,10 +36,12 @@ private:
     UniqueFd listen_;
     uint16_t port_ = 0;
     std::list<std::unique_ptr<Session>> sessions_;
+    Attachments attachments_; // the sessions using it are joined in ~GetPort's body, before it goes
 };
 
-// One get session on an accepted connection: hello, request, reply, transfer, GET_DONE.
-// Never throws; counts itself in sh's get counters.
-void serve_get_session(Shared& sh, UniqueFd conn, const std::atomic<bool>& cancel, bool busy);
+// One connection to the sluice port: a get session (hello, request, reply, transfer,
+// GET_DONE), or a GET_ATTACH handing the connection to a waiting get's transfer. Never
+// throws; counts sessions in sh's get counters.
+void serve_get_session(Shared& sh, Attachments& att, UniqueFd conn, const std::atomic<bool>& cancel, bool busy);
 
 } // namespace sluice::serve

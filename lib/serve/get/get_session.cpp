@@ -2,13 +2,16 @@
 // server's token over our nonce), GET_REPLY, the transfer to the client's receiver by the
 // public send(), GET_DONE. Every read has the request deadline until the transfer starts;
 // the transfer has send()'s own deadlines.
+#include <fcntl.h>
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <optional>
 
 #include "core/io/socket.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec_get.hpp"
+#include "serve/get/attachments.hpp"
 #include "serve/get/get_port.hpp"
 #include "serve/get/sources.hpp"
 
@@ -68,28 +71,67 @@ struct Counted {
     }
 };
 
-void session(Shared& sh, int fd, const std::atomic<bool>& cancel, bool busy, Counted& counted) {
-    set_io_timeout(fd, sh.opt.request_timeout_ms);
-    wire::GetHello hello;
-    hello.token_required = !sh.opt.public_reads;
-    wire::random_bytes(hello.nonce);
+// GET_ATTACH: this connection is one of a waiting get's transfer connections. It is handed
+// over (a dup: the session thread's own fd closes as usual) and this thread is done.
+void attach(Shared& sh, Attachments& att, int fd, wire::Span payload) {
+    const GetNonce nonce = wire::decode_get_attach(payload);
+    int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) return;
+    set_io_timeout(dup, 0); // as an accepted connection: the sender sets its own deadlines
+    if (!att.attach(nonce, UniqueFd(dup), peer_host(fd)) && sh.opt.verbose && sh.opt.log)
+        sh.opt.log("get session: a GET_ATTACH for no waiting get (unknown, from another address, or one too many): closed");
+}
+
+// The hello, then the client's first frame: a request (returned, with the frame for its MAC)
+// or an attach (handled here; nullopt). A malformed first frame is answered bad_request.
+std::optional<wire::GetRequest> first_frame(Shared& sh, Attachments& att, int fd, const wire::GetHello& hello,
+                                            wire::Bytes& frame) {
     wire::Bytes out;
     encode_get_hello(out, hello);
     send_all(fd, out, "GET_HELLO");
     unsigned char h[wire::kFrameHeaderBytes];
     recv_exact(fd, h, "GET_REQUEST");
-    wire::Bytes frame(h, h + sizeof h);
-    wire::GetRequest q;
+    frame.assign(h, h + sizeof h);
+    uint8_t type = wire::kGetRequest;
     try {
-        uint32_t len = wire::decode_get_frame_header(h, wire::kGetRequest);
+        uint32_t len = wire::decode_get_first_header(h, &type);
         frame.resize(sizeof h + len);
-        recv_exact(fd, std::span(frame).subspan(sizeof h), "GET_REQUEST");
-        q = wire::decode_get_request(std::span(frame).subspan(sizeof h));
+        recv_exact(fd, std::span(frame).subspan(sizeof h), type == wire::kGetAttach ? "GET_ATTACH" : "GET_REQUEST");
+        if (type == wire::kGetAttach) {
+            attach(sh, att, fd, std::span(frame).subspan(sizeof h));
+            return std::nullopt;
+        }
+        sh.get_sessions.fetch_add(1);
+        return wire::decode_get_request(std::span(frame).subspan(sizeof h));
     } catch (const Error& e) {
         if (e.code() != ErrorCode::protocol) throw;
+        if (type == wire::kGetAttach) return std::nullopt; // nothing waits for an answer on it
+        if (frame.size() == sizeof h) sh.get_sessions.fetch_add(1); // a bad header: not counted above
         reply(fd, GetStatus::bad_request, e.what());
-        return;
+        sh.get_failed.fetch_add(1);
+        linger_close(fd);
+        return std::nullopt;
     }
+}
+
+void session(Shared& sh, Attachments& att, int fd, const std::atomic<bool>& cancel, bool busy) {
+    set_io_timeout(fd, sh.opt.request_timeout_ms);
+    wire::GetHello hello;
+    hello.token_required = !sh.opt.public_reads;
+    wire::random_bytes(hello.nonce);
+    wire::Bytes frame;
+    std::optional<wire::GetRequest> request = first_frame(sh, att, fd, hello, frame);
+    if (!request) return;
+    Counted counted(sh);
+    struct Linger {
+        int fd;
+        Counted& c;
+        ~Linger() {
+            if (!c.ok) linger_close(fd);
+        }
+    } linger{fd, counted};
+    const wire::GetRequest& q = *request;
+    wire::Bytes out;
     if (busy) {
         reply(fd, GetStatus::busy, "the server is sending " + std::to_string(sh.opt.max_get_sessions) + " gets; try again later");
         return;
@@ -132,14 +174,31 @@ void session(Shared& sh, int fd, const std::atomic<bool>& cancel, bool busy, Cou
         reply(fd, GetStatus::bad_request, "the client's address is unknown (getpeername failed)", mac);
         return;
     }
-    std::string said = src.skipped ? std::to_string(src.skipped) + " entries not sent (symlinks, fifos, sockets, devices)" : "";
-    reply(fd, GetStatus::ok, said, mac, src.list.size(), src.bytes);
+    // reply_port 0: the client connects the transfer's connections out to this port.
+    std::unique_ptr<Attachments::Slot> slot;
+    if (q.reply_port == 0) {
+        slot = att.open(q.nonce, 1 + q.streams, host);
+        if (!slot) {
+            reply(fd, GetStatus::bad_request, "a get with this request's nonce is already running", mac);
+            return;
+        }
+    }
+    std::string said = src.skipped ? std::to_string(src.skipped) + " entries not sent (" + std::to_string(src.links_out) +
+                                         " symlinks leading out of the tree; fifos, sockets, devices)"
+                                   : "";
+    reply(fd, GetStatus::ok, said, mac, src.files, src.bytes);
 
     SendOptions so;
     so.streams = q.streams;
     so.rate_limit = sh.opt.get_rate_limit;
     so.idle_timeout_ms = sh.opt.send_timeout_ms;
     so.cancel = &cancel;
+    if (slot) {
+        Attachments::Slot* sl = slot.get();
+        const int wait_ms = so.connect_timeout_ms;
+        so.connection = [sl, wait_ms, &cancel] { return sl->take(wait_ms, cancel); };
+        so.retry_for_ms = 0; // a broken stream cannot be reopened: the client would have to connect again
+    }
     so.verbose = sh.opt.verbose;
     so.log = sh.opt.log;
     wire::GetDone done;
@@ -163,12 +222,9 @@ void session(Shared& sh, int fd, const std::atomic<bool>& cancel, bool busy, Cou
 
 } // namespace
 
-void serve_get_session(Shared& sh, UniqueFd conn, const std::atomic<bool>& cancel, bool busy) {
-    sh.get_sessions.fetch_add(1);
-    Counted counted(sh);
+void serve_get_session(Shared& sh, Attachments& att, UniqueFd conn, const std::atomic<bool>& cancel, bool busy) {
     try {
-        session(sh, conn.get(), cancel, busy, counted);
-        if (!counted.ok) linger_close(conn.get());
+        session(sh, att, conn.get(), cancel, busy);
     } catch (const Error& e) {
         // The client went away or broke the protocol before the transfer: nothing to tell it.
         if (sh.opt.verbose && sh.opt.log) sh.opt.log(std::string("get session: ") + e.what());

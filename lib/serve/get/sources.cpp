@@ -9,6 +9,8 @@
 #include <cerrno>
 
 #include "core/io/sys_error.hpp"
+#include "core/wire/link_target.hpp"
+#include "core/wire/protocol.hpp"
 #include "serve/engine/doc_root.hpp"
 
 namespace sluice::serve {
@@ -22,18 +24,43 @@ struct Walk {
     uint64_t max_files;
     const std::string& rel; // as requested, for messages
 
-    void add_file(UniqueFd fd, const struct stat& st, std::string name) {
+    // A regular file (its bytes), a directory (made at the client, empty or not) or a symlink
+    // opened O_PATH (its target): send() tells them apart by the fd.
+    void add(UniqueFd fd, const struct stat& st, std::string name) {
         if (out.list.size() >= max_files)
             throw Error(ErrorCode::source, "'" + rel + "' holds more than " + std::to_string(max_files) +
-                                               " files: more than one get session may hold open (ask for a subtree)");
+                                               " entries: more than one get session may hold open (ask for a subtree)");
         FdSource s;
         s.fd = fd.get();
-        s.length = static_cast<uint64_t>(st.st_size);
+        s.length = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
         s.name = std::move(name);
         s.mode = st.st_mode & 07777;
         out.bytes += s.length;
+        if (S_ISREG(st.st_mode)) ++out.files;
         out.fds.push_back(std::move(fd));
         out.list.push_back(std::move(s));
+    }
+
+    // A symlink is sent as a link when its target stays inside what lands at the client
+    // (link_stays_inside, the test the client applies too); one that leads out is left out and
+    // counted. The link is never followed here.
+    void link(int dir_fd, const std::string& n, const std::string& name) {
+        int fd = ::openat(dir_fd, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            ++out.skipped;
+            return;
+        }
+        UniqueFd f(fd);
+        struct stat st {};
+        char target[wire::kMaxLinkTargetBytes + 1];
+        ssize_t len = ::fstat(fd, &st) == 0 && S_ISLNK(st.st_mode) ? ::readlinkat(fd, "", target, sizeof target) : -1;
+        if (len <= 0 || static_cast<size_t>(len) >= sizeof target ||
+            !wire::link_stays_inside(name, std::string_view(target, static_cast<size_t>(len)))) {
+            ++out.skipped;
+            ++out.links_out;
+            return;
+        }
+        add(std::move(f), st, name);
     }
 
     // dir_fd is open; prefix is "" or "name/" under which its entries land.
@@ -59,8 +86,12 @@ struct Walk {
         for (const std::string& n : names) {
             // One component, not followed if it is a symlink (ELOOP): nothing leaves DIR.
             int fd = ::openat(dir_fd, n.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+            if (fd < 0 && errno == ELOOP) {
+                link(dir_fd, n, prefix + n);
+                continue;
+            }
             if (fd < 0) {
-                if (errno == ELOOP || errno == ENXIO || errno == EACCES || errno == EPERM) {
+                if (errno == ENXIO || errno == EACCES || errno == EPERM) {
                     ++out.skipped;
                     continue;
                 }
@@ -70,9 +101,10 @@ struct Walk {
             struct stat st {};
             if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::source, "'" + prefix + n + "'");
             if (S_ISDIR(st.st_mode)) {
+                add(std::move(f), st, prefix + n); // before its entries: the receiver makes parents first
                 tree(fd, prefix + n + "/", depth + 1);
             } else if (S_ISREG(st.st_mode)) {
-                add_file(std::move(f), st, prefix + n);
+                add(std::move(f), st, prefix + n);
             } else {
                 ++out.skipped;
             }
@@ -96,9 +128,11 @@ GetSources open_get_sources(int root_fd, const std::string& rel, uint64_t max_fi
     const std::string base = rel.substr(rel.rfind('/') + 1); // rfind npos + 1 == 0: the whole name
     Walk w{out, max_files, shown};
     if (S_ISREG(st.st_mode)) {
-        w.add_file(std::move(o.fd), st, base);
+        w.add(std::move(o.fd), st, base);
     } else if (S_ISDIR(st.st_mode)) {
-        w.tree(o.fd.get(), base.empty() ? "" : base + "/", 0);
+        const int dir_fd = o.fd.get(); // stays open: owned by out.fds or by o
+        if (!base.empty()) w.add(std::move(o.fd), st, base);
+        w.tree(dir_fd, base.empty() ? "" : base + "/", 0);
     } else {
         out.status = 403;
         out.message = "'" + shown + "' is not a regular file or directory";

@@ -1,0 +1,57 @@
+#include "serve/get/attachments.hpp"
+
+#include <chrono>
+
+#include "sluice/error.hpp"
+
+namespace sluice::serve {
+
+std::unique_ptr<Attachments::Slot> Attachments::open(const GetNonce& n, unsigned count, const std::string& host) {
+    auto w = std::make_shared<Waiting>();
+    w->left = count;
+    w->host = host;
+    std::lock_guard lock(mu_);
+    if (!waiting_.emplace(n, w).second) return nullptr;
+    return std::make_unique<Slot>(*this, n, std::move(w));
+}
+
+bool Attachments::attach(const GetNonce& n, UniqueFd fd, const std::string& host) {
+    std::shared_ptr<Waiting> w;
+    {
+        std::lock_guard lock(mu_);
+        auto it = waiting_.find(n);
+        if (it == waiting_.end()) return false;
+        w = it->second;
+    }
+    std::lock_guard lock(w->mu);
+    if (w->left == 0 || host != w->host) return false;
+    --w->left;
+    w->fds.push_back(std::move(fd));
+    w->cv.notify_one();
+    return true;
+}
+
+Attachments::Slot::~Slot() {
+    std::lock_guard lock(a_.mu_);
+    a_.waiting_.erase(nonce_); // connections not taken close with w_
+}
+
+int Attachments::Slot::take(int timeout_ms, const std::atomic<bool>& cancel) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    std::unique_lock lock(w_->mu);
+    // A tick, so that a cancel (server stopping) is seen while the client is slow.
+    while (w_->fds.empty()) {
+        if (cancel.load()) throw Error(ErrorCode::cancelled, "the server is stopping");
+        if (std::chrono::steady_clock::now() >= deadline)
+            throw Error(ErrorCode::network,
+                        "the client did not connect its next stream within " + std::to_string(timeout_ms / 1000) +
+                            " s (a get without connect-back: the client connects out with GET_ATTACH)",
+                        ErrorCause::timed_out);
+        w_->cv.wait_for(lock, std::chrono::milliseconds(200));
+    }
+    UniqueFd fd = std::move(w_->fds.front());
+    w_->fds.pop_front();
+    return fd.release();
+}
+
+} // namespace sluice::serve

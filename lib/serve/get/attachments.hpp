@@ -1,0 +1,60 @@
+#pragma once
+// Connections a get's client opened to the sluice port for its transfer (GET_ATTACH, when the
+// request's reply_port is 0), waiting for that session's sender to take them: the server then
+// connects nowhere, so a client behind NAT can get. Keyed by the request's nonce; each get
+// takes at most the connections it asked for (1 + streams), from the request's address only.
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/io/unique_fd.hpp"
+#include "core/wire/protocol.hpp"
+
+namespace sluice::serve {
+
+using GetNonce = std::array<unsigned char, wire::kNonceBytes>;
+
+class Attachments {
+    struct Waiting {
+        std::mutex mu;
+        std::condition_variable cv;
+        std::deque<UniqueFd> fds;
+        unsigned left = 0; // connections this get may still be handed
+        std::string host;  // the request's address: an attach from elsewhere is refused
+    };
+
+public:
+    // A get expecting connections, registered while it lives.
+    class Slot {
+    public:
+        Slot(Attachments& a, const GetNonce& n, std::shared_ptr<Waiting> w) : a_(a), nonce_(n), w_(std::move(w)) {}
+        ~Slot();
+        Slot(const Slot&) = delete;
+        Slot& operator=(const Slot&) = delete;
+        // The next connection, in the order they came, within timeout_ms (checking cancel);
+        // throws Error(network) when none came (SendOptions::connection).
+        int take(int timeout_ms, const std::atomic<bool>& cancel);
+
+    private:
+        Attachments& a_;
+        GetNonce nonce_;
+        std::shared_ptr<Waiting> w_;
+    };
+
+    // Null when a get with this nonce is already waiting (a replayed or colliding request).
+    std::unique_ptr<Slot> open(const GetNonce& n, unsigned count, const std::string& host);
+    // Hands fd to the waiting get; false (fd closed) when none waits for it, it came from
+    // another address, or the get has all it asked for.
+    bool attach(const GetNonce& n, UniqueFd fd, const std::string& host);
+
+private:
+    std::mutex mu_;
+    std::map<GetNonce, std::shared_ptr<Waiting>> waiting_;
+};
+
+} // namespace sluice::serve
