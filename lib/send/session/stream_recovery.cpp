@@ -48,11 +48,10 @@ bool breaks_connection(const Error& e) {
     return e.cause() == ErrorCause::peer_reset || e.cause() == ErrorCause::peer_closed;
 }
 
-void check_connection(int fd, unsigned index) {
+void check_connection(int fd, unsigned index, const char* doing) {
     pollfd p{.fd = fd, .events = POLLRDHUP, .revents = 0};
     if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP)))
-        throw Error(ErrorCode::network, "data stream " + std::to_string(index) + " broke while it waited for work",
-                    ErrorCause::peer_reset);
+        throw Error(ErrorCode::network, "data stream " + std::to_string(index) + " broke " + doing, ErrorCause::peer_reset);
 }
 
 void await_acknowledged(int fd, unsigned index, int idle_timeout_ms, const std::function<bool()>& stopped) {
@@ -62,7 +61,7 @@ void await_acknowledged(int fd, unsigned index, int idle_timeout_ms, const std::
     for (;;) {
         int outq = 0; // written and not yet acknowledged (TCP: write_seq - snd_una)
         if (::ioctl(fd, SIOCOUTQ, &outq) != 0 || outq <= 0) return; // an error is the next write's to find
-        check_connection(fd, index);                                 // a break: reopen, not wait
+        check_connection(fd, index, "while its blocks were acknowledged (--bounded-resend)"); // reopen, not wait
         if (stopped()) return;
         if (outq != last) deadline = steady_clock::now() + milliseconds(idle_timeout_ms); // progress
         last = outq;

@@ -41,7 +41,8 @@ private:
 bool breaks_connection(const Error& e);
 // For a stream waiting for work: throws network (peer_reset) if its connection has broken
 // (reset, or closed by the receiver, which never closes a data stream first).
-void check_connection(int fd, unsigned index);
+// `doing` says what the stream was doing in the message.
+void check_connection(int fd, unsigned index, const char* doing = "while it waited for work");
 
 // --bounded-resend: returns once the receiver's TCP has acknowledged every byte written to fd
 // (SIOCOUTQ 0), or at once if stopped(). Throws network (peer_reset) if the connection breaks
