@@ -50,9 +50,9 @@ void SendCore::connect(const std::string& how, bool all_streams) {
         opts_.retry_for_ms = 0; // connect.cpp: a reopened stream would start over in clear
         log_.verbose_line("stream reconnect is off: not built for encrypted transfers yet (a broken stream fails the transfer)");
     }
-    log_.verbose_line("connected to " + peer_ + how + "; opening " + std::to_string(data_.size()) + " data streams, " + std::to_string(kParallelOpens) +
-                      " at a time, each sending once it is open");
-    if (!links_.path().empty()) log_.verbose_line("encryption: " + links_.path() + " (" + links_.why() + ")");
+    log_.verbose_line("connected to " + peer_ + how + "; opening " + std::to_string(data_.size()) + " data streams, " +
+                      std::to_string(kParallelOpens) + " at a time, each sending once it is open");
+    log_.verbose_line(links_.path().empty() ? "encryption: off" : "encryption: " + links_.path() + " (" + links_.why() + ")");
     if (all_streams) {
         if (!opener_.await_all([this] { return latch_.stopped() || cancelled(); })) {
             throw_if_cancelled();
@@ -207,7 +207,7 @@ void SendCore::start_pacer() {
 Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
     s.seconds = seconds_since(t0);
     opener_.join(); // every stream ended, so every open did
-    log_.verbose_line(opener_.timeline());
+    if (mode_ == Mode::files) log_.verbose_line(opener_.timeline()); // pipe mode said it once all were open
     if (pacer_) {
         pacer_->join();
         s.pacing = pacer_->summary();
