@@ -43,6 +43,8 @@ options:
   --idle-timeout S     fail if the receiver is silent this long (default 60)
   --retry-for S        reopen a data stream whose connection breaks for up to S seconds and
                        send again what it had not delivered (default 120; 0: a break fails)
+  --bounded-resend     before each block, wait until the receiver acknowledged the ones before
+                       it: a broken data stream sends again at most one block (default off)
   --announce-window N  at most N files announced to the receiver and not yet complete there
                        (default 16384; 0: announce the whole list at once), so that neither
                        side's memory grows with the file count
@@ -80,7 +82,7 @@ int cmd_send(int argc, char** argv) {
             "--idle-timeout", "--cc", "--retry-for", "--announce-window", "--exclude", "--include", "--exclude-from"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
-            "--no-specials", "--specials", "--delete", "--pace", "--checksum", "-c", "--encrypt", "--no-encrypt"});
+            "--no-specials", "--specials", "--delete", "--pace", "--bounded-resend", "--checksum", "-c", "--encrypt", "--no-encrypt"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
         return 0;
@@ -119,6 +121,7 @@ int cmd_send(int argc, char** argv) {
     if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.retry_for_ms = static_cast<int>(a.uint_value("--retry-for", 120, 0, 86400)) * 1000;
     o.pace_together = a.flag("--pace");
+    o.bounded_resend = a.flag("--bounded-resend");
     o.announce_window = a.uint_value("--announce-window", 16384, 0, 1u << 30);
     o.encrypt = encrypt_option(a);
     o.verbose = a.flag("--verbose") || a.flag("-v");

@@ -58,10 +58,11 @@ def last_json(text):
     return None
 
 
-def run_sluice(w, a, cc, streams, token_file):
+def run_sluice(w, a, cc, streams, token_file, binary=None):
+    binary = binary or a.sluice
     rx_dir = Path(a.data_dir) / "rx"
     rx_dir.mkdir(parents=True, exist_ok=True)
-    recv = w.popen("b", [a.sluice, "recv", "--port", PORT, "--bind", wan.ADDR_B, "--token-file", token_file,
+    recv = w.popen("b", [binary, "recv", "--port", PORT, "--bind", wan.ADDR_B, "--token-file", token_file,
                          "--recv-path", "null", "--cc", cc, "--json", "--idle-timeout", 30, *a.encrypt, rx_dir],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     send = None
@@ -72,7 +73,7 @@ def run_sluice(w, a, cc, streams, token_file):
             time.sleep(0.05)
         t0 = time.monotonic()
         verbose = ["-v"] if streams == "auto" else []  # what auto chose and why, even for a partial run
-        send = w.popen("a", [a.sluice, "send", "--streams", streams, "--cc", cc, "--json", *a.encrypt, "--to",
+        send = w.popen("a", [binary, "send", "--streams", streams, "--cc", cc, "--json", *a.encrypt, "--to",
                              f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, *verbose, *shlex.split(a.send_args),
                              a.file],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -164,8 +165,7 @@ def run_matrix(a):
                 w.validate()  # RTT, 1% loss counted in the line, one CUBIC stream vs Mathis at 1%
             for loss in a.losses:
                 w.set_loss(loss / 100)
-                for n in a.streams:
-                    for tool in a.tools:
+                for n, rep, tool in ((n, rep, tool) for n in a.streams for rep in range(a.repeat) for tool in a.tools):
                         for cc in a.cc:
                             c0 = w.counters()["ab"]
                             t = time.monotonic()
@@ -175,6 +175,8 @@ def run_matrix(a):
                                 if tool in ("tarnc", "rsync", "wdt"):
                                     if n == "auto" or (res := peers.run_peer(w, a, tool, cc, int(n))) is None:
                                         continue
+                                elif tool == "base":  # --base: another sluice binary, side by side
+                                    res = run_sluice(w, a, cc, n, token_file, a.base)
                                 else:
                                     res = run_sluice(w, a, cc, n, token_file) if tool == "sluice" else \
                                         run_iperf3(w, a, cc, int(n))
@@ -182,7 +184,9 @@ def run_matrix(a):
                                 res = {"error": str(e)[-300:]}
                             c1 = w.counters()["ab"]
                             rx = c1["rx"] - c0["rx"]
-                            res.update(validated=a.validate, send_args=a.send_args if tool == "sluice" else "",
+                            res.update(validated=a.validate, run=rep,
+                                       binary=a.base if tool == "base" else a.sluice if tool == "sluice" else "",
+                                       send_args=a.send_args if tool in ("sluice", "base") else "",
                                        rtt_ms=rtt, loss_pct=loss, streams=int(n) if n.isdigit() else n, tool=tool, cc=cc,
                                        wall_s=round(time.monotonic() - t, 2), frames_ab=rx,
                                        measured_loss_pct=100 * (c1["lost"] - c0["lost"]) / rx if rx else 0,
@@ -316,7 +320,15 @@ def main():
     ap.add_argument("--encrypt", action="store_true",
                     help="sluice encrypted (TLS 1.3); by default both ends run --no-encrypt, like iperf3 and the peers")
     ap.add_argument("--title", help="with --plot: added to each panel's title (e.g. the ceiling)")
+    ap.add_argument("--base", help="tool 'base': this sluice binary (e.g. main's build), run beside --sluice")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per cell, interleaved (streams, then run, then tool)")
+    ap.add_argument("--compare", action="store_true",
+                    help="with --report: medians per cell of sluice and base, their ratio, and each one's goodput "
+                         "against its best with fewer streams (bench/wan/compare.py)")
     a = ap.parse_args()
+    if a.report and a.compare:
+        import compare
+        return compare.report(a.report.split(","), a.plot, a.title)
     if a.report:
         return report(a)
     a.rtts = [float(x) for x in a.rtts.split(",")]

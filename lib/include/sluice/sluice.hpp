@@ -67,6 +67,12 @@ struct SendOptions {
     // not delivered is sent again (issue 16); 0: a broken stream fails the transfer. Files
     // only (pipe mode fails as before). The receiver waits for the reopen up to its idle timeout.
     int retry_for_ms = 120000;
+    // Before each block, wait until the receiver's TCP has acknowledged everything this data
+    // stream wrote before it: a stream whose connection breaks then sends again at most the
+    // block it was on (the receiver keeps what its TCP acknowledged), instead of everything its
+    // socket buffers held. Costs about one round trip per block per stream (docs/benchmarks.md,
+    // h16d). Files cut into blocks; batches of small files are not held. Needs retry_for_ms.
+    bool bounded_resend = false;
     // At most this many regular files announced to the receiver and not yet complete there
     // (issue 19): the manifest waits for room, so neither side holds the whole file list.
     // 0: no window. Used where the receiver offers it (else the whole manifest goes at once).

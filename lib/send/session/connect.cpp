@@ -1,10 +1,13 @@
 #include "send/session/connect.hpp"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "core/io/socket.hpp"
+#include "core/io/sys_error.hpp"
 #include "core/io/tcp_tuning.hpp"
 #include "core/tls/policy.hpp"
 #include "send/session/handshake.hpp"
-#include "send/session/stream_opener.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec.hpp"
 
@@ -17,8 +20,26 @@ UniqueFd open_connection(const Endpoint& to, const SendOptions& opts) {
     return UniqueFd(fd);
 }
 
+namespace {
+
+// A TCP socket that is never connected: it holds a stream's number until the stream's
+// connection takes it (TCP_INFO on it reads zeros, a shutdown of it does nothing).
+UniqueFd placeholder() {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) throw_errno(ErrorCode::internal, "a socket for a data stream");
+    return fd;
+}
+
+// Puts fd's connection under `slot`'s number (fd is closed).
+void take_number(UniqueFd fd, int slot) {
+    if (::dup2(fd.get(), slot) < 0) throw_errno(ErrorCode::internal, "dup2 opening a data stream");
+}
+
+} // namespace
+
 Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::Links& links,
-                             std::function<void(const Error&)> on_fail, bool records) {
+                             std::function<void(const Error&)> on_fail, bool records, DataStreams out,
+                             StreamOpener& opener, std::function<bool()> stopped) {
     const std::string peer = to.host + ":" + std::to_string(to.port);
     Connections c;
     wire::ClientHello hello;
@@ -43,34 +64,42 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     HelloResult r = client_handshake(c.control.get(), to.token, hello, peer);
     hello.features = r.features;
     c.features = r.features;
+    c.hello = hello;
     if (c.encrypted) c.control = links.secure(c.control.get(), tls::Side::client, r.psk, peer, 0, on_fail);
     // The timeouts stay: a write to a receiver that stopped reading, and a frame that stops
     // halfway, fail after the idle timeout. Waiting for the next frame is the control reader's
     // own deadline (send_core.cpp), which counts only while the receiver owes an answer.
-    // Side by side (send/session/stream_opener.hpp): one after the other cost ~2.5 round trips each.
-    if (c.encrypted && records) c.keys.resize(opts.streams);
-    if (c.encrypted && !records) c.tcp.resize(opts.streams);
-    c.data = open_streams(opts.streams, kParallelOpens, [&](unsigned i) {
+    out.data.clear();
+    for (unsigned i = 0; i < opts.streams; ++i) out.data.push_back(placeholder());
+    const bool relay = c.encrypted && !records;
+    out.keys.assign(c.encrypted && records ? opts.streams : 0, std::nullopt);
+    out.tcp.clear();
+    out.tcp.resize(relay ? opts.streams : 0);
+    if (opts.progress) opts.progress->stream_count = opts.streams;
+    const bool encrypted = c.encrypted;
+    // Side by side, in the background: one after the other cost ~2.5 round trips each.
+    opener.start(opts.streams, kParallelOpens, [=, &links, opts = opts](unsigned i) {
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
+        const int slot = out.data[i - 1].get();
         UniqueFd fd = open_connection(to, opts);
         set_congestion_control(fd.get(), opts.congestion_control);
         set_io_timeout(fd.get(), opts.idle_timeout_ms);
         wire::ClientHello h = hello; // each thread its own copy: the handshake fills in the nonce
         h.role = wire::Role::data;
         h.stream_index = static_cast<uint16_t>(i);
-        HelloResult hr = client_handshake(fd.get(), to.token, h, peer);
-        if (opts.progress) opts.progress->streams[i - 1].state = StreamState::idle;
-        if (!c.encrypted) return fd;
-        if (records) {
-            c.keys[i - 1] = links.open_records(fd.get(), tls::Side::client, hr.psk, peer, i); // each thread its own slot
-            return fd;
+        if (relay) {
+            // The relay holds the TCP connection's number: it stays in tcp, its plain end takes the slot.
+            HelloResult hr = client_handshake(fd.get(), to.token, h, peer);
+            UniqueFd plain = links.secure(fd.get(), tls::Side::client, hr.psk, peer, i, on_fail);
+            out.tcp[i - 1] = std::move(fd);
+            take_number(std::move(plain), slot);
+        } else {
+            take_number(std::move(fd), slot);
+            HelloResult hr = client_handshake(slot, to.token, h, peer);
+            if (encrypted) out.keys[i - 1] = links.open_records(slot, tls::Side::client, hr.psk, peer, i);
         }
-        UniqueFd plain = links.secure(fd.get(), tls::Side::client, hr.psk, peer, i, on_fail);
-        c.tcp[i - 1] = std::move(fd); // each thread its own slot
-        return plain;
-    });
-    if (opts.progress) opts.progress->stream_count = opts.streams;
-    c.hello = hello;
+        if (opts.progress) opts.progress->streams[i - 1].state = StreamState::idle;
+    }, std::move(stopped));
     return c;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Opening a transfer on the sending side: the control connection and every data stream,
-// each authenticated and bound to one random transfer id.
+// each authenticated and bound to one random transfer id. The data streams open in the
+// background (stream_opener.hpp): the session sends on each as soon as it is open.
 #include <functional>
 #include <optional>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "core/io/unique_fd.hpp"
 #include "core/tls/links.hpp"
 #include "core/wire/protocol.hpp"
+#include "send/session/stream_opener.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice {
@@ -15,14 +17,7 @@ namespace sluice {
 struct Connections {
     wire::ClientHello hello; // the transfer's (id, features): a reopened data stream sends it again
     UniqueFd control;
-    std::vector<UniqueFd> data; // data[i] is stream i + 1
-    uint8_t features = 0;       // wire::kFeature* bits both sides use (the receiver offered them)
-    // Encrypted: data holds what the session writes plain frames on (tls::Links), and tcp
-    // the TCP connections themselves (TCP_INFO, congestion control). Empty otherwise.
-    std::vector<UniqueFd> tcp;
-    // Encrypted with records (connect_transfer's records): data holds the TCP connections
-    // themselves, and keys[i] the record keys of data[i] (none where the kernel took them).
-    std::vector<std::optional<tls::LinkKeys>> keys;
+    uint8_t features = 0; // wire::kFeature* bits both sides use (the receiver offered them)
     bool encrypted = false;
 };
 
@@ -30,12 +25,32 @@ struct Connections {
 // the caller), else a TCP connect to `to`. Throws Error(network) naming the address.
 UniqueFd open_connection(const Endpoint& to, const SendOptions& opts);
 
-// Throws Error(network / auth) naming the address tried. links runs the TLS handshake of each
-// connection when encrypting (opts.encrypt, the receiver's address); on_fail is told a
-// failure of an encrypted connection found by its relay. records: the session's send paths
-// seal their own records on the data streams (the file sender); otherwise every connection
-// goes under a relay (pipe mode).
+// Where the data streams land, owned by the session and sized here (index i is stream i + 1).
+// Each element is written by that stream's open alone, before StreamOpener says it is open.
+struct DataStreams {
+    // What the session writes frames on. Each holds a placeholder socket from the start, so
+    // its number is stable (the governor, the pacer and shutdowns hold numbers): a stream's
+    // connection takes that number (dup2) as soon as it is connected, before its handshake,
+    // so that shutting the session's streams down also ends a handshake in flight.
+    std::vector<UniqueFd>& data;
+    // Encrypted through relays (pipe mode): data holds what the session writes plain frames
+    // on (tls::Links), and tcp the TCP connections (TCP_INFO, congestion control). Else empty.
+    std::vector<UniqueFd>& tcp;
+    // Encrypted with records (the file sender): data holds the TCP connections themselves,
+    // and keys[i] the record keys of data[i] (none where the kernel took them). Else empty.
+    std::vector<std::optional<tls::LinkKeys>>& keys;
+};
+
+// Connects and authenticates the control connection, then starts opening the data streams
+// on `opener` (their failures come out of StreamOpener::await). Throws Error(network / auth)
+// naming the address tried. links runs the TLS handshake of each connection when encrypting
+// (opts.encrypt, the receiver's address); on_fail is told a failure of an encrypted
+// connection found by its relay. records: the session's send paths seal their own records on
+// the data streams (the file sender); otherwise every connection goes under a relay (pipe
+// mode). stopped: the transfer stopped, no new stream starts opening. Everything the opener's
+// threads use (links, out, on_fail, stopped) must outlive opener.join().
 Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::Links& links,
-                             std::function<void(const Error&)> on_fail, bool records);
+                             std::function<void(const Error&)> on_fail, bool records, DataStreams out,
+                             StreamOpener& opener, std::function<bool()> stopped);
 
 } // namespace sluice

@@ -60,7 +60,7 @@ public:
             log_.verbose_line("watching " + std::to_string(watch.writers()) + " producer process(es) for how they exit");
         }
         if (opts_.progress) opts_.progress->is_pipe = true;
-        connect(" (pipe mode, splice)");
+        connect(" (pipe mode, splice)", true); // piece k goes to stream k mod N: all must be open
         if (opts_.pace_together) start_pacer();
         announce();
 

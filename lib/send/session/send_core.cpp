@@ -33,33 +33,46 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
     }
 }
 
-void SendCore::connect(const std::string& how) {
+void SendCore::connect(const std::string& how, bool all_streams) {
     Connections c = connect_transfer(
         to_, opts_, links_,
         [this](const Error& e) {
             latch_.fail(e);
             wake_all();
         },
-        mode_ == Mode::files);
+        mode_ == Mode::files, DataStreams{.data = data_, .tcp = tcp_, .keys = keys_}, opener_,
+        [this] { return latch_.stopped() || cancelled(); });
     control_.attach(std::move(c.control));
-    data_ = std::move(c.data);
     hello_ = c.hello;
     features_ = c.features;
-    tcp_ = std::move(c.tcp);
-    for (size_t i = 0; i < c.keys.size(); ++i)
-        writers_.push_back(c.keys[i] ? std::make_unique<tls::RecordWriter>(data_[i].get(), c.keys[i]->tx,
-                                                                           tls::link_name(static_cast<unsigned>(i + 1)),
-                                                                           std::min<uint64_t>(opts_.block_size, tls::kWriterBytes))
-                                     : nullptr);
+    writers_.resize(keys_.size()); // made by each stream's thread once it is open (stream_ready)
     if (c.encrypted && opts_.retry_for_ms > 0) {
         opts_.retry_for_ms = 0; // connect.cpp: a reopened stream would start over in clear
         log_.verbose_line("stream reconnect is off: not built for encrypted transfers yet (a broken stream fails the transfer)");
     }
-    log_.verbose_line("connected to " + peer_ + " with " + std::to_string(data_.size()) + " data streams" + how +
-                      (data_.empty() ? "" : ", congestion control " + congestion_control_of(tcp_fd(0))));
-    log_.verbose_line(links_.path().empty() ? "encryption: off"
-                                            : "encryption: " + links_.path() + " (" + links_.why() + "); data streams: " +
-                                                  tls::streams_text(links_.streams()));
+    log_.verbose_line("connected to " + peer_ + how + "; opening " + std::to_string(data_.size()) + " data streams, " +
+                      std::to_string(kParallelOpens) + " at a time, each sending once it is open");
+    log_.verbose_line(links_.path().empty() ? "encryption: off" : "encryption: " + links_.path() + " (" + links_.why() + ")");
+    if (all_streams) {
+        if (!opener_.await_all([this] { return latch_.stopped() || cancelled(); })) {
+            throw_if_cancelled();
+            latch_.rethrow();
+        }
+        log_.verbose_line(opener_.timeline());
+    }
+}
+
+bool SendCore::stream_ready(size_t i) {
+    if (!opener_.await(static_cast<unsigned>(i + 1), [this] { return latch_.stopped() || cancelled(); })) return false;
+    if (i < keys_.size() && keys_[i])
+        writers_[i] = std::make_unique<tls::RecordWriter>(data_[i].get(), keys_[i]->tx,
+                                                          tls::link_name(static_cast<unsigned>(i + 1)),
+                                                          std::min<uint64_t>(opts_.block_size, tls::kWriterBytes));
+    if (i == 0) {
+        log_.verbose_line("data stream 1 open, congestion control " + congestion_control_of(tcp_fd(0)));
+        if (!links_.path().empty()) log_.verbose_line("encryption of the data streams: " + tls::streams_text(links_.streams()));
+    }
+    return true;
 }
 
 void SendCore::read_control() {
@@ -193,6 +206,8 @@ void SendCore::start_pacer() {
 
 Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
     s.seconds = seconds_since(t0);
+    opener_.join(); // every stream ended, so every open did
+    if (mode_ == Mode::files) log_.verbose_line(opener_.timeline()); // pipe mode said it once all were open
     if (pacer_) {
         pacer_->join();
         s.pacing = pacer_->summary();

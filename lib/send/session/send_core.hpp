@@ -19,6 +19,7 @@
 #include "core/tls/record_writer.hpp"
 #include "core/stats/process_usage.hpp"
 #include "send/session/rate_limiter.hpp"
+#include "send/session/stream_opener.hpp"
 #include "send/session/stream_pacer.hpp"
 #include "sluice/sluice.hpp"
 
@@ -31,8 +32,10 @@ protected:
     SendCore(const Endpoint& to, const SendOptions& o, Mode mode);
     virtual ~SendCore() = default;
 
-    // Connects the control connection and every data stream (throws network or auth).
-    void connect(const std::string& how);
+    // Connects the control connection (throws network or auth) and starts opening the data
+    // streams in the background; each stream thread waits for its own (run_stream). all_streams:
+    // returns once every stream is open (pipe mode: its pieces go to every stream in turn).
+    void connect(const std::string& how, bool all_streams);
 
     // The control reader thread: runs until FINAL_STATUS, ABORT or a failure, or until the
     // receiver has owed an answer for the idle timeout without a word (timed_out).
@@ -57,9 +60,11 @@ protected:
 
     // Runs data stream i: body(progress) sends until there is nothing left and returns the
     // stream's totals (then STREAM_END goes out), or nullopt if the transfer stopped.
+    // The stream starts once its connection is open, while later ones may still be opening.
     template <class Body> void run_stream(size_t i, Body&& body) {
         StreamProgress* sp = opts_.progress ? &opts_.progress->streams[i] : nullptr;
         try {
+            if (!stream_ready(i)) return; // the transfer stopped first
             if (sp) sp->state = StreamState::moving;
             std::optional<wire::StreamEnd> end = body(sp);
             if (!end) return;
@@ -104,10 +109,11 @@ protected:
     // then ends once they are closed.
     tls::Links links_;
     ControlChannel control_;
-    std::vector<UniqueFd> data_; // data_[i] is data stream i + 1
+    std::vector<UniqueFd> data_; // data_[i] is data stream i + 1 (its number is stable: connect.hpp)
     wire::ClientHello hello_;    // the transfer's, for reopening a data stream
     uint8_t features_ = 0;       // wire::kFeature* bits agreed in the handshake
     std::vector<UniqueFd> tcp_;  // encrypted through relays: the TCP connection under data_[i] (connect.hpp)
+    std::vector<std::optional<tls::LinkKeys>> keys_; // encrypted with records: data_[i]'s record keys (connect.hpp)
     // The TCP connections of the data streams (under their relays when encrypted), in order:
     // what TCP_INFO and socket options apply to.
     std::vector<int> tcp_fds() const {
@@ -120,9 +126,16 @@ protected:
     void start_pacer();
     std::optional<StreamPacer> pacer_;
     // Encrypted with records (the file sender): writers_[i] seals what data stream i + 1
-    // sends (its send paths and STREAM_END); empty otherwise (or a null where kTLS took over).
+    // sends (its send paths and STREAM_END), made by the stream's thread once it is open;
+    // empty otherwise (or a null where kTLS took over).
     std::vector<std::unique_ptr<tls::RecordWriter>> writers_;
     tls::RecordWriter* writer(size_t i) const { return writers_.empty() ? nullptr : writers_[i].get(); }
+    // After the stream threads are joined: whether any stream sealed its own records.
+    bool sealed_records() const {
+        for (const auto& w : writers_)
+            if (w) return true;
+        return false;
+    }
     // The transfer stopped: the TCP connections of encrypted streams are shut down (under a
     // relay or under a writer), so that a send blocked on a receiver that stopped reading
     // returns (the receiver's ABORT may come through a proxy that keeps the stream open).
@@ -131,7 +144,14 @@ protected:
         if (!writers_.empty()) shutdown_all(data_);
     }
 
+    // Opens the data streams in the background. After every fd and object its threads use
+    // (data_, tcp_, keys_, links_): destroyed, so joined, before them.
+    StreamOpener opener_;
+
 private:
+    // Waits until data stream i + 1 is open (throws why its open failed) and makes its record
+    // writer; false if the transfer stopped first.
+    bool stream_ready(size_t i);
     // The TCP connection of data stream i + 1 (under its relay when encrypted).
     int tcp_fd(size_t i) const { return tcp_.empty() ? data_[i].get() : tcp_[i].get(); }
     void end_stream(size_t i, const wire::StreamEnd& end);

@@ -58,15 +58,11 @@ public:
                               " KiB, sent whole): read once for the checksum; up to " +
                               std::to_string(SmallFileBatch::kInlineBytes / 1024) +
                               " KiB sent many per send from a buffer, larger with sendfile");
-        connect("");
+        connect("", false);
         fit_.emplace(features_, log_, opts_.progress);
         if (fd_sources_.empty()) fit_->fit_tree(tree_, opts_.delete_extraneous, to_.host + ":" + std::to_string(to_.port));
         window_.set_limit(features_ & wire::kFeatureAnnounceWindow ? opts_.announce_window : 0);
         log_.verbose_line("announce window: " + (window_.limit() ? std::to_string(window_.limit()) + " files" : std::string("off")));
-        const bool records = writer(0) != nullptr;
-        if (records)
-            log_.verbose_line(std::string("send path: ") + kRecordsPath + " (encrypted: blocks read into record slots, sealed in place, " +
-                              "sent with one sendmsg each; instead of " + send_path_name(choice.path) + ")");
         governor_.emplace(tcp_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
         governor_->start();
         if (opts_.pace_together) start_pacer();
@@ -105,6 +101,11 @@ public:
         }
         conclude(reader, blocks, bytes);
 
+        // Known once the streams are open: kTLS may take the records over (connect.cpp).
+        const bool records = sealed_records();
+        if (records)
+            log_.verbose_line(std::string("send path: ") + kRecordsPath + " (encrypted: blocks read into record slots, sealed in place, " +
+                              "sent with one sendmsg each; instead of " + send_path_name(choice.path) + ")");
         const bool ring = !records && (choice.path == SendPath::splice || choice.path == SendPath::zc);
         return closing_stats(
             Stats{

@@ -1,6 +1,8 @@
 #include "send/session/stream_recovery.hpp"
 
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -47,11 +49,33 @@ bool breaks_connection(const Error& e) {
     return e.cause() == ErrorCause::peer_reset || e.cause() == ErrorCause::peer_closed;
 }
 
-void check_connection(int fd, unsigned index) {
+void check_connection(int fd, unsigned index, const char* doing) {
     pollfd p{.fd = fd, .events = POLLRDHUP, .revents = 0};
     if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLRDHUP)))
-        throw Error(ErrorCode::network, "data stream " + std::to_string(index) + " broke while it waited for work",
-                    ErrorCause::peer_reset);
+        throw Error(ErrorCode::network, "data stream " + std::to_string(index) + " broke " + doing, ErrorCause::peer_reset);
+}
+
+void await_acknowledged(int fd, unsigned index, int idle_timeout_ms, const std::function<bool()>& stopped) {
+    using namespace std::chrono;
+    auto deadline = steady_clock::now() + milliseconds(idle_timeout_ms);
+    int last = -1;
+    for (;;) {
+        int outq = 0; // written and not yet acknowledged (TCP: write_seq - snd_una)
+        if (::ioctl(fd, SIOCOUTQ, &outq) != 0 || outq <= 0) return; // an error is the next write's to find
+        check_connection(fd, index, "while its blocks were acknowledged (--bounded-resend)"); // reopen, not wait
+        if (stopped()) return;
+        if (outq != last) deadline = steady_clock::now() + milliseconds(idle_timeout_ms); // progress
+        last = outq;
+        if (steady_clock::now() >= deadline)
+            throw Error(ErrorCode::network,
+                        "data stream " + std::to_string(index) + ": the receiver acknowledged nothing for " +
+                            std::to_string(idle_timeout_ms / 1000) + " s (idle timeout)",
+                        ErrorCause::timed_out);
+        // The last bytes are acknowledged about one round trip after they went out: look a
+        // few times per round trip, not more often than every 100 us nor less than every 5 ms.
+        const uint32_t rtt_us = stream_tcp(fd, index).rtt_us;
+        std::this_thread::sleep_for(microseconds(std::clamp<uint32_t>(rtt_us / 8, 100, 5000)));
+    }
 }
 
 wire::StreamResume reopen_stream(int fd, unsigned index, const std::string& why, const Endpoint& to,

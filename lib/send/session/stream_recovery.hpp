@@ -41,7 +41,14 @@ private:
 bool breaks_connection(const Error& e);
 // For a stream waiting for work: throws network (peer_reset) if its connection has broken
 // (reset, or closed by the receiver, which never closes a data stream first).
-void check_connection(int fd, unsigned index);
+// `doing` says what the stream was doing in the message.
+void check_connection(int fd, unsigned index, const char* doing = "while it waited for work");
+
+// --bounded-resend: returns once the receiver's TCP has acknowledged every byte written to fd
+// (SIOCOUTQ 0), or at once if stopped(). Throws network (peer_reset) if the connection breaks
+// meanwhile (the stream then reopens it), timed_out if nothing more is acknowledged for
+// idle_timeout_ms (the receiver stopped reading).
+void await_acknowledged(int fd, unsigned index, int idle_timeout_ms, const std::function<bool()>& stopped);
 
 // Opens data stream `index` again with `hello` (the transfer's, features included) and reads
 // the receiver's STREAM_RESUME; the new socket takes fd's number (dup2), so every holder of

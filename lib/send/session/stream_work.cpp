@@ -88,12 +88,19 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
         while (c.next < c.item->segments.size()) {
             const Segment& seg = c.item->segments[c.next];
             const bool more = c.next + 1 < c.item->segments.size();
+            const bool whole_block = !(batch && SmallFileBatch::fits(seg));
+            // --bounded-resend: the blocks before this one are acknowledged before it goes out,
+            // so a break re-sends at most this one (a break found here re-sends nothing).
+            if (whole_block && s_.opts.bounded_resend && s_.opts.retry_for_ms > 0) {
+                if (batch) batch->flush(true);
+                await_acknowledged(c.sock, static_cast<unsigned>(c.i + 1), s_.opts.idle_timeout_ms, s_.stopped);
+            }
             s_.limiter.acquire(seg.length);
             c.log.sent(seg); // before the write: a block cut short is the receiver's to disown
             ++c.next;
             ++c.blocks;
             c.bytes += seg.length;
-            if (batch && SmallFileBatch::fits(seg)) {
+            if (!whole_block) {
                 batch->add(seg);
             } else {
                 if (batch) batch->flush(true);
