@@ -18,7 +18,9 @@ UPDATE_PARAMS, REUSE, BLOCK_SUMS = 0x04, 0x05, 0x24  # changed-block updates (is
 FEATURE_ENCRYPTION = 1 << 0  # ServerHello.features / ClientHello.features bit 0 (docs/protocol.md, "Encryption")
 FEATURE_TREE_META = 1 << 3  # bit 3: entry kinds 5-9, metadata trailers, TREE_OPTIONS (docs/protocol.md, "Tree metadata")
 AUTH_ENCRYPTION_MISMATCH = 0x40
-FILES_DONE = 0x70  # R->S: u64 files complete so far (issue 19, docs/protocol.md "Announce window")
+# R->S: u64 files complete so far, u64 below: every regular file with a lower id is complete
+# (issue 19, docs/protocol.md "Announce window")
+FILES_DONE = 0x70
 FEATURE_ANNOUNCE_WINDOW = 1 << 7
 
 
@@ -54,6 +56,10 @@ def handshake(host, port, token, role, index, count, transfer_id, features=0):
 
 def frame(ftype, payload):
     return struct.pack("<BBHI", ftype, 0, 0, len(payload)) + payload
+
+
+def files_done(files, below):
+    return frame(FILES_DONE, struct.pack("<QQ", files, below))
 
 
 def manifest(seq, entries):

@@ -119,6 +119,11 @@ public:
     // the entries released.
     using BeforeFree = std::function<void(std::span<const RecvFile>)>;
     uint64_t release_settled(const BeforeFree& before_free = {});
+    // FILES_DONE's `below` (issue 19): every entry below it needs nothing more from the sender
+    // (a regular file complete, or not a regular file). Advances over whole slabs of published
+    // entries, so the sender frees its records in the same order; never goes back. Any thread,
+    // one at a time (the caller's lock).
+    uint64_t complete_below();
     // Entries held in memory now and at most (announced minus released).
     uint64_t held() const { return count_ - released_entries_; }
     uint64_t held_peak() const { return held_peak_; }
@@ -158,6 +163,10 @@ private:
     // released. settled_: entries of each slab that are settled (see allow_release).
     std::unique_ptr<std::atomic<RecvFile*>[]> slabs_;
     std::unique_ptr<std::atomic<uint32_t>[]> settled_;
+    // Entries of each slab the sender is done with (complete_below): regular files complete,
+    // other kinds from their append. below_slabs_: slabs below it are all done.
+    std::unique_ptr<std::atomic<uint32_t>[]> finished_;
+    uint64_t below_slabs_ = 0;
     uint64_t slab_count_ = 0;
     std::vector<std::mutex> stripes_;
     bool release_ = false;
