@@ -45,6 +45,23 @@ def test_receiver_file_table_stays_bounded_far_past_the_window(tmp_path, receive
     assert r["files_held_peak"] < files // 3
 
 
+import pytest
+
+
+@pytest.mark.parametrize("path", ["splice", "recv_write"])
+def test_every_receive_path_gives_the_table_back(tmp_path, receiver_factory, path):
+    """The splice and recv_write paths name the entries they keep (FileTable::Hold) as the
+    direct path does, so their slabs are given back too."""
+    files, window = 12_000, 1_000
+    src = many_small_files(tmp_path / "src", files)
+    s, r = transfer(src, tmp_path / "dest", lambda d: receiver_factory(d, "--recv-path", path), "--announce-window",
+                    window, *NO_META)
+    assert tree_digest(tmp_path / "dest" / "src") == tree_digest(src)
+    assert r["recv_path"] == path
+    assert r["files_held_peak"] <= window + 6 * SLAB, r["files_held_peak"]
+    assert r["files_held_peak"] < files // 2
+
+
 def records_line(stderr):
     """The sender's -v line: 'file records: at most N of M in memory at once, F freed ...'."""
     import re
