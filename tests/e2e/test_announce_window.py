@@ -85,11 +85,12 @@ def test_sender_file_records_stay_bounded_far_past_the_window(tmp_path, receiver
     assert tree_digest(dest / "src") == tree_digest(src)
     peak, count, freed = records_line(sent.stderr)
     assert count == files
-    # The window, what `below` lags behind (the receiver's slab being filled, up to a report
-    # interval) and records a stream or page still held: a few slabs, whatever the file count.
-    assert peak <= window + 3 * SLAB, peak
+    # The window, what `below` lags behind (the receiver's slab being filled, files completed out
+    # of order across streams, a report interval of 256) and records a stream or page still
+    # holds until the next report: a few slabs, whatever the file count.
+    assert peak <= window + 4 * SLAB, peak
     assert peak < files // 3
-    assert freed >= files - window - 3 * SLAB
+    assert freed >= files - window - 4 * SLAB
 
 
 def test_without_the_window_the_receiver_holds_every_entry(tmp_path, receiver_factory):
