@@ -54,6 +54,19 @@ def handshake(host, port, token, role, index, count, transfer_id, features=0):
     return s, auth[0]
 
 
+def accept_handshake(listener, token, features=0, timeout=60):
+    """The receiver side of one connection's handshake (docs/protocol.md): ServerHello offering
+    `features`, the ClientHello read, status 0 with the server's MAC. Returns (socket, hello)."""
+    s, _ = listener.accept()
+    s.settimeout(timeout)
+    nonce_r = os.urandom(16)
+    s.sendall(MAGIC + struct.pack("<HHI", VERSION, features, 0) + nonce_r)
+    hello = recv_exact(s, 80)
+    mac = hmac.new(token.encode(), b"sluice-v1 server auth" + hello[32:48] + nonce_r, hashlib.sha256).digest()
+    s.sendall(bytes(8) + mac)
+    return s, hello
+
+
 def frame(ftype, payload):
     return struct.pack("<BBHI", ftype, 0, 0, len(payload)) + payload
 

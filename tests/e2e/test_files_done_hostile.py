@@ -3,9 +3,6 @@
 never sent or goes back must end the transfer as a protocol error naming the values, never
 free a record a stream or page still holds, and never crash the sender. The wire model plays
 the receiver: it offers the announce window, reads the whole manifest, then reports."""
-import hashlib
-import hmac
-import os
 import socket
 import struct
 import subprocess
@@ -35,14 +32,7 @@ class ReportingReceiver:
         self.thread.start()
 
     def handshake(self):
-        s, _ = self.listener.accept()
-        s.settimeout(60)
-        nonce_r = os.urandom(16)
-        s.sendall(w.MAGIC + struct.pack("<HHI", w.VERSION, w.FEATURE_ANNOUNCE_WINDOW, 0) + nonce_r)
-        hello = w.recv_exact(s, 80)
-        nonce_s = hello[32:48]
-        mac = hmac.new(TOKEN.encode(), b"sluice-v1 server auth" + nonce_s + nonce_r, hashlib.sha256).digest()
-        s.sendall(bytes(8) + mac)
+        s, hello = w.accept_handshake(self.listener, TOKEN, w.FEATURE_ANNOUNCE_WINDOW)
         self.conns.append(s)
         return s, hello
 
