@@ -163,8 +163,9 @@ private:
                 if (pages_acked_ == pages_sent_) page_owed_since_ = Clock::now();
                 ++pages_sent_;
             }
-            control_.write(out, "sending the manifest");
+            // Before the write: the receiver may answer with FILES_DONE before this thread runs on.
             records_.sent_below(page.entries.back().file_id + 1);
+            control_.write(out, "sending the manifest");
             page.entries.clear();
             page.meta.clear();
             page_files.clear();
