@@ -124,7 +124,7 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
          rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
          verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None,
          checksum=False, delete=False, filters=None, exclude=None, hard_links=True, owner=True, group=True,
-         xattrs=True, acls=True, specials=True):
+         xattrs=True, acls=True, specials=True, announce_window=16384):
     """Send files, directories (recursively) and symlinks to the receiver at ``url``
     (``sluice://HOST:PORT/?token=...``); each path lands under the receiver's directory by its
     name. Returns the final stats as a dict (the fields of ``sluice send --json``) once the
@@ -150,6 +150,9 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     directories that they no longer hold; filters: rsync-style rules in order, "- PATTERN",
     "+ PATTERN" or ". FILE" (first match wins); exclude: patterns, after the filters;
     hard_links, owner, group, xattrs, acls, specials: what of the tree is kept (all on).
+    announce_window: at most this many files announced to the receiver and not yet complete
+    there (``--announce-window``; 0: the whole list at once), so that neither side's memory
+    grows with the file count; the stats' files_held_peak says how many were at once.
     """
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
@@ -162,6 +165,11 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
                          verbose=verbose, log=log, progress=progress,
                          progress_interval=progress_interval, cancel=cancel, cc=cc,
                          encrypt=encrypt)
+    if isinstance(announce_window, bool) or not isinstance(announce_window, int) \
+            or not 0 <= announce_window <= 1 << 30:
+        raise UsageError(f"announce_window={announce_window!r}: expected a count of files from 0 (no window) "
+                         f"to {1 << 30}")
+    opts["announce_window"] = announce_window
     opts.update(_tree_options(checksum, delete, filters, exclude,
                               {"hard_links": hard_links, "owner": owner, "group": group, "xattrs": xattrs,
                                "acls": acls, "specials": specials}))

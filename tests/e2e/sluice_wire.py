@@ -18,7 +18,9 @@ UPDATE_PARAMS, REUSE, BLOCK_SUMS = 0x04, 0x05, 0x24  # changed-block updates (is
 FEATURE_ENCRYPTION = 1 << 0  # ServerHello.features / ClientHello.features bit 0 (docs/protocol.md, "Encryption")
 FEATURE_TREE_META = 1 << 3  # bit 3: entry kinds 5-9, metadata trailers, TREE_OPTIONS (docs/protocol.md, "Tree metadata")
 AUTH_ENCRYPTION_MISMATCH = 0x40
-FILES_DONE = 0x70  # R->S: u64 files complete so far (issue 19, docs/protocol.md "Announce window")
+# R->S: u64 files complete so far, u64 below: every regular file with a lower id is complete
+# (issue 19, docs/protocol.md "Announce window")
+FILES_DONE = 0x70
 FEATURE_ANNOUNCE_WINDOW = 1 << 7
 
 
@@ -52,8 +54,25 @@ def handshake(host, port, token, role, index, count, transfer_id, features=0):
     return s, auth[0]
 
 
+def accept_handshake(listener, token, features=0, timeout=60):
+    """The receiver side of one connection's handshake (docs/protocol.md): ServerHello offering
+    `features`, the ClientHello read, status 0 with the server's MAC. Returns (socket, hello)."""
+    s, _ = listener.accept()
+    s.settimeout(timeout)
+    nonce_r = os.urandom(16)
+    s.sendall(MAGIC + struct.pack("<HHI", VERSION, features, 0) + nonce_r)
+    hello = recv_exact(s, 80)
+    mac = hmac.new(token.encode(), b"sluice-v1 server auth" + hello[32:48] + nonce_r, hashlib.sha256).digest()
+    s.sendall(bytes(8) + mac)
+    return s, hello
+
+
 def frame(ftype, payload):
     return struct.pack("<BBHI", ftype, 0, 0, len(payload)) + payload
+
+
+def files_done(files, below):
+    return frame(FILES_DONE, struct.pack("<QQ", files, below))
 
 
 def manifest(seq, entries):

@@ -1,8 +1,6 @@
 """Text from a peer never reaches a terminal raw: an ABORT reason or a path from a hostile
 manifest holding escape sequences is printed with them escaped (\\x1b, \\u202e), so it cannot
 clear the screen, set the window title or overwrite lines."""
-import hashlib
-import hmac
 import os
 import socket
 import struct
@@ -128,14 +126,7 @@ class HostileReceiver:
         self.thread.start()
 
     def handshake(self):
-        s, _ = self.listener.accept()
-        s.settimeout(30)
-        nonce_r = os.urandom(16)
-        s.sendall(w.MAGIC + struct.pack("<HHI", w.VERSION, 0, 0) + nonce_r)
-        hello = w.recv_exact(s, 80)
-        nonce_s = hello[32:48]
-        mac = hmac.new(TOKEN.encode(), b"sluice-v1 server auth" + nonce_s + nonce_r, hashlib.sha256).digest()
-        s.sendall(bytes(8) + mac)
+        s, _ = w.accept_handshake(self.listener, TOKEN, timeout=30)
         self.conns.append(s)
         return s
 

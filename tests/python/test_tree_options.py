@@ -77,3 +77,25 @@ def test_receiver_numeric_ids(src, dst):
     transfer(src, dst, rx_kw={"numeric_ids": True})
     st = os.lstat(dst / "src" / "logs" / "keep.log")
     assert (st.st_uid, st.st_gid) == (4321, 4322)
+
+
+def test_announce_window_bounds_what_the_sender_keeps_announced(tmp_path, dst):
+    """announce_window reaches the library as --announce-window does: the sender never has more
+    files announced and not complete than the window (files_held_peak), and 0 turns it off."""
+    src = tmp_path / "many"
+    src.mkdir()
+    for i in range(600):
+        (src / f"f{i:04d}").write_bytes(b"x" * (1 + i % 13))
+    sent, _ = transfer(src, dst, announce_window=50, owner=False, group=False, xattrs=False, acls=False)
+    assert sent["files"] == 600
+    assert 0 < sent["files_held_peak"] <= 50
+    assert sorted(os.listdir(dst / "many")) == sorted(os.listdir(src))
+    (tmp_path / "again").mkdir()
+    sent, _ = transfer(src, tmp_path / "again", announce_window=0, owner=False, group=False, xattrs=False, acls=False)
+    assert sent["files_held_peak"] == 600  # no window: every file announced before any completes counts
+
+
+@pytest.mark.parametrize("bad", [-1, True, 1.5, "16", (1 << 30) + 1])
+def test_a_bad_announce_window_is_a_usage_error(src, dst, bad):
+    with pytest.raises(sluice.UsageError, match="announce_window="):
+        sluice.send(str(src), "sluice://127.0.0.1:9/?token=t", announce_window=bad)

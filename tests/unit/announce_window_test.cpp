@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "send/session/announce_window.hpp"
+#include "send/session/source_records.hpp"
 #include "sluice/error.hpp"
 
 using namespace sluice;
@@ -64,4 +65,39 @@ TEST_CASE("a stopped transfer ends the wait") {
     w.admit([] {}, [&] { return stop.load(); });
     t.join();
     CHECK(stop);
+}
+
+namespace {
+SourceFile record(uint64_t id) { return SourceFile{id, 1, 0, "/src/f" + std::to_string(id), "f" + std::to_string(id)}; }
+} // namespace
+
+TEST_CASE("the sender frees records below FILES_DONE's mark only once nothing holds them") {
+    SourceRecords r;
+    const SourceFile& a = r.add(record(1));
+    r.add(record(2));
+    r.add(record(5));
+    r.sent_below(6);
+    a.hold(); // a queued segment, say
+    r.complete_below(3);
+    CHECK(r.freed() == 1);  // 2 only: 1 is held
+    CHECK(r.contains(1));
+    CHECK_FALSE(r.contains(2));
+    CHECK(r.hold(2) == nullptr); // a RESEND of it finds nothing
+    a.let_go();
+    r.complete_below(3); // the held one is tried again
+    CHECK(r.freed() == 2);
+    CHECK(r.contains(5));
+    CHECK(r.count() == 3);
+    CHECK(r.held_peak() == 3);
+}
+
+TEST_CASE("a FILES_DONE mark that goes back or passes the entries sent is a protocol error") {
+    SourceRecords r;
+    r.add(record(0));
+    r.sent_below(10);
+    CHECK_THROWS_WITH(r.complete_below(11), doctest::Contains("only entries below 10 were sent"));
+    r.complete_below(4);
+    CHECK_THROWS_WITH(r.complete_below(3), doctest::Contains("after it reported below 4"));
+    CHECK_THROWS_WITH(r.complete_below(UINT64_MAX), doctest::Contains("were sent"));
+    CHECK_FALSE(r.contains(0));
 }

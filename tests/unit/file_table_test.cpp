@@ -234,3 +234,18 @@ TEST_CASE("nothing is released unless allowed (a receive path without holds, --d
     CHECK_FALSE(t.released(0));
     CHECK(t.held_peak() == 2 * 1024);
 }
+
+TEST_CASE("complete_below moves over whole published slabs once every file in them is complete") {
+    FileTable t(10'000);
+    std::vector<RecvFile*> files;
+    for (uint64_t id = 0; id < 2'500; ++id) files.push_back(&t.append(file(id, 1)));
+    CHECK(t.complete_below() == 0); // nothing published
+    t.publish();
+    CHECK(t.complete_below() == 0);
+    for (uint64_t id = 1; id < 2'500; ++id) t.set_complete(*files[id]);
+    CHECK(t.complete_below() == 0); // id 0 is not complete: nothing past it
+    t.set_complete(*files[0]);
+    CHECK(t.complete_below() == 2'048); // the partial third slab stays
+    t.set_complete(*files[0]);          // a second completion counts once
+    CHECK(t.complete_below() == 2'048);
+}

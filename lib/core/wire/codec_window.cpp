@@ -10,6 +10,7 @@ void encode_files_done(Bytes& out, const FilesDone& d) {
     size_t at = begin_frame(out, FrameType::files_done);
     ByteWriter w(out);
     w.u64(d.files);
+    w.u64(d.below);
     end_frame(out, at);
 }
 
@@ -17,8 +18,9 @@ FilesDone decode_files_done(Span payload) {
     ByteReader r(payload, "FILES_DONE");
     FilesDone d;
     d.files = r.u64();
+    d.below = r.u64();
     r.expect_end();
-    return d; // checked against what was announced by the sender (AnnounceWindow::done)
+    return d; // checked against what was announced by the sender (AnnounceWindow::done, SourceRecords)
 }
 
 } // namespace sluice::wire

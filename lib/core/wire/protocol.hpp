@@ -222,11 +222,14 @@ inline constexpr uint8_t kFeatureStreamReconnect = 1u << 4;
 inline constexpr uint8_t kFeatureAnnounceWindow = 1u << 7;
 
 // FILES_DONE: regular files of the manifest complete at the receiver so far (resumed, empty and
-// updated ones included); never decreases, never more than the files announced.
+// updated ones included); never decreases, never more than the files announced. below: every
+// regular file whose id is below it is complete (the receiver asks nothing more of it), so the
+// sender may forget its records in id order; never decreases, never past the entries sent.
 struct FilesDone {
     uint64_t files = 0;
+    uint64_t below = 0;
 };
-inline constexpr uint32_t kFilesDoneBytes = 8;
+inline constexpr uint32_t kFilesDoneBytes = 16;
 
 // STREAM_RESUME: the blocks and bytes the broken connection of this stream delivered whole,
 // the first `blocks` BLOCK frames the sender wrote to it, in order.

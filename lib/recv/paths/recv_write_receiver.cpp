@@ -96,6 +96,10 @@ public:
 private:
     // --- parser events: build the batch of writes and block verdicts for this buffer ---
     void block_begin(const wire::BlockPrefix& p, uint32_t len) override {
+        // Every file of this buffer's blocks is kept (done_, retired_) until finish_blocks():
+        // named, from the lowest id to the highest, before the lookup (FileTable::Hold).
+        hold_.widen(p.file_id);
+        last_id_ = p.file_id;
         RecvFile& f = file_for_block(ctx_.files, p, len);
         block_ = {&f, p.offset, len, p.checksum};
         write_pos_ = p.offset;
@@ -210,6 +214,8 @@ private:
         // instead of staying cached (writeback_window.hpp).
         for (auto& [rf, fd] : retired_) written_.add(std::move(fd), rf->entry.size);
         retired_.clear();
+        // From here only the last block's file is kept (open, or its block still arriving).
+        if (last_id_ != kNoId) hold_.narrow(last_id_);
     }
 
     int fd_of(RecvFile* f) {
@@ -235,6 +241,9 @@ private:
     uint64_t write_pos_ = 0;
     RecvFile* open_file_ = nullptr;
     UniqueFd open_fd_;
+    static constexpr uint64_t kNoId = UINT64_MAX;
+    uint64_t last_id_ = kNoId; // of the last block begun
+    FileTable::Hold& hold_ = ctx_.files.hold(index_);
     std::vector<std::pair<RecvFile*, UniqueFd>> retired_; // to written_ once their writes are reaped
     WritebackWindow written_;
     std::vector<PendingWrite> writes_;

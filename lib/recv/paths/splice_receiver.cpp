@@ -44,11 +44,15 @@ public:
 
 private:
     void receive_block(const wire::BlockPrefix& p, uint64_t len) {
+        // Named before the lookup, so the table never frees it under us (FileTable::Hold, as on
+        // the direct path); the file open until now stays named until the switch.
+        hold_.look(p.file_id);
         RecvFile& f = file_for_block(ctx_.files, p, len);
         if (open_file_ != &f) {
             open_fd_ = open_temp_file(dirs_, f);
             open_file_ = &f;
         }
+        hold_.settle();
         splice_in(f, p.offset, len);
         bool ok = checksum_written(f, p.offset, len) == p.checksum;
         ctx_.bytes_received.fetch_add(len, std::memory_order_relaxed);
@@ -161,6 +165,7 @@ private:
     Pipe pipe_;
     ParentDirCache dirs_;
     RecvFile* open_file_ = nullptr;
+    FileTable::Hold& hold_ = ctx_.files.hold(index_);
     UniqueFd open_fd_;
     Completion steps_[kMaxSteps]; // tag: kFromSocket or kToFile
     // The checksum's read-back buffer: once per stream, L2-sized (the hash reads it hot).

@@ -329,7 +329,7 @@ void ControlSide::report_done() {
     if (!due()) return;
     done_reported_.store(done);
     wire::Bytes out;
-    wire::encode_files_done(out, wire::FilesDone{.files = done});
+    wire::encode_files_done(out, wire::FilesDone{.files = done, .below = files_.complete_below()});
     send(out);
 }
 

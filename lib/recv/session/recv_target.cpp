@@ -27,7 +27,9 @@ public:
         return make_stream_receiver(path_, sock, index, ctx, keys);
     }
     std::string data_path() const override { return recv_path_name(path_); }
-    bool streams_hold_entries() const override { return path_ == RecvPath::direct; } // direct_receiver.cpp
+    // Every file receive path names what it touches (direct_receiver.cpp, splice_receiver.cpp,
+    // recv_write_receiver.cpp, which also serves the discard path).
+    bool streams_hold_entries() const override { return true; }
 
 private:
     RecvPath path_;

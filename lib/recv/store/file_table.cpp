@@ -59,6 +59,7 @@ FileTable::FileTable(uint64_t max_files, uint64_t max_bytes)
       slab_count_((max_files + kSlab - 1) / kSlab), stripes_(256) {
     slabs_ = std::make_unique<std::atomic<RecvFile*>[]>(slab_count_);
     settled_ = std::make_unique<std::atomic<uint32_t>[]>(slab_count_);
+    finished_ = std::make_unique<std::atomic<uint32_t>[]>(slab_count_);
 }
 
 FileTable::~FileTable() {
@@ -97,6 +98,7 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     // fails), and what it holds is freed with the table.
     charge(entry_bytes(f), f.entry, "");
     paths_.insert(f.entry.path);
+    if (f.entry.kind != wire::EntryKind::file) finished_[count_ / kSlab].fetch_add(1); // no data: nothing to ask for
     ++count_;
     held_peak_ = std::max(held_peak_, held());
     return f;
@@ -154,6 +156,14 @@ void FileTable::set_complete(RecvFile& f) {
     f.complete = true;
     release(f);
     settled_[f.entry.file_id / kSlab].fetch_add(1);
+    if (f.entry.kind == wire::EntryKind::file) finished_[f.entry.file_id / kSlab].fetch_add(1); // others: at append
+}
+
+uint64_t FileTable::complete_below() {
+    // Published slabs only: an appended entry not yet published is not counted as done.
+    const uint64_t full = size() / kSlab;
+    while (below_slabs_ < full && finished_[below_slabs_].load() == kSlab) ++below_slabs_;
+    return below_slabs_ * kSlab;
 }
 
 void FileTable::count_copy(const wire::ManifestEntry& e) {

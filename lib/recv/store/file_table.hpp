@@ -57,13 +57,29 @@ public:
         }
         // The entry named before the last look() is no longer touched.
         void settle() noexcept { prev_.store(cur_.load(std::memory_order_relaxed)); }
+        // For a stream that keeps many entries between lookups (recv_write: the blocks of a whole
+        // receive buffer until their writes are reaped): every id from the lowest to the highest
+        // widened since the last narrow() is named. widen() before the lookup of id; narrow(id)
+        // once the stream touches only id again. Each store keeps a superset of what the
+        // stream touches named, whatever a reader sees between the two.
+        void widen(uint64_t id) noexcept {
+            if (id < lo_.load(std::memory_order_relaxed)) lo_.store(id);
+            if (id > hi_.load(std::memory_order_relaxed) || hi_.load(std::memory_order_relaxed) == kNone) hi_.store(id);
+        }
+        void narrow(uint64_t id) noexcept {
+            lo_.store(id); // raise the low end first: [id, hi] still covers id
+            hi_.store(id);
+        }
         bool names(uint64_t lo, uint64_t hi) const noexcept {
             const uint64_t a = cur_.load(), b = prev_.load();
-            return (a >= lo && a < hi) || (b >= lo && b < hi);
+            const uint64_t l = lo_.load(), h = hi_.load();
+            return (a >= lo && a < hi) || (b >= lo && b < hi) || (h != kNone && l < hi && h >= lo);
         }
 
     private:
-        std::atomic<uint64_t> cur_{UINT64_MAX}, prev_{UINT64_MAX};
+        static constexpr uint64_t kNone = UINT64_MAX;
+        std::atomic<uint64_t> cur_{kNone}, prev_{kNone};
+        std::atomic<uint64_t> lo_{kNone}, hi_{kNone}; // the widened range; hi_ kNone: empty
     };
 
     // max_bytes: the most memory the table may hold; 0 for default_max_bytes().
@@ -119,6 +135,11 @@ public:
     // the entries released.
     using BeforeFree = std::function<void(std::span<const RecvFile>)>;
     uint64_t release_settled(const BeforeFree& before_free = {});
+    // FILES_DONE's `below` (issue 19): every entry below it needs nothing more from the sender
+    // (a regular file complete, or not a regular file). Advances over whole slabs of published
+    // entries, so the sender frees its records in the same order; never goes back. Any thread,
+    // one at a time (the caller's lock).
+    uint64_t complete_below();
     // Entries held in memory now and at most (announced minus released).
     uint64_t held() const { return count_ - released_entries_; }
     uint64_t held_peak() const { return held_peak_; }
@@ -158,6 +179,10 @@ private:
     // released. settled_: entries of each slab that are settled (see allow_release).
     std::unique_ptr<std::atomic<RecvFile*>[]> slabs_;
     std::unique_ptr<std::atomic<uint32_t>[]> settled_;
+    // Entries of each slab the sender is done with (complete_below): regular files complete,
+    // other kinds from their append. below_slabs_: slabs below it are all done.
+    std::unique_ptr<std::atomic<uint32_t>[]> finished_;
+    uint64_t below_slabs_ = 0;
     uint64_t slab_count_ = 0;
     std::vector<std::mutex> stripes_;
     bool release_ = false;

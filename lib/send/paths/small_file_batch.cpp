@@ -91,6 +91,7 @@ void SmallFileBatch::add(const Segment& seg) {
     const bool cold = !fully_cached(fd.get(), seg.length);
     if (!cold && seg.length > kInlineBytes) {
         send_cached_large(seg, std::move(fd));
+        f.let_go(); // sent: the batch holds a file from add() until its bytes are out
         return;
     }
     unsigned char* at = place(seg.length);
@@ -215,6 +216,12 @@ void SmallFileBatch::send_oldest(bool more) {
             iov_[first].iov_base = static_cast<unsigned char*>(iov_[first].iov_base) + left;
             iov_[first].iov_len -= left;
         }
+    }
+    // Sent (or copied into records): the batch lets go of the chunk's files (SourceFile::hold).
+    for (size_t i = c.first; i < c.first + c.files; ++i) {
+        Slot& s = slots_[i % slot_count_];
+        if (s.file) s.file->let_go();
+        s.file = nullptr;
     }
     chunk_head_ = (chunk_head_ + 1) % kChunks;
     --chunks_open_;

@@ -67,7 +67,8 @@ public:
     static bool fits(const Segment& s) {
         return s.offset == 0 && s.length == s.file->size && s.length <= kMaxFileBytes && s.length > 0;
     }
-    // Queues the read of seg's file (sending earlier files when the buffer is full).
+    // Queues the read of seg's file (sending earlier files when the buffer is full). Takes over
+    // the segment's hold on its file (SourceFile::hold) and lets go once the file is sent.
     void add(const Segment& seg);
     // Waits for every read queued and sends all; more: another frame follows at once (MSG_MORE).
     void flush(bool more);

@@ -61,11 +61,17 @@ UniqueFd SourceReader::open_checked(const SourceFile& f) {
 
 void SourceReader::check_unchanged(int fd, const SourceFile& f) { check_identity(fd, f, "while it was being sent"); }
 
+SourceReader::~SourceReader() {
+    if (current_) current_->let_go();
+}
+
 int SourceReader::open(const SourceFile& f) {
     if (current_ == &f) return fd_.get();
     check_unchanged();
+    if (current_) current_->let_go();
     current_ = nullptr;
     fd_ = open_checked(f);
+    f.hold(); // the caller's segment holds f until this returns
     current_ = &f;
     return fd_.get();
 }

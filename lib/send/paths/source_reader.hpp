@@ -24,6 +24,12 @@ namespace sluice {
 
 class SourceReader {
 public:
+    SourceReader() = default;
+    // The open file is held (SourceFile::hold) while it is current: it is checked again when
+    // the reader moves on, so its record must outlive the segment that opened it.
+    ~SourceReader();
+    SourceReader(const SourceReader&) = delete;
+    SourceReader& operator=(const SourceReader&) = delete;
     // Bytes read per pread for a checksum: small enough to stay in the CPU's L2 cache, so the
     // hash reads what the copy just wrote while it is hot; large enough that the syscalls are
     // few (32 per 8 MiB block).

@@ -1,6 +1,7 @@
 #pragma once
 // What the sender reads: the paths given on the command line, checked before connecting,
 // and walked depth-first into manifest entries (parents before children).
+#include <atomic>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -16,7 +17,18 @@ struct SourceRoot {
     std::string name; // its name under the destination directory
 };
 
-// A regular file the sender will read data from. Addresses stay valid while the transfer runs.
+// How many holders a SourceFile has beyond the sender's record table (issue 19): queued and
+// in-flight segments, an unanswered manifest page, a stream's open file. The table frees a
+// record the receiver reports complete only when nothing holds it. A copy starts unheld.
+struct Holders {
+    mutable std::atomic<uint32_t> n{0};
+    Holders() = default;
+    Holders(const Holders&) noexcept {}
+    Holders& operator=(const Holders&) noexcept { return *this; }
+};
+
+// A regular file the sender will read data from. Its address stays valid while anything holds
+// it (hold / let_go), and for the whole transfer where no announce window frees records.
 struct SourceFile {
     uint64_t file_id = 0;
     uint64_t size = 0;
@@ -37,6 +49,11 @@ struct SourceFile {
     // A path given to send() itself, not a file inside a tree: a symlink there was followed
     // when it was listed (check_sources), so it is opened following it again.
     bool is_operand() const { return fd < 0 && rel.find('/') == std::string::npos; }
+    // A holder's last touch is its let_go() (release: its reads happen before the free).
+    void hold() const noexcept { holders.n.fetch_add(1, std::memory_order_relaxed); }
+    void let_go() const noexcept { holders.n.fetch_sub(1, std::memory_order_release); }
+    bool held() const noexcept { return holders.n.load(std::memory_order_acquire) != 0; }
+    Holders holders;
 };
 
 // Throws Error(source) naming the first path that is missing, unreadable or not sendable,

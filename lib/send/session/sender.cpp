@@ -22,6 +22,7 @@
 #include "send/session/announce_window.hpp"
 #include "send/session/receiver_fit.hpp"
 #include "send/session/send_core.hpp"
+#include "send/session/source_records.hpp"
 #include "send/session/stream_governor.hpp"
 #include "send/session/stream_work.hpp"
 #include "send/session/update_sums.hpp"
@@ -70,7 +71,8 @@ public:
             .queue = queue_, .governor = *governor_, .limiter = limiter_, .log = log_, .opts = opts_, .to = to_, .hello = hello_,
             .busy = [this](bool on) { stream_busy(on); },
             .stopped = [this] { return latch_.stopped(); },
-            .cancelled = [this] { return cancelled(); }});
+            .cancelled = [this] { return cancelled(); },
+            .hold_record = [this](uint64_t id) { return records_.hold(id); }});
 
         std::vector<std::thread> streams;
         std::vector<StreamTotals> totals(data_.size());
@@ -100,6 +102,9 @@ public:
             if (!t.path_fallback.empty()) fallbacks.push_back(t.path_fallback);
         }
         conclude(reader, blocks, bytes);
+        log_.verbose_line("file records: at most " + std::to_string(records_.held_peak()) + " of " +
+                          std::to_string(records_.count()) + " in memory at once, " + std::to_string(records_.freed()) +
+                          " freed as the receiver reported them complete");
 
         // Known once the streams are open: kTLS may take the records over (connect.cpp).
         const bool records = sealed_records();
@@ -115,7 +120,7 @@ public:
                 .bytes_skipped = planner_.skipped_bytes() - update_.reused(),
                 .bytes_holes = fit_->holes(),
                 .bytes_reused = update_.reused(),
-                .files = files_.size(),
+                .files = records_.count(),
                 .dirs = dirs_,
                 .symlinks = symlinks_,
                 .skipped_entries = skipped_,
@@ -143,7 +148,7 @@ private:
             control_.write(out, "sending the update parameters");
         }
         wire::ManifestPage page;
-        std::vector<const SourceFile*> page_files;
+        std::vector<const SourceFile*> page_files; // each held until its page is answered
         size_t page_bytes = 0;
         size_t page_limit = 64; // small first page: data starts flowing after one round trip
         auto flush = [&] {
@@ -159,6 +164,8 @@ private:
                 if (pages_acked_ == pages_sent_) page_owed_since_ = Clock::now();
                 ++pages_sent_;
             }
+            // Before the write: the receiver may answer with FILES_DONE before this thread runs on.
+            records_.sent_below(page.entries.back().file_id + 1);
             control_.write(out, "sending the manifest");
             page.entries.clear();
             page.meta.clear();
@@ -193,15 +200,13 @@ private:
             if (e.kind == wire::EntryKind::file) {
                 window_.admit(flush, [&] { return latch_.stopped() || cancelled(); });
                 if (fd_sources_.empty()) fit_->describe_holes(e, src);
-                files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
-                files_.back().sparse = e.sparse;
-                files_.back().extents = e.data_extents;
-                if (!fd_sources_.empty()) attach_fd_source(files_.back(), fd_sources_[e.file_id]);
-                page_files.push_back(&files_.back());
-                {
-                    std::lock_guard lk(pages_mu_);
-                    by_id_[e.file_id] = &files_.back();
-                }
+                SourceFile sf{e.file_id, e.size, e.mtime_ns, std::move(src), e.path};
+                sf.sparse = e.sparse;
+                sf.extents = e.data_extents;
+                if (!fd_sources_.empty()) attach_fd_source(sf, fd_sources_[e.file_id]);
+                const SourceFile& rec = records_.add(std::move(sf));
+                rec.hold(); // the page's: let go once the page is answered and planned
+                page_files.push_back(&rec);
                 total_bytes_ += e.size;
                 if (opts_.progress) {
                     opts_.progress->bytes_total += e.size;
@@ -233,7 +238,7 @@ private:
         work_idle_since_ = Clock::now();
     }
 
-    size_t entries_total() const { return files_.size() + dirs_ + symlinks_; }
+    size_t entries_total() const { return records_.count() + dirs_ + symlinks_; }
 
     // Streams stay open until the receiver has verified everything: it may still ask for a
     // block again after the last one was planned.
@@ -263,7 +268,11 @@ private:
             std::lock_guard lk(pages_mu_);
             work_idle_since_ = Clock::now(); // new work: the streams are busy before they pop it
         }
-        for (auto& w : items) queue_.push(std::move(w));
+        for (auto& w : items) {
+            for (const Segment& seg : w.segments) seg.file->hold(); // let go by the stream that sends it
+            queue_.push(std::move(w));
+        }
+        for (const SourceFile* f : files) f->let_go(); // the page's hold
         {
             std::lock_guard lk(pages_mu_);
             ++pages_acked_;
@@ -275,15 +284,13 @@ private:
     // The receiver's old version of a file of a page it has not acked yet.
     void on_block_sums(wire::BlockSums&& s) override {
         if (!(features_ & wire::kFeatureUpdate)) SendCore::on_block_sums(std::move(s));
-        bool known;
-        {
-            std::lock_guard lk(pages_mu_);
-            known = by_id_.contains(s.file_id);
-        }
-        update_.accept(std::move(s), known);
+        update_.accept(std::move(s), records_.contains(s.file_id));
     }
 
-    void on_files_done(const wire::FilesDone& d) override { window_.done(d.files); }
+    void on_files_done(const wire::FilesDone& d) override {
+        window_.done(d.files);
+        records_.complete_below(d.below);
+    }
 
     void on_all_verified() override {
         std::lock_guard lk(pages_mu_);
@@ -292,15 +299,14 @@ private:
     }
 
     void on_resend(const wire::ByteRange& r) override {
-        const SourceFile* f = nullptr;
-        {
-            std::lock_guard lk(pages_mu_);
-            auto it = by_id_.find(r.file_id);
-            if (it != by_id_.end()) f = it->second;
+        const SourceFile* f = records_.hold(r.file_id); // the new segment's hold
+        if (f && (r.offset > f->size || r.length > f->size - r.offset || r.length == 0 || r.length > opts_.block_size)) {
+            f->let_go();
+            f = nullptr;
         }
-        if (!f || r.offset > f->size || r.length > f->size - r.offset || r.length == 0 || r.length > opts_.block_size)
-            throw Error(ErrorCode::protocol,
-                        "receiver asked to resend a block that was never sent (file id " + std::to_string(r.file_id) + ")");
+        if (!f)
+            throw Error(ErrorCode::protocol, "receiver asked to resend a block that was never sent, or of a file it reported "
+                                             "complete (file id " + std::to_string(r.file_id) + ")");
         ++resent_;
         {
             std::lock_guard lk(pages_mu_);
@@ -353,7 +359,7 @@ private:
     uint64_t excluded_ = 0;
     std::vector<CheckedFdSource> fd_sources_; // send(FdSource) instead of paths
 
-    std::deque<SourceFile> files_; // stable addresses: work items point into it
+    SourceRecords records_; // work items point into it (each holds its file)
     uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
     UpdateSums update_{opts_.block_size}; // changed-block updates
     std::optional<ReceiverFit> fit_; // what the receiver's hello leaves out (after connecting)
@@ -368,7 +374,6 @@ private:
     unsigned busy_streams_ = 0;
     Clock::time_point page_owed_since_; // the oldest unanswered page is owed since
     Clock::time_point work_idle_since_; // the streams last ran out of work (or got new work)
-    std::unordered_map<uint64_t, const SourceFile*> by_id_;
     std::atomic<uint64_t> resent_{0};
     AnnounceWindow window_; // files announced and not yet complete at the receiver
 

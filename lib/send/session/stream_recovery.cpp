@@ -20,12 +20,13 @@
 namespace sluice {
 
 void StreamLog::sent(const Segment& s) {
-    if (segments_.size() == blocks_ && segments_.size() < kMaxBlocks) segments_.push_back(s);
+    if (segments_.size() == blocks_ && segments_.size() < kMaxBlocks)
+        segments_.push_back(Sent{.file_id = s.file->file_id, .offset = s.offset, .length = s.length});
     ++blocks_;
     bytes_ += s.length;
 }
 
-std::vector<Segment> StreamLog::after(const wire::StreamResume& whole, unsigned index) {
+std::vector<StreamLog::Sent> StreamLog::after(const wire::StreamResume& whole, unsigned index) {
     if (whole.blocks > segments_.size())
         throw Error(ErrorCode::protocol, "receiver says data stream " + std::to_string(index) + " delivered " +
                                              std::to_string(whole.blocks) + " blocks; " + std::to_string(blocks_) +
@@ -36,7 +37,7 @@ std::vector<Segment> StreamLog::after(const wire::StreamResume& whole, unsigned 
         throw Error(ErrorCode::protocol, "receiver says data stream " + std::to_string(index) + " delivered " +
                                              std::to_string(whole.bytes) + " bytes in " + std::to_string(whole.blocks) +
                                              " blocks; those blocks hold " + std::to_string(bytes));
-    std::vector<Segment> rest(segments_.begin() + static_cast<long>(whole.blocks), segments_.end());
+    std::vector<Sent> rest(segments_.begin() + static_cast<long>(whole.blocks), segments_.end());
     segments_.clear();
     blocks_ = bytes_ = 0;
     return rest;

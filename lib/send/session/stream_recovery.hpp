@@ -23,6 +23,12 @@ public:
     // break of that connection fails the transfer as it did before reconnects.
     static constexpr size_t kMaxBlocks = 1u << 18;
 
+    // One block written, by file id: the log outlives the segments' hold on their files.
+    struct Sent {
+        uint64_t file_id = 0;
+        uint64_t offset = 0;
+        uint64_t length = 0;
+    };
     void sent(const Segment& s);
     uint64_t blocks() const { return blocks_; }
     uint64_t bytes() const { return bytes_; }
@@ -30,10 +36,10 @@ public:
     // The receiver took the first whole.blocks blocks: returns the others, to send again, and
     // starts over for the new connection. Throws protocol if the receiver claims more than
     // was written or bytes that do not match.
-    std::vector<Segment> after(const wire::StreamResume& whole, unsigned index);
+    std::vector<Sent> after(const wire::StreamResume& whole, unsigned index);
 
 private:
-    std::vector<Segment> segments_;
+    std::vector<Sent> segments_;
     uint64_t blocks_ = 0, bytes_ = 0;
 };
 

@@ -95,21 +95,24 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
                 if (batch) batch->flush(true);
                 await_acknowledged(c.sock, static_cast<unsigned>(c.i + 1), s_.opts.idle_timeout_ms, s_.stopped);
             }
+            // Read while the segment holds its file: the batch may let go of it in add().
+            const bool last = seg.offset + seg.length == seg.file->size;
             s_.limiter.acquire(seg.length);
             c.log.sent(seg); // before the write: a block cut short is the receiver's to disown
             ++c.next;
             ++c.blocks;
             c.bytes += seg.length;
             if (!whole_block) {
-                batch->add(seg);
+                batch->add(seg); // holds the file from here
             } else {
                 if (batch) batch->flush(true);
                 sender.send(seg, more);
+                seg.file->let_go(); // the item's hold (SourceFile::hold); the reader keeps its own
             }
             if (c.sp) {
                 c.sp->bytes += seg.length;
                 s_.opts.progress->bytes_done += seg.length;
-                if (seg.offset + seg.length == seg.file->size) s_.opts.progress->files_done += 1;
+                if (last) s_.opts.progress->files_done += 1;
             }
         }
     }
@@ -127,9 +130,18 @@ void StreamWork::reopen(Cursor& c, const Error& e) {
                       std::chrono::steady_clock::now() + std::chrono::milliseconds(s_.opts.retry_for_ms),
                       [&] { return s_.stopped() || s_.cancelled(); });
     const uint64_t lost_blocks = c.log.blocks() - whole.blocks; // after() checks whole against the log
-    WorkItem again{c.log.after(whole, index)};
+    // What was not delivered is named by file id: the records of files the receiver reported
+    // complete may be gone, and such a file has no block the receiver still lacks.
+    WorkItem again;
     uint64_t lost_bytes = 0;
-    for (const Segment& seg : again.segments) lost_bytes += seg.length;
+    for (const StreamLog::Sent& b : c.log.after(whole, index)) {
+        const SourceFile* f = s_.hold_record(b.file_id);
+        if (!f)
+            throw Error(ErrorCode::protocol, "receiver says data stream " + std::to_string(index) + " did not deliver a block of file id " +
+                                                 std::to_string(b.file_id) + ", which it reported complete");
+        again.segments.push_back(Segment{f, b.offset, b.length});
+        lost_bytes += b.length;
+    }
     if (c.item)
         for (size_t k = c.next; k < c.item->segments.size(); ++k) again.segments.push_back(c.item->segments[k]);
     c.item.reset();

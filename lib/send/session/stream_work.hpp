@@ -42,6 +42,9 @@ public:
         std::function<void(bool on)> busy;
         std::function<bool()> stopped;   // the transfer failed
         std::function<bool()> cancelled; // SendOptions::cancel
+        // The record of file id, held for a segment sent again after a break; nullptr if the
+        // sender no longer has it (the receiver reported the file complete).
+        std::function<const SourceFile*(uint64_t file_id)> hold_record;
     };
     explicit StreamWork(Session s) : s_(std::move(s)) {}
 
