@@ -112,7 +112,7 @@ public:
             e.kind = wire::EntryKind::file;
             e.size = static_cast<uint64_t>(st.st_size);
             emit_meta(src, st);
-            emit(std::move(e), std::string(src));
+            emit(std::move(e), std::string(src), static_cast<uint64_t>(st.st_blocks) * 512);
         } else if (S_ISLNK(st.st_mode)) {
             e.mtime_ns = mtime_ns_of(st, src);
             e.kind = wire::EntryKind::symlink;
@@ -184,9 +184,9 @@ private:
         if (std::optional<wire::EntryMeta> m = read_entry_meta(src, st, *visit_.tree)) visit_.meta(std::move(*m));
     }
 
-    void emit(wire::ManifestEntry&& e, std::string&& src) {
+    void emit(wire::ManifestEntry&& e, std::string&& src, uint64_t allocated = kUnknownAllocation) {
         e.file_id = next_id_++;
-        visit_.entry(std::move(e), std::move(src));
+        visit_.entry(std::move(e), std::move(src), allocated);
     }
 
     // Sorted names, so that manifests (and resumes) are deterministic.

@@ -56,13 +56,13 @@ ssize_t sized_call(std::vector<char>& buf, Fn fn) {
 }
 
 void read_xattrs(const std::string& path, const TreeOptions& o, wire::EntryMeta& m) {
-    std::vector<char> names(4096);
+    // Kept between files (one walk per thread): a tree's walk lists every file's attributes.
+    thread_local std::vector<char> names(4096), value(4096);
     ssize_t n = sized_call(names, [&](char* b, size_t s) { return ::llistxattr(path.c_str(), b, s); });
     if (n < 0) {
         if (errno == ENOTSUP || errno == ENODATA) return;
         throw_errno(ErrorCode::source, "cannot list the extended attributes of '" + path + "'");
     }
-    std::vector<char> value(4096);
     for (size_t at = 0; at < static_cast<size_t>(n);) {
         std::string_view name(names.data() + at);
         at += name.size() + 1;

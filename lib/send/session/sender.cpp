@@ -186,12 +186,12 @@ private:
             ++skipped_;
             log_.line(std::string("warning: ") + std::string(line));
         };
-        visit.entry = [&](wire::ManifestEntry&& e, std::string&& src) {
+        visit.entry = [&](wire::ManifestEntry&& e, std::string&& src, uint64_t allocated) {
             throw_if_cancelled();
             if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
             if (e.kind == wire::EntryKind::file) {
                 window_.admit(flush, [&] { return latch_.stopped() || cancelled(); });
-                if (fd_sources_.empty()) fit_->describe_holes(e, src);
+                if (fd_sources_.empty()) fit_->describe_holes(e, src, allocated);
                 files_.push_back(SourceFile{e.file_id, e.size, e.mtime_ns, std::move(src), e.path});
                 files_.back().sparse = e.sparse;
                 files_.back().extents = e.data_extents;
