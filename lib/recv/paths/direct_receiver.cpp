@@ -66,10 +66,10 @@ public:
     }
 
 private:
-    // Registered once, the buffers are written with WRITE_FIXED (no pinning per write). At the
-    // first block: registering zeroes all 8 MiB, which a stream carrying nothing should not pay.
-    void register_buffers_once() {
-        if (register_tried_) return;
+    // Registered once the stream has carried 32 MiB, the buffers are then written with WRITE_FIXED: registering
+    // zeroes all 8 MiB, which a stream carrying a few small files (an update) should not pay.
+    void register_buffers_once(uint64_t len) {
+        if (register_tried_ || (carried_ += len) < (32u << 20)) return;
         register_tried_ = true;
         iovec iov[kBuffers];
         for (int i = 0; i < kBuffers; ++i) iov[i] = {buffers_[i].data(), kBufferBytes};
@@ -79,7 +79,7 @@ private:
     }
 
     void receive_block(const wire::BlockPrefix& p, uint64_t len) {
-        register_buffers_once();
+        register_buffers_once(len);
         // Named before the lookup, so the table never frees it under us (FileTable::Hold); the
         // file open until now stays named until the switch below no longer touches it.
         hold_.look(p.file_id);
@@ -369,6 +369,7 @@ private:
     bool tmpfile_refused_ = false;
     bool fixed_ = false;
     bool register_tried_ = false;
+    uint64_t carried_ = 0; // bytes of blocks until the buffers are registered
     bool allocate_refused_ = false;
     std::string register_error_;
     wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};
