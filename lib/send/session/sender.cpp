@@ -98,6 +98,7 @@ public:
         std::vector<std::string> fallbacks;
         if (!choice.fallback.empty()) fallbacks.push_back(choice.fallback);
         fit_->add_fallbacks(fallbacks);
+        if (!update_.fallback().empty()) fallbacks.push_back(update_.fallback());
         for (auto& t : totals) {
             blocks += t.blocks;
             bytes += t.bytes;
