@@ -145,6 +145,32 @@ def test_no_owner_and_no_xattrs_leave_them_out(tmp_path, receiver_factory):
     assert "set-id bits not kept for 1 entry" in err, err
 
 
+@pytest.mark.skipif(not ROOT, reason="changing owners needs root")
+def test_metadata_of_unchanged_files_is_updated_on_a_second_send(tmp_path, receiver_factory):
+    """The receiver skips owner, group and mode a quick-checked file already has (no work per
+    unchanged file); what changed at the source without touching size or mtime still lands."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in "abcd":
+        (src / n).write_bytes(n.encode() * 100)
+    os.chmod(src / "d", 0o4755)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    send_tree(src, dest, receiver_factory)
+    os.chmod(src / "a", 0o600)                 # mode only: size and mtime as before
+    os.chown(src / "b", 54321, 54322)          # owner only
+    os.setxattr(src / "c", "user.k", b"v")     # an attribute only
+    s, r, _ = send_tree(src, dest, receiver_factory)
+    assert s["bytes_sent"] == 0 and r["bytes_skipped"] == 400  # every file passed the quick check
+    got = {n: os.lstat(dest / "src" / n) for n in "abcd"}
+    assert stat.S_IMODE(got["a"].st_mode) == 0o600
+    assert (got["b"].st_uid, got["b"].st_gid) == (54321, 54322)
+    assert os.getxattr(dest / "src" / "c", "user.k") == b"v"
+    assert stat.S_IMODE(got["d"].st_mode) == 0o4755  # kept, set-id bit included
+    for n in "abcd":
+        assert stat.S_IMODE(got[n].st_mode) == stat.S_IMODE(os.lstat(src / n).st_mode)
+
+
 def fake_transfer(port, entries):
     """A whole transfer of metadata-only entries (no data) from the Python sender; returns the
     ABORT message if the receiver refused, else None."""

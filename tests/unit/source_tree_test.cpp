@@ -45,7 +45,7 @@ struct Listed {
 Listed walk(const std::vector<std::string>& paths) {
     Listed out;
     WalkVisitor v;
-    v.entry = [&](wire::ManifestEntry&& e, std::string&& src) {
+    v.entry = [&](wire::ManifestEntry&& e, std::string&& src, uint64_t) {
         out.sources[e.path] = src;
         out.entries[e.path] = std::move(e);
     };

@@ -55,13 +55,6 @@ public:
         for (int i = 0; i < kBuffers; ++i) writes_[i].tag = static_cast<uint64_t>(i);
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
         timeout_.tv_nsec = (ctx.idle_timeout_ms % 1000) * 1'000'000LL;
-        // Registered once, the buffers are written with WRITE_FIXED: the kernel maps their pages
-        // at registration instead of pinning them again for every write.
-        iovec iov[kBuffers];
-        for (int i = 0; i < kBuffers; ++i) iov[i] = {buffers_[i].data(), kBufferBytes};
-        int rc = ring_.register_buffers(iov);
-        fixed_ = rc == 0;
-        if (rc < 0) register_error_ = std::strerror(-rc);
     }
 
     StreamReceipt run() override {
@@ -73,7 +66,20 @@ public:
     }
 
 private:
+    // Registered once the stream has carried 32 MiB, the buffers are then written with WRITE_FIXED: registering
+    // zeroes all 8 MiB, which a stream carrying a few small files (an update) should not pay.
+    void register_buffers_once(uint64_t len) {
+        if (register_tried_ || (carried_ += len) < (32u << 20)) return;
+        register_tried_ = true;
+        iovec iov[kBuffers];
+        for (int i = 0; i < kBuffers; ++i) iov[i] = {buffers_[i].data(), kBufferBytes};
+        int rc = ring_.register_buffers(iov);
+        fixed_ = rc == 0;
+        if (rc < 0) register_error_ = std::strerror(-rc);
+    }
+
     void receive_block(const wire::BlockPrefix& p, uint64_t len) {
+        register_buffers_once(len);
         // Named before the lookup, so the table never frees it under us (FileTable::Hold); the
         // file open until now stays named until the switch below no longer touches it.
         hold_.look(p.file_id);
@@ -362,6 +368,8 @@ private:
     bool direct_refused_ = false;
     bool tmpfile_refused_ = false;
     bool fixed_ = false;
+    bool register_tried_ = false;
+    uint64_t carried_ = 0; // bytes of blocks until the buffers are registered
     bool allocate_refused_ = false;
     std::string register_error_;
     wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};

@@ -143,9 +143,11 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     size_t next_meta = 0;
     for (size_t i = 0; i < page.entries.size(); ++i) {
         const uint64_t id = page.entries[i].file_id;
+        in_place_.reset();
         register_entry(std::move(page.entries[i]), ack.verified);
         if (next_meta < page.meta.size() && page.meta[next_meta].first == i)
-            tree_meta_.add_meta(files_, files_.at(id), std::move(page.meta[next_meta++].second));
+            tree_meta_.add_meta(files_, files_.at(id), std::move(page.meta[next_meta++].second),
+                                in_place_ ? &*in_place_ : nullptr);
         still_working();
     }
     files_.publish();
@@ -236,10 +238,11 @@ void ControlSide::register_file(RecvFile& f, std::vector<wire::ByteRange>& alrea
         p->files_total += 1;
     }
     if (target_.writes_files()) {
-        Resumed r = resume_file(target_.tree(), files_, f, opts_.verify, already, !update_.checksum());
+        Resumed r = resume_file(parent_dirs_.get(f.parent), files_, f, opts_.verify, already, !update_.checksum());
         counts_.bytes_skipped += r.bytes;
         if (p) p->bytes_done += r.bytes;
         if (r.complete) {
+            in_place_ = r.in_place;
             tally_.files_completed.fetch_add(1, std::memory_order_relaxed);
             if (p) p->files_done += 1;
             return;

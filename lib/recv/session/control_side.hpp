@@ -3,6 +3,8 @@
 // registers each manifest page in the file table (resuming what an earlier run left) and
 // acks it, asks again for blocks that failed their checksum, tells the sender once every file
 // is verified, and at TRANSFER_END checks the transfer and sends the verdict.
+#include <sys/stat.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -128,6 +130,10 @@ private:
     uint32_t pages_ = 0;
     bool manifest_ended_ = false;
     std::string last_parent_ = "\x01"; // no real path equals this
+    ParentDirCache parent_dirs_{target_.tree()}; // the quick check's fstatat, per run of a directory's files
+    // The entry just registered was complete in place (the quick check): its lstat, so that
+    // metadata already in place is not applied again (TreeMeta::add_meta).
+    std::optional<struct stat> in_place_;
     // Owners, attributes, hard links, special files (issue 17): bounded like the file table.
     std::optional<TreeMirror> mirror_; // --delete, from TREE_OPTIONS
     std::vector<std::string> deleted_;

@@ -7,21 +7,20 @@
 
 namespace sluice {
 
-Resumed resume_file(const DestTree& tree, FileTable& files, RecvFile& f, bool verify, std::vector<wire::ByteRange>& already,
+Resumed resume_file(int dir, FileTable& files, RecvFile& f, bool verify, std::vector<wire::ByteRange>& already,
                     bool quick_check) {
-    UniqueFd dir = tree.open_dir(f.parent);
     struct stat st {};
-    if (quick_check && ::fstatat(dir.get(), f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+    if (quick_check && ::fstatat(dir, f.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
         static_cast<uint64_t>(st.st_size) == f.entry.size &&
         static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec == f.entry.mtime_ns) {
         if (f.entry.size) already.push_back({f.entry.file_id, 0, f.entry.size});
         files.set_complete(f);
-        return {.complete = true, .bytes = f.entry.size};
+        return {.complete = true, .bytes = f.entry.size, .in_place = st};
     }
     if (f.entry.size == 0) return {};
-    journal::Contents journal = journal::load(dir.get(), f.temp, f.entry.size, f.entry.mtime_ns);
+    journal::Contents journal = journal::load(dir, f.temp, f.entry.size, f.entry.mtime_ns);
     if (journal.ranges.empty()) {
-        journal::remove(dir.get(), f.temp); // another version of the file, or nothing verified
+        journal::remove(dir, f.temp); // another version of the file, or nothing verified
         return {};
     }
     // --verify reads the blocks an earlier run received back from disk as well, against the

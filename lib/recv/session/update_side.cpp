@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/checksum/xxh3.hpp"
+#include "core/checksum/block_sums.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/io/file_times.hpp"
 #include "recv/paths/stream_receiver.hpp"
@@ -47,22 +47,17 @@ std::optional<wire::BlockSums> UpdateSide::offer(const DestTree& tree, const Rec
     if (24 + blocks * 8 > wire::kMaxControlPayload) return std::nullopt;
     ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     wire::BlockSums s{.file_id = f.entry.file_id, .old_size = size, .sums = {}};
-    s.sums.reserve(blocks);
-    std::vector<unsigned char> buf(std::min<uint64_t>(b, kHashReadBytes));
-    Xxh3 h;
-    for (uint64_t off = 0; off < size; off += b) {
-        const uint64_t len = std::min(b, size - off);
-        h.reset();
-        for (uint64_t done = 0; done < len;) {
-            ssize_t n = ::pread(fd.get(), buf.data(), std::min<uint64_t>(buf.size(), len - done), static_cast<off_t>(off + done));
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) return std::nullopt; // shortened or unreadable meanwhile: sent whole instead
-            h.update(buf.data(), static_cast<size_t>(n));
-            done += static_cast<uint64_t>(n);
+    BlockSumsResult r = block_sums_mapped(fd.get(), 0, size, b, hash_threads_for(blocks), working);
+    if (r.status == BlockSumsResult::Status::no_mmap) {
+        if (!mapped_refused_) {
+            mapped_refused_ = true;
+            fallback_ += std::string(fallback_.empty() ? "" : "; ") +
+                         "update: an old version could not be mapped to hash it: hashed through pread (slower)";
         }
-        s.sums.push_back(h.digest());
-        working();
+        r = block_sums_pread(fd.get(), 0, size, b, working);
     }
+    if (r.status != BlockSumsResult::Status::hashed) return std::nullopt; // shortened meanwhile: sent whole instead
+    s.sums = std::move(r.sums);
     offered_[f.entry.file_id] = Old{size, mtime_of(st), st.st_ino};
     return s;
 }

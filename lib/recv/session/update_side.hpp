@@ -57,6 +57,7 @@ private:
     wire::UpdateParams params_;
     std::unordered_map<uint64_t, Old> offered_; // file id -> the version whose sums were sent
     std::string fallback_;
+    bool mapped_refused_ = false;
     bool clone_refused_ = false;
     std::optional<AlignedBuffer> copy_buf_; // allocated at the first copy, kept
 };

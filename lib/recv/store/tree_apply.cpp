@@ -146,9 +146,8 @@ void TreeMeta::apply_one(const DestTree& tree, const wire::ManifestEntry& e, con
     if (link) return;
     // Set-id bits only where the owner and group are the sender's (a transfer must not mint a
     // setuid file of the receiver's user); the sticky bit always.
-    const bool ids_kept = owner_kept && (m.flags & wire::EntryMeta::kHasOwner) && (m.flags & wire::EntryMeta::kHasGroup);
-    mode_t mode = e.mode & (ids_kept ? 07777 : 01777);
-    if ((e.mode & 06000) && !ids_kept)
+    const mode_t mode = mode_to_set(e, m, owner_kept);
+    if ((e.mode & 06000) && (mode & 06000) != (e.mode & 06000))
         warnings_.add("set-id bits", path, "kept only where the owner and group are kept");
     // Setting an access ACL rewrites the group bits (its mask): the mode goes last.
     if (((st.st_mode & 07777) != mode || !m.xattrs.empty()) && ::chmod(proc.c_str(), mode) != 0)

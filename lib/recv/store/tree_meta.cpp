@@ -44,7 +44,7 @@ void TreeMeta::add_entry(const RecvFile& f) {
     }
 }
 
-void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m) {
+void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m, const struct stat* in_place) {
     if (f.entry.kind == wire::EntryKind::hard_link) {
         // The decoder saw that the id is an earlier entry's; it must also be a regular file
         // under the name the link gives (nothing outside the transfer, no later entry).
@@ -67,7 +67,25 @@ void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m
     charge(cost(s), f.entry.path);
     if (m.flags & wire::EntryMeta::kHasOwner) s.uid = map_user(m.user, m.uid);
     if (m.flags & wire::EntryMeta::kHasGroup) s.gid = map_group(m.group, m.gid);
+    if (in_place && already_in_place(f.entry, s, *in_place)) {
+        bytes_ -= cost(s);
+        return;
+    }
     meta_.emplace(s.id, std::move(s));
+}
+
+bool TreeMeta::already_in_place(const wire::ManifestEntry& e, const Stored& m, const struct stat& st) {
+    if (!m.xattrs.empty()) return false; // setting them again is cheaper than reading them to compare
+    if ((m.flags & wire::EntryMeta::kHasOwner) && m.uid != st.st_uid) return false;
+    if ((m.flags & wire::EntryMeta::kHasGroup) && m.gid != st.st_gid) return false;
+    // Set-id bits that would not be kept are warned about by apply_one: left to it.
+    const mode_t mode = mode_to_set(e, m, true);
+    return (e.mode & 07777) == mode && (st.st_mode & 07777) == mode;
+}
+
+mode_t TreeMeta::mode_to_set(const wire::ManifestEntry& e, const Stored& m, bool owner_kept) {
+    const bool ids_kept = owner_kept && (m.flags & wire::EntryMeta::kHasOwner) && (m.flags & wire::EntryMeta::kHasGroup);
+    return e.mode & (ids_kept ? 07777 : 01777);
 }
 
 // A map node (the Stored, its key and the tree's pointers) and the attributes' strings.

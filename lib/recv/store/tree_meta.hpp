@@ -8,6 +8,7 @@
 //                              ACLs, then the mode with its set-id bits where the owner was kept
 // What cannot be kept (no privilege, a file system without user attributes, ...) is said in
 // one warning per kind at the end with a count, never dropped silently.
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -49,7 +50,10 @@ public:
     // Control thread, as each entry is registered. Throws protocol Error for a hard link to
     // anything but an earlier regular file of this transfer, or when the limit is passed.
     void add_entry(const RecvFile& f);
-    void add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m);
+    // in_place: f is a file already complete under its name (the quick check's lstat): what it
+    // has already (owner, group, mode; no attributes to set) is not stored, so an update of an
+    // unchanged tree costs no work per file at the end.
+    void add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m, const struct stat* in_place = nullptr);
 
     // Control thread, before the file table frees a slab of settled entries (issue 19): a
     // regular file's metadata is applied now (it is complete and in place) and forgotten; a
@@ -77,6 +81,9 @@ private:
     uid_t map_user(const std::string& name, uint32_t id);
     gid_t map_group(const std::string& name, uint32_t id);
     void apply_one(const DestTree& tree, const wire::ManifestEntry& e, const Stored& m);
+    // The mode apply_one sets: set-id bits only where the owner and group are the sender's.
+    static mode_t mode_to_set(const wire::ManifestEntry& e, const Stored& m, bool owner_kept);
+    static bool already_in_place(const wire::ManifestEntry& e, const Stored& m, const struct stat& st);
 
     bool numeric_ids_;
     uint64_t max_bytes_;

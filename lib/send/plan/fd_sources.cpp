@@ -114,7 +114,7 @@ std::vector<CheckedFdSource> check_fd_sources(const std::vector<FdSource>& sourc
 void walk_fd_sources(const std::vector<CheckedFdSource>& sources, WalkVisitor& visit) {
     for (const CheckedFdSource& c : sources) {
         wire::ManifestEntry e = c.entry;
-        visit.entry(std::move(e), "fd " + std::to_string(c.fd));
+        visit.entry(std::move(e), "fd " + std::to_string(c.fd), kUnknownAllocation);
     }
 }
 

@@ -98,29 +98,33 @@ public:
 
     // root: src is a path given to send(), whose symlink (if it is one) is followed; inside
     // the tree entries are taken as they are (a symlink is sent as a symlink).
-    void visit(const std::string& src, const std::string& rel, bool root) {
+    void visit(const std::string& src, const std::string& rel, bool root, EntryAt at = {}) {
         struct stat st = {};
-        if ((root ? ::stat(src.c_str(), &st) : ::lstat(src.c_str(), &st)) != 0)
+        const int rc = root ? ::stat(src.c_str(), &st)
+                       : at.dir >= 0 ? ::fstatat(at.dir, at.name, &st, AT_SYMLINK_NOFOLLOW)
+                                     : ::lstat(src.c_str(), &st);
+        if (rc != 0)
             throw_errno(ErrorCode::source, "cannot stat '" + src + "'");
         wire::ManifestEntry e;
         e.path = rel;
         e.mode = st.st_mode & 07777;
-        if (visit_.tree && !root && tree_hook(e, src, st)) return;
+        if (visit_.tree && !root && tree_hook(e, src, st, at)) return;
         if (S_ISREG(st.st_mode)) {
             e.mtime_ns = mtime_ns_of(st, src);
             if (st.st_size == 0) refuse_pseudo_file(src, root);
             e.kind = wire::EntryKind::file;
             e.size = static_cast<uint64_t>(st.st_size);
-            emit_meta(src, st);
-            emit(std::move(e), std::string(src));
+            emit_meta(src, st, at);
+            emit(std::move(e), std::string(src), static_cast<uint64_t>(st.st_blocks) * 512);
         } else if (S_ISLNK(st.st_mode)) {
             e.mtime_ns = mtime_ns_of(st, src);
             e.kind = wire::EntryKind::symlink;
             e.link_target = read_link(src, static_cast<size_t>(st.st_size));
-            emit_meta(src, st);
+            emit_meta(src, st, at);
             emit(std::move(e), {});
         } else if (S_ISDIR(st.st_mode)) {
-            UniqueFd fd(::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (root ? 0 : O_NOFOLLOW)));
+            const int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (root ? 0 : O_NOFOLLOW);
+            UniqueFd fd(at.dir >= 0 ? ::openat(at.dir, at.name, flags) : ::open(src.c_str(), flags));
             if (!fd) throw_errno(ErrorCode::source, "cannot open directory '" + src + "'");
             if (is_receiving_dir(fd.get())) {
                 // The receiver of this (or another) transfer writes here right now: its temporary
@@ -135,9 +139,11 @@ public:
             }
             e.mtime_ns = mtime_ns_of(st, src);
             e.kind = wire::EntryKind::directory;
-            emit_meta(src, st);
+            emit_meta(src, st, at);
             emit(std::move(e), {});
-            for (const std::string& name : list_dir(std::move(fd), src)) visit(src + "/" + name, rel + "/" + name, false);
+            // Its entries are looked up relative to it (one fd per level of depth is open).
+            for (const std::string& name : list_dir(fd.get(), src))
+                visit(src + "/" + name, rel + "/" + name, false, EntryAt{fd.get(), name.c_str()});
         } else {
             visit_.skipped("skipping " + std::string(special_kind(st.st_mode)) + " '" + src + "'");
         }
@@ -146,7 +152,7 @@ public:
 private:
     // Issue 17's part of visit() for an entry inside a tree: filters, hard links to a file
     // already listed, special files. True if it dealt with the entry.
-    bool tree_hook(wire::ManifestEntry& e, const std::string& src, const struct stat& st) {
+    bool tree_hook(wire::ManifestEntry& e, const std::string& src, const struct stat& st, EntryAt at) {
         const TreeOptions& t = *visit_.tree;
         if (!t.filters.empty() && t.filters.excluded(e.path, S_ISDIR(st.st_mode))) {
             if (visit_.excluded) visit_.excluded(e.path, S_ISDIR(st.st_mode));
@@ -171,7 +177,7 @@ private:
                  : S_ISCHR(st.st_mode)  ? wire::EntryKind::char_device
                                         : wire::EntryKind::block_device;
         e.mtime_ns = mtime_ns_of(st, src);
-        std::optional<wire::EntryMeta> m = read_entry_meta(src, st, t);
+        std::optional<wire::EntryMeta> m = read_entry_meta(src, st, t, at);
         if (!m) m.emplace();
         m->rdev = (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? st.st_rdev : 0;
         visit_.meta(std::move(*m));
@@ -179,19 +185,20 @@ private:
         return true;
     }
 
-    void emit_meta(const std::string& src, const struct stat& st) {
+    void emit_meta(const std::string& src, const struct stat& st, EntryAt at) {
         if (!visit_.tree) return;
-        if (std::optional<wire::EntryMeta> m = read_entry_meta(src, st, *visit_.tree)) visit_.meta(std::move(*m));
+        if (std::optional<wire::EntryMeta> m = read_entry_meta(src, st, *visit_.tree, at)) visit_.meta(std::move(*m));
     }
 
-    void emit(wire::ManifestEntry&& e, std::string&& src) {
+    void emit(wire::ManifestEntry&& e, std::string&& src, uint64_t allocated = kUnknownAllocation) {
         e.file_id = next_id_++;
-        visit_.entry(std::move(e), std::move(src));
+        visit_.entry(std::move(e), std::move(src), allocated);
     }
 
     // Sorted names, so that manifests (and resumes) are deterministic.
-    static std::vector<std::string> list_dir(UniqueFd fd, const std::string& dir) {
-        DIR* d = ::fdopendir(fd.get());
+    static std::vector<std::string> list_dir(int dir_fd, const std::string& dir) {
+        UniqueFd fd(::dup(dir_fd)); // closedir closes this one; dir_fd stays for the lookups
+        DIR* d = fd ? ::fdopendir(fd.get()) : nullptr;
         if (!d) throw_errno(ErrorCode::source, "cannot read directory '" + dir + "'");
         fd.release();
         std::vector<std::string> names;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/wire/protocol.hpp"
+#include "send/plan/sparse_extents.hpp"
 #include "send/plan/tree_reader.hpp"
 
 namespace sluice {
@@ -79,8 +80,10 @@ void refuse_pseudo_file(const std::string& path, bool follow);
 bool is_receiving_dir(int dir_fd);
 
 struct WalkVisitor {
-    // Every entry in manifest order; source_path is set for regular files.
-    std::function<void(wire::ManifestEntry&& entry, std::string&& source_path)> entry;
+    // Every entry in manifest order; source_path is set for regular files. allocated: the
+    // bytes the walk's lstat found allocated (st_blocks * 512; kUnknownAllocation where no
+    // walk stat it), so the sparse check needs no second open and fstat per file.
+    std::function<void(wire::ManifestEntry&& entry, std::string&& source_path, uint64_t allocated)> entry;
     // One line per skipped entry (fifo, socket, device, a receiver's DIR).
     std::function<void(std::string_view)> skipped;
     // Tree metadata (issue 17): nullptr walks as before (no metadata, hard links, special

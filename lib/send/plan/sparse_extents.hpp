@@ -15,10 +15,14 @@ struct SparseLayout {
     uint64_t hole_bytes = 0;           // size minus the extents' bytes
 };
 
-// A file whose allocation (st_blocks) covers its size has no holes and costs one fstat. A
-// file system without SEEK_DATA (EINVAL) or a file that cannot be opened here is sent whole:
-// the sender reads it later anyway and reports that error then.
-SparseLayout find_data_extents(const std::string& path, uint64_t size);
+// The walk's lstat said how much is allocated: kUnknownAllocation when it did not stat it.
+inline constexpr uint64_t kUnknownAllocation = ~uint64_t{0};
+
+// A file whose allocation (st_blocks) covers its size has no holes: with `allocated` from the
+// walk's lstat that costs nothing, else one open and fstat. A file system without SEEK_DATA
+// (EINVAL) or a file that cannot be opened here is sent whole: the sender reads it later
+// anyway and reports that error then.
+SparseLayout find_data_extents(const std::string& path, uint64_t size, uint64_t allocated = kUnknownAllocation);
 
 // Merges the extents separated by the shortest holes (those holes are then sent as zeros)
 // until at most `limit` remain. Exposed for the unit test.

@@ -2,8 +2,12 @@
 
 #include <grp.h>
 #include <pwd.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <mutex>
 #include <string_view>
@@ -55,14 +59,30 @@ ssize_t sized_call(std::vector<char>& buf, Fn fn) {
     }
 }
 
-void read_xattrs(const std::string& path, const TreeOptions& o, wire::EntryMeta& m) {
-    std::vector<char> names(4096);
-    ssize_t n = sized_call(names, [&](char* b, size_t s) { return ::llistxattr(path.c_str(), b, s); });
+// listxattrat(2) (Linux 6.13; not in older headers): the names relative to the directory.
+ssize_t list_names(const std::string& path, EntryAt at, char* b, size_t s) {
+#if defined(__x86_64__)
+    constexpr long kListxattrat = 465;
+    static std::atomic<bool> missing{false};
+    if (at.dir >= 0 && !missing.load(std::memory_order_relaxed)) {
+        long n = ::syscall(kListxattrat, at.dir, at.name, AT_SYMLINK_NOFOLLOW, b, s);
+        if (n >= 0 || errno != ENOSYS) return static_cast<ssize_t>(n);
+        missing.store(true, std::memory_order_relaxed); // an older kernel: by path from now on
+    }
+#else
+    (void)at;
+#endif
+    return ::llistxattr(path.c_str(), b, s);
+}
+
+void read_xattrs(const std::string& path, EntryAt at, const TreeOptions& o, wire::EntryMeta& m) {
+    // Kept between files (one walk per thread): a tree's walk lists every file's attributes.
+    thread_local std::vector<char> names(4096), value(4096);
+    ssize_t n = sized_call(names, [&](char* b, size_t s) { return list_names(path, at, b, s); });
     if (n < 0) {
         if (errno == ENOTSUP || errno == ENODATA) return;
         throw_errno(ErrorCode::source, "cannot list the extended attributes of '" + path + "'");
     }
-    std::vector<char> value(4096);
     for (size_t at = 0; at < static_cast<size_t>(n);) {
         std::string_view name(names.data() + at);
         at += name.size() + 1;
@@ -89,7 +109,8 @@ TreeOptions tree_options_of(const SendOptions& o) {
     return t;
 }
 
-std::optional<wire::EntryMeta> read_entry_meta(const std::string& path, const struct stat& st, const TreeOptions& opts) {
+std::optional<wire::EntryMeta> read_entry_meta(const std::string& path, const struct stat& st, const TreeOptions& opts,
+                                               EntryAt at) {
     if (!opts.any_meta()) return std::nullopt;
     wire::EntryMeta m;
     if (opts.owner) {
@@ -103,7 +124,7 @@ std::optional<wire::EntryMeta> read_entry_meta(const std::string& path, const st
         m.group = name_of(true, st.st_gid);
     }
     if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) m.rdev = st.st_rdev;
-    if (opts.xattrs || opts.acls) read_xattrs(path, opts, m);
+    if (opts.xattrs || opts.acls) read_xattrs(path, at, opts, m);
     return m;
 }
 

@@ -34,7 +34,16 @@ struct TreeOptions {
 // From send()'s options; throws Error(usage) for a malformed filter rule.
 TreeOptions tree_options_of(const SendOptions& o);
 
-std::optional<wire::EntryMeta> read_entry_meta(const std::string& path, const struct stat& st, const TreeOptions& opts);
+// Where the walk found an entry: its directory's fd and its name there (dir -1: use the path).
+// A call relative to the directory walks one path component, not the whole path from /: most
+// of the walk's kernel time on a tree of small files was path lookups.
+struct EntryAt {
+    int dir = -1;
+    const char* name = nullptr;
+};
+
+std::optional<wire::EntryMeta> read_entry_meta(const std::string& path, const struct stat& st, const TreeOptions& opts,
+                                               EntryAt at = {});
 
 // Remembers the first listed name of every regular file with more than one link.
 class HardLinkTracker {

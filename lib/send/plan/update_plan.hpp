@@ -10,11 +10,12 @@
 
 namespace sluice {
 
-// The ranges of f that equal the receiver's old version, merged (sorted, disjoint). Reads f
-// through `buf` (any size; a block is hashed in pieces). Throws protocol Error naming the
-// file when the sums do not fit the old size and block size, source Error when f cannot be
-// read (a file shortened since it was listed).
+// The ranges of f that equal the receiver's old version, merged (sorted, disjoint). Hashes f
+// through mappings on several threads (core/checksum/block_sums.hpp); a file that cannot be
+// mapped is read through pread instead and mapped_refused set (said in the stats). Throws
+// protocol Error naming the file when the sums do not fit the old size and block size,
+// source Error when f cannot be read (a file shortened since it was listed).
 std::vector<wire::Extent> unchanged_ranges(const SourceFile& f, const wire::BlockSums& s, uint64_t block_size,
-                                           std::vector<unsigned char>& buf);
+                                           bool& mapped_refused);
 
 } // namespace sluice

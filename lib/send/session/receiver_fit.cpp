@@ -20,16 +20,16 @@ void ReceiverFit::fit_tree(TreeOptions& tree, bool delete_extraneous, const std:
     log_.line("warning: " + tree_fallback_);
 }
 
-void ReceiverFit::describe_holes(wire::ManifestEntry& e, const std::string& src) {
+void ReceiverFit::describe_holes(wire::ManifestEntry& e, const std::string& src, uint64_t allocated) {
     if (!(features_ & wire::kFeatureSparse)) {
-        if (!sparse_refused_logged_ && find_data_extents(src, e.size).sparse) {
+        if (!sparse_refused_logged_ && find_data_extents(src, e.size, allocated).sparse) {
             sparse_refused_logged_ = true;
             sparse_fallback_ = "sparse: the receiver does not take data extents: holes sent as zeros";
             log_.verbose_line(sparse_fallback_);
         }
         return;
     }
-    SparseLayout l = find_data_extents(src, e.size);
+    SparseLayout l = find_data_extents(src, e.size, allocated);
     if (!l.sparse) return;
     e.sparse = true;
     e.data_extents = std::move(l.extents);

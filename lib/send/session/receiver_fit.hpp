@@ -26,7 +26,7 @@ public:
 
     // A file with holes lists its data extents in its entry where the receiver offered sparse
     // files; only those are planned and sent. Otherwise its holes go as zeros.
-    void describe_holes(wire::ManifestEntry& e, const std::string& src);
+    void describe_holes(wire::ManifestEntry& e, const std::string& src, uint64_t allocated);
 
     uint64_t holes() const { return holes_; } // bytes of holes described instead of sent
     void add_fallbacks(std::vector<std::string>& out) const;

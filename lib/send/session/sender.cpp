@@ -96,6 +96,7 @@ public:
         std::vector<std::string> fallbacks;
         if (!choice.fallback.empty()) fallbacks.push_back(choice.fallback);
         fit_->add_fallbacks(fallbacks);
+        if (!update_.fallback().empty()) fallbacks.push_back(update_.fallback());
         for (auto& t : totals) {
             blocks += t.blocks;
             bytes += t.bytes;
@@ -194,12 +195,12 @@ private:
             ++skipped_;
             log_.line(std::string("warning: ") + std::string(line));
         };
-        visit.entry = [&](wire::ManifestEntry&& e, std::string&& src) {
+        visit.entry = [&](wire::ManifestEntry&& e, std::string&& src, uint64_t allocated) {
             throw_if_cancelled();
             if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
             if (e.kind == wire::EntryKind::file) {
                 window_.admit(flush, [&] { return latch_.stopped() || cancelled(); });
-                if (fd_sources_.empty()) fit_->describe_holes(e, src);
+                if (fd_sources_.empty()) fit_->describe_holes(e, src, allocated);
                 SourceFile sf{e.file_id, e.size, e.mtime_ns, std::move(src), e.path};
                 sf.sparse = e.sparse;
                 sf.extents = e.data_extents;

@@ -27,7 +27,7 @@ void UpdateSums::take_unchanged(const std::vector<const SourceFile*>& files, std
             s = std::move(it->second);
             sums_.erase(it);
         }
-        std::vector<wire::Extent> same = unchanged_ranges(*f, *s, block_size_, hash_buf_);
+        std::vector<wire::Extent> same = unchanged_ranges(*f, *s, block_size_, mapped_refused_);
         if (same.empty()) continue;
         wire::Bytes out;
         wire::encode_reuse(out, wire::Reuse{.file_id = f->file_id, .ranges = same});

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -31,13 +32,17 @@ public:
 
     // Bytes the receiver took from its old versions instead of receiving them.
     uint64_t reused() const { return reused_; }
+    // Non-empty if a file could not be mapped to hash it (read through a buffer instead).
+    std::string fallback() const {
+        return mapped_refused_ ? "update: a file could not be mapped to hash it: hashed through pread (slower)" : "";
+    }
 
 private:
     uint64_t block_size_;
     std::mutex mu_; // sums_: the control reader adds, the ack handler takes
     std::unordered_map<uint64_t, wire::BlockSums> sums_;
-    std::vector<unsigned char> hash_buf_; // the ack handler's read buffer
     uint64_t reused_ = 0;
+    bool mapped_refused_ = false;
 };
 
 } // namespace sluice
