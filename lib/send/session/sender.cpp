@@ -103,9 +103,7 @@ public:
             if (!t.path_fallback.empty()) fallbacks.push_back(t.path_fallback);
         }
         conclude(reader, blocks, bytes);
-        log_.verbose_line("file records: at most " + std::to_string(records_.held_peak()) + " of " +
-                          std::to_string(records_.count()) + " in memory at once, " + std::to_string(records_.freed()) +
-                          " freed as the receiver reported them complete");
+        log_.verbose_line(records_.summary());
 
         // Known once the streams are open: kTLS may take the records over (connect.cpp).
         const bool records = sealed_records();

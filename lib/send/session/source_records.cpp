@@ -84,4 +84,10 @@ uint64_t SourceRecords::freed() const {
     return freed_;
 }
 
+std::string SourceRecords::summary() const {
+    std::lock_guard lk(mu_);
+    return "file records: at most " + std::to_string(peak_) + " of " + std::to_string(count_) + " in memory at once, " +
+           std::to_string(freed_) + " freed as the receiver reported them complete";
+}
+
 } // namespace sluice

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <string>
 #include <vector>
 
 #include "send/plan/source_tree.hpp"
@@ -35,6 +36,8 @@ public:
     uint64_t count() const;     // files added
     uint64_t held_peak() const; // the most records in memory at once
     uint64_t freed() const;
+    // The -v line: peak held, count, freed.
+    std::string summary() const;
 
 private:
     void free_unheld(); // under mu_
