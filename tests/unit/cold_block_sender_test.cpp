@@ -2,7 +2,8 @@
 // sent from it (paths/cold_block_sender.hpp). Checked here: each cold block reaches the socket
 // whole, as one BLOCK frame with its bytes and their XXH3, including a last block that is not a
 // multiple of 4096; a block partly cached is still read from the disk; a wholly cached block is
-// left to the stream's path (nothing sent); the cold reads leave no pages cached; a file that
+// left to the stream's path (nothing sent, nothing left in flight); blocks keep their order
+// although each one's send runs while the next is read; the cold reads leave no pages cached; a file that
 // shrinks or grows between its blocks is an error naming it, never a torn block.
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -81,9 +82,10 @@ TEST_CASE("cold blocks go out of the O_DIRECT buffer whole; cached ones are left
     uint64_t blocks = 0, bytes = 0;
     std::vector<bool> sent;
     {
-        ColdBlockSender cold(w.tx.get());
+        ColdBlockSender cold(w.tx.get(), 60000);
         for (uint64_t off = 0; off < size; off += kMiB)
             sent.push_back(cold.try_send(Segment{&s.f, off, std::min(kMiB, size - off)}, true));
+        cold.drain();
         blocks = cold.blocks();
         bytes = cold.bytes();
         CHECK(cold.fallback().empty());
@@ -113,7 +115,7 @@ TEST_CASE("a file that shrinks or grows between its cold blocks is an error nami
     unit_test::Source shrinks = unit_test::make_source(dir.path.string(), 1, 2 * kMiB + 100, true);
     unit_test::Source grows = unit_test::make_source(dir.path.string(), 2, 2 * kMiB, true);
     Wire w;
-    ColdBlockSender cold(w.tx.get());
+    ColdBlockSender cold(w.tx.get(), 60000);
 
     REQUIRE(cold.try_send(Segment{&shrinks.f, 0, kMiB}, true));
     REQUIRE(::truncate(shrinks.f.path.c_str(), kMiB + 5) == 0);
@@ -143,6 +145,7 @@ TEST_CASE("a file that shrinks or grows between its cold blocks is an error nami
         CHECK(m.find("changed while it was being sent") != std::string::npos);
     }
     CHECK(cold.blocks() == 2);
+    cold.drain();
     CHECK(w.close().size() == 2); // only the blocks read whole reached the socket
 }
 
@@ -158,7 +161,7 @@ TEST_CASE("a block at an offset O_DIRECT cannot read stays on the page-cache pat
     s.f.file_mtime_ns = s.f.mtime_ns;
     s.f.size = kMiB;
     Wire w;
-    ColdBlockSender cold(w.tx.get());
+    ColdBlockSender cold(w.tx.get(), 60000);
     CHECK(!cold.try_send(Segment{&s.f, 0, kMiB}, false));
     CHECK(cold.unaligned() == 1);
     CHECK(cold.blocks() == 0);

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,7 +21,15 @@ constexpr size_t kPrefix = wire::kFrameHeaderBytes + wire::kBlockPrefixBytes;
 constexpr uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 } // namespace
 
-ColdBlockSender::~ColdBlockSender() { close(); }
+ColdBlockSender::ColdBlockSender(int sock, int idle_timeout_ms) : sock_(sock), idle_timeout_ms_(idle_timeout_ms) {
+    if (probe_ring_features().op_send) ring_.emplace(4);
+}
+
+ColdBlockSender::~ColdBlockSender() {
+    ring_.reset(); // a send still in flight (an error unwinding) is cancelled before its buffer goes
+    if (sending_file_) sending_file_->let_go();
+    close();
+}
 
 void ColdBlockSender::close() {
     fd_.reset();
@@ -48,7 +55,12 @@ bool ColdBlockSender::open(const SourceFile& f) {
 }
 
 bool ColdBlockSender::try_send(const Segment& seg, bool more) {
-    if (!works_) return false;
+    const bool sent = works_ && try_cold(seg, more);
+    if (!sent) drain(); // the caller writes to the socket next
+    return sent;
+}
+
+bool ColdBlockSender::try_cold(const Segment& seg, bool more) {
     const SourceFile& f = *seg.file;
     const uint64_t at = f.file_offset(seg.offset);
     if (at % kAlign != 0) {
@@ -72,7 +84,8 @@ bool ColdBlockSender::try_send(const Segment& seg, bool more) {
     }
     if (*cached) return false;
 
-    if (!buf_ || buf_->size() < round_up(seg.length, kAlign)) buf_.emplace(round_up(seg.length, kAlign));
+    const size_t need = kHead + round_up(seg.length, kAlign);
+    if (!bufs_[cur_] || bufs_[cur_]->size() < need) bufs_[cur_].emplace(need);
     uint64_t got = 0;
     if (!read(f, at, seg.length, got)) return false;
     if (got < seg.length) throw_source_shrank(f, at, seg.length, got);
@@ -80,13 +93,17 @@ bool ColdBlockSender::try_send(const Segment& seg, bool more) {
     // error here, never sent torn).
     SourceReader::check_unchanged(fd_.get(), f);
 
-    unsigned char prefix[kPrefix];
+    unsigned char* frame = data() - kPrefix;
     wire::BlockPrefix p;
     p.file_id = f.file_id;
     p.offset = seg.offset;
-    p.checksum = xxh3_64(buf_->data(), seg.length);
-    wire::encode_block_prefix(prefix, p, static_cast<uint32_t>(seg.length));
-    send(prefix, seg.length, more, f);
+    p.checksum = xxh3_64(data(), seg.length);
+    wire::encode_block_prefix(frame, p, static_cast<uint32_t>(seg.length));
+    drain(); // the block before, from the other buffer
+    f.hold();
+    sending_file_ = &f;
+    send(frame, kPrefix + seg.length, more);
+    cur_ ^= 1;
     ++blocks_;
     bytes_ += seg.length;
     return true;
@@ -97,7 +114,7 @@ bool ColdBlockSender::read(const SourceFile& f, uint64_t at, uint64_t length, ui
     const uint64_t want = round_up(length, kAlign);
     got = 0;
     while (got < length) {
-        const ssize_t n = ::pread(fd_.get(), buf_->data() + got, want - got, static_cast<off_t>(at + got));
+        const ssize_t n = ::pread(fd_.get(), data() + got, want - got, static_cast<off_t>(at + got));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EINVAL && got == 0) {
             // The file system took O_DIRECT at open but not this read: cold blocks go through
@@ -116,23 +133,56 @@ bool ColdBlockSender::read(const SourceFile& f, uint64_t at, uint64_t length, ui
     return true;
 }
 
-void ColdBlockSender::send(const unsigned char* prefix, uint64_t length, bool more, const SourceFile& f) {
-    iovec iov[2] = {{const_cast<unsigned char*>(prefix), kPrefix}, {buf_->data(), static_cast<size_t>(length)}};
-    size_t first = 0;
-    while (first < 2) {
-        msghdr m{};
-        m.msg_iov = iov + first;
-        m.msg_iovlen = 2 - first;
-        const ssize_t n = ::sendmsg(sock_, &m, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw_send_errno("data stream lost while sending '" + f.rel + "'", errno);
-        auto left = static_cast<size_t>(n);
-        while (first < 2 && left >= iov[first].iov_len) left -= iov[first++].iov_len;
-        if (left) {
-            iov[first].iov_base = static_cast<unsigned char*>(iov[first].iov_base) + left;
-            iov[first].iov_len -= left;
-        }
+void ColdBlockSender::send(unsigned char* at, size_t length, bool more) {
+    sending_ = at;
+    sending_len_ = length;
+    sending_flags_ = MSG_NOSIGNAL | (more ? MSG_MORE : 0);
+    if (ring_) {
+        ring_->send(send_, sock_, at, length, sending_flags_ | MSG_WAITALL);
+        ring_->submit();
+        return;
     }
+    drain(); // no ring: sent here, on this thread
+}
+
+void ColdBlockSender::drain() {
+    if (!sending_) return;
+    size_t done = 0;
+    if (ring_ && send_.busy()) {
+        // Bounded as the stream's other sends are: a receiver still taking data is slow, one
+        // that took nothing for the idle timeout has stopped.
+        for (;;) {
+            const uint64_t acked = bytes_acked(sock_);
+            if (ring_->wait_for(idle_timeout_ms_)) break;
+            if (bytes_acked(sock_) != acked) continue;
+            ::shutdown(sock_, SHUT_RDWR); // ends the send, which then fails like a lost connection
+            ring_->wait();
+            sending_ = nullptr;
+            throw Error(ErrorCode::network,
+                        "data stream lost while sending '" + sending_file_->rel + "': the receiver took nothing (timed out after " +
+                            timeout_text(idle_timeout_ms_) + ")",
+                        ErrorCause::timed_out);
+        }
+        if (send_.outcome() == Completion::Outcome::failed) {
+            sending_ = nullptr;
+            throw_send_errno("data stream lost while sending '" + sending_file_->rel + "'", send_.error());
+        }
+        if (send_.outcome() == Completion::Outcome::ok) done = static_cast<size_t>(send_.result());
+    }
+    // What the ring did not send (a short send, or none queued): on this thread, where a
+    // blocking send is bounded by SO_SNDTIMEO.
+    while (done < sending_len_) {
+        const ssize_t n = ::send(sock_, sending_ + done, sending_len_ - done, sending_flags_);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            sending_ = nullptr;
+            throw_send_errno("data stream lost while sending '" + sending_file_->rel + "'", errno);
+        }
+        done += static_cast<size_t>(n);
+    }
+    sending_ = nullptr;
+    sending_file_->let_go();
+    sending_file_ = nullptr;
 }
 
 } // namespace sluice

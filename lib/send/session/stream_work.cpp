@@ -46,7 +46,7 @@ std::optional<wire::StreamEnd> StreamWork::run(size_t i, int sock, SendPath path
     // stream reads into its record slots.
     const bool cold_path = !records && (path == SendPath::splice || path == SendPath::sendfile);
     std::optional<ColdBlockSender> cold;
-    if (cold_path) cold.emplace(sock);
+    if (cold_path) cold.emplace(sock, s_.opts.idle_timeout_ms);
     for (;;) {
         try {
             if (!send_until_closed(c, *sender, batch, cold)) {
@@ -65,7 +65,7 @@ std::optional<wire::StreamEnd> StreamWork::run(size_t i, int sock, SendPath path
             reopen(c, e);
             sender = make_block_sender(path, sock, s_.opts.idle_timeout_ms);
             if (path != SendPath::read_send) batch.emplace(sock);
-            if (cold_path) cold.emplace(sock);
+            if (cold_path) cold.emplace(sock, s_.opts.idle_timeout_ms);
         }
     }
     sender->reader().check_unchanged();
@@ -86,9 +86,10 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
             c.next = 0;
             // --streams auto may hold this stream back; an empty queue may wait for a page.
             if (!s_.governor.may_take(c.i) || !(c.item = s_.queue.try_pop())) {
-                if (batch) {
+                if (batch || cold) {
                     Busy busy(s_.busy);
-                    batch->flush(false);
+                    if (cold) cold->drain(); // its block goes before the batch's files
+                    if (batch) batch->flush(false);
                 }
                 s_.governor.await_turn(c.i);
                 // Waiting, the stream watches its connection: a break found only at the next
@@ -109,6 +110,7 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
             // --bounded-resend: the blocks before this one are acknowledged before it goes out,
             // so a break re-sends at most this one (a break found here re-sends nothing).
             if (whole_block && s_.opts.bounded_resend && s_.opts.retry_for_ms > 0) {
+                if (cold) cold->drain();
                 if (batch) batch->flush(true);
                 await_acknowledged(c.sock, static_cast<unsigned>(c.i + 1), s_.opts.idle_timeout_ms, s_.stopped);
             }
@@ -120,6 +122,7 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
             ++c.blocks;
             c.bytes += seg.length;
             if (!whole_block) {
+                if (cold) cold->drain(); // the batch may write to the socket in add()
                 batch->add(seg); // holds the file from here
             } else {
                 if (batch) batch->flush(true);
@@ -133,6 +136,7 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
             }
         }
     }
+    if (cold) cold->drain();
     if (batch) batch->flush(false);
     return true;
 }
