@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import run_sluice, write_random
+from conftest import evict, run_sluice, write_random
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.mmap.restype = ctypes.c_void_p
@@ -76,16 +76,6 @@ def _small_set(root, n=160, size=256 << 10):
     return [root / f"f{i:04d}.bin" for i in range(n)]
 
 
-def _evict(paths):
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def _send(src, dst, receiver_factory):
     r = receiver_factory(dst)
     res = run_sluice("send", src, r.url, "--streams", "2", timeout=300)
@@ -98,7 +88,7 @@ def test_sender_drops_the_pages_of_small_files_it_read_from_disk(tmp_path, recei
     # Cold small files are read into memory for the checksum and sent from there; left cached,
     # a set larger than memory would fill it (issue 19). What was not cached is not left cached.
     files = _small_set(tmp_path / "src" / "set")
-    _evict(files)
+    evict(files)
     before = sum(cached_bytes(p) for p in files)
     assert before <= 4 * PAGE * len(files), f"could not evict the source ({before} bytes cached)"
     dst = tmp_path / "dst"
@@ -146,7 +136,7 @@ def test_sender_reads_cold_blocks_of_large_files_with_o_direct(tmp_path, receive
     # Blocks not in the page cache are read with O_DIRECT and sent from that buffer (issue 19):
     # every byte of a cold set counted in bytes_read_direct, nothing left cached, said in -v.
     files = _large_set(tmp_path / "src" / "set")
-    _evict(files)
+    evict(files)
     before = sum(cached_bytes(p) for p in files)
     total = sum(os.path.getsize(p) for p in files)
     assert before <= 4 * PAGE * len(files), f"could not evict the source ({before} bytes cached)"

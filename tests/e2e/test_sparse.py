@@ -13,7 +13,7 @@ import time
 import pytest
 
 import sluice_wire as w
-from conftest import SLUICE, file_hash, leftovers, run_sluice, wait_for
+from conftest import SLUICE, evict, file_hash, leftovers, run_sluice, wait_for
 
 MiB = 1 << 20
 
@@ -82,13 +82,7 @@ def test_cold_sparse_files_are_read_with_o_direct_per_data_extent(tmp_path, rece
     # and nothing of the holes, each block at its extent's offset, the file equal and sparse.
     src = tmp_path / "src"
     data = sparse_tree(src)
-    for p in src.iterdir():
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+    evict(list(src.iterdir()))
     dest = tmp_path / "dest"
     dest.mkdir()
     rx = receiver_factory(dest)
