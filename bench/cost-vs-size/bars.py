@@ -3,7 +3,8 @@
 s/GB per side and for the machine, peak RSS per side, with every run as a dot (the bar is the
 median). For a set measured at one size (the small set at full size, issue 19), where plot.py's
 lines against size would be single points.
-  /usr/bin/python3 bench/cost-vs-size/bars.py PNG TITLE OUT [MORE_OUT...]"""
+  /usr/bin/python3 bench/cost-vs-size/bars.py PNG TITLE OUT[=LABEL] [MORE_OUT[=LABEL]...]
+LABEL renames that OUT's sluice runs (two builds measured in separate calls)."""
 import json
 import os
 import statistics
@@ -25,9 +26,12 @@ def main():
         return 2
     png, title = sys.argv[1], sys.argv[2]
     runs = []
-    for out in sys.argv[3:]:
+    for arg in sys.argv[3:]:
+        out, _, label = arg.partition("=")
         with open(os.path.join(out, "results.json")) as f:
-            runs += [r for r in json.load(f)["runs"] if r["ok"]]
+            for r in json.load(f)["runs"]:
+                if r["ok"]:
+                    runs.append(dict(r, tool=label or r["tool"]) if r["tool"] == "sluice" else r)
     tools = list(dict.fromkeys(r["tool"] for r in runs))
     fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 4.4))
     for ax, (name, keys) in zip(axes, PANELS):
