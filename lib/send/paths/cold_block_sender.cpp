@@ -148,6 +148,8 @@ void ColdBlockSender::send(unsigned char* at, size_t length, bool more) {
 void ColdBlockSender::drain() {
     if (!sending_) return;
     size_t done = 0;
+    int err = 0;
+    bool timed_out = false;
     if (ring_ && send_.busy()) {
         // Bounded as the stream's other sends are: a receiver still taking data is slow, one
         // that took nothing for the idle timeout has stopped.
@@ -157,32 +159,34 @@ void ColdBlockSender::drain() {
             if (bytes_acked(sock_) != acked) continue;
             ::shutdown(sock_, SHUT_RDWR); // ends the send, which then fails like a lost connection
             ring_->wait();
-            sending_ = nullptr;
-            throw Error(ErrorCode::network,
-                        "data stream lost while sending '" + sending_file_->rel + "': the receiver took nothing (timed out after " +
-                            timeout_text(idle_timeout_ms_) + ")",
-                        ErrorCause::timed_out);
+            timed_out = true;
+            break;
         }
-        if (send_.outcome() == Completion::Outcome::failed) {
-            sending_ = nullptr;
-            throw_send_errno("data stream lost while sending '" + sending_file_->rel + "'", send_.error());
-        }
+        if (!timed_out && send_.outcome() == Completion::Outcome::failed) err = send_.error();
         if (send_.outcome() == Completion::Outcome::ok) done = static_cast<size_t>(send_.result());
     }
     // What the ring did not send (a short send, or none queued): on this thread, where a
     // blocking send is bounded by SO_SNDTIMEO.
-    while (done < sending_len_) {
+    while (!timed_out && !err && done < sending_len_) {
         const ssize_t n = ::send(sock_, sending_ + done, sending_len_ - done, sending_flags_);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            sending_ = nullptr;
-            throw_send_errno("data stream lost while sending '" + sending_file_->rel + "'", errno);
-        }
-        done += static_cast<size_t>(n);
+        if (n < 0) err = errno;
+        else done += static_cast<size_t>(n);
     }
+    // Out or failed: the frame no longer needs its buffer, nor its file's record.
+    const SourceFile& f = *sending_file_;
     sending_ = nullptr;
-    sending_file_->let_go();
     sending_file_ = nullptr;
+    if (!timed_out && !err) {
+        f.let_go();
+        return;
+    }
+    const std::string what = "data stream lost while sending '" + f.rel + "'";
+    f.let_go();
+    if (timed_out)
+        throw Error(ErrorCode::network, what + ": the receiver took nothing (timed out after " + timeout_text(idle_timeout_ms_) + ")",
+                    ErrorCause::timed_out);
+    throw_send_errno(what, err);
 }
 
 } // namespace sluice
