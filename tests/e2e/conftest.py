@@ -62,6 +62,17 @@ def run_sluice(*args, timeout=120, **kw):
     return subprocess.run([SLUICE, *map(str, args)], capture_output=True, text=True, timeout=timeout, **kw)
 
 
+def evict(paths):
+    """Drops the files' pages from the page cache (written back first), as a cold source."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def write_random(path, size, seed):
     """Incompressible content, fast: a random 1 MiB pattern rotated per MiB."""
     rng = random.Random(seed)

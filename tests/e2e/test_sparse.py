@@ -13,7 +13,7 @@ import time
 import pytest
 
 import sluice_wire as w
-from conftest import SLUICE, file_hash, leftovers, run_sluice, wait_for
+from conftest import SLUICE, evict, file_hash, leftovers, run_sluice, wait_for
 
 MiB = 1 << 20
 
@@ -75,6 +75,26 @@ def test_a_sparse_file_arrives_sparse_and_equal(tmp_path, receiver_factory, recv
     assert allocated(dest / "src" / "tail.bin") <= 64 * 1024
     assert allocated(dest / "src" / "swiss.bin") <= 128 * 8192
     assert leftovers(dest) == []
+
+
+def test_cold_sparse_files_are_read_with_o_direct_per_data_extent(tmp_path, receiver_factory):
+    # Not in the page cache, the data extents are read with O_DIRECT (issue 19): every data byte
+    # and nothing of the holes, each block at its extent's offset, the file equal and sparse.
+    src = tmp_path / "src"
+    data = sparse_tree(src)
+    evict(list(src.iterdir()))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    out = run_sluice("send", src, rx.url, "--json", "--send-path", "splice", "--block-size", "1M")
+    assert out.returncode == 0, out.stderr
+    rc, _, err = rx.wait()
+    assert rc == 0, err
+    s = json.loads(out.stdout.splitlines()[-1])
+    assert s["bytes_sent"] == data and s["bytes_read_direct"] == data, s
+    for p in src.iterdir():
+        assert file_hash(dest / "src" / p.name) == file_hash(p), p.name
+    assert allocated(dest / "src" / "image.bin") <= 8 * MiB
 
 
 def test_a_sparse_file_is_resumed_per_data_extent(tmp_path):

@@ -21,78 +21,17 @@
 #include "core/wire/codec.hpp"
 #include "send/paths/small_file_batch.hpp"
 #include "sluice/error.hpp"
+#include "source_files.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
 using sluice::SmallFileBatch;
-
-struct Source {
-    std::vector<unsigned char> data;
-    sluice::SourceFile f;
-};
-
-Source make_source(const std::string& dir, uint64_t id, size_t size, bool cold) {
-    Source s;
-    s.data.resize(size);
-    std::mt19937_64 rng(id * 7919 + size);
-    for (auto& b : s.data) b = static_cast<unsigned char>(rng());
-    s.f.file_id = id;
-    s.f.size = size;
-    s.f.path = dir + "/f" + std::to_string(id);
-    s.f.rel = "f" + std::to_string(id);
-    sluice::UniqueFd fd(::open(s.f.path.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644));
-    REQUIRE(fd);
-    REQUIRE(::write(fd.get(), s.data.data(), size) == static_cast<ssize_t>(size));
-    REQUIRE(::fsync(fd.get()) == 0);
-    if (cold) REQUIRE(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED) == 0);
-    struct stat st = {};
-    REQUIRE(::fstat(fd.get(), &st) == 0);
-    s.f.mtime_ns = sluice::ns_of(st.st_mtim);
-    return s;
-}
-
-size_t cached_pages(const std::string& path, size_t size) {
-    sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
-    REQUIRE(p != MAP_FAILED);
-    std::vector<unsigned char> vec((size + 4095) / 4096);
-    REQUIRE(::mincore(p, size, vec.data()) == 0);
-    ::munmap(p, size);
-    size_t n = 0;
-    for (unsigned char v : vec) n += v & 1;
-    return n;
-}
-
-// Reads BLOCK frames from fd until it closes: (file_id, offset, checksum, data) in order.
-struct Frame {
-    uint64_t file_id, offset, checksum;
-    std::vector<unsigned char> data;
-};
-std::vector<Frame> read_frames(int fd) {
-    std::vector<unsigned char> in;
-    unsigned char buf[1 << 16];
-    for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        REQUIRE(n >= 0);
-        if (n == 0) break;
-        in.insert(in.end(), buf, buf + n);
-    }
-    std::vector<Frame> out;
-    size_t at = 0;
-    while (at < in.size()) {
-        REQUIRE(in.size() - at >= sluice::wire::kFrameHeaderBytes + sluice::wire::kBlockPrefixBytes);
-        auto h = sluice::wire::decode_frame_header({in.data() + at, sluice::wire::kFrameHeaderBytes});
-        at += sluice::wire::kFrameHeaderBytes;
-        auto p = sluice::wire::decode_block_prefix({in.data() + at, sluice::wire::kBlockPrefixBytes});
-        at += sluice::wire::kBlockPrefixBytes;
-        const size_t len = h.length - sluice::wire::kBlockPrefixBytes;
-        REQUIRE(in.size() - at >= len);
-        out.push_back(Frame{p.file_id, p.offset, p.checksum, {in.begin() + at, in.begin() + at + len}});
-        at += len;
-    }
-    return out;
-}
+using unit_test::Frame;
+using unit_test::Source;
+using unit_test::cached_pages;
+using unit_test::make_source;
+using unit_test::read_frames;
 
 void send_all(std::deque<Source>& files, std::vector<Frame>& got, uint64_t& direct, uint64_t& dropped,
               std::string& fallback) {

@@ -51,6 +51,7 @@ std::string Stats::to_json() const {
     field("bytes_skipped", std::to_string(bytes_skipped));
     field("bytes_holes", std::to_string(bytes_holes));
     field("bytes_reused", std::to_string(bytes_reused));
+    field("bytes_read_direct", std::to_string(bytes_read_direct));
     field("files", std::to_string(files));
     field("dirs", std::to_string(dirs));
     field("symlinks", std::to_string(symlinks));

@@ -31,6 +31,9 @@ struct Stats {
     uint64_t bytes_skipped = 0; // already verified at the receiver (resume)
     uint64_t bytes_holes = 0;   // holes of sparse files: described, never sent (docs/protocol.md)
     uint64_t bytes_reused = 0;  // unchanged blocks of files the receiver had in another version
+    // Sender: bytes read with O_DIRECT because they were not in the page cache (sent from the
+    // buffer they were read into); the rest of bytes_sent came through the page cache.
+    uint64_t bytes_read_direct = 0;
     uint64_t files = 0;         // regular files
     uint64_t dirs = 0;
     uint64_t symlinks = 0;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/checksum/xxh3.hpp"
+#include "core/io/page_cache.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/tls/record_writer.hpp"
@@ -21,15 +22,6 @@ namespace {
 constexpr size_t kPrefix = wire::kFrameHeaderBytes + wire::kBlockPrefixBytes;
 
 constexpr size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-// cachestat(2) (Linux 6.5; not in older headers): how much of a file range is in the page cache.
-constexpr long kSysCachestat = 451;
-struct CachestatRange {
-    uint64_t off, len;
-};
-struct Cachestat {
-    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
 } // namespace
 
 // One file from its read's queueing until its bytes and prefix are in the buffer.
@@ -66,13 +58,9 @@ SmallFileBatch::~SmallFileBatch() {
 
 bool SmallFileBatch::fully_cached(int fd, uint64_t length) {
     if (!cachestat_works_) return true;
-    CachestatRange r{0, length};
-    Cachestat cs{};
-    if (::syscall(kSysCachestat, fd, &r, &cs, 0) != 0) {
-        cachestat_works_ = false; // an older kernel: files are read as cached ones, as before
-        return true;
-    }
-    return cs.nr_cache >= (length + 4095) / 4096;
+    const std::optional<bool> cached = range_cached(fd, 0, length);
+    if (!cached) cachestat_works_ = false; // an older kernel: files are read as cached ones, as before
+    return cached.value_or(true);
 }
 
 bool SmallFileBatch::make_direct(int fd) {
@@ -158,6 +146,7 @@ void SmallFileBatch::finish_read(Slot& s) {
     SourceReader::check_unchanged(s.fd.get(), f);
     if (s.direct) {
         ++direct_reads_;
+        direct_bytes_ += s.length;
     } else if (s.cold) {
         ::posix_fadvise(s.fd.get(), 0, 0, POSIX_FADV_DONTNEED); // advice only
         ++dropped_;

@@ -75,6 +75,7 @@ public:
     // Files read with O_DIRECT (not cached before); files read through the page cache whose
     // pages were dropped after the read (O_DIRECT refused).
     uint64_t direct_reads() const noexcept { return direct_reads_; }
+    uint64_t direct_bytes() const noexcept { return direct_bytes_; }
     uint64_t dropped() const noexcept { return dropped_; }
     // Why cold files were read through the page cache, if they were (empty otherwise).
     const std::string& fallback() const noexcept { return fallback_; }
@@ -111,6 +112,7 @@ private:
     unsigned reads_ = 0; // reads in flight
     std::vector<iovec> iov_;
     uint64_t direct_reads_ = 0;
+    uint64_t direct_bytes_ = 0;
     uint64_t dropped_ = 0;
     bool cachestat_works_ = true;
     bool direct_works_ = true;

@@ -3,12 +3,10 @@
 // into planned work; one thread per data stream sends work items through its send path.
 // What the pipe sender does alike is in send_core.cpp.
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_map>
 
 #include "core/io/socket.hpp"
 #include "core/ring/ring.hpp"
@@ -58,7 +56,8 @@ public:
             log_.verbose_line("small files (up to " + std::to_string(SmallFileBatch::kMaxFileBytes / 1024) +
                               " KiB, sent whole): read once for the checksum; up to " +
                               std::to_string(SmallFileBatch::kInlineBytes / 1024) +
-                              " KiB sent many per send from a buffer, larger with sendfile");
+                              " KiB sent many per send from a buffer, larger with sendfile; blocks not in the page cache "
+                              "read with O_DIRECT and sent from that buffer");
         connect("", false);
         fit_.emplace(features_, log_, opts_.progress);
         if (fd_sources_.empty()) fit_->fit_tree(tree_, opts_.delete_extraneous, to_.host + ":" + std::to_string(to_.port));
@@ -104,6 +103,7 @@ public:
         }
         conclude(reader, blocks, bytes);
         log_.verbose_line(records_.summary());
+        log_.verbose_line(work_->read_summary());
 
         // Known once the streams are open: kTLS may take the records over (connect.cpp).
         const bool records = sealed_records();
@@ -119,6 +119,7 @@ public:
                 .bytes_skipped = planner_.skipped_bytes() - update_.reused(),
                 .bytes_holes = fit_->holes(),
                 .bytes_reused = update_.reused(),
+                .bytes_read_direct = work_->bytes_read_direct(),
                 .files = records_.count(),
                 .dirs = dirs_,
                 .symlinks = symlinks_,

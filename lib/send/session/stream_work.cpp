@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "send/paths/block_sender.hpp"
+#include "send/paths/cold_block_sender.hpp"
 #include "send/paths/small_file_batch.hpp"
 #include "send/session/stream_recovery.hpp"
 
@@ -39,39 +40,56 @@ std::optional<wire::StreamEnd> StreamWork::run(size_t i, int sock, SendPath path
     std::optional<SmallFileBatch> batch;
     if (path != SendPath::read_send || records) batch.emplace(sock);
     if (batch) batch->send_through(records);
+    // Blocks not in the page cache are read with O_DIRECT and sent from the buffer they were
+    // read into, on the paths that would otherwise fill the page cache with them (splice,
+    // sendfile). zc reads its own with O_DIRECT; read_send is the baseline; an encrypted
+    // stream reads into its record slots.
+    const bool cold_path = !records && (path == SendPath::splice || path == SendPath::sendfile);
+    std::optional<ColdBlockSender> cold;
+    if (cold_path) cold.emplace(sock, s_.opts.idle_timeout_ms);
     for (;;) {
         try {
-            if (!send_until_closed(c, *sender, batch)) return std::nullopt; // the transfer stopped
+            if (!send_until_closed(c, *sender, batch, cold)) {
+                count_reads(batch, cold);
+                return std::nullopt; // the transfer stopped
+            }
             break;
         } catch (const Error& e) {
+            count_reads(batch, cold);
             if (s_.opts.retry_for_ms <= 0 || !breaks_connection(e) || s_.stopped() || !c.log.complete()) throw;
             sender.reset(); // their rings let go of the old socket before its number is reused
             batch.reset();
+            cold.reset();
             // Not busy meanwhile: a receiver silent on the control connection for the idle
             // timeout ends the transfer, and with it the attempts to reopen.
             reopen(c, e);
             sender = make_block_sender(path, sock, s_.opts.idle_timeout_ms);
             if (path != SendPath::read_send) batch.emplace(sock);
+            if (cold_path) cold.emplace(sock, s_.opts.idle_timeout_ms);
         }
     }
     sender->reader().check_unchanged();
+    count_reads(batch, cold);
     fallback = sender->fallback();
     if (batch && !batch->fallback().empty()) fallback += (fallback.empty() ? "" : "; ") + batch->fallback();
+    if (cold && !cold->fallback().empty()) fallback += (fallback.empty() ? "" : "; ") + cold->fallback();
     return wire::StreamEnd{.blocks = c.log.blocks(), .bytes = c.log.bytes()}; // this connection's
 }
 
 // The batch's reads run ahead across work items: what it holds goes out when the queue has
 // nothing ready (the stream may wait for the next manifest page), not at the end of every item.
-bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional<SmallFileBatch>& batch) {
+bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional<SmallFileBatch>& batch,
+                                   std::optional<ColdBlockSender>& cold) {
     for (;;) {
         if (!c.item || c.next == c.item->segments.size()) {
             c.item.reset();
             c.next = 0;
             // --streams auto may hold this stream back; an empty queue may wait for a page.
             if (!s_.governor.may_take(c.i) || !(c.item = s_.queue.try_pop())) {
-                if (batch) {
+                if (batch || cold) {
                     Busy busy(s_.busy);
-                    batch->flush(false);
+                    if (cold) cold->drain(); // its block goes before the batch's files
+                    if (batch) batch->flush(false);
                 }
                 s_.governor.await_turn(c.i);
                 // Waiting, the stream watches its connection: a break found only at the next
@@ -92,6 +110,7 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
             // --bounded-resend: the blocks before this one are acknowledged before it goes out,
             // so a break re-sends at most this one (a break found here re-sends nothing).
             if (whole_block && s_.opts.bounded_resend && s_.opts.retry_for_ms > 0) {
+                if (cold) cold->drain();
                 if (batch) batch->flush(true);
                 await_acknowledged(c.sock, static_cast<unsigned>(c.i + 1), s_.opts.idle_timeout_ms, s_.stopped);
             }
@@ -103,10 +122,11 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
             ++c.blocks;
             c.bytes += seg.length;
             if (!whole_block) {
+                if (cold) cold->drain(); // the batch may write to the socket in add()
                 batch->add(seg); // holds the file from here
             } else {
                 if (batch) batch->flush(true);
-                sender.send(seg, more);
+                if (!(cold && cold->try_send(seg, more))) sender.send(seg, more);
                 seg.file->let_go(); // the item's hold (SourceFile::hold); the reader keeps its own
             }
             if (c.sp) {
@@ -116,8 +136,30 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
             }
         }
     }
+    if (cold) cold->drain();
     if (batch) batch->flush(false);
     return true;
+}
+
+void StreamWork::count_reads(const std::optional<SmallFileBatch>& batch, const std::optional<ColdBlockSender>& cold) {
+    if (batch) {
+        batch_direct_files_ += batch->direct_reads();
+        batch_direct_bytes_ += batch->direct_bytes();
+    }
+    if (cold) {
+        cold_blocks_ += cold->blocks();
+        cold_bytes_ += cold->bytes();
+        cold_unaligned_ += cold->unaligned();
+    }
+}
+
+std::string StreamWork::read_summary() const {
+    std::string s = "read with O_DIRECT (not in the page cache): " + std::to_string(cold_blocks_.load()) + " blocks (" +
+                    std::to_string(cold_bytes_.load()) + " bytes), " + std::to_string(batch_direct_files_.load()) +
+                    " small files (" + std::to_string(batch_direct_bytes_.load()) + " bytes); the rest from the page cache";
+    if (cold_unaligned_.load())
+        s += "; " + std::to_string(cold_unaligned_.load()) + " blocks at offsets not a multiple of 4096 read through the page cache";
+    return s;
 }
 
 // The connection broke (e): a new one for the same index, and what the old one did not

@@ -23,6 +23,7 @@ class RecordWriter;
 namespace sluice {
 
 class BlockSender;
+class ColdBlockSender;
 class SmallFileBatch;
 class StreamLog;
 
@@ -58,15 +59,25 @@ public:
 
     unsigned reopened() const { return reopened_.load(); }
     uint64_t resent_after_break() const { return resent_after_break_.load(); }
+    // Bytes read with O_DIRECT (not in the page cache): by the streams' blocks
+    // (paths/cold_block_sender.hpp) and by their small-file batches.
+    uint64_t bytes_read_direct() const { return cold_bytes_.load() + batch_direct_bytes_.load(); }
+    // The -v line that says how the blocks were read.
+    std::string read_summary() const;
 
 private:
     struct Cursor; // one stream's place: its log, the item it is on, its counts
-    bool send_until_closed(Cursor& c, BlockSender& sender, std::optional<SmallFileBatch>& batch);
+    bool send_until_closed(Cursor& c, BlockSender& sender, std::optional<SmallFileBatch>& batch,
+                           std::optional<ColdBlockSender>& cold);
+    // Adds what batch and cold read to the session's counts (before they go).
+    void count_reads(const std::optional<SmallFileBatch>& batch, const std::optional<ColdBlockSender>& cold);
     void reopen(Cursor& c, const Error& e);
 
     Session s_;
     std::atomic<unsigned> reopened_{0};           // stream connections reopened
     std::atomic<uint64_t> resent_after_break_{0}; // bytes they had not delivered
+    std::atomic<uint64_t> cold_blocks_{0}, cold_bytes_{0}, cold_unaligned_{0}; // ColdBlockSender's
+    std::atomic<uint64_t> batch_direct_files_{0}, batch_direct_bytes_{0};       // SmallFileBatch's
 };
 
 } // namespace sluice

@@ -1,0 +1,192 @@
+#include "send/paths/cold_block_sender.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/checksum/xxh3.hpp"
+#include "core/io/page_cache.hpp"
+#include "core/io/socket.hpp"
+#include "core/io/sys_error.hpp"
+#include "core/wire/codec.hpp"
+#include "send/paths/source_reader.hpp"
+
+namespace sluice {
+
+namespace {
+constexpr size_t kPrefix = wire::kFrameHeaderBytes + wire::kBlockPrefixBytes;
+constexpr uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+} // namespace
+
+ColdBlockSender::ColdBlockSender(int sock, int idle_timeout_ms) : sock_(sock), idle_timeout_ms_(idle_timeout_ms) {
+    if (probe_ring_features().op_send) ring_.emplace(4);
+}
+
+ColdBlockSender::~ColdBlockSender() {
+    ring_.reset(); // a send still in flight (an error unwinding) is cancelled before its buffer goes
+    if (sending_file_) sending_file_->let_go();
+    close();
+}
+
+void ColdBlockSender::close() {
+    fd_.reset();
+    if (file_) file_->let_go();
+    file_ = nullptr;
+}
+
+bool ColdBlockSender::open(const SourceFile& f) {
+    if (file_ == &f) return true;
+    close();
+    UniqueFd fd = SourceReader::open_checked(f);
+    const int flags = ::fcntl(fd.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_DIRECT) != 0) {
+        works_ = false;
+        fallback_ = std::string("O_DIRECT refused by the source's file system (") + std::strerror(errno) +
+                    "): blocks not cached read through the page cache";
+        return false;
+    }
+    fd_ = std::move(fd);
+    f.hold(); // the caller's segment holds f until try_send returns
+    file_ = &f;
+    return true;
+}
+
+bool ColdBlockSender::try_send(const Segment& seg, bool more) {
+    const bool sent = works_ && try_cold(seg, more);
+    if (!sent) drain(); // the caller writes to the socket next
+    return sent;
+}
+
+bool ColdBlockSender::try_cold(const Segment& seg, bool more) {
+    const SourceFile& f = *seg.file;
+    const uint64_t at = f.file_offset(seg.offset);
+    if (at % kAlign != 0) {
+        ++unaligned_;
+        return false;
+    }
+    if (seg.length > kMaxBlockBytes) {
+        if (fallback_.empty())
+            fallback_ = "blocks of " + std::to_string(seg.length) + " bytes are larger than the " +
+                        std::to_string(kMaxBlockBytes) + "-byte O_DIRECT buffer: blocks not cached read through the page cache";
+        return false;
+    }
+    // Whether the block is cached is asked of the fd it would be read from: opening is the
+    // same cost either way, and a cached block's fd is kept for the file's next block.
+    if (!open(f)) return false;
+    const std::optional<bool> cached = range_cached(fd_.get(), at, seg.length);
+    if (!cached) {
+        works_ = false;
+        fallback_ = "cachestat(2) unavailable (Linux < 6.5): blocks not cached read through the page cache";
+        return false;
+    }
+    if (*cached) return false;
+
+    const size_t need = kHead + round_up(seg.length, kAlign);
+    if (!bufs_[cur_] || bufs_[cur_]->size() < need) bufs_[cur_].emplace(need);
+    uint64_t got = 0;
+    if (!read(f, at, seg.length, got)) return false;
+    if (got < seg.length) throw_source_shrank(f, at, seg.length, got);
+    // The bytes read are the file as listed (a file that grew or was rewritten since is an
+    // error here, never sent torn).
+    SourceReader::check_unchanged(fd_.get(), f);
+
+    unsigned char* frame = data() - kPrefix;
+    wire::BlockPrefix p;
+    p.file_id = f.file_id;
+    p.offset = seg.offset;
+    p.checksum = xxh3_64(data(), seg.length);
+    wire::encode_block_prefix(frame, p, static_cast<uint32_t>(seg.length));
+    drain(); // the block before, from the other buffer
+    f.hold();
+    sending_file_ = &f;
+    send(frame, kPrefix + seg.length, more);
+    cur_ ^= 1;
+    ++blocks_;
+    bytes_ += seg.length;
+    return true;
+}
+
+bool ColdBlockSender::read(const SourceFile& f, uint64_t at, uint64_t length, uint64_t& got) {
+    // Whole kAlign units: the last may read past the file's end, which the buffer has room for.
+    const uint64_t want = round_up(length, kAlign);
+    got = 0;
+    while (got < length) {
+        const ssize_t n = ::pread(fd_.get(), data() + got, want - got, static_cast<off_t>(at + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EINVAL && got == 0) {
+            // The file system took O_DIRECT at open but not this read: cold blocks go through
+            // the page cache from here on, and this one goes on the caller's path.
+            works_ = false;
+            fallback_ = "O_DIRECT reads refused (EINVAL) by the source's file system: blocks not cached read through the page cache";
+            close();
+            return false;
+        }
+        if (n < 0) throw_errno(ErrorCode::source, "cannot read source '" + f.path + "'");
+        if (n == 0) break;
+        got += static_cast<uint64_t>(n);
+        if (got % kAlign != 0) break; // the file ended inside this unit
+    }
+    if (got > length) got = length; // the file grew past the block: check_unchanged says so
+    return true;
+}
+
+void ColdBlockSender::send(unsigned char* at, size_t length, bool more) {
+    sending_ = at;
+    sending_len_ = length;
+    sending_flags_ = MSG_NOSIGNAL | (more ? MSG_MORE : 0);
+    if (ring_) {
+        ring_->send(send_, sock_, at, length, sending_flags_ | MSG_WAITALL);
+        ring_->submit();
+        return;
+    }
+    drain(); // no ring: sent here, on this thread
+}
+
+void ColdBlockSender::drain() {
+    if (!sending_) return;
+    size_t done = 0;
+    int err = 0;
+    bool timed_out = false;
+    if (ring_ && send_.busy()) {
+        // Bounded as the stream's other sends are: a receiver still taking data is slow, one
+        // that took nothing for the idle timeout has stopped.
+        for (;;) {
+            const uint64_t acked = bytes_acked(sock_);
+            if (ring_->wait_for(idle_timeout_ms_)) break;
+            if (bytes_acked(sock_) != acked) continue;
+            ::shutdown(sock_, SHUT_RDWR); // ends the send, which then fails like a lost connection
+            ring_->wait();
+            timed_out = true;
+            break;
+        }
+        if (!timed_out && send_.outcome() == Completion::Outcome::failed) err = send_.error();
+        if (send_.outcome() == Completion::Outcome::ok) done = static_cast<size_t>(send_.result());
+    }
+    // What the ring did not send (a short send, or none queued): on this thread, where a
+    // blocking send is bounded by SO_SNDTIMEO.
+    while (!timed_out && !err && done < sending_len_) {
+        const ssize_t n = ::send(sock_, sending_ + done, sending_len_ - done, sending_flags_);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) err = errno;
+        else done += static_cast<size_t>(n);
+    }
+    // Out or failed: the frame no longer needs its buffer, nor its file's record.
+    const SourceFile& f = *sending_file_;
+    sending_ = nullptr;
+    sending_file_ = nullptr;
+    if (!timed_out && !err) {
+        f.let_go();
+        return;
+    }
+    const std::string what = "data stream lost while sending '" + f.rel + "'";
+    f.let_go();
+    if (timed_out)
+        throw Error(ErrorCode::network, what + ": the receiver took nothing (timed out after " + timeout_text(idle_timeout_ms_) + ")",
+                    ErrorCause::timed_out);
+    throw_send_errno(what, err);
+}
+
+} // namespace sluice

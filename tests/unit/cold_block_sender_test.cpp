@@ -1,0 +1,170 @@
+// Blocks not in the page cache are read with O_DIRECT into the sender's buffer, hashed there and
+// sent from it (paths/cold_block_sender.hpp). Checked here: each cold block reaches the socket
+// whole, as one BLOCK frame with its bytes and their XXH3, including a last block that is not a
+// multiple of 4096; a block partly cached is still read from the disk; a wholly cached block is
+// left to the stream's path (nothing sent, nothing left in flight); blocks keep their order
+// although each one's send runs while the next is read; the cold reads leave no pages cached; a file that
+// shrinks or grows between its blocks is an error naming it, never a torn block.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+#include "core/checksum/xxh3.hpp"
+#include "core/io/page_cache.hpp"
+#include "core/io/unique_fd.hpp"
+#include "send/paths/cold_block_sender.hpp"
+#include "sluice/error.hpp"
+#include "source_files.hpp"
+#include "temp_dir.hpp"
+
+namespace {
+
+using sluice::ColdBlockSender;
+using sluice::Segment;
+constexpr uint64_t kMiB = 1 << 20;
+
+// Reads [offset, offset + length) of path into the page cache without read-ahead beyond it.
+void cache_range(const std::string& path, uint64_t offset, uint64_t length) {
+    sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(fd);
+    REQUIRE(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM) == 0);
+    std::vector<unsigned char> b(length);
+    REQUIRE(::pread(fd.get(), b.data(), length, static_cast<off_t>(offset)) == static_cast<ssize_t>(length));
+}
+
+bool cached(const std::string& path, uint64_t offset, uint64_t length) {
+    sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(fd);
+    const std::optional<bool> c = sluice::range_cached(fd.get(), offset, length);
+    REQUIRE(c.has_value()); // the test machine's kernel has cachestat(2) (Linux >= 6.5)
+    return *c;
+}
+
+// The message of the Error(source) that f throws; a failure if it throws none.
+template <class F>
+std::string source_error(F f) {
+    try {
+        f();
+    } catch (const sluice::Error& e) {
+        CHECK(e.code() == sluice::ErrorCode::source);
+        return e.what();
+    }
+    FAIL("no error: the block was sent");
+    return {};
+}
+
+struct Wire {
+    sluice::UniqueFd tx, rx;
+    std::vector<unit_test::Frame> frames;
+    std::thread reader;
+    Wire() {
+        int sv[2];
+        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        tx = sluice::UniqueFd(sv[0]);
+        rx = sluice::UniqueFd(sv[1]);
+        reader = std::thread([this] { frames = unit_test::read_frames(rx.get()); });
+    }
+    std::vector<unit_test::Frame>& close() {
+        tx.reset();
+        reader.join();
+        return frames;
+    }
+    ~Wire() {
+        if (reader.joinable()) close();
+    }
+};
+
+} // namespace
+
+TEST_CASE("cold blocks go out of the O_DIRECT buffer whole; cached ones are left to the path") {
+    unit_test::TempDir dir;
+    const uint64_t size = 3 * kMiB + 123; // the last block is not a multiple of 4096
+    unit_test::Source s = unit_test::make_source(dir.path.string(), 7, size, true);
+    // Mixed: block 0 has its first page cached, block 1 is wholly cached, blocks 2 and 3 cold.
+    cache_range(s.f.path, 0, 4096);
+    cache_range(s.f.path, kMiB, kMiB);
+    REQUIRE(cached(s.f.path, kMiB, kMiB));
+    REQUIRE(!cached(s.f.path, 0, kMiB));
+    REQUIRE(!cached(s.f.path, 2 * kMiB, size - 2 * kMiB));
+
+    Wire w;
+    uint64_t blocks = 0, bytes = 0;
+    std::vector<bool> sent;
+    {
+        ColdBlockSender cold(w.tx.get(), 60000);
+        for (uint64_t off = 0; off < size; off += kMiB)
+            sent.push_back(cold.try_send(Segment{&s.f, off, std::min(kMiB, size - off)}, true));
+        cold.drain();
+        blocks = cold.blocks();
+        bytes = cold.bytes();
+        CHECK(cold.fallback().empty());
+        CHECK(cold.unaligned() == 0);
+    }
+    CHECK(!s.f.held()); // the sender let go of the file it kept open
+    auto& frames = w.close();
+    CHECK(sent == std::vector<bool>{true, false, true, true});
+    CHECK(blocks == 3);
+    CHECK(bytes == size - kMiB);
+    REQUIRE(frames.size() == 3);
+    const uint64_t offsets[] = {0, 2 * kMiB, 3 * kMiB};
+    for (size_t i = 0; i < 3; ++i) {
+        const uint64_t len = std::min(kMiB, size - offsets[i]);
+        CHECK(frames[i].file_id == 7);
+        CHECK(frames[i].offset == offsets[i]);
+        REQUIRE(frames[i].data.size() == len);
+        CHECK(std::equal(frames[i].data.begin(), frames[i].data.end(), s.data.begin() + static_cast<long>(offsets[i])));
+        CHECK(frames[i].checksum == sluice::xxh3_64(s.data.data() + offsets[i], len));
+    }
+    // The cold blocks were read past the page cache: only what the test cached is there.
+    CHECK(unit_test::cached_pages(s.f.path, size) == 1 + kMiB / 4096);
+}
+
+TEST_CASE("a file that shrinks or grows between its cold blocks is an error naming it") {
+    unit_test::TempDir dir;
+    unit_test::Source shrinks = unit_test::make_source(dir.path.string(), 1, 2 * kMiB + 100, true);
+    unit_test::Source grows = unit_test::make_source(dir.path.string(), 2, 2 * kMiB, true);
+    Wire w;
+    ColdBlockSender cold(w.tx.get(), 60000);
+
+    REQUIRE(cold.try_send(Segment{&shrinks.f, 0, kMiB}, true));
+    REQUIRE(::truncate(shrinks.f.path.c_str(), kMiB + 5) == 0);
+    const std::string shrank = source_error([&] { cold.try_send(Segment{&shrinks.f, kMiB, kMiB}, true); });
+    CHECK(shrank.find(shrinks.f.path) != std::string::npos);
+    CHECK(shrank.find("shrank while being sent") != std::string::npos);
+    CHECK(shrank.find("got 5") != std::string::npos);
+
+    REQUIRE(cold.try_send(Segment{&grows.f, 0, kMiB}, true));
+    {
+        sluice::UniqueFd fd(::open(grows.f.path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+        REQUIRE(::write(fd.get(), "more", 4) == 4);
+    }
+    const std::string grew = source_error([&] { cold.try_send(Segment{&grows.f, kMiB, kMiB}, true); });
+    CHECK(grew.find(grows.f.path) != std::string::npos);
+    CHECK(grew.find("changed while it was being sent") != std::string::npos);
+    CHECK(cold.blocks() == 2);
+    cold.drain();
+    CHECK(w.close().size() == 2); // only the blocks read whole reached the socket
+}
+
+TEST_CASE("a block at an offset O_DIRECT cannot read stays on the page-cache path, counted") {
+    unit_test::TempDir dir;
+    unit_test::Source s = unit_test::make_source(dir.path.string(), 3, 2 * kMiB, true);
+    sluice::UniqueFd fd(::open(s.f.path.c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(fd);
+    // A caller's fd source whose data starts 100 bytes into its file.
+    s.f.fd = fd.get();
+    s.f.base = 100;
+    s.f.file_size = 2 * kMiB;
+    s.f.file_mtime_ns = s.f.mtime_ns;
+    s.f.size = kMiB;
+    Wire w;
+    ColdBlockSender cold(w.tx.get(), 60000);
+    CHECK(!cold.try_send(Segment{&s.f, 0, kMiB}, false));
+    CHECK(cold.unaligned() == 1);
+    CHECK(cold.blocks() == 0);
+    CHECK(w.close().empty());
+}
