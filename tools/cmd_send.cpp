@@ -74,6 +74,9 @@ filters (rsync's rules, a subset: docs/guarantees.md "Filters"; first match wins
   --delete             the receiver removes what it has under the sent directories that they
                        no longer hold (never what the filters exclude; never outside its DIR,
                        never through a symlink); listed in its -v output and --json "deleted"
+  -n, --dry-run        change nothing on the receiver and send no data: list what a transfer
+                       would do, one line per path as rsync -n --itemize-changes does
+                       (">f.st...... path"; with --delete "*deleting   path"; --json "changes")
 )";
 
 int cmd_send(int argc, char** argv) {
@@ -82,7 +85,8 @@ int cmd_send(int argc, char** argv) {
             "--idle-timeout", "--cc", "--retry-for", "--announce-window", "--exclude", "--include", "--exclude-from"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
-            "--no-specials", "--specials", "--delete", "--pace", "--bounded-resend", "--checksum", "-c", "--encrypt", "--no-encrypt"});
+            "--no-specials", "--specials", "--delete", "--pace", "--bounded-resend", "--checksum", "-c", "--encrypt", "--no-encrypt",
+            "--dry-run", "-n"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
         return 0;
@@ -132,6 +136,7 @@ int cmd_send(int argc, char** argv) {
     o.acls = !a.flag("--no-acls");
     o.specials = !a.flag("--no-specials");
     o.delete_extraneous = a.flag("--delete");
+    o.dry_run = a.flag("--dry-run") || a.flag("-n");
     for (const auto& [name, value] : a.in_order()) {
         if (name == "--exclude") o.filters.push_back("- " + value);
         if (name == "--include") o.filters.push_back("+ " + value);
@@ -150,6 +155,8 @@ int cmd_send(int argc, char** argv) {
     }
     if (a.flag("--json")) {
         std::cout << s.to_json() << std::endl;
+    } else if (s.dry_run) {
+        print_dry_run(s);
     } else {
         print_summary(s, "sent", pipe ? Moved::pipe : Moved::files);
     }

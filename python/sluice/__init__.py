@@ -124,7 +124,7 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
          rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
          verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None,
          checksum=False, delete=False, filters=None, exclude=None, hard_links=True, owner=True, group=True,
-         xattrs=True, acls=True, specials=True, announce_window=16384):
+         xattrs=True, acls=True, specials=True, announce_window=16384, dry_run=False):
     """Send files, directories (recursively) and symlinks to the receiver at ``url``
     (``sluice://HOST:PORT/?token=...``); each path lands under the receiver's directory by its
     name. Returns the final stats as a dict (the fields of ``sluice send --json``) once the
@@ -153,6 +153,9 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     announce_window: at most this many files announced to the receiver and not yet complete
     there (``--announce-window``; 0: the whole list at once), so that neither side's memory
     grows with the file count; the stats' files_held_peak says how many were at once.
+    dry_run: send no data and change nothing (``--dry-run``); the stats' "changes" list what
+    the receiver would do, one dict per path (item as rsync's --itemize-changes, path,
+    target, bytes); a deletion's path is the receiver's text.
     """
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
@@ -170,6 +173,7 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
         raise UsageError(f"announce_window={announce_window!r}: expected a count of files from 0 (no window) "
                          f"to {1 << 30}")
     opts["announce_window"] = announce_window
+    opts["dry_run"] = bool(dry_run)
     opts.update(_tree_options(checksum, delete, filters, exclude,
                               {"hard_links": hard_links, "owner": owner, "group": group, "xattrs": xattrs,
                                "acls": acls, "specials": specials}))

@@ -53,6 +53,7 @@ SendOptions send_options(const py::dict& o) {
     // Trees (send() only; the other calls leave the defaults).
     if (o.contains("checksum")) s.checksum = o["checksum"].cast<bool>();
     if (o.contains("delete")) s.delete_extraneous = o["delete"].cast<bool>();
+    if (o.contains("dry_run")) s.dry_run = o["dry_run"].cast<bool>();
     if (o.contains("announce_window")) s.announce_window = o["announce_window"].cast<uint64_t>(); // checked in __init__.py
     if (o.contains("filters")) s.filters = o["filters"].cast<std::vector<std::string>>();
     for (auto [key, field] : {std::pair{"hard_links", &SendOptions::hard_links}, {"owner", &SendOptions::owner},

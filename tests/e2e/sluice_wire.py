@@ -172,3 +172,31 @@ def get_reply_ok(files, nbytes, msg=b""):
 
 def get_done(status, msg=b""):
     return frame(GET_DONE, struct.pack("<II", status, len(msg)) + msg)
+
+
+# --dry-run (issue 17, docs/protocol.md "Dry run"): TREE_OPTIONS flag bit 1 and the receiver's
+# two answers, to play a hostile receiver against the real sender.
+TREE_OPTIONS, TREE_DELETE, TREE_DRY_RUN = 0x08, 1, 2
+DRY_RUN_ITEMS, DRY_RUN_DELETED = 0x29, 0x2A
+DRY_NEW, DRY_CONTENT, DRY_SIZE, DRY_TIME, DRY_PERMS, DRY_OWNER, DRY_GROUP = 1, 2, 4, 8, 16, 32, 64
+
+
+def manifest_ack(seq, ranges=()):
+    """ranges: (file_id, offset, length) already verified."""
+    return frame(MANIFEST_ACK, struct.pack("<II", seq, len(ranges)) + b"".join(struct.pack("<QQQ", *r) for r in ranges))
+
+
+def final_status(status=0, files_ok=0, nbytes=0, msg=b"complete"):
+    return frame(FINAL_STATUS, struct.pack("<IIQQQI", status, 0, files_ok, 0, nbytes, len(msg)) + msg)
+
+
+def dry_run_items(items, count=None):
+    """items: (file_id, changes); count: what the frame claims (default: the true count)."""
+    body = b"".join(struct.pack("<QHH", i, c, 0) for i, c in items)
+    return frame(DRY_RUN_ITEMS, struct.pack("<I", len(items) if count is None else count) + body)
+
+
+def dry_run_deleted(paths, count=None):
+    """paths: (bytes path, is_dir); count: what the frame claims (default: the true count)."""
+    body = b"".join(struct.pack("<BH", 1 if d else 0, len(p)) + p for p, d in paths)
+    return frame(DRY_RUN_DELETED, struct.pack("<I", len(paths) if count is None else count) + body)

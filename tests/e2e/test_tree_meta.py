@@ -171,6 +171,27 @@ def test_metadata_of_unchanged_files_is_updated_on_a_second_send(tmp_path, recei
         assert stat.S_IMODE(got[n].st_mode) == stat.S_IMODE(os.lstat(src / n).st_mode)
 
 
+@pytest.mark.skipif(not ROOT, reason="trusted. attributes need root (the kernel refuses user. ones on symlinks)")
+def test_attributes_of_symlinks_are_kept_without_following_them(tmp_path, receiver_factory):
+    """lsetxattr on the link's name in its confined directory: the link gets the attribute,
+    its target does not, on the first send and again on a second one (links are made anew)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "target").write_bytes(b"t")
+    os.symlink("target", src / "link")
+    try:
+        os.setxattr(src / "link", "trusted.l", b"on the link", follow_symlinks=False)
+    except OSError as e:
+        pytest.skip(f"this file system keeps no trusted. attributes on symlinks: {e}")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    for _ in range(2):
+        _, _, err = send_tree(src, dest, receiver_factory, recv_args=("-v",))
+        assert "attributes of symlinks" not in err, err
+        assert os.getxattr(dest / "src" / "link", "trusted.l", follow_symlinks=False) == b"on the link"
+        assert "trusted.l" not in os.listxattr(dest / "src" / "target")
+
+
 def fake_transfer(port, entries):
     """A whole transfer of metadata-only entries (no data) from the Python sender; returns the
     ABORT message if the receiver refused, else None."""

@@ -11,9 +11,13 @@
 
 namespace sluice {
 
-// True when every page of [offset, offset + length) of fd is cached; nullopt when the kernel
-// has no cachestat(2) (the caller says so and reads as before).
-inline std::optional<bool> range_cached(int fd, uint64_t offset, uint64_t length) {
+struct PageCacheCounts {
+    uint64_t pages, cached, dirty; // dirty: dirty or under writeback
+};
+
+// cachestat(2) of [offset, offset + length) of fd; nullopt when the kernel has none (the caller
+// says so and reads as before).
+inline std::optional<PageCacheCounts> page_cache_counts(int fd, uint64_t offset, uint64_t length) {
     constexpr long kSysCachestat = 451;
     struct Range {
         uint64_t off, len;
@@ -22,7 +26,14 @@ inline std::optional<bool> range_cached(int fd, uint64_t offset, uint64_t length
         uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
     } cs{};
     if (::syscall(kSysCachestat, fd, &r, &cs, 0) != 0) return std::nullopt;
-    return cs.nr_cache >= (r.len + 4095) / 4096;
+    return PageCacheCounts{(r.len + 4095) / 4096, cs.nr_cache, cs.nr_dirty + cs.nr_writeback};
+}
+
+// True when every page of [offset, offset + length) of fd is cached; nullopt without cachestat(2).
+inline std::optional<bool> range_cached(int fd, uint64_t offset, uint64_t length) {
+    const auto c = page_cache_counts(fd, offset, length);
+    if (!c) return std::nullopt;
+    return c->cached >= c->pages;
 }
 
 } // namespace sluice

@@ -108,6 +108,15 @@ std::string Stats::to_json() const {
         for (size_t i = 0; i < window_limits.size(); ++i) wl += (i ? "," : "") + json_string(window_limits[i]);
         field("window_limits", wl + "]");
     }
+    if (role == "send" && dry_run) {
+        field("dry_run", "true");
+        std::string c = "[";
+        for (size_t i = 0; i < changes.size(); ++i)
+            c += std::string(i ? "," : "") + "{\"item\":" + json_string(changes[i].item) + ",\"path\":" +
+                 json_string(changes[i].path) + ",\"target\":" + json_string(changes[i].target) +
+                 ",\"bytes\":" + std::to_string(changes[i].bytes) + "}";
+        field("changes", c + "]");
+    }
     if (role == "recv") {
         std::string d = "[";
         for (size_t i = 0; i < deleted.size(); ++i) d += (i ? "," : "") + json_string(deleted[i]);

@@ -38,6 +38,8 @@ const char* frame_type_name(uint8_t type) {
     case FrameType::reuse: return "REUSE";
     case FrameType::block_sums: return "BLOCK_SUMS";
     case FrameType::files_done: return "FILES_DONE";
+    case FrameType::dry_run_items: return "DRY_RUN_ITEMS";
+    case FrameType::dry_run_deleted: return "DRY_RUN_DELETED";
     }
     return "unknown";
 }
@@ -66,6 +68,8 @@ FrameHeader decode_frame_header(Span in) {
     case FrameType::update_params:
     case FrameType::reuse:
     case FrameType::block_sums:
+    case FrameType::dry_run_items:
+    case FrameType::dry_run_deleted:
     case FrameType::abort: limit = kMaxControlPayload; break;
     case FrameType::stream_resume: limit = kStreamResumeBytes; break;
     case FrameType::files_done: limit = kFilesDoneBytes; break;

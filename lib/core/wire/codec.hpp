@@ -73,5 +73,10 @@ EntryMeta decode_entry_meta(ByteReader& r, const std::string& path);
 void check_tree_entry(const ManifestEntry& e, const EntryMeta* meta);
 void encode_tree_options(Bytes& out, const TreeOptionsFrame& t);
 TreeOptionsFrame decode_tree_options(Span payload);
+// --dry-run's answers (codec_dry_run.cpp).
+void encode_dry_run_items(Bytes& out, const std::vector<DryRunItem>& items);
+std::vector<DryRunItem> decode_dry_run_items(Span payload);
+void encode_dry_run_deleted(Bytes& out, const DryRunDeleted& d);
+DryRunDeleted decode_dry_run_deleted(Span payload);
 
 } // namespace sluice::wire

@@ -157,7 +157,7 @@ TreeOptionsFrame decode_tree_options(Span payload) {
     ByteReader r(payload, "TREE_OPTIONS");
     TreeOptionsFrame t;
     t.flags = r.u32();
-    if (t.flags & ~TreeOptionsFrame::kDelete) bad("TREE_OPTIONS: unknown flags " + std::to_string(t.flags));
+    if (t.flags & ~(TreeOptionsFrame::kDelete | TreeOptionsFrame::kDryRun)) bad("TREE_OPTIONS: unknown flags " + std::to_string(t.flags));
     const uint32_t n = r.u32();
     if (n > kMaxRules) bad("TREE_OPTIONS: " + std::to_string(n) + " filter rules exceed the limit of 4096");
     for (uint32_t i = 0; i < n; ++i) {

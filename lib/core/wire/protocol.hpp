@@ -60,6 +60,8 @@ enum class FrameType : uint8_t {
     all_verified = 0x21, // R->S control: every file of the manifest is complete; streams may end
     working = 0x22,      // R->S control: still doing work the sender waits for (empty; a keepalive)
     block_sums = 0x24,   // R->S control: XXH3 of each block of the receiver's old version of a file
+    dry_run_items = 0x29,   // R->S control, --dry-run: what the receiver would change of a page's entries
+    dry_run_deleted = 0x2a, // R->S control, --dry-run --delete: what the receiver would delete
     transfer_end = 0x30, // S->R control: every data stream has ended
     final_status = 0x31, // R->S control: the receiver's verdict
     abort = 0x3f,        // either way: the transfer is over, with a reason
@@ -161,6 +163,7 @@ struct EntryMeta {
 // TREE_OPTIONS (codec_tree.cpp): what the receiver does with the tree beyond the manifest.
 struct TreeOptionsFrame {
     static constexpr uint32_t kDelete = 1; // remove what the receiver has under the sent roots that the manifest lacks
+    static constexpr uint32_t kDryRun = 2; // change nothing: report what would change (DRY_RUN_ITEMS, DRY_RUN_DELETED)
     uint32_t flags = 0;
     std::vector<std::string> rules; // "+ PATTERN" / "- PATTERN": what --delete leaves alone
 };
@@ -204,6 +207,34 @@ struct Reuse {
     uint64_t file_id = 0;
     std::vector<Extent> ranges; // sorted, disjoint: equal in the old and the new version
 };
+
+// --dry-run (codec_dry_run.cpp; docs/protocol.md "Dry run"): one entry the receiver would
+// change, by the sender's file id, and how (rsync's --itemize-changes letters).
+struct DryRunItem {
+    static constexpr uint16_t kNew = 1;     // absent, or of another kind: created (rsync's +++++++++)
+    static constexpr uint16_t kContent = 2; // a symlink's target or a device's number differs (c)
+    static constexpr uint16_t kSize = 4;    // s
+    static constexpr uint16_t kTime = 8;    // t: the mtime differs
+    static constexpr uint16_t kPerms = 16;  // p
+    static constexpr uint16_t kOwner = 32;  // o
+    static constexpr uint16_t kGroup = 64;  // g
+    static constexpr uint16_t kAll = 127;
+    uint64_t file_id = 0;
+    uint16_t changes = 0; // never 0: an entry with nothing to change is not listed
+};
+
+// What a --dry-run --delete receiver would remove: relative paths, a directory after its contents.
+struct DryRunDeleted {
+    struct Path {
+        std::string path; // the receiver's text: escape before showing it (printable())
+        bool is_dir = false;
+    };
+    std::vector<Path> paths;
+};
+// The most a sender keeps of a receiver's deletion list; a receiver with more to delete says
+// so as an error instead of a list cut short.
+inline constexpr uint64_t kMaxDryRunDeleted = 1u << 20;
+inline constexpr uint64_t kMaxDryRunDeletedBytes = 64u << 20;
 
 struct BlockPrefix {
     uint64_t file_id = 0;

@@ -110,6 +110,10 @@ struct SendOptions {
     // hold (never what the filters exclude), once everything else is in place; listed in its
     // -v lines and its Stats::deleted.
     bool delete_extraneous = false;
+    // --dry-run: the receiver compares and changes nothing; no data is sent. Stats::changes
+    // lists what it would do (docs/protocol.md "Dry run"). Not with checksum (the receiver
+    // would have to read every file) or with FdSources' send().
+    bool dry_run = false;
 };
 
 // Sends files, directories (recursively, relative to their parent) and symlinks to a

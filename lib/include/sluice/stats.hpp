@@ -23,6 +23,16 @@ struct StreamTcp {
     uint64_t sndbuf_limited_us = 0; // of it, held back by the send buffer
 };
 
+// One line of a sender's --dry-run list (rsync's --itemize-changes): what the receiver would do
+// to one path. item: "YXcstpoguax" (Y: '>' data sent, 'c' created or changed, 'h' hard link,
+// '.' attributes only; X: f d L D S; "+++++++++" new) or "*deleting".
+struct ItemizedChange {
+    std::string item;
+    std::string path;   // relative; a deletion's is the receiver's text: escape it before a terminal (printable())
+    std::string target; // symlinks: their target ("->"); hard links: the path linked to ("=>")
+    uint64_t bytes = 0; // a file to send: its size (an update by changed blocks may send less)
+};
+
 // Final figures of one side of a transfer; the CLI's --json prints exactly these fields.
 struct Stats {
     std::string role;           // "send" or "recv"
@@ -72,6 +82,10 @@ struct Stats {
     std::vector<std::string> window_limits;
     // Receiver with --delete: what it removed (relative paths, a directory after its contents).
     std::vector<std::string> deleted;
+    // Sender with --dry-run: nothing was sent or changed; changes lists what would be, entries
+    // in manifest order, then deletions (a directory after its contents).
+    bool dry_run = false;
+    std::vector<ItemizedChange> changes;
 
     double throughput_mb_s() const { return seconds > 0 ? bytes_sent / seconds / 1e6 : 0; }
     SLUICE_EXPORT std::string to_json() const;

@@ -22,15 +22,7 @@ void ControlSide::serve(uint16_t stream_count) {
             on_manifest(wire::decode_manifest(f.payload));
             answers_.answered();
             break;
-        case wire::FrameType::tree_options:
-            // Before the first page: how the tree is mirrored is fixed before any entry lands.
-            if (pages_ != 0 || mirror_) throw Error(ErrorCode::protocol, "TREE_OPTIONS after the manifest began");
-            if (!(sender_features_ & wire::kFeatureTreeMeta))
-                throw Error(ErrorCode::protocol, "TREE_OPTIONS from a sender that did not announce tree metadata (hello feature bit 3)");
-            mirror_.emplace(wire::decode_tree_options(f.payload));
-            if (files_.releasing()) log_.verbose_line("complete entries kept: --delete compares every path sent at the end");
-            files_.allow_release(false);
-            break;
+        case wire::FrameType::tree_options: on_tree_options(wire::decode_tree_options(f.payload)); break;
         case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
         case wire::FrameType::update_params:
             if (pages_ > 0) throw Error(ErrorCode::protocol, "UPDATE_PARAMS after the first manifest page");
@@ -145,12 +137,15 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
         const uint64_t id = page.entries[i].file_id;
         in_place_.reset();
         register_entry(std::move(page.entries[i]), ack.verified);
-        if (next_meta < page.meta.size() && page.meta[next_meta].first == i)
+        const bool has_meta = next_meta < page.meta.size() && page.meta[next_meta].first == i;
+        if (dry_) dry_->add(files_.at(id), has_meta ? &page.meta[next_meta].second : nullptr);
+        if (has_meta)
             tree_meta_.add_meta(files_, files_.at(id), std::move(page.meta[next_meta++].second),
                                 in_place_ ? &*in_place_ : nullptr);
         still_working();
     }
     files_.publish();
+    if (dry_) send_dry_run_page(); // before the ack: the sender lists a page's items when it is answered
     wire::Bytes out;
     wire::encode_manifest_ack(out, ack);
     send(out);
@@ -159,34 +154,8 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     // and special files are never settled, so their slabs stay for the end.
     files_.release_settled([this](std::span<const RecvFile> entries) {
         keep_released(entries);
-        if (target_.writes_files()) tree_meta_.take_released(target_.tree(), entries);
+        if (writes()) tree_meta_.take_released(target_.tree(), entries);
     });
-}
-
-// Directories and symlinks are made or finished at the end: a released slab's are copied out
-// (and counted) and dirs_/links_ point at the copies. Both lists are in id order.
-void ControlSide::keep_released(std::span<const RecvFile> entries) {
-    for (const RecvFile& f : entries) {
-        const wire::EntryKind k = f.entry.kind;
-        if (k != wire::EntryKind::directory && k != wire::EntryKind::symlink) continue;
-        auto& list = k == wire::EntryKind::directory ? dirs_ : links_;
-        auto it = std::lower_bound(list.begin(), list.end(), f.entry.file_id,
-                                   [](const wire::ManifestEntry* e, uint64_t id) { return e->file_id < id; });
-        if (it == list.end() || *it != &f.entry) throw Error(ErrorCode::internal, "a released entry is not in its list");
-        files_.count_copy(f.entry);
-        *it = &kept_.emplace_back(f.entry);
-    }
-}
-
-void ControlSide::refuse_tree_meta(const wire::ManifestPage& page) const {
-    const char* what = nullptr;
-    for (const auto& e : page.entries)
-        if (!what && static_cast<uint8_t>(e.kind) >= static_cast<uint8_t>(wire::EntryKind::hard_link))
-            what = "a hard link or special file entry";
-    if (!what && !page.meta.empty()) what = "a metadata trailer";
-    if (what)
-        throw Error(ErrorCode::protocol,
-                    std::string("the sender sent ") + what + " without announcing tree metadata (hello feature bit 3)");
 }
 
 void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::ByteRange>& already) {
@@ -196,7 +165,7 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
     // A pipe transfer is its one pipe entry.
     if (pipe_entry_ || (e.kind == wire::EntryKind::pipe && files_.size() > 0))
         throw Error(ErrorCode::protocol, "a pipe must be the only entry of its transfer");
-    const bool write = target_.writes_files();
+    const bool write = writes();
     RecvFile& f = files_.append(std::move(e));
     if (write && f.parent != last_parent_) {
         target_.tree().make_dirs(f.parent);
@@ -237,6 +206,7 @@ void ControlSide::register_file(RecvFile& f, std::vector<wire::ByteRange>& alrea
         p->bytes_total += f.entry.size;
         p->files_total += 1;
     }
+    if (dry_) return dry_run_file(f, already);
     if (target_.writes_files()) {
         Resumed r = resume_file(parent_dirs_.get(f.parent), files_, f, opts_.verify, already, !update_.checksum());
         counts_.bytes_skipped += r.bytes;
@@ -370,8 +340,9 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
         target_.pipe_done(got);
     }
     check_files_complete(files_);
-    if (target_.writes_files()) {
-        const std::function<void()> working = [this] { still_working(); };
+    const std::function<void()> working = [this] { still_working(); };
+    if (dry_) dry_run_end(working);
+    if (writes()) {
         tree_meta_.make_links_and_specials(target_.tree(), files_, working);
         make_symlinks(target_.tree(), links_, working);
         apply_dir_metadata(target_.tree(), dirs_, opts_.sync, working);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "recv/session/recv_target.hpp"
 #include "recv/session/resend_policy.hpp"
 #include "recv/session/update_side.hpp"
+#include "recv/store/dry_run_items.hpp"
 #include "recv/store/file_table.hpp"
 #include "recv/store/tree_meta.hpp"
 #include "recv/store/tree_mirror.hpp"
@@ -79,6 +81,13 @@ public:
 
 private:
     void on_manifest(wire::ManifestPage&& page);
+    // TREE_OPTIONS and --dry-run (control_tree.cpp).
+    void on_tree_options(wire::TreeOptionsFrame&& t);
+    void dry_run_file(RecvFile& f, std::vector<wire::ByteRange>& already);
+    void send_dry_run_page();
+    void dry_run_end(const std::function<void()>& working);
+    // Whether entries are written to DIR (not a Sink or an fd, not a dry run).
+    bool writes() const { return target_.writes_files() && !dry_; }
     void refuse_tree_meta(const wire::ManifestPage& page) const;
     // Changed-block updates (update_side.hpp): offers an old version's sums, applies REUSE.
     void offer_old_version(RecvFile& f);
@@ -135,7 +144,9 @@ private:
     // metadata already in place is not applied again (TreeMeta::add_meta).
     std::optional<struct stat> in_place_;
     // Owners, attributes, hard links, special files (issue 17): bounded like the file table.
+    bool tree_options_ = false;        // TREE_OPTIONS arrived (at most once)
     std::optional<TreeMirror> mirror_; // --delete, from TREE_OPTIONS
+    std::optional<DryRunItems> dry_;   // --dry-run, from TREE_OPTIONS: what would change, page by page
     std::vector<std::string> deleted_;
     TreeMeta tree_meta_{opts_.numeric_ids, opts_.max_manifest_bytes ? opts_.max_manifest_bytes : FileTable::default_max_bytes()};
     uint8_t sender_features_ = 0; // set at the start of every transfer (RecvSession::start_transfer)

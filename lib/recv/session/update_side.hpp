@@ -41,6 +41,9 @@ public:
     // at the same size keeps its old inode: only its mode and mtime are set.
     Applied apply(const DestTree& tree, FileTable& files, const wire::Reuse& r, bool sync);
 
+    // Files of one block up to this size are not offered (sent whole; offer()).
+    static constexpr uint64_t kWholeBytes = 1u << 20;
+
     // The slower path taken (no reflink: the unchanged blocks were copied), for the stats.
     const std::string& fallback() const { return fallback_; }
 

@@ -51,6 +51,13 @@ UniqueFd DestTree::open_dir(const std::string& rel_dir) const {
     return UniqueFd(fd);
 }
 
+UniqueFd DestTree::find_dir(const std::string& rel_dir) const {
+    int fd = openat2_beneath(root_.get(), rel_dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) return UniqueFd();
+    if (fd < 0) return open_dir(rel_dir); // the same refusal, with its reason
+    return UniqueFd(fd);
+}
+
 void DestTree::make_dirs(const std::string& rel_dir) const {
     if (rel_dir.empty()) return;
     // Fast path: it exists already (the manifest lists parents first, so this is common).

@@ -20,6 +20,9 @@ public:
     const std::string& display() const { return display_; }
     // Opens an existing directory below DIR ("" is DIR itself).
     UniqueFd open_dir(const std::string& rel_dir) const;
+    // Like open_dir, but a directory that is not there (or not a directory) is an empty fd, not
+    // an error: --dry-run looks without creating. A path through a symlink is still refused.
+    UniqueFd find_dir(const std::string& rel_dir) const;
     // Creates rel_dir and any missing parents below DIR.
     void make_dirs(const std::string& rel_dir) const;
 

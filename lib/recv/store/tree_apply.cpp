@@ -133,15 +133,15 @@ void TreeMeta::apply_one(const DestTree& tree, const wire::ManifestEntry& e, con
         warnings_.add("owners", path, errno_text(err) + (err == EPERM ? " (changing owners needs root or CAP_CHOWN)" : ""));
     }
     const std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
+    // A symlink's attributes (trusted., security.; the kernel refuses user. ones on symlinks)
+    // cannot be set through its O_PATH handle, which setxattr follows: lsetxattr names it in
+    // its directory's handle instead (opened beneath DIR), and does not follow it.
+    const std::string link_path =
+        link ? "/proc/self/fd/" + std::to_string(dir.get()) + "/" + DestTree::name_of(path) : std::string();
     for (const auto& [name, value] : m.xattrs) {
-        // A symlink's attributes cannot be set through its O_PATH handle (setxattr follows
-        // the link): said, not dropped.
-        if (link) {
-            warnings_.add("attributes of symlinks", path, "not supported by sluice");
-            break;
-        }
-        if (::setxattr(proc.c_str(), name.c_str(), value.data(), value.size(), 0) != 0)
-            warnings_.add(xattr_kind(name), path, errno_text(errno));
+        const int rc = link ? ::lsetxattr(link_path.c_str(), name.c_str(), value.data(), value.size(), 0)
+                            : ::setxattr(proc.c_str(), name.c_str(), value.data(), value.size(), 0);
+        if (rc != 0) warnings_.add(link ? "attributes of symlinks" : xattr_kind(name), path, errno_text(errno));
     }
     if (link) return;
     // Set-id bits only where the owner and group are the sender's (a transfer must not mint a

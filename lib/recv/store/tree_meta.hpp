@@ -63,6 +63,10 @@ public:
     void make_links_and_specials(const DestTree& tree, FileTable& files, const std::function<void()>& still_working);
     void apply(const DestTree& tree, FileTable& files, const std::function<void()>& still_working);
 
+    // The receiver's id for the sender's user / group (by name unless numeric; cached).
+    uid_t map_user(const std::string& name, uint32_t id);
+    gid_t map_group(const std::string& name, uint32_t id);
+
     uint64_t bytes() const { return bytes_; }
     uint64_t hard_links() const { return links_.size(); }
     uint64_t specials() const { return specials_.size(); }
@@ -78,8 +82,6 @@ private:
         std::vector<std::pair<std::string, std::string>> xattrs;
     };
     void charge(uint64_t n, const std::string& path);
-    uid_t map_user(const std::string& name, uint32_t id);
-    gid_t map_group(const std::string& name, uint32_t id);
     void apply_one(const DestTree& tree, const wire::ManifestEntry& e, const Stored& m);
     // The mode apply_one sets: set-id bits only where the owner and group are the sender's.
     static mode_t mode_to_set(const wire::ManifestEntry& e, const Stored& m, bool owner_kept);

@@ -76,8 +76,46 @@ void TreeMirror::sweep(int dir_fd, const std::string& rel, const std::unordered_
             continue;
         }
         if (protect_.excluded(path, is_dir)) continue; // the sender's filters left it out: not ours to judge
-        remove_all(dir_fd, name, path, removed, depth);
+        if (dry_)
+            list_all(dir_fd, name, path, is_dir, removed, depth);
+        else
+            remove_all(dir_fd, name, path, removed, depth);
     }
+}
+
+std::vector<wire::DryRunDeleted::Path> TreeMirror::list_extraneous(const DestTree& tree, FileTable& files,
+                                                                   const std::function<void()>& still_working) {
+    dry_ = true;
+    listed_bytes_ = 0;
+    std::vector<std::string> found = delete_extraneous(tree, files, still_working);
+    dry_ = false;
+    std::vector<wire::DryRunDeleted::Path> out;
+    out.reserve(found.size());
+    for (std::string& p : found) {
+        const bool dir = p.ends_with('/');
+        if (dir) p.pop_back();
+        out.push_back({.path = std::move(p), .is_dir = dir});
+    }
+    return out;
+}
+
+void TreeMirror::list_all(int dir_fd, const std::string& name, const std::string& rel, bool is_dir,
+                          std::vector<std::string>& removed, unsigned depth) {
+    if (depth > kMaxDepth) throw Error(ErrorCode::destination, "'" + rel + "' is nested too deep for --delete");
+    listed_bytes_ += rel.size() + 1;
+    if (removed.size() >= wire::kMaxDryRunDeleted || listed_bytes_ > wire::kMaxDryRunDeletedBytes)
+        throw Error(ErrorCode::destination, "--dry-run: more than " + std::to_string(removed.size()) + " paths (" +
+                                                std::to_string(listed_bytes_ >> 20) + " MiB) would be deleted, too many to list");
+    if (is_dir) {
+        UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!sub) throw_errno(ErrorCode::destination, "cannot read '" + rel + "' for --delete");
+        for (const std::string& n : names_in(sub.get(), rel)) {
+            struct stat st {};
+            if (::fstatat(sub.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue; // gone meanwhile
+            list_all(sub.get(), n, rel + "/" + n, S_ISDIR(st.st_mode), removed, depth + 1);
+        }
+    }
+    removed.push_back(is_dir ? rel + "/" : rel);
 }
 
 void TreeMirror::remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,

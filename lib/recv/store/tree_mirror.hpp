@@ -25,12 +25,21 @@ public:
     // Returns the relative paths removed, in the order they were (a directory after its contents).
     std::vector<std::string> delete_extraneous(const DestTree& tree, FileTable& files,
                                                const std::function<void()>& still_working);
+    // --dry-run: what delete_extraneous would remove, in the same order, removing nothing.
+    // Throws destination Error past wire::kMaxDryRunDeleted paths (more than a sender lists).
+    std::vector<wire::DryRunDeleted::Path> list_extraneous(const DestTree& tree, FileTable& files,
+                                                          const std::function<void()>& still_working);
 
 private:
     void sweep(int dir_fd, const std::string& rel, const std::unordered_set<std::string_view>& listed,
                std::vector<std::string>& removed, const std::function<void()>& still_working, unsigned depth);
     void remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
                     unsigned depth);
+    // dry_: what remove_all would remove; a directory's path gets a '/' at its end (names never have one).
+    void list_all(int dir_fd, const std::string& name, const std::string& rel, bool is_dir, std::vector<std::string>& removed,
+                  unsigned depth);
+    bool dry_ = false;
+    uint64_t listed_bytes_ = 0; // dry_: the paths' bytes so far
 
     FilterRules protect_;
 };

@@ -95,6 +95,7 @@ private:
     void queue_read(Slot& s);
     void reap_one();
     void finish_read(Slot& s);
+    // Whether to read it through the page cache: all of it cached, or some of it dirty.
     bool fully_cached(int fd, uint64_t length);
     bool make_direct(int fd);
 

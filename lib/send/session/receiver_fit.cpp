@@ -1,5 +1,6 @@
 #include "send/session/receiver_fit.hpp"
 
+#include "core/wire/codec.hpp"
 #include "send/plan/sparse_extents.hpp"
 #include "sluice/progress.hpp"
 #include "sluice/sluice.hpp"
@@ -18,6 +19,21 @@ void ReceiverFit::fit_tree(TreeOptions& tree, bool delete_extraneous, const std:
     tree_fallback_ = "tree metadata: the receiver does not keep owners, xattrs, ACLs, hard links or special files "
                      "(it does not offer hello feature bit 3): hard links sent as copies, special files skipped";
     log_.line("warning: " + tree_fallback_);
+}
+
+std::optional<wire::Bytes> ReceiverFit::tree_options(const TreeOptions& tree, bool delete_extraneous, bool dry_run,
+                                                     const std::string& peer) const {
+    if (!delete_extraneous && !dry_run) return std::nullopt;
+    if (!(features_ & wire::kFeatureTreeMeta))
+        throw Error(ErrorCode::usage, "the receiver at " + peer + std::string(" cannot ") +
+                                          (dry_run ? "do a dry run" : "delete extraneous files") +
+                                          " (it does not offer tree metadata, hello feature bit 3: an older sluice)");
+    wire::Bytes out;
+    wire::encode_tree_options(out, wire::TreeOptionsFrame{
+                                       .flags = (delete_extraneous ? wire::TreeOptionsFrame::kDelete : 0u) |
+                                                (dry_run ? wire::TreeOptionsFrame::kDryRun : 0u),
+                                       .rules = tree.filters.texts()});
+    return out;
 }
 
 void ReceiverFit::describe_holes(wire::ManifestEntry& e, const std::string& src, uint64_t allocated) {

@@ -3,10 +3,12 @@
 // "Handshake"): data extents of sparse files (bit 1) and tree metadata (bit 3). What is left
 // out is said once, in the log and in the stats' fallbacks: never a silent downgrade.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/session/session_log.hpp"
+#include "core/wire/codec.hpp"
 #include "core/wire/protocol.hpp"
 #include "send/plan/tree_reader.hpp"
 
@@ -23,6 +25,11 @@ public:
     // xattrs and ACLs are left out and special files skipped (a warning each); --delete
     // cannot be honoured, so it is refused (Error usage naming `peer`) before anything is sent.
     void fit_tree(TreeOptions& tree, bool delete_extraneous, const std::string& peer);
+    // TREE_OPTIONS for --delete and --dry-run (their filter rules), or nothing when neither is
+    // on. Both need bit 3: a receiver without it could not honour them (an older one would
+    // write what a dry run must not), so they are refused (Error usage naming `peer`) first.
+    std::optional<wire::Bytes> tree_options(const TreeOptions& tree, bool delete_extraneous, bool dry_run,
+                                            const std::string& peer) const;
 
     // A file with holes lists its data extents in its entry where the receiver offered sparse
     // files; only those are planned and sent. Otherwise its holes go as zeros.

@@ -14,6 +14,9 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
     if (opts_.streams < 1 || opts_.streams > wire::kMaxStreams)
         throw Error(ErrorCode::usage,
                     "--streams " + std::to_string(opts_.streams) + ": must be 1 to " + std::to_string(wire::kMaxStreams));
+    if (opts_.dry_run && opts_.checksum)
+        throw Error(ErrorCode::usage, "--dry-run with --checksum: not built (the receiver would read every file it has)");
+    if (opts_.dry_run && mode_ == Mode::pipe) throw Error(ErrorCode::usage, "--dry-run: not for a byte stream ('-')");
     if (mode_ == Mode::files &&
         (opts_.block_size < 64 * 1024 || opts_.block_size > wire::kMaxBlockData || opts_.block_size % 4096))
         throw Error(ErrorCode::usage,
@@ -89,6 +92,8 @@ void SendCore::read_control() {
             case wire::FrameType::all_verified: on_all_verified(); break;
             case wire::FrameType::block_sums: on_block_sums(wire::decode_block_sums(f.payload)); break;
             case wire::FrameType::files_done: on_files_done(wire::decode_files_done(f.payload)); break;
+            case wire::FrameType::dry_run_items: on_dry_run_items(wire::decode_dry_run_items(f.payload)); break;
+            case wire::FrameType::dry_run_deleted: on_dry_run_deleted(wire::decode_dry_run_deleted(f.payload)); break;
             case wire::FrameType::working: break; // the receiver is alive and busy for us: last_frame_ moved
             case wire::FrameType::final_status: final_ = wire::decode_final_status(f.payload); return;
             case wire::FrameType::abort:
@@ -103,8 +108,10 @@ void SendCore::read_control() {
         }
     } catch (const Error& e) {
         // After TRANSFER_END a connection that breaks is judged by the verdict, but silence
-        // past the deadline is the failure itself.
-        if (!latch_.stopped() && (!finished_ || e.cause() == ErrorCause::timed_out)) latch_.fail(e);
+        // past the deadline is the failure itself, and so is a frame the receiver got wrong
+        // (--dry-run's deletions arrive then).
+        if (!latch_.stopped() && (!finished_ || e.cause() == ErrorCause::timed_out || e.code() == ErrorCode::protocol))
+            latch_.fail(e);
         if (e.cause() == ErrorCause::timed_out) shutdown_all(data_); // streams blocked on the silent receiver return
         // Encrypted: a relay blocked sending to a receiver that is gone returns, and with it
         // the stream writing into the relay.

@@ -53,6 +53,9 @@ protected:
     // FILES_DONE (the announce window, files only); refused as unexpected by default.
     virtual void on_files_done(const wire::FilesDone&) { unexpected(static_cast<uint8_t>(wire::FrameType::files_done)); }
     virtual void on_block_sums(wire::BlockSums&& s);
+    // --dry-run's answers (the file sender); refused as unexpected by default.
+    virtual void on_dry_run_items(std::vector<wire::DryRunItem>&&) { unexpected(static_cast<uint8_t>(wire::FrameType::dry_run_items)); }
+    virtual void on_dry_run_deleted(wire::DryRunDeleted&&) { unexpected(static_cast<uint8_t>(wire::FrameType::dry_run_deleted)); }
     // Only the file sender resends; by default RESEND is refused as unexpected.
     virtual void on_resend(const wire::ByteRange& r);
     // Wakes every thread of the session that waits for input, work or an ack: it stopped.
@@ -90,6 +93,7 @@ protected:
     // throws the failure.
     [[noreturn]] void abort_peer(std::thread& reader, uint32_t code);
 
+    [[noreturn]] void unexpected(uint8_t frame_type) const;
     bool cancelled() const { return opts_.cancel && opts_.cancel->load(); }
     void throw_if_cancelled() const {
         if (cancelled()) throw Error(ErrorCode::cancelled, "transfer cancelled");
@@ -155,7 +159,6 @@ private:
     // The TCP connection of data stream i + 1 (under its relay when encrypted).
     int tcp_fd(size_t i) const { return tcp_.empty() ? data_[i].get() : tcp_[i].get(); }
     void end_stream(size_t i, const wire::StreamEnd& end);
-    [[noreturn]] void unexpected(uint8_t frame_type) const;
     // Waits until a frame starts to arrive on the control connection; throws timed_out once
     // the receiver has owed an answer for the idle timeout.
     void await_frame();

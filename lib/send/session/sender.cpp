@@ -18,6 +18,7 @@
 #include "send/plan/source_tree.hpp"
 #include "send/plan/work_queue.hpp"
 #include "send/session/announce_window.hpp"
+#include "send/session/dry_run_list.hpp"
 #include "send/session/receiver_fit.hpp"
 #include "send/session/send_core.hpp"
 #include "send/session/source_records.hpp"
@@ -135,6 +136,8 @@ public:
                 .data_path = records ? kRecordsPath : send_path_name(choice.path),
                 .fallbacks = std::move(fallbacks),
                 .ring_mode = ring ? probe_ring_features().setup_mode() : "none",
+                .dry_run = opts_.dry_run,
+                .changes = dry_.take(),
             },
             t0);
     }
@@ -173,12 +176,8 @@ private:
             page_bytes = 0;
             page_limit = std::min<size_t>(page_limit * 4, 4096);
         };
-        if (opts_.delete_extraneous) {
-            wire::Bytes out;
-            wire::encode_tree_options(out, wire::TreeOptionsFrame{.flags = wire::TreeOptionsFrame::kDelete,
-                                                                  .rules = tree_.filters.texts()});
-            control_.write(out, "sending the tree options");
-        }
+        if (auto out = fit_->tree_options(tree_, opts_.delete_extraneous, opts_.dry_run, peer_))
+            control_.write(*out, "sending the tree options");
         WalkVisitor visit;
         if (fd_sources_.empty()) visit.tree = &tree_;
         visit.meta = [&](wire::EntryMeta&& m) {
@@ -197,6 +196,7 @@ private:
         visit.entry = [&](wire::ManifestEntry&& e, std::string&& src, uint64_t allocated) {
             throw_if_cancelled();
             if (latch_.stopped()) throw Error(ErrorCode::internal, "stopped");
+            if (opts_.dry_run) dry_.add(e);
             if (e.kind == wire::EntryKind::file) {
                 window_.admit(flush, [&] { return latch_.stopped() || cancelled(); });
                 if (fd_sources_.empty()) fit_->describe_holes(e, src, allocated);
@@ -264,6 +264,8 @@ private:
         for (const SourceFile* f : files) planner_.add(*f, ack.verified, items);
         count_settled(opts_.progress, files, ack.verified);
         planner_.flush(items);
+        if (opts_.dry_run && !items.empty())
+            throw Error(ErrorCode::protocol, "receiver asked for data in a dry run (manifest page " + std::to_string(ack.seq) + ")");
         {
             std::lock_guard lk(pages_mu_);
             work_idle_since_ = Clock::now(); // new work: the streams are busy before they pop it
@@ -287,6 +289,11 @@ private:
         update_.accept(std::move(s), records_.contains(s.file_id));
     }
 
+    void on_dry_run_items(std::vector<wire::DryRunItem>&& i) override { opts_.dry_run ? dry_.on_items(i) : unexpected(0x29); }
+    void on_dry_run_deleted(wire::DryRunDeleted&& d) override {
+        opts_.dry_run && opts_.delete_extraneous ? dry_.on_deleted(std::move(d)) : unexpected(0x2a);
+    }
+
     void on_files_done(const wire::FilesDone& d) override {
         window_.done(d.files);
         records_.complete_below(d.below);
@@ -299,14 +306,7 @@ private:
     }
 
     void on_resend(const wire::ByteRange& r) override {
-        const SourceFile* f = records_.hold(r.file_id); // the new segment's hold
-        if (f && (r.offset > f->size || r.length > f->size - r.offset || r.length == 0 || r.length > opts_.block_size)) {
-            f->let_go();
-            f = nullptr;
-        }
-        if (!f)
-            throw Error(ErrorCode::protocol, "receiver asked to resend a block that was never sent, or of a file it reported "
-                                             "complete (file id " + std::to_string(r.file_id) + ")");
+        const SourceFile* f = &records_.hold_resend(r, opts_.block_size); // the new segment's hold
         ++resent_;
         {
             std::lock_guard lk(pages_mu_);
@@ -363,6 +363,7 @@ private:
     uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
     UpdateSums update_{opts_.block_size}; // changed-block updates
     std::optional<ReceiverFit> fit_; // what the receiver's hello leaves out (after connecting)
+    DryRunList dry_; // --dry-run: what the receiver would change
 
     std::mutex pages_mu_;
     std::condition_variable acks_cv_;

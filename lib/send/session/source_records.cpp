@@ -90,4 +90,16 @@ std::string SourceRecords::summary() const {
            std::to_string(freed_) + " freed as the receiver reported them complete";
 }
 
+const SourceFile& SourceRecords::hold_resend(const wire::ByteRange& r, uint64_t block_size) {
+    const SourceFile* f = hold(r.file_id);
+    if (f && (r.offset > f->size || r.length > f->size - r.offset || r.length == 0 || r.length > block_size)) {
+        f->let_go();
+        f = nullptr;
+    }
+    if (!f)
+        throw Error(ErrorCode::protocol, "receiver asked to resend a block that was never sent, or of a file it reported "
+                                         "complete (file id " + std::to_string(r.file_id) + ")");
+    return *f;
+}
+
 } // namespace sluice

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/wire/protocol.hpp"
 #include "send/plan/source_tree.hpp"
 
 namespace sluice {
@@ -28,6 +29,9 @@ public:
     // or freed.
     const SourceFile* hold(uint64_t id);
     bool contains(uint64_t id) const;
+    // RESEND: the record the range names, held for its new segment; throws protocol Error for a
+    // file never sent (or reported complete and freed) or a range outside it or over a block.
+    const SourceFile& hold_resend(const wire::ByteRange& r, uint64_t block_size);
     // Control reader, FILES_DONE's `below`: throws protocol Error if it goes back or names
     // entries never sent. Frees the records below it that nothing holds; held ones are tried
     // again at the next call.
