@@ -174,7 +174,7 @@ def start_nginx(root, port, workdir, aio=True, location=""):
 def stop_servers(procs, results):
     """SIGTERM sluice (it drains and prints its --json stats), SIGQUIT nginx (graceful)."""
     for name, p in procs.items():
-        p.send_signal(signal.SIGTERM if name == "sluice" else signal.SIGQUIT)
+        p.send_signal(signal.SIGTERM if name.startswith("sluice") else signal.SIGQUIT)
         out, err = p.communicate(timeout=60)
         if name == "sluice" and out.strip():
             results["sluice_stats"] = json.loads(out.strip().splitlines()[-1])

@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Uploads: `ab -k -c 10` PUT of 1/3/5/10 KB bodies (the leveldb FS report's POST test:
+"""Uploads: `ab -c 10` of 1/3/5/10 KB bodies (the leveldb FS report's POST test:
 4,212 / 2,583 / 1,763 / 943 requests/s), sluice serve --allow-upload beside nginx-light with
 its dav module (dav_methods PUT; the same temporary file + rename), same run, interleaved.
+--modes picks the ab runs: PUT-k (ab -k -u, the default), POST (ab -p, a connection per
+request, as the report ran it), POST-k. nginx's dav module takes no POST, so nginx runs PUT
+with the same keep-alive. The server's CPU per request is recorded (utime + stime from /proc
+over the cell); --perf records sluice's first cell; --sluice-b runs a second sluice build
+beside the first (an A/B of a change in the same run).
 With --new-names, also wrk -c 10 (keep-alive) PUTting each body to a new name
 (put_names.lua, at most --limit requests per cell, the files deleted after each cell): the
 cost without the replacement. Disk: at most limit x 10 KB at once (2.5 GB by default).
@@ -27,8 +32,11 @@ TOKEN = "benchtoken"
 DAV = "dav_methods PUT; create_full_put_path on; client_max_body_size 1m; client_body_buffer_size 16k;"
 
 
-def run_ab(url, body, seconds, auth):
-    cmd = run.in_ns(run.CLI_NS, run.CLI_CPU, "ab", "-q", "-k", "-c", "10", "-t", seconds, "-n", "5000000", "-u", body,
+def run_ab(url, body, seconds, auth, method="PUT", keep=True):
+    """ab -c 10 sending BODY with METHOD (-u PUT, -p POST), with keep-alive (-k) or a
+    connection per request (the report's `ab -c 10` POST had no -k)."""
+    cmd = run.in_ns(run.CLI_NS, run.CLI_CPU, "ab", "-q", *(["-k"] if keep else []), "-c", "10", "-t", seconds, "-n",
+                    "5000000", "-u" if method == "PUT" else "-p", body,
                     "-T", "application/octet-stream", *(["-H", f"Authorization: Bearer {TOKEN}"] if auth else []), url)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, env=run.ENV).stdout
 
@@ -55,14 +63,16 @@ def run_wrk_put(base, prefix, kb, seconds, auth, limit):
 
 def table(rows, first, ms):
     print(f"| {first} | sluice req/s | nginx (dav) req/s | sluice/nginx | report req/s | sluice/report | "
-          "sluice p50/p99 ms | nginx p50/p99 ms |")
-    print("|---|---|---|---|---|---|---|---|")
+          "sluice p50/p99 ms | nginx p50/p99 ms | server CPU us/request, sluice / nginx |")
+    print("|---|---|---|---|---|---|---|---|---|")
     by = {(x["server"], x["kb"]): x for x in rows}
     for kb in SIZES:
         s, n = by[("sluice", kb)], by[("nginx", kb)]
         lat = [ms.format(x[k]) for x in (s, n) for k in ("p50_ms", "p99_ms")]
         print(f"| {kb} KB | {s['rps']:,.0f} | {n['rps']:,.0f} | {s['rps'] / n['rps']:.2f}x | {REPORT[kb]:,} | "
-              f"{s['rps'] / REPORT[kb]:.1f}x | {lat[0]} / {lat[1]} | {lat[2]} / {lat[3]} |")
+              f"{s['rps'] / REPORT[kb]:.1f}x | {lat[0]} / {lat[1]} | {lat[2]} / {lat[3]} | "
+              + " / ".join(f"{x['server_cpu_us_per_req']:.0f}" if x.get("server_cpu_us_per_req") else "-" for x in (s, n))
+              + " |")
 
 
 def main():
@@ -72,6 +82,11 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--out", default=None)
     ap.add_argument("--new-names", action="store_true", help="also wrk PUTs to a new name per request")
+    ap.add_argument("--sluice-b", default=None, help="a second sluice binary, run beside the first (rows 'sluice-b')")
+    ap.add_argument("--perf", default=None, help="perf record -g sluice during its first cell into this file")
+    ap.add_argument("--modes", default="PUT-k",
+                    help="comma list of METHOD[-k]: PUT-k (ab -k -u), POST (ab -p, a connection per request, as the "
+                         "report), POST-k. nginx's dav module takes no POST: nginx runs PUT with the same keep-alive")
     ap.add_argument("--limit", type=int, default=250000,
                     help="at most this many new files per cell (a cell that reaches it is marked: wrk's rate then counts idle time)")
     a = ap.parse_args()
@@ -90,21 +105,42 @@ def main():
     results = {"command": " ".join(sys.argv), "runs": []}
     procs = {}
     try:
-        p, _ = run.start_sluice(a.sluice, root, 8080, ("--allow-upload", "--token", TOKEN))
+        p, spids = run.start_sluice(a.sluice, root, 8080, ("--allow-upload", "--token", TOKEN))
         procs["sluice"] = p
-        p, _ = run.start_nginx(root, 8081, data / "nginx", aio=True, location=DAV)
+        p, npids = run.start_nginx(root, 8081, data / "nginx", aio=True, location=DAV)
         procs["nginx"] = p
         servers = {"sluice": (f"http://{run.SRV_IP}:8080", True), "nginx": (f"http://{run.SRV_IP}:8081", False)}
-        for kb in SIZES:
+        pids = {"sluice": spids, "nginx": npids}
+        if a.sluice_b:  # a second sluice build beside the first, same run (an A/B of a change)
+            p, bpids = run.start_sluice(a.sluice_b, root, 8082, ("--allow-upload", "--token", TOKEN))
+            procs["sluice-b"] = p
+            servers["sluice-b"] = (f"http://{run.SRV_IP}:8082", True)
+            pids["sluice-b"] = bpids
+        perf = None
+        for mode, kb in ((m, kb) for m in a.modes.split(",") for kb in SIZES):
+            method, keep = mode.split("-")[0], mode.endswith("-k")
             for name, (base, auth) in servers.items():
                 url = f"{base}/up-{kb}k.bin"
                 # the name exists before ab starts: every request of the run replaces it
                 subprocess.run(run.in_ns(run.CLI_NS, run.CLI_CPU, "curl", "-s", "-o", "/dev/null", "--max-time", "10",
                                          "-T", bodies[kb], *(["-H", f"Authorization: Bearer {TOKEN}"] if auth else []),
                                          url), env=run.ENV, check=True)
-                r = run_ab(url, bodies[kb], a.seconds, auth)
+                sent = method if name.startswith("sluice") else "PUT"
+                if a.perf and name == "sluice" and not results.get("perf_cell"):
+                    results["perf_cell"] = f"{mode} {kb} KB"  # the first sluice cell, profiled (its rate counts perf's cost)
+                    perf = subprocess.Popen(["perf", "record", "-g", "-o", a.perf, "-p", str(spids[0])],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                cpu0 = run.cpu_seconds(pids[name])
+                r = run_ab(url, bodies[kb], a.seconds, auth, sent, keep)
+                r["server_cpu_s"] = run.cpu_seconds(pids[name]) - cpu0  # over the -t SECONDS (ab stops then)
+                r["server_cpu_us_per_req"] = r["server_cpu_s"] / r["complete"] * 1e6 if r["complete"] else None
+                if perf:
+                    perf.send_signal(2)
+                    perf.wait(timeout=120)
+                    perf = None
                 stored = (root / f"up-{kb}k.bin").read_bytes() == bodies[kb].read_bytes()
-                r.update(server=name, kb=kb, report_rps=REPORT[kb], stored_ok=stored)
+                r.update(server=name, kb=kb, report_rps=REPORT[kb], stored_ok=stored, method=sent, keep_alive=keep,
+                         mode=mode)
                 print(json.dumps(r), flush=True)
                 results["runs"].append(r)
         results["new_names"] = []
@@ -123,7 +159,13 @@ def main():
         run.stop_servers(procs, results)
         run.sh(run.NETNS, "down")
         shutil.rmtree(data, ignore_errors=True)
-    table(results["runs"], "body, ab -k -c 10 PUT of one name", "{:.0f}")
+    for mode in a.modes.split(","):
+        table([x for x in results["runs"] if x["mode"] == mode], f"body, ab -c 10 {mode} of one name", "{:.0f}")
+        if a.sluice_b:
+            print()
+            table([dict(x, server="sluice") if x["server"] == "sluice-b" else x for x in results["runs"]
+                   if x["mode"] == mode and x["server"] != "sluice"], f"body, ab -c 10 {mode}, sluice-b", "{:.0f}")
+        print()
     if results.get("new_names"):
         print()
         table(results["new_names"], "body, new name per PUT (wrk -c 10)", "{:.2f}")

@@ -18,7 +18,9 @@ from . import _sluice
 from ._errors import (AuthError, Cancelled, DestinationError, Error, IntegrityError,
                       InternalError, NetworkError, ProtocolError, SourceError, UsageError)
 
-CancelFlag = _sluice.CancelFlag
+from ._options import (DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, CancelFlag, _callable_or_none, _cc, _encrypt,
+                       _interval, _send_options, _tree_options, parse_size)
+from ._serve import Server, get, serve
 
 __all__ = [
     "send", "send_fds", "send_pipe", "send_stream", "FdSource", "Receiver", "CancelFlag", "parse_size",
@@ -26,99 +28,6 @@ __all__ = [
     "Error", "UsageError", "SourceError", "DestinationError", "NetworkError", "AuthError",
     "ProtocolError", "IntegrityError", "Cancelled", "InternalError",
 ]
-
-DEFAULT_STREAMS = 4
-DEFAULT_BLOCK_SIZE = 8 << 20
-
-
-def parse_size(value, option="size"):
-    """An int, or a byte count such as "400M", "8MiB", "1G" (K/M/G/T are powers of 1024)."""
-    if isinstance(value, bool):
-        raise UsageError(f"{option}={value!r}: expected a byte count")
-    if isinstance(value, int):
-        if value < 0:
-            raise UsageError(f"{option}={value}: must not be negative")
-        return value
-    if isinstance(value, str):
-        return _sluice.parse_size(value, option)
-    raise UsageError(f"{option}={value!r}: expected an int or a string such as '8M'")
-
-
-def _callable_or_none(value, name):
-    if value is not None and not callable(value):
-        raise UsageError(f"{name}={value!r}: expected a callable or None")
-    return value
-
-
-def _interval(value):
-    if not (isinstance(value, (int, float)) and 0.01 <= value <= 3600):
-        raise UsageError(f"progress_interval={value!r}: expected 0.01 to 3600 seconds")
-    return float(value)
-
-
-def _cc(cc):
-    """cc: a TCP congestion control name (e.g. "bbr", "cubic"), or None for the system's."""
-    if cc is not None and not isinstance(cc, str):
-        raise UsageError(f"cc={cc!r}: expected a congestion control name such as 'bbr' or 'cubic', or None")
-    return cc or ""
-
-
-def _encrypt(encrypt):
-    """encrypt: None (on unless the peer is on a loopback address), True or False (both sides
-    must agree; a mismatch raises AuthError naming the side and the option)."""
-    if encrypt is None:
-        return "auto"
-    if not isinstance(encrypt, bool):
-        raise UsageError(f"encrypt={encrypt!r}: expected True, False or None (on unless the peer is on loopback)")
-    return "on" if encrypt else "off"
-
-
-def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_timeout,
-                  idle_timeout, verbose, log, progress, progress_interval, cancel, cc=None, encrypt=None):
-    if cancel is not None and not isinstance(cancel, CancelFlag):
-        raise UsageError(f"cancel={cancel!r}: expected a sluice.CancelFlag")
-    auto = streams == "auto"  # open 16, use as many as the link rewards (stats: streams_choice)
-    if not auto and (isinstance(streams, bool) or not isinstance(streams, int)):
-        raise UsageError(f"streams={streams!r}: expected an int from 1 to 128, or 'auto'")
-    return {
-        "token": token,
-        "streams": 16 if auto else streams,
-        "streams_auto": auto,
-        "block_size": parse_size(block_size, "block_size"),
-        "rate_limit": parse_size(rate_limit, "rate_limit"),
-        "send_path": send_path,
-        "connect_timeout": float(connect_timeout),
-        "idle_timeout": float(idle_timeout),
-        "cc": _cc(cc),
-        "encrypt": _encrypt(encrypt),
-        "verbose": bool(verbose),
-        "log": _callable_or_none(log, "log"),
-        "progress": _callable_or_none(progress, "progress"),
-        "progress_interval": _interval(progress_interval),
-        "cancel": cancel,
-    }
-
-
-_TREE_FLAGS = ("hard_links", "owner", "group", "xattrs", "acls", "specials")
-
-
-def _tree_options(checksum, delete, filters, exclude, flags):
-    """send()'s tree options (docs/guarantees.md, "Tree metadata" and "Filters"), as the CLI's."""
-    def rules(value, name):
-        if value is None:
-            return []
-        if isinstance(value, (str, bytes)) or not all(isinstance(r, str) for r in value):
-            raise UsageError(f"{name}={value!r}: expected a list of strings")
-        return list(value)
-    out = {"checksum": bool(checksum), "delete": bool(delete)}
-    # First match wins: the explicit rules, then the excludes.
-    out["filters"] = rules(filters, "filters") + ["- " + p for p in rules(exclude, "exclude")]
-    for k, v in flags.items():
-        if not isinstance(v, bool):
-            raise UsageError(f"{k}={v!r}: expected True or False")
-        out[k] = v
-    return out
-
 
 def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_BLOCK_SIZE,
          rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
@@ -341,91 +250,3 @@ class Receiver:
 
     def __repr__(self):
         return f"<sluice.Receiver port={self.port}>"  # the URL holds the token: keep it out of logs
-
-
-class Server:
-    """``sluice serve`` in this process: serves ``dir`` over HTTP/1.1 on ``http_port`` (0: the
-    kernel picks; see ``port``) and, when ``port`` is not None, ``sluice get`` sessions over
-    sluice's protocol on ``port`` (see ``get_port``). Runs on threads of its own from the
-    moment it is made; ``stop()`` lets responses in flight finish and raises what the server
-    failed with, if anything. Usable as a context manager (stops on exit).
-
-    token: required of clients unless ``public``; None takes SLUICE_TOKEN. threads: ring
-    threads (0: the online CPUs). max_gets: get sessions at once (more are refused as busy);
-    get_rate_limit: bytes/s of each get session (an int or "100M"; 0: unlimited).
-    allow_upload: accept PUT and POST of files (always with the token, even when ``public``);
-    sync: answer an upload once it is durable; max_upload_size: larger bodies get 413 (an int
-    or "1G"); max_uploads: bodies received at once (more get 503).
-    """
-
-    def __init__(self, dir, *, http_port=0, port=None, token=None, public=False, bind_address="", threads=0,
-                 max_connections=16384, max_gets=64, get_rate_limit=0, allow_upload=False, sync=False,
-                 max_upload_size="1G", max_uploads=64, verbose=False):
-        for name, value in (("http_port", http_port), ("port", port)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535):
-                raise UsageError(f"{name}={value!r}: expected an int from 0 to 65535")
-        if token is None:
-            token = os.environ.get("SLUICE_TOKEN", "")
-        opts = {
-            "http_port": http_port, "port": port, "token": token, "public": bool(public),
-            "bind_address": bind_address, "threads": int(threads), "max_connections": int(max_connections),
-            "max_gets": int(max_gets), "get_rate_limit": parse_size(get_rate_limit, "get_rate_limit"),
-            "allow_upload": bool(allow_upload), "sync": bool(sync),
-            "max_upload_size": parse_size(max_upload_size, "max_upload_size"), "max_uploads": int(max_uploads),
-            "verbose": bool(verbose),
-        }
-        self._srv = _sluice.Server(os.fsdecode(os.fspath(dir)), opts)
-
-    @property
-    def port(self):
-        """The HTTP port."""
-        return self._srv.port
-
-    @property
-    def get_port(self):
-        """The sluice port of get sessions (0 when ``port`` was None)."""
-        return self._srv.get_port
-
-    def stats(self):
-        """The counters of ``/_stats`` as a dict."""
-        import json
-        return json.loads(self._srv.stats_json())
-
-    def stop(self):
-        self._srv.stop()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False
-
-
-def serve(dir, **kwargs):
-    """Starts serving ``dir`` and returns the running ``Server`` (see its options)."""
-    return Server(dir, **kwargs)
-
-
-def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", sync=False, verify=False,
-        connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None, progress=None, progress_interval=0.2,
-        cancel=None, connect_back=False):
-    """Fetches ``sluice://HOST:PORT/PATH`` (a file or a tree, relative to the served directory)
-    from a ``sluice serve --port`` into the directory ``dest``, over sluice's protocol with
-    ``streams`` streams, a checksum per block, and resume (the same call again continues).
-    This host opens every connection (behind NAT too; ``connect_back``: the server connects here).
-    Returns the receiver's stats as a dict; options, progress, log, cancel and errors as for ``send``."""
-    if not isinstance(url, str) or not url.startswith("sluice://"):
-        raise UsageError(f"url={url!r}: expected a sluice://HOST:PORT/PATH string")
-    rest = url[len("sluice://"):]
-    query = ""
-    if "?" in rest:
-        rest, query = rest.split("?", 1)
-        query = "?" + query
-    host_port, _, path = rest.partition("/")
-    opts = _send_options(token=token, streams=streams, block_size=DEFAULT_BLOCK_SIZE, rate_limit=0,
-                         send_path="splice", connect_timeout=connect_timeout, idle_timeout=idle_timeout,
-                         verbose=verbose, log=log, progress=progress, progress_interval=progress_interval,
-                         cancel=cancel)
-    opts.update(recv_path=recv_path, sync=bool(sync), verify=bool(verify), connect_back=bool(connect_back))
-    return _sluice.get(f"sluice://{host_port}/{query}", path, os.fsdecode(os.fspath(dest)), opts)

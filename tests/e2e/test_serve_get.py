@@ -3,6 +3,7 @@ with several streams, checksums and resume; refusals with the right status; noth
 the served directory."""
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -161,7 +162,7 @@ def test_busy_server_says_so(root, tmp_path):
 
 
 def test_resume_after_the_client_is_killed(root, tmp_path):
-    s = Server(root, "--port", "0", "--get-rate-limit", "8M")
+    s = Server(root, "--port", "0", "--get-rate-limit", "8M", "-v")
     try:
         dest = tmp_path / "in"
         dest.mkdir()
@@ -178,5 +179,11 @@ def test_resume_after_the_client_is_killed(root, tmp_path):
         assert st["bytes_skipped"] > 0 and st["bytes_sent"] + st["bytes_skipped"] == st["bytes"]
         assert file_hash(dest / "big.bin") == file_hash(root / "data" / "big.bin")
         assert leftovers(dest) == []
+        # The killed get's failure, as the server logs (and sends in GET_DONE): it names the
+        # client by a real address, not "127.0.0.1:0" (the client connected out, listening nowhere).
+        _, _, err = s.stop()
+        failed = [l for l in err.splitlines() if l.startswith("sluice: get 'data/big.bin' by 127.0.0.1: ") and not l.endswith(": sent")]
+        assert failed, err
+        assert not re.search(r"127\.0\.0\.1:0\b", err), err
     finally:
         s.kill()

@@ -23,15 +23,23 @@ using wire::GetStatus;
 
 // The address the request came from, where the client's receiver listens: the server never
 // connects anywhere a request names, only back to its sender.
-std::string peer_host(int fd) {
+struct PeerAddress {
+    std::string host;
+    uint16_t port = 0;
+};
+
+PeerAddress peer_address(int fd) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
     if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
     char host[NI_MAXHOST];
-    if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) return {};
+    char port[NI_MAXSERV];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, port, sizeof port,
+                      NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        return {};
     std::string h = host;
     if (h.rfind("::ffff:", 0) == 0 && h.find('.') != std::string::npos) h = h.substr(7); // IPv4 on a dual-stack socket
-    return h;
+    return {h, static_cast<uint16_t>(std::stoul(port))};
 }
 
 void reply(int fd, GetStatus status, const std::string& message, const wire::Mac& mac = {}, uint64_t files = 0,
@@ -78,7 +86,7 @@ void attach(Shared& sh, Attachments& att, int fd, wire::Span payload) {
     int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (dup < 0) return;
     set_io_timeout(dup, 0); // as an accepted connection: the sender sets its own deadlines
-    if (!att.attach(nonce, UniqueFd(dup), peer_host(fd)) && sh.opt.verbose && sh.opt.log)
+    if (!att.attach(nonce, UniqueFd(dup), peer_address(fd).host) && sh.opt.verbose && sh.opt.log)
         sh.opt.log("get session: a GET_ATTACH for no waiting get (unknown, from another address, or one too many): closed");
 }
 
@@ -169,7 +177,8 @@ void session(Shared& sh, Attachments& att, int fd, const std::atomic<bool>& canc
         reply(fd, GetStatus::not_found, "'" + (q.path.empty() ? std::string("/") : q.path) + "' holds no regular files", mac);
         return;
     }
-    const std::string host = peer_host(fd);
+    const PeerAddress peer = peer_address(fd);
+    const std::string& host = peer.host;
     if (host.empty()) {
         reply(fd, GetStatus::bad_request, "the client's address is unknown (getpeername failed)", mac);
         return;
@@ -204,7 +213,9 @@ void session(Shared& sh, Attachments& att, int fd, const std::atomic<bool>& canc
     wire::GetDone done;
     sh.get_open.fetch_add(1);
     try {
-        Stats st = send(src.list, Endpoint{host, q.reply_port, q.receiver_token}, so);
+        // Connecting out, the client listens nowhere (reply_port 0): the send's messages name
+        // it by its request connection's address, never as "host:0".
+        Stats st = send(src.list, Endpoint{host, q.reply_port ? q.reply_port : peer.port, q.receiver_token}, so);
         sh.get_bytes.fetch_add(st.bytes_sent);
         counted.ok = true;
     } catch (const Error& e) {

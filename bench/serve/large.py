@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Large files: 16 concurrent curl clients of one 1 GiB file, sluice serve beside nginx-light
+(sendfile on, as run.py tunes it; with and without aio threads), same run, servers interleaved
+round by round. Aggregate MB/s and the server's CPU seconds per GB (utime + stime of all its
+threads/processes, from /proc), page cache warm and cold (cold: the file's pages dropped with
+posix_fadvise(DONTNEED) before each server's run, so only this file leaves the cache, not
+other users' pages). Optionally `perf record` of sluice in one extra warm run (not counted).
+
+Same testbed as run.py: two namespaces joined by a veth pair, server on CPU 0 (one thread /
+one worker), clients on CPU 1. Bounded: curl --max-time, a fixed number of rounds.
+  /work/brief/bin/bench-lock python3 bench/serve/large.py --rounds 2 --out /tmp/large.json"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import run
+
+
+def drop_file(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def resident_share(path):
+    """Fraction of the file in the page cache (fincore from util-linux), for the record."""
+    out = subprocess.run(["fincore", "-b", "-n", "-o", "RES,SIZE", str(path)], capture_output=True, text=True).stdout.split()
+    return int(out[0]) / int(out[1]) if len(out) == 2 and int(out[1]) else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sluice", default=str(run.HERE.parents[1] / "build" / "tools" / "sluice"))
+    ap.add_argument("--data", default="/work/data/h15e/large-bench")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--cold", action="store_true", help="also a cold-cache run per server per round")
+    ap.add_argument("--perf", default=None, help="perf record -g sluice in one extra warm run into this file")
+    ap.add_argument("--no-noaio", action="store_true")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    for tool in ("nginx", "curl", "taskset", "fincore"):
+        if not shutil.which(tool):
+            sys.exit(f"large.py: {tool} is missing")
+    root = Path(a.data) / "www"
+    run.make_data(root, True)
+    big = root / "1g.bin"
+    run.sh(run.NETNS, "up")
+    results = {"command": " ".join(sys.argv), "kernel": os.uname().release, "large": []}
+    procs = {}
+    try:
+        servers = {}
+        p, pids = run.start_sluice(a.sluice, root, 8080)
+        procs["sluice"] = p
+        servers["sluice"] = (f"http://{run.SRV_IP}:8080", pids)
+        for name, port in (("nginx", 8081), ("nginx-noaio", 8082))[: 1 if a.no_noaio else 2]:
+            p, pids = run.start_nginx(root, port, Path(a.data) / name, aio=name == "nginx")
+            procs[name] = p
+            servers[name] = (f"http://{run.SRV_IP}:{port}", pids)
+        for rnd in range(a.rounds):
+            for cache in ("warm", "cold") if a.cold else ("warm",):
+                order = list(servers.items())
+                if rnd % 2:
+                    order.reverse()  # who goes first alternates between rounds
+                for name, (base, pids) in order:
+                    if cache == "cold":
+                        drop_file(big)
+                    else:
+                        run.make_data(root, True)  # reads it through once: warm
+                    resident = resident_share(big)
+                    x = run.run_large(f"{base}/1g.bin", pids, a.clients)
+                    x.update(server=name, cache=cache, round=rnd, resident_before=resident)
+                    print(json.dumps(x), flush=True)
+                    results["large"].append(x)
+        if a.perf:
+            base, pids = servers["sluice"]
+            run.make_data(root, True)
+            rec = subprocess.Popen(["perf", "record", "-g", "-o", a.perf, "-p", str(pids[0])], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+            x = run.run_large(f"{base}/1g.bin", pids, a.clients)
+            rec.send_signal(2)
+            rec.wait(timeout=120)
+            x.update(server="sluice-under-perf", cache="warm")
+            results["perf_run"] = x
+    finally:
+        run.stop_servers(procs, results)
+        run.sh(run.NETNS, "down")
+        shutil.rmtree(a.data, ignore_errors=True)
+    print("| cache | server | round | MB/s | server CPU s | CPU s/GB | complete |")
+    print("|---|---|---|---|---|---|---|")
+    for x in results["large"]:
+        print(f"| {x['cache']} | {x['server']} | {x['round']} | {x['mb_s']:,.0f} | {x['server_cpu_s']:.2f} | "
+              f"{x['cpu_s_per_gb']:.3f} | {x['complete']} |")
+    if a.out:
+        Path(a.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
