@@ -182,6 +182,21 @@ std::vector<unsigned char> pattern(size_t n, unsigned seed) {
     return v;
 }
 
+// data as a writer with key_of(1) seals it: the bytes on the wire.
+std::vector<unsigned char> sealed(const std::vector<unsigned char>& data) {
+    Pair p;
+    {
+        tls::RecordWriter w(p.a.get(), key_of(1), "data stream 1", 64 << 10);
+        w.write(data.data(), data.size());
+        w.flush();
+    }
+    std::vector<unsigned char> wire(64 << 10);
+    ssize_t n = ::recv(p.b.get(), wire.data(), wire.size(), MSG_WAITALL | MSG_DONTWAIT);
+    REQUIRE(n > static_cast<ssize_t>(data.size()));
+    wire.resize(static_cast<size_t>(n));
+    return wire;
+}
+
 // Reads everything from fd (until its end) through a reader whose receives take at most
 // `cut` bytes each; returns the plain bytes.
 std::vector<unsigned char> read_all(int fd, const tls::TrafficKey& k, size_t cut) {
@@ -245,16 +260,9 @@ TEST_CASE("records written in place and by copy are opened in order, whatever th
 }
 
 TEST_CASE("a reader refuses a record altered in flight (integrity) and another key's records") {
-    Pair p;
     const auto data = pattern(40'000, 5);
-    {
-        tls::RecordWriter w(p.a.get(), key_of(1), "data stream 1", 64 << 10);
-        w.write(data.data(), data.size());
-        w.flush();
-    }
-    std::vector<unsigned char> wire(64 << 10);
-    ssize_t n = ::recv(p.b.get(), wire.data(), wire.size(), MSG_WAITALL | MSG_DONTWAIT);
-    REQUIRE(n > static_cast<ssize_t>(data.size()));
+    std::vector<unsigned char> wire = sealed(data);
+    const auto n = static_cast<ssize_t>(wire.size());
     std::vector<unsigned char> plain(1 << 20);
     SUBCASE("a flipped byte in the second record") {
         tls::RecordReader r(key_of(1), "data stream 1", 1 << 20);
@@ -323,10 +331,8 @@ std::vector<unsigned char> pull_all(int fd, const tls::TrafficKey& k, size_t tot
 
 TEST_CASE("read() pulls exact plain byte counts, opening records straight into the caller's memory or cut") {
     const auto head = pattern(40, 6), block = pattern(200'000, 7), small = pattern(3000, 8);
-    std::vector<unsigned char> want(small);
-    want.insert(want.end(), head.begin(), head.end());
-    want.insert(want.end(), block.begin(), block.end());
-    want.insert(want.end(), small.begin(), small.end());
+    std::vector<unsigned char> want;
+    for (const auto* part : {&small, &head, &block, &small}) want.insert(want.end(), part->begin(), part->end());
     struct Shape {
         std::vector<size_t> sizes;
         bool spare;
@@ -357,16 +363,9 @@ TEST_CASE("read() pulls exact plain byte counts, opening records straight into t
 }
 
 TEST_CASE("read() refuses a record altered in flight") {
-    Pair p;
     const auto data = pattern(60'000, 9);
-    {
-        tls::RecordWriter w(p.a.get(), key_of(1), "data stream 1", 64 << 10);
-        w.write(data.data(), data.size());
-        w.flush();
-    }
-    std::vector<unsigned char> wire(64 << 10);
-    ssize_t n = ::recv(p.b.get(), wire.data(), wire.size(), MSG_WAITALL | MSG_DONTWAIT);
-    REQUIRE(n > static_cast<ssize_t>(data.size()));
+    std::vector<unsigned char> wire = sealed(data);
+    const auto n = static_cast<ssize_t>(wire.size());
     wire[tls::kMaxRecord * 2 + 50] ^= 4; // the third record
     tls::RecordReader r(key_of(1), "data stream 1", 1 << 20);
     size_t fed = 0;
