@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """docs/img/encrypt-*.png from run.py's results.jsonl: median MB/s and CPU s/GB per case and
 tool (encrypted sluice against WDT's encrypted run), one bar pair per case.
-Usage: /usr/bin/python3 bench/encrypt/plot.py RESULTS.jsonl OUT.png"""
+Usage: /usr/bin/python3 bench/encrypt/plot.py RESULTS.jsonl OUT.png [TITLE]"""
 import json
 import statistics
 import sys
@@ -36,7 +36,7 @@ def main():
         ax.set_xticklabels(cases)
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
-    fig.suptitle("Issue 18, second part: encrypted data streams without a relay (h18b)")
+    fig.suptitle(sys.argv[3] if len(sys.argv) > 3 else "Issue 18, second part: encrypted data streams without a relay (h18b)")
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=100)
 

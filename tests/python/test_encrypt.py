@@ -10,8 +10,11 @@ from conftest import Served, assert_same_tree, local_receiver
 import sluice
 
 
-def test_tree_encrypted_on_request(tree, dst):
-    rx = local_receiver(dst, encrypt=True)
+# The direct path opens records into its O_DIRECT buffers (tls_direct); any other path asked
+# opens them where recv_write parses them (tls_records).
+@pytest.mark.parametrize("recv_path,opened_by", [("direct", "tls_direct"), ("recv_write", "tls_records")])
+def test_tree_encrypted_on_request(tree, dst, recv_path, opened_by):
+    rx = local_receiver(dst, encrypt=True, recv_path=recv_path)
     served = Served(rx)
     sent = sluice.send([tree], rx.url, streams=2, block_size="1M", encrypt=True)
     got = served.join()
@@ -20,7 +23,7 @@ def test_tree_encrypted_on_request(tree, dst):
         assert s["encryption"] in ("tls13-user", "tls13-ktls")
         assert s["encryption_streams"] in ("records", "ktls")
     if sent["encryption"] == "tls13-user":
-        assert sent["send_path"] == "tls_records" and got["recv_path"] == "tls_records"
+        assert sent["send_path"] == "tls_records" and got["recv_path"] == opened_by
 
 
 def test_loopback_is_clear_by_default(tree, dst):

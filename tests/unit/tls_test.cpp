@@ -182,6 +182,21 @@ std::vector<unsigned char> pattern(size_t n, unsigned seed) {
     return v;
 }
 
+// data as a writer with key_of(1) seals it: the bytes on the wire.
+std::vector<unsigned char> sealed(const std::vector<unsigned char>& data) {
+    Pair p;
+    {
+        tls::RecordWriter w(p.a.get(), key_of(1), "data stream 1", 64 << 10);
+        w.write(data.data(), data.size());
+        w.flush();
+    }
+    std::vector<unsigned char> wire(64 << 10);
+    ssize_t n = ::recv(p.b.get(), wire.data(), wire.size(), MSG_WAITALL | MSG_DONTWAIT);
+    REQUIRE(n > static_cast<ssize_t>(data.size()));
+    wire.resize(static_cast<size_t>(n));
+    return wire;
+}
+
 // Reads everything from fd (until its end) through a reader whose receives take at most
 // `cut` bytes each; returns the plain bytes.
 std::vector<unsigned char> read_all(int fd, const tls::TrafficKey& k, size_t cut) {
@@ -245,16 +260,9 @@ TEST_CASE("records written in place and by copy are opened in order, whatever th
 }
 
 TEST_CASE("a reader refuses a record altered in flight (integrity) and another key's records") {
-    Pair p;
     const auto data = pattern(40'000, 5);
-    {
-        tls::RecordWriter w(p.a.get(), key_of(1), "data stream 1", 64 << 10);
-        w.write(data.data(), data.size());
-        w.flush();
-    }
-    std::vector<unsigned char> wire(64 << 10);
-    ssize_t n = ::recv(p.b.get(), wire.data(), wire.size(), MSG_WAITALL | MSG_DONTWAIT);
-    REQUIRE(n > static_cast<ssize_t>(data.size()));
+    std::vector<unsigned char> wire = sealed(data);
+    const auto n = static_cast<ssize_t>(wire.size());
     std::vector<unsigned char> plain(1 << 20);
     SUBCASE("a flipped byte in the second record") {
         tls::RecordReader r(key_of(1), "data stream 1", 1 << 20);
@@ -281,5 +289,98 @@ TEST_CASE("a reader refuses a record altered in flight (integrity) and another k
         CHECK(r.open(static_cast<size_t>(n) - 100, plain.data()) == data.size());
         CHECK(std::memcmp(plain.data(), data.data(), data.size()) == 0);
         CHECK_FALSE(r.mid_record());
+    }
+}
+
+namespace {
+
+// Pulls the plain bytes of fd with RecordReader::read in requests of the sizes given (cycled
+// until `total`), receiving at most `cut` bytes at a time; checks each request wrote nothing
+// past its end (past the spare byte when spare).
+std::vector<unsigned char> pull_all(int fd, const tls::TrafficKey& k, size_t total, std::vector<size_t> sizes, bool spare,
+                                    size_t cut) {
+    tls::RecordReader r(k, "data stream 1", 1 << 20);
+    std::vector<unsigned char> out;
+    std::vector<unsigned char> buf;
+    size_t receives = 0;
+    auto receive = [&](unsigned char* p, size_t least, size_t most) {
+        CHECK(least >= 1);
+        CHECK(least <= most);
+        size_t got = 0;
+        while (got < least) {
+            ssize_t n = ::recv(fd, p + got, std::min(most - got, cut), 0);
+            REQUIRE(n > 0);
+            got += static_cast<size_t>(n);
+        }
+        ++receives;
+        return got;
+    };
+    for (size_t i = 0; out.size() < total; ++i) {
+        const size_t n = std::min(sizes[i % sizes.size()], total - out.size());
+        buf.assign(n + 64, 0xEE);
+        r.read(buf.data(), n, spare, receive);
+        for (size_t j = n + (spare ? 1 : 0); j < buf.size(); ++j) REQUIRE(buf[j] == 0xEE);
+        out.insert(out.end(), buf.begin(), buf.begin() + static_cast<long>(n));
+    }
+    CHECK_FALSE(r.holding());
+    CHECK(receives > 0);
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("read() pulls exact plain byte counts, opening records straight into the caller's memory or cut") {
+    const auto head = pattern(40, 6), block = pattern(200'000, 7), small = pattern(3000, 8);
+    std::vector<unsigned char> want;
+    for (const auto* part : {&small, &head, &block, &small}) want.insert(want.end(), part->begin(), part->end());
+    struct Shape {
+        std::vector<size_t> sizes;
+        bool spare;
+        size_t cut;
+    };
+    // Frame-sized and record-sized requests (a block's data ends exactly at a record: with a
+    // spare byte it is opened in place of the caller's memory), odd sizes, tiny receives.
+    for (const Shape& s : {Shape{{8, 32, tls::kMaxPlain * 4, 8, 32}, true, size_t{1} << 20},
+                           Shape{{8, 32, tls::kMaxPlain * 4}, false, size_t{1} << 20}, Shape{{7, 100'003, 1}, true, 4093},
+                           Shape{{tls::kMaxPlain - 1, tls::kMaxPlain + 1}, false, 16411}}) {
+        CAPTURE(s.spare);
+        CAPTURE(s.cut);
+        Pair p;
+        auto got = std::async(std::launch::async, [&] { return pull_all(p.b.get(), key_of(4), want.size(), s.sizes, s.spare, s.cut); });
+        {
+            tls::RecordWriter w(p.a.get(), key_of(4), "data stream 1", 256 << 10);
+            w.write(small.data(), small.size());
+            tls::RecordWriter::Reserved r = w.reserve(head.size(), block.size());
+            for (size_t k = 0, at = 0; k < r.records; at += r.iov[k].iov_len, ++k)
+                std::memcpy(r.iov[k].iov_base, block.data() + at, r.iov[k].iov_len);
+            std::memcpy(r.head, head.data(), head.size());
+            w.commit();
+            w.write(small.data(), small.size());
+            w.flush();
+        }
+        CHECK(got.get() == want);
+    }
+}
+
+TEST_CASE("read() refuses a record altered in flight") {
+    const auto data = pattern(60'000, 9);
+    std::vector<unsigned char> wire = sealed(data);
+    const auto n = static_cast<ssize_t>(wire.size());
+    wire[tls::kMaxRecord * 2 + 50] ^= 4; // the third record
+    tls::RecordReader r(key_of(1), "data stream 1", 1 << 20);
+    size_t fed = 0;
+    auto receive = [&](unsigned char* p, size_t least, size_t most) {
+        const size_t m = std::min(most, static_cast<size_t>(n) - fed);
+        REQUIRE(m >= least);
+        std::memcpy(p, wire.data() + fed, m);
+        fed += m;
+        return m;
+    };
+    std::vector<unsigned char> out(data.size() + 1);
+    try {
+        r.read(out.data(), data.size(), true, receive);
+        FAIL("altered record accepted");
+    } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::integrity);
     }
 }

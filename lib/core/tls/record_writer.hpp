@@ -24,6 +24,9 @@ namespace sluice::tls {
 // A writer's size for one block in place (the default --block-size): larger blocks are sent
 // in parts of this (tls_record_sender.cpp).
 inline constexpr size_t kWriterBytes = size_t{8} << 20;
+// The block size of a transfer sealed in user space when the user chose none (send_core.cpp):
+// small enough that a block read, hashed and sealed is still in the cache when it is sent.
+inline constexpr size_t kSealedBlockBytes = size_t{1} << 20;
 
 class RecordWriter {
 public:

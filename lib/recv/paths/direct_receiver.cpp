@@ -15,15 +15,18 @@
 
 #include <cstring>
 #include <deque>
+#include <optional>
 
 #include "core/io/aligned_buffer.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
+#include "recv/paths/allocate_ahead.hpp"
 #include "recv/paths/direct_layout.hpp"
 #include "recv/paths/stream_receiver.hpp"
 #include "recv/paths/writeback_window.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "core/ring/ring.hpp"
+#include "core/tls/record_reader.hpp"
 #include "core/wire/data_parser.hpp"
 
 namespace sluice {
@@ -31,10 +34,11 @@ namespace sluice {
 namespace {
 
 constexpr size_t kBufferBytes = 2 << 20;
+// Room each buffer has past kBufferBytes: a TLS record whose content ends a chunk is opened
+// there whole (its content type byte lands one past the end; RecordReader::read's spare).
+constexpr size_t kSlack = direct_layout::kAlign;
 constexpr int kBuffers = 4;
 constexpr uint64_t kDirectMinBytes = 1 << 20;
-// How far the allocation of a file may run ahead of the bytes written to it (allocate_ahead).
-constexpr uint64_t kAllocateAhead = 64 << 20;
 
 class DirectReceiver final : public StreamReceiver {
     // A block whose data has all arrived; verified once its writes are on disk.
@@ -48,10 +52,12 @@ class DirectReceiver final : public StreamReceiver {
     };
 
 public:
-    DirectReceiver(int sock, unsigned index, RecvContext& ctx)
-        : sock_(sock), index_(index), ctx_(ctx), buffers_{AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes),
-                                                          AlignedBuffer(kBufferBytes), AlignedBuffer(kBufferBytes)},
+    DirectReceiver(int sock, unsigned index, RecvContext& ctx, const tls::LinkKeys* keys)
+        : sock_(sock), index_(index), ctx_(ctx), buffers_{AlignedBuffer(kBufferBytes + kSlack), AlignedBuffer(kBufferBytes + kSlack),
+                                                          AlignedBuffer(kBufferBytes + kSlack), AlignedBuffer(kBufferBytes + kSlack)},
           dirs_(ctx.tree), ring_(64) {
+        // Encrypted: records are received into their own buffer and opened into the block buffers.
+        if (keys) records_.emplace(keys->rx, "data stream " + std::to_string(index), kBufferBytes + 4 * tls::kMaxRecord);
         for (int i = 0; i < kBuffers; ++i) writes_[i].tag = static_cast<uint64_t>(i);
         timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
         timeout_.tv_nsec = (ctx.idle_timeout_ms % 1000) * 1'000'000LL;
@@ -61,6 +67,7 @@ public:
         auto read = [this](unsigned char* p, size_t n) { recv_exact(p, n); };
         while (auto b = frames_.next(read)) receive_block(b->prefix, b->data_length);
         drain();
+        if (records_ && records_->holding()) frames_.data_after_end(); // a record after STREAM_END
         wire::refuse_data_after_end(frames_, sock_);
         return {frames_.counts().blocks, frames_.counts().bytes};
     }
@@ -94,7 +101,7 @@ private:
             const direct_layout::Chunk chunk = direct_layout::next_chunk(pos, end, kBufferBytes);
             unsigned char* buf = buffers_[c].data();
             unsigned char* data = buf + chunk.skew;
-            recv_exact(data, chunk.length);
+            recv_exact(data, chunk.length, true);
             // Hashed in the memory the writes below take their bytes from.
             xxh_.update(data, chunk.length);
             pos += chunk.length;
@@ -109,7 +116,7 @@ private:
             if (plan.head.length) write_shared_page(f, buf, plan.head);
             if (plan.tail.length) write_shared_page(f, buf, plan.tail);
             if (!plan.direct.length) continue;
-            allocate_ahead(f, plan.direct.offset, plan.direct.offset + plan.direct.length);
+            allocate_ahead(f, fd_.get(), plan.direct.offset, plan.direct.offset + plan.direct.length, allocate_refused_);
             if (plan.direct_padded != plan.direct.length)
                 std::memset(buf + plan.direct.at + plan.direct.length, 0, plan.direct_padded - plan.direct.length);
             buffer_block_[c] = &pending_.back();
@@ -156,31 +163,6 @@ private:
         }
         write_now(f, shared_fd_.get(), buf + r.at, r.length, r.offset);
         ++shared_page_writes_;
-    }
-
-    // Allocates the file as its data arrives, a front [0, allocated_to) shared by the streams:
-    // an O_DIRECT write into allocated (unwritten) extents is an overwrite, which ext4 issues
-    // inline instead of handing it to an io-wq worker as it does for writes that extend the
-    // file (receiver CPU -17% on a 2 GiB file). The front runs ahead of the bytes written to
-    // the file by at most as many again, capped at kAllocateAhead, so a sender that declares
-    // a large file and stops (or sends far-apart scraps of it) leaves on the disk at most about
-    // twice what it sent, plus 64 MiB: never the declared size. It moves in steps of at least
-    // a quarter of that (or up to the end of the file), so a large file costs one fallocate
-    // per 16-64 MiB; a write beyond what the front may cover is written unallocated.
-    // Existing data (a resumed file) is kept.
-    void allocate_ahead(RecvFile& f, uint64_t offset, uint64_t end) {
-        const uint64_t written = f.direct_written.fetch_add(end - offset, std::memory_order_relaxed) + (end - offset);
-        uint64_t front = f.allocated_to.load(std::memory_order_relaxed);
-        // A sparse file is never allocated ahead: that would fill its holes (sparse_holes.hpp).
-        if (end <= front || allocate_refused_ || f.entry.sparse) return;
-        const uint64_t ahead = std::min(written, kAllocateAhead);
-        const uint64_t target = std::min(f.entry.size, written + ahead);
-        if (target < end || (target < f.entry.size && target - front < std::min(written, kAllocateAhead / 4))) return;
-        while (front < target && !f.allocated_to.compare_exchange_weak(front, target, std::memory_order_relaxed)) {}
-        if (front >= target) return; // another stream moved it
-        if (::fallocate(fd_.get(), 0, static_cast<off_t>(front), static_cast<off_t>(target - front)) == 0) return;
-        if (errno != EOPNOTSUPP) throw_errno(ErrorCode::destination, "cannot allocate '" + f.entry.path + "'");
-        allocate_refused_ = true; // a file system without fallocate: writes extend the file
     }
 
     void write_now(const RecvFile& f, int fd, const unsigned char* p, size_t n, uint64_t offset) {
@@ -306,17 +288,28 @@ private:
         }
     }
 
-    // Receives exactly n bytes, handling write completions while it waits.
-    void recv_exact(unsigned char* p, size_t n) {
-        size_t got = take_queued(p, n);
-        while (got < n) {
+    // Plain bytes of the stream: straight from the socket, or opened from its TLS records
+    // into p (the record reader receives through recv_between).
+    // spare: the byte at p + n may be overwritten (RecordReader::read).
+    void recv_exact(unsigned char* p, size_t n, bool spare = false) {
+        if (!records_) {
+            recv_between(p, n, n);
+            return;
+        }
+        records_->read(p, n, spare, [this](unsigned char* c, size_t least, size_t most) { return recv_between(c, least, most); });
+    }
+
+    // Receives at least least and at most most bytes to p, handling write completions while it waits.
+    size_t recv_between(unsigned char* p, size_t least, size_t most) {
+        size_t got = take_queued(p, most);
+        while (got < least) {
             // With a low-water mark the read returns once the mark is met (polled first: an
             // immediate attempt would return the few bytes already there); the loop sets
             // the next mark. Without one, MSG_WAITALL lets the kernel gather the bytes.
-            const bool marked = low_water_.expect(n - got);
+            const bool marked = low_water_.expect(least - got);
             {
                 auto chain = ring_.chain(2);
-                ring_.recv(recv_, sock_, p + got, n - got, marked ? 0 : MSG_WAITALL, marked);
+                ring_.recv(recv_, sock_, p + got, least - got, marked ? 0 : MSG_WAITALL, marked);
                 ring_.link_timeout(recv_timeout_, timeout_);
             }
             ring_.submit();
@@ -333,6 +326,7 @@ private:
             if (recv_.result() == 0) throw stream_cut_short(index_);
             got += static_cast<size_t>(recv_.result());
         }
+        return got;
     }
 
     int sock_;
@@ -373,6 +367,7 @@ private:
     bool allocate_refused_ = false;
     std::string register_error_;
     wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};
+    std::optional<tls::RecordReader> records_; // encrypted: what the socket is read into
 
 public:
     std::string fallback() const override {
@@ -393,8 +388,8 @@ public:
 
 } // namespace
 
-std::unique_ptr<StreamReceiver> make_direct_receiver(int sock, unsigned index, RecvContext& ctx) {
-    return std::make_unique<DirectReceiver>(sock, index, ctx);
+std::unique_ptr<StreamReceiver> make_direct_receiver(int sock, unsigned index, RecvContext& ctx, const tls::LinkKeys* keys) {
+    return std::make_unique<DirectReceiver>(sock, index, ctx, keys);
 }
 
 } // namespace sluice

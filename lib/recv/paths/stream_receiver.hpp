@@ -91,11 +91,13 @@ public:
     virtual std::optional<StreamReceipt> settle_after_break() { return std::nullopt; }
 };
 
-// keys: the stream is encrypted and its path opens the records itself (recv_write's, whatever
-// path was asked: Stats::data_path says kRecordsRecvPath); null: path as asked.
+// keys: the stream is encrypted and its path opens the records itself (direct's when direct
+// was asked: Stats::data_path says kRecordsDirectRecvPath; recv_write's for any other:
+// kRecordsRecvPath); null: path as asked.
 std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, unsigned stream_index, RecvContext& ctx,
                                                      const tls::LinkKeys* keys = nullptr);
 inline constexpr const char* kRecordsRecvPath = "tls_records";
+inline constexpr const char* kRecordsDirectRecvPath = "tls_direct";
 
 // The two ways a data stream ends early, worded and caused alike on every path (the session
 // tells a sender that hung up from one that went silent by the cause).

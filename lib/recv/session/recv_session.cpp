@@ -278,7 +278,8 @@ Stats RecvSession::stats() {
         s.encryption = links_.path();
         s.encryption_why = links_.why();
         s.encryption_streams = links_.streams();
-        if (s.encryption_streams == tls::kStreamsRecords) s.data_path = kRecordsRecvPath;
+        if (s.encryption_streams == tls::kStreamsRecords)
+            s.data_path = s.data_path == recv_path_name(RecvPath::direct) ? kRecordsDirectRecvPath : kRecordsRecvPath;
     }
     {
         std::vector<std::pair<unsigned, int>> streams;

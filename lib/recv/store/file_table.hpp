@@ -30,7 +30,7 @@ struct RecvFile {
     // Set by the one stream writing the whole file into an unnamed O_TMPFILE inode (a file that
     // arrives in one block): it has no temporary name and is linked in place when verified.
     bool unnamed = false;
-    // The direct path's allocation ahead of its writes (direct_receiver.cpp, allocate_ahead):
+    // The direct path's allocation ahead of its writes (allocate_ahead.hpp):
     // bytes written with O_DIRECT, and the end of the allocated front. Shared by the streams.
     std::atomic<uint64_t> direct_written{0};
     std::atomic<uint64_t> allocated_to{0};

@@ -14,6 +14,8 @@ public:
     static constexpr size_t kMaxFilesPerBatch = 512;
 
     explicit Planner(uint64_t block_size) : block_size_(block_size) {}
+    // Before the first add().
+    void set_block_size(uint64_t b) { block_size_ = b; }
 
     // Plans a file, leaving out the byte ranges the receiver already verified (resume).
     // `verified` must be sorted by file id (sort_by_file() does it; any order within a file).

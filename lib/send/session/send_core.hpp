@@ -104,6 +104,7 @@ protected:
     Stats closing_stats(Stats s, Clock::time_point t0);
 
     SendOptions opts_;
+    bool sealed_blocks_ = false; // block_size()
     Endpoint to_;
     std::string peer_; // host:port, as messages name the receiver
     SessionLog log_;
@@ -135,6 +136,8 @@ protected:
     std::vector<std::unique_ptr<tls::RecordWriter>> writers_;
     tls::RecordWriter* writer(size_t i) const { return writers_.empty() ? nullptr : writers_[i].get(); }
     // After the stream threads are joined: whether any stream sealed its own records.
+    // The block size planned with: --block-size, or kSealedBlockBytes (connect()).
+    uint64_t block_size() const { return sealed_blocks_ ? tls::kSealedBlockBytes : opts_.block_size; }
     bool sealed_records() const {
         for (const auto& w : writers_)
             if (w) return true;

@@ -60,6 +60,7 @@ public:
                               " KiB sent many per send from a buffer, larger with sendfile; blocks not in the page cache "
                               "read with O_DIRECT and sent from that buffer");
         connect("", false);
+        planner_.set_block_size(block_size());
         fit_.emplace(features_, log_, opts_.progress);
         if (fd_sources_.empty()) fit_->fit_tree(tree_, opts_.delete_extraneous, to_.host + ":" + std::to_string(to_.port));
         window_.set_limit(features_ & wire::kFeatureAnnounceWindow ? opts_.announce_window : 0);
@@ -132,7 +133,7 @@ public:
                 .streams_choice = governor_->choice(),
                 .streams_reopened = work_->reopened(),
                 .bytes_resent_after_break = work_->resent_after_break(),
-                .block_size = opts_.block_size,
+                .block_size = block_size(),
                 .data_path = records ? kRecordsPath : send_path_name(choice.path),
                 .fallbacks = std::move(fallbacks),
                 .ring_mode = ring ? probe_ring_features().setup_mode() : "none",
