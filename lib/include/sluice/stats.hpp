@@ -23,6 +23,14 @@ struct StreamTcp {
     uint64_t sndbuf_limited_us = 0; // of it, held back by the send buffer
 };
 
+// What --mptcp gave one connection of the transfer (issue 16).
+struct ConnectionMptcp {
+    unsigned stream = 0;   // 0: the control connection, else the data stream number
+    bool mptcp = false;    // the connection runs Multipath TCP
+    std::string why;       // when it does not: why (the kernel lacks MPTCP or has it off, the peer answered in TCP)
+    unsigned subflows = 0; // MPTCP subflows beyond the first (MPTCP_INFO), when last read
+};
+
 // Final figures of one side of a transfer; the CLI's --json prints exactly these fields.
 struct Stats {
     std::string role;           // "send" or "recv"
@@ -69,6 +77,10 @@ struct Stats {
     std::vector<std::string> window_limits;
     // Receiver with --delete: what it removed (relative paths, a directory after its contents).
     std::vector<std::string> deleted;
+    // --mptcp: "off" (not asked), "on" (every connection runs MPTCP) or "fallback" (at least
+    // one runs plain TCP; mptcp_connections says which and why, as -v does).
+    std::string mptcp = "off";
+    std::vector<ConnectionMptcp> mptcp_connections; // with --mptcp: each connection, control first
 
     double throughput_mb_s() const { return seconds > 0 ? bytes_sent / seconds / 1e6 : 0; }
     SLUICE_EXPORT std::string to_json() const;

@@ -85,7 +85,7 @@ struct Acceptor::Pending {
 Acceptor::Acceptor(const RecvOptions& opts, SessionLog& log)
     : idle_timeout_ms_(opts.idle_timeout_ms), encrypt_(opts.encrypt), log_(log), token_(opts.token.empty() ? wire::random_token() : opts.token) {
     check_congestion_control(opts.congestion_control); // a typo fails before the port is taken
-    listener_ = listen_tcp(opts.bind_address, opts.port);
+    listener_ = listen_tcp(opts.bind_address, opts.port, {.mptcp = opts.mptcp});
     // Accepted connections inherit the listener's algorithm (tcp_ca_openreq_child), so the
     // handshake already runs under it.
     set_congestion_control(listener_.get(), opts.congestion_control);
