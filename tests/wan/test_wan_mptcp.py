@@ -141,6 +141,15 @@ def test_a_sender_in_plain_tcp_is_reported_by_an_mptcp_receiver(tmp_path):
     assert all("connected in plain TCP" in c["why"] for c in r["mptcp_connections"]), r["mptcp_connections"]
 
 
+@pytest.mark.skipif(not mptcp_here(), reason="net.mptcp.enabled is not 1 here")
+def test_zero_copy_sends_fall_back_to_splice_and_say_so(tmp_path):
+    # MPTCP sockets refuse SEND_ZC (EOPNOTSUPP): asked for zc, the sender takes splice, said.
+    s, r, err = run_pair(tmp_path, [], [], ["--mptcp", "--send-path", "zc"], ["--mptcp"], "127.0.0.1")
+    assert s["mptcp"] == "on" and r["mptcp"] == "on"
+    assert s["send_path"] == "splice"
+    assert any("SEND_ZC" in f for f in s["fallbacks"]), s["fallbacks"]
+
+
 @needs_bed
 def test_mptcp_disabled_in_the_senders_namespace_is_reported(tmp_path):
     with mptcp_bed.TwoPaths(prefix=PREFIX) as bed:
