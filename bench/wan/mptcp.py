@@ -32,7 +32,7 @@ def parse_size(text):
 
 
 def one_run(bed, sluice, src, streams, deadline_s):
-    recv = bed.popen("b", [sluice, "recv", "--sink", "null", "--bind", bed.addr("b", 1), "--port", PORT, "--mptcp",
+    recv = bed.popen("b", [sluice, "recv", str(Path(src).parent), "--sink", "null", "--bind", bed.addr("b", 1), "--port", PORT, "--mptcp",
                            "--token", TOKEN, "--no-encrypt", "--json"],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
