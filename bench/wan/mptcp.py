@@ -32,7 +32,9 @@ def parse_size(text):
 
 
 def one_run(bed, sluice, src, streams, deadline_s):
-    recv = bed.popen("b", [sluice, "recv", str(Path(src).parent), "--sink", "null", "--bind", bed.addr("b", 1), "--port", PORT, "--mptcp",
+    # No --bind: a listener bound to path 1's address refuses the subflows that join on the
+    # announced path-2 address (the first run's "two" had no second subflow, 1.0x).
+    recv = bed.popen("b", [sluice, "recv", str(Path(src).parent), "--sink", "null", "--host", bed.addr("b", 1), "--port", PORT, "--mptcp",
                            "--token", TOKEN, "--no-encrypt", "--json"],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
