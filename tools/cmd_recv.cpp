@@ -50,6 +50,9 @@ options:
   --idle-timeout S     fail if the sender is silent this long (default 60)
   --cc NAME            TCP congestion control of every accepted connection (e.g. bbr,
                        cubic; default: the system's)
+  --mptcp              listen with Multipath TCP (senders with --mptcp spread each connection
+                       over several paths; plain TCP senders are still accepted): each
+                       connection's outcome in -v and --json "mptcp_connections"
   --json               print final stats as one JSON object (last line of stdout)
   -v, --verbose        say which data path is used and every refused connection
 )";
@@ -94,7 +97,7 @@ int cmd_recv(int argc, char** argv) {
     Args a(argc, argv,
            {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
             "--max-files", "--max-manifest-bytes", "--cc"},
-           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids", "--encrypt", "--no-encrypt"});
+           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids", "--encrypt", "--no-encrypt", "--mptcp"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
         return 0;
@@ -138,6 +141,7 @@ int cmd_recv(int argc, char** argv) {
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.encrypt = encrypt_option(a);
+    o.mptcp = a.flag("--mptcp");
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.numeric_ids = a.flag("--numeric-ids");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };

@@ -50,6 +50,10 @@ options:
                        side's memory grows with the file count
   --cc NAME            TCP congestion control of every connection (e.g. bbr, cubic;
                        default: the system's, net.ipv4.tcp_congestion_control)
+  --mptcp              Multipath TCP on every connection: one connection over every path the
+                       kernel knows (ip mptcp endpoint), surviving the loss of one; where the
+                       kernel, the receiver or the path lacks it, plain TCP, said in -v and
+                       --json "mptcp_connections"
   --pace               once the link is full, cap every data stream's pacing rate at its
                        share of the total (paths of 2 ms round trip or more; default off)
   --encrypt            TLS 1.3 (AES-128-GCM) even to a receiver on a loopback address
@@ -85,7 +89,7 @@ int cmd_send(int argc, char** argv) {
             "--idle-timeout", "--cc", "--retry-for", "--announce-window", "--exclude", "--include", "--exclude-from"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
-            "--no-specials", "--specials", "--delete", "--pace", "--bounded-resend", "--checksum", "-c", "--encrypt", "--no-encrypt",
+            "--no-specials", "--specials", "--delete", "--pace", "--mptcp", "--bounded-resend", "--checksum", "-c", "--encrypt", "--no-encrypt",
             "--dry-run", "-n"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
@@ -125,6 +129,7 @@ int cmd_send(int argc, char** argv) {
     if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.retry_for_ms = static_cast<int>(a.uint_value("--retry-for", 120, 0, 86400)) * 1000;
     o.pace_together = a.flag("--pace");
+    o.mptcp = a.flag("--mptcp");
     o.bounded_resend = a.flag("--bounded-resend");
     o.announce_window = a.uint_value("--announce-window", 16384, 0, 1u << 30);
     o.encrypt = encrypt_option(a);

@@ -18,7 +18,7 @@ from . import _sluice
 from ._errors import (AuthError, Cancelled, DestinationError, Error, IntegrityError,
                       InternalError, NetworkError, ProtocolError, SourceError, UsageError)
 
-from ._options import (DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, CancelFlag, _callable_or_none, _cc, _encrypt,
+from ._options import (DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, CancelFlag, _callable_or_none, _cc, _encrypt, _flag,
                        _interval, _send_options, _tree_options, parse_size)
 from ._serve import Server, get, serve
 
@@ -31,7 +31,7 @@ __all__ = [
 
 def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_BLOCK_SIZE,
          rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
-         verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None,
+         verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None, mptcp=False,
          checksum=False, delete=False, filters=None, exclude=None, hard_links=True, owner=True, group=True,
          xattrs=True, acls=True, specials=True, announce_window=16384, dry_run=False):
     """Send files, directories (recursively) and symlinks to the receiver at ``url``
@@ -49,6 +49,8 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     cancel: a CancelFlag; set() it from any thread to stop (raises sluice.Cancelled).
     cc: TCP congestion control of every connection ("bbr", "cubic"; None: the system's); a
     name the kernel lacks raises UsageError listing the available ones.
+    mptcp: Multipath TCP on every connection (``--mptcp``); where the kernel, receiver or path
+    lacks it, plain TCP: the stats' mptcp ("on"/"fallback") and mptcp_connections say which and why.
     encrypt: None (TLS 1.3 unless the receiver is on a loopback address), True or False; the
     receiver must agree (AuthError otherwise). The stats' encryption fields say what ran.
     streams: an int, or "auto" (open 16, use as many as the link rewards; the stats'
@@ -76,7 +78,7 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
                          progress_interval=progress_interval, cancel=cancel, cc=cc,
-                         encrypt=encrypt)
+                         encrypt=encrypt, mptcp=mptcp)
     if isinstance(announce_window, bool) or not isinstance(announce_window, int) \
             or not 0 <= announce_window <= 1 << 30:
         raise UsageError(f"announce_window={announce_window!r}: expected a count of files from 0 (no window) "
@@ -107,7 +109,7 @@ def _fd_of(obj, what):
 def send_pipe(source, url, *, token=None, streams=DEFAULT_STREAMS,
               block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
               connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
-              progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None):
+              progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None, mptcp=False):
     """Pipe mode (the ``producer | nc`` replacement): send what can be read from ``source``
     (an fd, or a file object, pipe or socket with fileno()) until end of file, in order over
     all streams, to a receiver writing to an fd or a sink (``Receiver(fd=...)``,
@@ -122,7 +124,7 @@ def send_pipe(source, url, *, token=None, streams=DEFAULT_STREAMS,
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
                          progress_interval=progress_interval, cancel=cancel, cc=cc,
-                         encrypt=encrypt)
+                         encrypt=encrypt, mptcp=mptcp)
     return _sluice.send_pipe(fd, url, opts)
 
 
@@ -149,7 +151,7 @@ class FdSource:
 def send_fds(sources, url, *, token=None, streams=DEFAULT_STREAMS,
              block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
              connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
-             progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None):
+             progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None, mptcp=False):
     """Send ranges of open files (a list of ``FdSource``), each stored under its name; the
     same guarantees, options, return value and errors as ``send``."""
     rows = []
@@ -170,7 +172,7 @@ def send_fds(sources, url, *, token=None, streams=DEFAULT_STREAMS,
                          connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress,
                          progress_interval=progress_interval, cancel=cancel, cc=cc,
-                         encrypt=encrypt)
+                         encrypt=encrypt, mptcp=mptcp)
     return _sluice.send_fds(rows, url, opts)
 
 
@@ -194,6 +196,7 @@ class Receiver:
     verify: re-read each file from disk before renaming it. log: callable(str).
     max_manifest_bytes: the most memory the manifest may take (a size; 0: a quarter of RAM).
     cc: TCP congestion control of every accepted connection (None: the system's).
+    mptcp: listen with Multipath TCP (``--mptcp``; plain TCP senders are still accepted).
     numeric_ids: keep owners by their numbers alone, not by the names the sender sends.
     encrypt: None (TLS 1.3 with any sender not on a loopback address), True or False; the
     sender must agree.
@@ -201,7 +204,8 @@ class Receiver:
 
     def __init__(self, dir=None, *, fd=None, sink=None, port=0, token=None, bind_address="", advertise_host="",
                  recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
-                 verbose=False, log=None, max_manifest_bytes=0, cc=None, numeric_ids=False, encrypt=None):
+                 verbose=False, log=None, max_manifest_bytes=0, cc=None, numeric_ids=False, encrypt=None,
+                 mptcp=False):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise UsageError(f"port={port!r}: expected an int from 0 to 65535")
         opts = {
@@ -215,6 +219,7 @@ class Receiver:
             "idle_timeout": float(idle_timeout),
             "max_manifest_bytes": parse_size(max_manifest_bytes, "max_manifest_bytes"),
             "cc": _cc(cc),
+            "mptcp": _flag(mptcp, "mptcp"),
             "numeric_ids": bool(numeric_ids),
             "encrypt": _encrypt(encrypt),
             "verbose": bool(verbose),

@@ -52,8 +52,14 @@ def _encrypt(encrypt):
     return "on" if encrypt else "off"
 
 
+def _flag(value, name):
+    if not isinstance(value, bool):
+        raise UsageError(f"{name}={value!r}: expected True or False")
+    return value
+
+
 def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_timeout,
-                  idle_timeout, verbose, log, progress, progress_interval, cancel, cc=None, encrypt=None):
+                  idle_timeout, verbose, log, progress, progress_interval, cancel, cc=None, encrypt=None, mptcp=False):
     if cancel is not None and not isinstance(cancel, CancelFlag):
         raise UsageError(f"cancel={cancel!r}: expected a sluice.CancelFlag")
     auto = streams == "auto"  # open 16, use as many as the link rewards (stats: streams_choice)
@@ -69,6 +75,7 @@ def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_
         "connect_timeout": float(connect_timeout),
         "idle_timeout": float(idle_timeout),
         "cc": _cc(cc),
+        "mptcp": _flag(mptcp, "mptcp"),
         "encrypt": _encrypt(encrypt),
         "verbose": bool(verbose),
         "log": _callable_or_none(log, "log"),

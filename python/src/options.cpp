@@ -48,6 +48,7 @@ SendOptions send_options(const py::dict& o) {
     s.connect_timeout_ms = timeout_ms(o, "connect_timeout");
     s.idle_timeout_ms = timeout_ms(o, "idle_timeout");
     if (o.contains("cc")) s.congestion_control = o["cc"].cast<std::string>();
+    if (o.contains("mptcp")) s.mptcp = o["mptcp"].cast<bool>();
     s.encrypt = encrypt_of(o);
     s.verbose = o["verbose"].cast<bool>();
     // Trees (send() only; the other calls leave the defaults).
@@ -75,6 +76,7 @@ RecvOptions recv_options(const py::dict& o) {
     r.idle_timeout_ms = timeout_ms(o, "idle_timeout");
     if (o.contains("max_manifest_bytes")) r.max_manifest_bytes = o["max_manifest_bytes"].cast<uint64_t>();
     if (o.contains("cc")) r.congestion_control = o["cc"].cast<std::string>();
+    if (o.contains("mptcp")) r.mptcp = o["mptcp"].cast<bool>();
     if (o.contains("numeric_ids")) r.numeric_ids = o["numeric_ids"].cast<bool>();
     r.encrypt = encrypt_of(o);
     r.verbose = o["verbose"].cast<bool>();

@@ -14,6 +14,7 @@
 
 #include <cstring>
 
+#include "core/io/mptcp.hpp"
 #include "core/io/sys_error.hpp"
 
 namespace sluice {
@@ -30,7 +31,7 @@ UniqueFd listen_tcp(const std::string& bind_address, uint16_t port, ListenOption
     std::string where = (bind_address.empty() ? std::string("*") : bind_address) + ":" + service;
     int last_err = 0;
     for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-        UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0));
+        UniqueFd fd = stream_socket(ai->ai_family, options.mptcp);
         if (!fd) {
             last_err = errno;
             continue;
@@ -89,7 +90,7 @@ int connect_within(int fd, const sockaddr* sa, socklen_t len, int timeout_ms) {
 
 } // namespace
 
-UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms) {
+UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms, bool mptcp) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -101,7 +102,7 @@ UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms) {
     std::string tried;
     int last_err = 0;
     for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-        UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0));
+        UniqueFd fd = stream_socket(ai->ai_family, mptcp);
         if (!fd) {
             last_err = errno;
             continue;

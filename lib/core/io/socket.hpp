@@ -11,11 +11,13 @@ namespace sluice {
 struct ListenOptions {
     int backlog = 1024;
     bool reuse_port = false; // several listeners on one port, one per ring thread (serve)
+    bool mptcp = false;      // an MPTCP listener where the kernel gives one (core/io/mptcp.hpp)
 };
 UniqueFd listen_tcp(const std::string& bind_address, uint16_t port, ListenOptions options = {});
 uint16_t local_port(int fd);
 // Connects within timeout_ms; the error names host, port and the address tried.
-UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms);
+// mptcp: an MPTCP socket where the kernel gives one (core/io/mptcp.hpp says what it became).
+UniqueFd connect_tcp(const std::string& host, uint16_t port, int timeout_ms, bool mptcp = false);
 
 void set_nodelay(int fd);
 // Sets or clears O_NONBLOCK; throws internal (an fd whose flags cannot be changed is a bug).

@@ -4,6 +4,7 @@
 #include <linux/tcp.h> // struct tcp_info with the delivery rate and the *_limited times (glibc's lacks them)
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -76,6 +77,18 @@ std::string congestion_control_of(int fd) {
     socklen_t len = sizeof buf;
     if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, buf, &len) != 0) return "";
     return std::string(buf, strnlen(buf, len));
+}
+
+int rtt_scaled_ms(int floor_ms, uint32_t rtt_us) noexcept {
+    const uint64_t scaled = static_cast<uint64_t>(rtt_us) * kDeadlineRtts / 1000;
+    return scaled > static_cast<uint64_t>(floor_ms) ? static_cast<int>(std::min<uint64_t>(scaled, 3'600'000)) : floor_ms;
+}
+
+uint32_t smoothed_rtt_us(int fd) noexcept {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
+    return ti.tcpi_rtt;
 }
 
 StreamTcp stream_tcp(int fd, unsigned stream) {

@@ -2,6 +2,7 @@
 // TCP on long links: the congestion control a transfer asks for (TCP_CONGESTION on every
 // connection) and what the kernel says about each data stream at the end (TCP_INFO), including
 // whether a sysctl cap on the socket buffers held its window down.
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,16 @@ void check_congestion_control(const std::string& name);
 void set_congestion_control(int fd, const std::string& name);
 // The algorithm fd uses, as the kernel names it ("" when it cannot say).
 std::string congestion_control_of(int fd);
+
+// A deadline for an exchange of a few round trips that TCP may have to retransmit (a
+// handshake): floor_ms, or kDeadlineRtts round trips where that is longer. On a 1 s round trip
+// (a geostationary hop with a full queue) a fixed 10 s covers the exchange and the
+// retransmission timeouts of about two lost segments; 64 round trips cover it with loss.
+inline constexpr int kDeadlineRtts = 64;
+int rtt_scaled_ms(int floor_ms, uint32_t rtt_us) noexcept;
+// The kernel's smoothed round-trip time of fd's connection (TCP_INFO; for an accepted one,
+// measured by its handshake), 0 where it cannot say.
+uint32_t smoothed_rtt_us(int fd) noexcept;
 
 // TCP_INFO of one data stream (zeros where the kernel lacks a field).
 StreamTcp stream_tcp(int fd, unsigned stream);

@@ -117,6 +117,17 @@ std::string Stats::to_json() const {
                  ",\"bytes\":" + std::to_string(changes[i].bytes) + "}";
         field("changes", c + "]");
     }
+    field("mptcp", json_string(mptcp));
+    {
+        std::string mc = "[";
+        for (size_t i = 0; i < mptcp_connections.size(); ++i) {
+            const ConnectionMptcp& c = mptcp_connections[i];
+            mc += std::string(i ? "," : "") + "{\"stream\":" + std::to_string(c.stream) +
+                  ",\"mptcp\":" + (c.mptcp ? "true" : "false") + ",\"why\":" + json_string(c.why) +
+                  ",\"subflows\":" + std::to_string(c.subflows) + "}";
+        }
+        field("mptcp_connections", mc + "]");
+    }
     if (role == "recv") {
         std::string d = "[";
         for (size_t i = 0; i < deleted.size(); ++i) d += (i ? "," : "") + json_string(deleted[i]);

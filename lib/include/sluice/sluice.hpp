@@ -80,6 +80,11 @@ struct SendOptions {
     // TCP congestion control of every connection of the transfer (TCP_CONGESTION), e.g. "bbr"
     // or "cubic"; empty: the system's default. A name the kernel lacks is a usage error.
     std::string congestion_control;
+    // Multipath TCP for every connection (IPPROTO_MPTCP): one connection spread over the paths
+    // the kernel's path manager knows (`ip mptcp endpoint`), surviving the loss of one. Where
+    // the kernel lacks it or has it off, or the receiver answers in plain TCP, the connection
+    // carries on over TCP and Stats::mptcp_connections (and -v) says which and why.
+    bool mptcp = false;
     // A file the receiver already has in another version is updated by changed blocks (the
     // receiver lists its blocks' XXH3, only differing blocks are sent). checksum: also compare
     // the content of files whose size and mtime match (otherwise those are skipped unread).
@@ -162,6 +167,9 @@ struct RecvOptions {
     bool confine_links = false;
     int idle_timeout_ms = 60000;
     std::string congestion_control; // as SendOptions::congestion_control, for every accepted connection
+    // Listen with an MPTCP socket (SendOptions::mptcp): it accepts MPTCP and plain TCP senders
+    // alike; each accepted connection's outcome is in Stats::mptcp_connections.
+    bool mptcp = false;
     Encrypt encrypt = Encrypt::automatic; // as SendOptions::encrypt, judged per connecting peer
     bool verbose = false;
     LogFn log;

@@ -33,6 +33,14 @@ struct ItemizedChange {
     uint64_t bytes = 0; // a file to send: its size (an update by changed blocks may send less)
 };
 
+// What --mptcp gave one connection of the transfer (issue 16).
+struct ConnectionMptcp {
+    unsigned stream = 0;   // 0: the control connection, else the data stream number
+    bool mptcp = false;    // the connection runs Multipath TCP
+    std::string why;       // when it does not: why (the kernel lacks MPTCP or has it off, the peer answered in TCP)
+    unsigned subflows = 0; // MPTCP subflows beyond the first (MPTCP_INFO), when last read
+};
+
 // Final figures of one side of a transfer; the CLI's --json prints exactly these fields.
 struct Stats {
     std::string role;           // "send" or "recv"
@@ -86,6 +94,10 @@ struct Stats {
     // in manifest order, then deletions (a directory after its contents).
     bool dry_run = false;
     std::vector<ItemizedChange> changes;
+    // --mptcp: "off" (not asked), "on" (every connection runs MPTCP) or "fallback" (at least
+    // one runs plain TCP; mptcp_connections says which and why, as -v does).
+    std::string mptcp = "off";
+    std::vector<ConnectionMptcp> mptcp_connections; // with --mptcp: each connection, control first
 
     double throughput_mb_s() const { return seconds > 0 ? bytes_sent / seconds / 1e6 : 0; }
     SLUICE_EXPORT std::string to_json() const;

@@ -85,7 +85,7 @@ struct Acceptor::Pending {
 Acceptor::Acceptor(const RecvOptions& opts, SessionLog& log)
     : idle_timeout_ms_(opts.idle_timeout_ms), encrypt_(opts.encrypt), log_(log), token_(opts.token.empty() ? wire::random_token() : opts.token) {
     check_congestion_control(opts.congestion_control); // a typo fails before the port is taken
-    listener_ = listen_tcp(opts.bind_address, opts.port);
+    listener_ = listen_tcp(opts.bind_address, opts.port, {.mptcp = opts.mptcp});
     // Accepted connections inherit the listener's algorithm (tcp_ca_openreq_child), so the
     // handshake already runs under it.
     set_congestion_control(listener_.get(), opts.congestion_control);
@@ -164,8 +164,11 @@ void Acceptor::accept_new(std::vector<Pending>& pending) {
 
 bool Acceptor::greet(UniqueFd fd, const sockaddr_storage& peer, std::vector<Pending>& pending, size_t& dropped,
                      bool adopted) {
+    // Scaled with the round trip the connection's own handshake measured (tcp_tuning.hpp): a
+    // far sender gets 64 round trips; a flood on a near one still holds a slot 10 s at most.
+    const int deadline_ms = rtt_scaled_ms(kHandshakeDeadlineMs, smoothed_rtt_us(fd.get()));
     Pending p{.fd = std::move(fd),
-              .deadline = Clock::now() + std::chrono::milliseconds(kHandshakeDeadlineMs),
+              .deadline = Clock::now() + std::chrono::milliseconds(deadline_ms),
               .source = source_of(peer),
               .adopted = adopted};
     wire::random_bytes(p.nonce);

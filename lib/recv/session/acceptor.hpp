@@ -1,7 +1,8 @@
 #pragma once
 // Accepting and authenticating connections (docs/design.md, "Receiver"; docs/protocol.md,
 // "Handshake"): one poll() over the listening socket and every pending handshake, so that no
-// peer can hold the others up. At most 256 handshakes are pending, each with a 10 s deadline,
+// peer can hold the others up. At most 256 handshakes are pending, each with a 10 s deadline
+// (64 round trips of its connection where that is longer),
 // and at most 16 from one source address (an IPv4 address, an IPv6 /64). When the table is
 // full a flood pays for itself: the entry dropped is a random one of the source holding the
 // most, never one of the authenticated transfer's own address for another's sake

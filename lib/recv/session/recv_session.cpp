@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "core/io/mptcp.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/tcp_tuning.hpp"
 #include "core/ring/ring.hpp"
@@ -84,6 +85,7 @@ wire::AuthStatus RecvSession::admit(const wire::ClientHello& h) {
 }
 
 void RecvSession::join(const wire::ClientHello& h, UniqueFd fd) {
+    if (opts_.mptcp) note_mptcp(mptcp_of(fd.get(), h.role == wire::Role::control ? 0 : h.stream_index, true, true));
     if (h.role == wire::Role::control) {
         start_transfer(h, std::move(fd));
     } else {
@@ -249,6 +251,16 @@ Stats RecvSession::wait() {
     return stats();
 }
 
+void RecvSession::note_mptcp(const ConnectionMptcp& c) {
+    // A reopened data stream's new connection replaces its old one.
+    auto old = std::find_if(mptcp_.begin(), mptcp_.end(), [&](const ConnectionMptcp& m) { return m.stream == c.stream; });
+    if (old != mptcp_.end())
+        *old = c;
+    else
+        mptcp_.push_back(c);
+    log_.verbose_line(mptcp_line(c));
+}
+
 Stats RecvSession::stats() {
     const ControlSide::Counts& c = control_side_.counts();
     Stats s{
@@ -287,6 +299,13 @@ Stats RecvSession::stats() {
         for (size_t i = 1; i < data_.size(); ++i)
             if (data_[i]) streams.emplace_back(static_cast<unsigned>(i), data_[i].get());
         s.window_limits = recv_window_limits(streams, s.seconds);
+        for (ConnectionMptcp& c : mptcp_)
+            if (c.mptcp && c.stream > 0 && c.stream < data_.size() && data_[c.stream]) c.subflows = mptcp_subflows(data_[c.stream].get());
+    }
+    if (opts_.mptcp) {
+        std::sort(mptcp_.begin(), mptcp_.end(), [](const ConnectionMptcp& a, const ConnectionMptcp& b) { return a.stream < b.stream; });
+        s.mptcp_connections = mptcp_;
+        s.mptcp = mptcp_summary(mptcp_);
     }
     for (const std::string& w : s.window_limits) log_.verbose_line(w);
     add_process_usage(s);

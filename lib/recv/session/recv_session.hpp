@@ -53,6 +53,8 @@ private:
     }
 
     void start_transfer(const wire::ClientHello& h, UniqueFd control);
+    // --mptcp: what an accepted connection became, kept for Stats and said with -v.
+    void note_mptcp(const ConnectionMptcp& c);
     void start_data_stream(uint16_t index, UniqueFd fd);
     void check_streams_connected();
     void control_main();
@@ -97,6 +99,7 @@ private:
 
     std::mutex data_mu_;         // data_ is filled on the wait() thread and shut down by fail() on any
     std::vector<UniqueFd> data_; // by stream index (from 1)
+    std::vector<ConnectionMptcp> mptcp_; // --mptcp: each accepted connection's outcome, on the wait() thread
 };
 
 } // namespace sluice

@@ -18,7 +18,7 @@ void BlockSender::frame_prefix(const Segment& seg, unsigned char out[32]) {
     wire::encode_block_prefix(out, p, static_cast<uint32_t>(seg.length));
 }
 
-SendPathChoice choose_send_path(SendPath wanted) {
+SendPathChoice choose_send_path(SendPath wanted, bool mptcp) {
     if (wanted == SendPath::splice) {
         const RingFeatures& f = probe_ring_features();
         if (!f.op_splice || !f.op_send)
@@ -29,6 +29,7 @@ SendPathChoice choose_send_path(SendPath wanted) {
         const RingFeatures& f = probe_ring_features();
         if (!f.op_send_zc || !f.op_read_fixed || !f.op_read || !f.op_send)
             return {SendPath::splice, "io_uring SEND_ZC/READ_FIXED unavailable: using splice"};
+        if (mptcp) return {SendPath::splice, "--mptcp: MPTCP sockets refuse zero-copy sends (SEND_ZC): using splice"};
     }
     return {wanted, {}};
 }

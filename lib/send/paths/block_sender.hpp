@@ -50,8 +50,9 @@ struct SendPathChoice {
     SendPath path;
     std::string fallback; // why a slower path than the one asked for is used; empty if none
 };
-// Decides the path once per transfer from what the kernel offers.
-SendPathChoice choose_send_path(SendPath wanted);
+// Decides the path once per transfer from what the kernel offers. mptcp: the connections are
+// asked to be MPTCP sockets, which refuse zero-copy sends (SEND_ZC fails EOPNOTSUPP).
+SendPathChoice choose_send_path(SendPath wanted, bool mptcp = false);
 // idle_timeout_ms bounds every wait for the receiver to take data (--idle-timeout).
 std::unique_ptr<BlockSender> make_block_sender(SendPath path, int sock, int idle_timeout_ms);
 // Stats::data_path of the encrypted streams' path.

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/io/mptcp.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/io/tcp_tuning.hpp"
@@ -14,7 +15,7 @@
 namespace sluice {
 
 UniqueFd open_connection(const Endpoint& to, const SendOptions& opts) {
-    if (!opts.connection) return connect_tcp(to.host, to.port, opts.connect_timeout_ms);
+    if (!opts.connection) return connect_tcp(to.host, to.port, opts.connect_timeout_ms, opts.mptcp);
     int fd = opts.connection();
     if (fd < 0) throw Error(ErrorCode::network, "no connection to " + to.host + ":" + std::to_string(to.port) + " was handed in");
     return UniqueFd(fd);
@@ -46,6 +47,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     wire::random_bytes(hello.transfer_id);
     hello.stream_count = static_cast<uint16_t>(opts.streams);
     c.control = open_connection(to, opts);
+    c.control_mptcp = mptcp_of(c.control.get(), 0, opts.mptcp, false);
     set_nodelay(c.control.get());
     // Set before our first byte is written: the handshake frames already go under the chosen algorithm.
     set_congestion_control(c.control.get(), opts.congestion_control);

@@ -19,10 +19,11 @@ struct Connections {
     UniqueFd control;
     uint8_t features = 0; // wire::kFeature* bits both sides use (the receiver offered them)
     bool encrypted = false;
+    ConnectionMptcp control_mptcp; // what --mptcp gave the control connection (core/io/mptcp.hpp)
 };
 
 // One connection to the receiver: SendOptions::connection when set (a socket handed in by
-// the caller), else a TCP connect to `to`. Throws Error(network) naming the address.
+// the caller), else a TCP (or with opts.mptcp, an MPTCP) connect to `to`. Throws Error(network) naming the address.
 UniqueFd open_connection(const Endpoint& to, const SendOptions& opts);
 
 // Where the data streams land, owned by the session and sized here (index i is stream i + 1).

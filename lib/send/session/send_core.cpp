@@ -1,5 +1,6 @@
 #include "send/session/send_core.hpp"
 
+#include "core/io/mptcp.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/tcp_tuning.hpp"
 #include "core/session/session_stats.hpp"
@@ -48,6 +49,8 @@ void SendCore::connect(const std::string& how, bool all_streams) {
     control_.attach(std::move(c.control));
     hello_ = c.hello;
     features_ = c.features;
+    control_mptcp_ = c.control_mptcp;
+    if (opts_.mptcp) log_.verbose_line(mptcp_line(control_mptcp_));
     writers_.resize(keys_.size()); // made by each stream's thread once it is open (stream_ready)
     if (c.encrypted && opts_.retry_for_ms > 0) {
         opts_.retry_for_ms = 0; // connect.cpp: a reopened stream would start over in clear
@@ -82,6 +85,7 @@ bool SendCore::stream_ready(size_t i) {
                                                           std::min<uint64_t>(block_size(), tls::kWriterBytes));
     if (i == 0) {
         log_.verbose_line("data stream 1 open, congestion control " + congestion_control_of(tcp_fd(0)));
+        if (opts_.mptcp) log_.verbose_line(mptcp_line(mptcp_of(tcp_fd(0), 1, true, false)));
         if (!links_.path().empty()) log_.verbose_line("encryption of the data streams: " + tls::streams_text(links_.streams()));
     }
     return true;
@@ -220,6 +224,22 @@ void SendCore::start_pacer() {
     pacer_->start();
 }
 
+void SendCore::add_mptcp(Stats& s) {
+    // Read at the end, on the connections the streams ended on (a reopened stream's new one):
+    // the subflows are those that survived the transfer.
+    control_mptcp_.subflows = control_mptcp_.mptcp ? mptcp_subflows(control_.fd()) : 0;
+    s.mptcp_connections.push_back(control_mptcp_);
+    for (size_t i = 0; i < data_.size(); ++i) {
+        s.mptcp_connections.push_back(mptcp_of(tcp_fd(i), static_cast<unsigned>(i + 1), true, false));
+        if (!s.mptcp_connections.back().mptcp) log_.verbose_line(mptcp_line(s.mptcp_connections.back()));
+    }
+    s.mptcp = mptcp_summary(s.mptcp_connections);
+    unsigned on = 0;
+    for (const ConnectionMptcp& c : s.mptcp_connections) on += c.mptcp;
+    log_.verbose_line("mptcp: " + std::to_string(on) + " of " + std::to_string(s.mptcp_connections.size()) +
+                      " connections run MPTCP (" + s.mptcp + ")");
+}
+
 Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
     s.seconds = seconds_since(t0);
     opener_.join(); // every stream ended, so every open did
@@ -242,6 +262,7 @@ Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
         s.encryption_why = links_.why();
         s.encryption_streams = links_.streams();
     }
+    if (opts_.mptcp) add_mptcp(s);
     s.window_limits = send_window_limits(fds, s.tcp_streams);
     for (const std::string& w : s.window_limits) log_.verbose_line(w);
     add_process_usage(s);

@@ -162,6 +162,9 @@ private:
     // The TCP connection of data stream i + 1 (under its relay when encrypted).
     int tcp_fd(size_t i) const { return tcp_.empty() ? data_[i].get() : tcp_[i].get(); }
     void end_stream(size_t i, const wire::StreamEnd& end);
+    // --mptcp: each connection's outcome into s.mptcp_connections and -v (core/io/mptcp.hpp).
+    void add_mptcp(Stats& s);
+    ConnectionMptcp control_mptcp_; // read when the control connection was made
     // Waits until a frame starts to arrive on the control connection; throws timed_out once
     // the receiver has owed an answer for the idle timeout.
     void await_frame();

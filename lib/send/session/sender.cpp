@@ -50,7 +50,7 @@ public:
 
     Stats run() {
         auto t0 = Clock::now();
-        SendPathChoice choice = choose_send_path(opts_.path);
+        SendPathChoice choice = choose_send_path(opts_.path, opts_.mptcp);
         log_.verbose_line(std::string("send path: ") + send_path_name(choice.path) +
                           (choice.fallback.empty() ? "" : " (" + choice.fallback + ")"));
         if (choice.path != SendPath::read_send)

@@ -79,6 +79,7 @@ private:
     bool stopped_ = false;
     std::thread thread_;
     uint64_t cap_ = 0; // per stream, bytes per second; 0: not capped
+    unsigned refused_ = 0; // the most streams whose socket refused a cap in one round
     std::string summary_;
 };
 
