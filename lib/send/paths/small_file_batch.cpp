@@ -50,6 +50,13 @@ SmallFileBatch::SmallFileBatch(int sock)
     iov_.reserve(kChunkBytes / (2 * kAlign));
 }
 
+std::string SmallFileBatch::reads_line() {
+    return "small files (up to " + std::to_string(kMaxFileBytes / 1024) +
+           " KiB, sent whole): read once for the checksum; up to " + std::to_string(kInlineBytes / 1024) +
+           " KiB sent many per send from a buffer, larger with sendfile; blocks not in the page cache read with "
+           "O_DIRECT and sent from that buffer";
+}
+
 SmallFileBatch::~SmallFileBatch() {
     // Reads still in flight (an error unwinding) are cancelled and reaped before the buffer
     // they write into goes: the slots' Completions do it, and they go before the ring.

@@ -64,6 +64,8 @@ public:
     // files sit at 4 KiB-aligned places of the buffer (O_DIRECT), not in record slots.
     void send_through(tls::RecordWriter* w) { records_ = w; }
 
+    // The -v line that says how the unencrypted paths read files (this batch and cold blocks).
+    static std::string reads_line();
     static bool fits(const Segment& s) {
         return s.offset == 0 && s.length == s.file->size && s.length <= kMaxFileBytes && s.length > 0;
     }

@@ -53,12 +53,7 @@ public:
         SendPathChoice choice = choose_send_path(opts_.path, opts_.mptcp);
         log_.verbose_line(std::string("send path: ") + send_path_name(choice.path) +
                           (choice.fallback.empty() ? "" : " (" + choice.fallback + ")"));
-        if (choice.path != SendPath::read_send)
-            log_.verbose_line("small files (up to " + std::to_string(SmallFileBatch::kMaxFileBytes / 1024) +
-                              " KiB, sent whole): read once for the checksum; up to " +
-                              std::to_string(SmallFileBatch::kInlineBytes / 1024) +
-                              " KiB sent many per send from a buffer, larger with sendfile; blocks not in the page cache "
-                              "read with O_DIRECT and sent from that buffer");
+        if (choice.path != SendPath::read_send) log_.verbose_line(SmallFileBatch::reads_line());
         connect("", false);
         planner_.set_block_size(block_size());
         fit_.emplace(features_, log_, opts_.progress);
