@@ -18,6 +18,7 @@
 
 #include "core/checksum/xxh3.hpp"
 #include "core/io/file_times.hpp"
+#include "core/io/page_cache.hpp"
 #include "core/io/unique_fd.hpp"
 #include "core/wire/codec.hpp"
 #include "send/paths/small_file_batch.hpp"
@@ -36,15 +37,9 @@ using unit_test::read_frames;
 
 // cachestat(2)'s dirty and writeback pages of the whole file (0 where the kernel lacks it).
 uint64_t dirty_pages(const std::string& path) {
-    struct {
-        uint64_t off, len;
-    } range{0, 0};
-    struct {
-        uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-    } cs{};
     sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd || ::syscall(451, fd.get(), &range, &cs, 0) != 0) return 0;
-    return cs.nr_dirty + cs.nr_writeback;
+    const auto c = fd ? sluice::page_cache_counts(fd.get(), 0, 0) : std::nullopt;
+    return c ? c->dirty : 0;
 }
 
 
