@@ -37,7 +37,11 @@ options:
   --connect-back       the server connects its streams to this host instead
   --bind ADDR          with --connect-back: address to listen on (default: all)
   --connect-timeout S  give up connecting to the server after S seconds (default 10)
-  --idle-timeout S     fail if the server is silent this long (default 60)
+  --idle-timeout S     fail if the server is silent this long (default 60; longer on a link
+                       whose round trip makes it short: 64 round trips, -v and --json say)
+  --mptcp              Multipath TCP on every connection (the server needs --mptcp too); where
+                       the kernel, server or path lacks it, plain TCP, said per connection in -v
+                       and --json "mptcp_connections"
   --token-file FILE    the server's token, from FILE (mode 0600 or stricter)
   --token SECRET       the server's token on the command line (visible in ps)
   --json               print final stats as one JSON object on stdout
@@ -65,7 +69,7 @@ std::pair<std::string, std::string> split_get_url(const std::string& url) {
 int cmd_get(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--recv-path", "--bind", "--connect-timeout", "--idle-timeout", "--token", "--token-file"},
-           {"--sync", "--verify", "--connect-back", "--json", "--verbose", "-v", "--help", "-h"});
+           {"--sync", "--verify", "--connect-back", "--json", "--verbose", "-v", "--help", "-h", "--mptcp"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kGetHelp, stdout);
         return 0;
@@ -83,6 +87,7 @@ int cmd_get(int argc, char** argv) {
     o.connect_back = a.flag("--connect-back");
     if (o.bind_address.size() && !o.connect_back) throw Error(ErrorCode::usage, "--bind needs --connect-back (otherwise nothing listens)");
     o.verify = a.flag("--verify");
+    o.mptcp = a.flag("--mptcp");
     o.connect_timeout_ms = static_cast<int>(a.uint_value("--connect-timeout", 10, 1, 3600)) * 1000;
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     o.verbose = a.flag("--verbose") || a.flag("-v");

@@ -47,7 +47,8 @@ options:
   --max-manifest-bytes SIZE  refuse a manifest needing more receiver memory (default: 1/4 of RAM)
   --numeric-ids        keep owners by number alone (default: by the user and group names
                        the sender sends, where this host knows them, as rsync does)
-  --idle-timeout S     fail if the sender is silent this long (default 60)
+  --idle-timeout S     fail if the sender is silent this long (default 60; at least 64 round
+                       trips of the control connection: -v and --json say what was chosen)
   --cc NAME            TCP congestion control of every accepted connection (e.g. bbr,
                        cubic; default: the system's)
   --mptcp              listen with Multipath TCP (senders with --mptcp spread each connection

@@ -39,8 +39,10 @@ options:
   --token-file FILE    read the receiver's token from FILE (mode 0600 or stricter)
   --token SECRET       the receiver's token (visible to every local user in ps: prefer
                        --token-file or the SLUICE_TOKEN environment variable)
-  --connect-timeout S  seconds to wait for a connection (default 10)
-  --idle-timeout S     fail if the receiver is silent this long (default 60)
+  --connect-timeout S  seconds to wait for a connection (default 10; a data stream's: at least
+                       64 round trips of the control connection)
+  --idle-timeout S     fail if the receiver is silent this long (default 60; at least 64 round
+                       trips of the control connection: -v and --json say what was chosen)
   --retry-for S        reopen a data stream whose connection breaks for up to S seconds and
                        send again what it had not delivered (default 120; 0: a break fails)
   --bounded-resend     before each block, wait until the receiver acknowledged the ones before

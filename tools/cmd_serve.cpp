@@ -37,6 +37,8 @@ options:
   --port PORT            serve `sluice get` on PORT (0: one chosen by the system)
   --max-gets N           get sessions sending at once; more are refused as busy (default 64)
   --get-rate-limit SIZE  bytes per second of each get session, e.g. 100M (default: unlimited)
+  --mptcp                the --port listener takes Multipath TCP (and plain TCP) clients; -v
+                         says per get session which its request came over
   --bind ADDR            address to listen on (default: all)
   --host NAME            host name to print in the URL (default: ADDR, else localhost)
   --threads N            ring threads (default: the online CPUs)
@@ -77,7 +79,7 @@ int cmd_serve(int argc, char** argv) {
     Args a(argc, argv,
            {"--http", "--port", "--max-gets", "--get-rate-limit", "--bind", "--host", "--threads", "--token", "--token-file", "--max-connections", "--request-timeout",
             "--idle-timeout", "--send-timeout", "--max-upload-size", "--max-uploads", "--upload-timeout"},
-           {"--public", "--allow-upload", "--sync", "--json", "--verbose", "-v", "--help", "-h"});
+           {"--public", "--allow-upload", "--sync", "--json", "--verbose", "-v", "--help", "-h", "--mptcp"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kServeHelp, stdout);
         return 0;
@@ -93,6 +95,8 @@ int cmd_serve(int argc, char** argv) {
     }
     o.max_get_sessions = a.uint_value("--max-gets", 64, 1, 4096);
     if (auto v = a.value("--get-rate-limit")) o.get_rate_limit = parse_size(*v, "--get-rate-limit");
+    o.get_mptcp = a.flag("--mptcp");
+    if (o.get_mptcp && !o.get_sessions) throw Error(ErrorCode::usage, "--mptcp needs --port (it is for the sluice port's get sessions)");
     o.public_reads = a.flag("--public");
     o.allow_upload = a.flag("--allow-upload");
     o.sync_uploads = a.flag("--sync");

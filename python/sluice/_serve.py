@@ -5,7 +5,7 @@ import os
 
 from . import _sluice
 from ._errors import UsageError
-from ._options import DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, _send_options, parse_size
+from ._options import DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, _flag, _send_options, parse_size
 
 
 class Server:
@@ -20,12 +20,13 @@ class Server:
     get_rate_limit: bytes/s of each get session (an int or "100M"; 0: unlimited).
     allow_upload: accept PUT and POST of files (always with the token, even when ``public``);
     sync: answer an upload once it is durable; max_upload_size: larger bodies get 413 (an int
-    or "1G"); max_uploads: bodies received at once (more get 503).
+    or "1G"); max_uploads: bodies received at once (more get 503). mptcp: the get port listens
+    with Multipath TCP (``--mptcp``; plain TCP clients are still served).
     """
 
     def __init__(self, dir, *, http_port=0, port=None, token=None, public=False, bind_address="", threads=0,
                  max_connections=16384, max_gets=64, get_rate_limit=0, allow_upload=False, sync=False,
-                 max_upload_size="1G", max_uploads=64, verbose=False):
+                 max_upload_size="1G", max_uploads=64, verbose=False, mptcp=False):
         for name, value in (("http_port", http_port), ("port", port)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535):
                 raise UsageError(f"{name}={value!r}: expected an int from 0 to 65535")
@@ -37,8 +38,10 @@ class Server:
             "max_gets": int(max_gets), "get_rate_limit": parse_size(get_rate_limit, "get_rate_limit"),
             "allow_upload": bool(allow_upload), "sync": bool(sync),
             "max_upload_size": parse_size(max_upload_size, "max_upload_size"), "max_uploads": int(max_uploads),
-            "verbose": bool(verbose),
+            "verbose": bool(verbose), "mptcp": _flag(mptcp, "mptcp"),
         }
+        if opts["mptcp"] and port is None:
+            raise UsageError("mptcp=True needs port= (it is for the get sessions' port)")
         self._srv = _sluice.Server(os.fsdecode(os.fspath(dir)), opts)
 
     @property
@@ -74,11 +77,14 @@ def serve(dir, **kwargs):
 
 def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", sync=False, verify=False,
         connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None, progress=None, progress_interval=0.2,
-        cancel=None, connect_back=False):
+        cancel=None, connect_back=False, mptcp=False):
     """Fetches ``sluice://HOST:PORT/PATH`` (a file or a tree, relative to the served directory)
     from a ``sluice serve --port`` into the directory ``dest``, over sluice's protocol with
     ``streams`` streams, a checksum per block, and resume (the same call again continues).
     This host opens every connection (behind NAT too; ``connect_back``: the server connects here).
+    mptcp: Multipath TCP on every connection (``--mptcp``; the server needs it too); where the
+    kernel, server or path lacks it, plain TCP: the stats' mptcp ("on"/"fallback") and
+    mptcp_connections say which and why.
     Returns the receiver's stats as a dict; options, progress, log, cancel and errors as for ``send``."""
     if not isinstance(url, str) or not url.startswith("sluice://"):
         raise UsageError(f"url={url!r}: expected a sluice://HOST:PORT/PATH string")
@@ -91,6 +97,6 @@ def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", s
     opts = _send_options(token=token, streams=streams, block_size=DEFAULT_BLOCK_SIZE, rate_limit=0,
                          send_path="splice", connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress, progress_interval=progress_interval,
-                         cancel=cancel)
+                         cancel=cancel, mptcp=mptcp)
     opts.update(recv_path=recv_path, sync=bool(sync), verify=bool(verify), connect_back=bool(connect_back))
     return _sluice.get(f"sluice://{host_port}/{query}", path, os.fsdecode(os.fspath(dest)), opts)

@@ -39,6 +39,7 @@ ServeOptions serve_options(const py::dict& o) {
     s.max_upload_bytes = o["max_upload_size"].cast<uint64_t>();
     s.max_uploads = o["max_uploads"].cast<unsigned>();
     s.verbose = o["verbose"].cast<bool>();
+    s.get_mptcp = o["mptcp"].cast<bool>();
     return s;
 }
 
@@ -109,6 +110,7 @@ void bind_serve(py::module_& m) {
             g.sync = o["sync"].cast<bool>();
             g.verify = o["verify"].cast<bool>();
             g.connect_back = o["connect_back"].cast<bool>();
+            g.mptcp = so.mptcp;
             return get(from, remote_path, dest, g);
         });
     });

@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 
 #include <cstdio>
+#include <optional>
+#include <vector>
 
 #include "core/io/mptcp.hpp"
 #include "core/io/socket.hpp"
@@ -65,11 +67,63 @@ TEST_CASE("a connection says whether it runs MPTCP and, when not, why") {
     CHECK(s.why.find("connected in plain TCP") != std::string::npos);
 }
 
-TEST_CASE("handshake deadlines scale with the round trip above their floor") {
-    CHECK(rtt_scaled_ms(10000, 0) == 10000);        // no measurement: the floor
-    CHECK(rtt_scaled_ms(10000, 80'000) == 10000);   // 80 ms: 64 round trips are 5.1 s, under the floor
-    CHECK(rtt_scaled_ms(10000, 600'000) == 38400);  // 600 ms (a satellite hop): 64 round trips
-    CHECK(rtt_scaled_ms(10000, 4'000'000'000u) == 3'600'000); // bounded: an hour at most
+TEST_CASE("an accepted connection's handshake measured its round trip") {
     Pair p = connect_pair(false, false);
-    CHECK(smoothed_rtt_us(p.server.get()) > 0); // an accepted connection's handshake measured it
+    CHECK(smoothed_rtt_us(p.server.get()) > 0);
+}
+
+namespace {
+
+// Writes n bytes on `from` and reads them all on `to` (blocking; loopback).
+void move_bytes(int from, int to, size_t n) {
+    std::vector<unsigned char> buf(n, 0x5a);
+    send_all(from, buf, "test send");
+    recv_exact(to, buf, "test recv");
+}
+
+} // namespace
+
+// TCP_INFO on an MPTCP socket is its first subflow's: the figures come from every subflow
+// (MPTCP_TCPINFO) instead, and say how many they sum.
+TEST_CASE("an MPTCP connection's figures come from its subflows, a TCP one's from TCP_INFO") {
+    Pair plain = connect_pair(false, false);
+    move_bytes(plain.client.get(), plain.server.get(), 1 << 20);
+    CHECK_FALSE(mptcp_stream_tcp(plain.client.get(), 1).has_value());
+    CHECK_FALSE(mptcp_bytes_acked(plain.client.get()).has_value());
+    CHECK_FALSE(runs_mptcp(plain.client.get()));
+    StreamTcp t = stream_tcp(plain.client.get(), 1);
+    CHECK(t.subflows == 0);
+    CHECK(t.bytes_sent >= (1u << 20));
+    if (!mptcp_enabled()) return; // the rest needs net.mptcp.enabled=1
+    Pair both = connect_pair(true, true);
+    move_bytes(both.client.get(), both.server.get(), 1 << 20);
+    CHECK(runs_mptcp(both.client.get()));
+    StreamTcp m = stream_tcp(both.client.get(), 2);
+    CHECK(m.stream == 2);
+    CHECK(m.subflows == 1); // loopback has one path: one subflow
+    CHECK(m.bytes_sent >= (1u << 20));
+    CHECK(m.mss > 0);
+    // Acknowledged at the MPTCP level (or by the subflows): some of it, never more than sent.
+    std::optional<uint64_t> acked = mptcp_bytes_acked(both.client.get());
+    REQUIRE(acked.has_value());
+    CHECK(*acked > 0);
+    CHECK(*acked <= m.bytes_sent + 1);
+    CHECK(bytes_acked(both.client.get()) == *acked);
+    // A client that fell back to TCP is judged by TCP_INFO, which then describes it whole.
+    Pair fell_back = connect_pair(false, true);
+    move_bytes(fell_back.client.get(), fell_back.server.get(), 64 << 10);
+    CHECK_FALSE(mptcp_stream_tcp(fell_back.client.get(), 1).has_value());
+    CHECK(stream_tcp(fell_back.client.get(), 1).subflows == 0);
+}
+
+TEST_CASE("window limits leave MPTCP streams out and say so") {
+    std::vector<StreamTcp> streams{{.stream = 1, .rtt_us = 100, .busy_us = 1000, .sndbuf_limited_us = 900, .subflows = 2},
+                                   {.stream = 2, .rtt_us = 100, .busy_us = 1000, .sndbuf_limited_us = 900, .subflows = 1}};
+    std::string unjudged;
+    CHECK(send_window_limits({-1, -1}, streams, &unjudged).empty());
+    CHECK(unjudged.find("data streams 1, 2 run MPTCP") != std::string::npos);
+    streams.resize(1);
+    streams[0].subflows = 0; // plain TCP, with no buffer to read (fd -1): judged, nothing found
+    CHECK(send_window_limits({-1}, streams, &unjudged).empty());
+    CHECK(unjudged.empty());
 }

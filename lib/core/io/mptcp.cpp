@@ -30,7 +30,7 @@ std::string why_text(MptcpMiss m, int err) {
     case MptcpMiss::not_built: return "this kernel has no MPTCP (socket: protocol not supported)";
     case MptcpMiss::disabled: return "MPTCP is disabled here (net.mptcp.enabled=0)";
     case MptcpMiss::refused: return std::string("an MPTCP socket was refused: ") + std::strerror(err);
-    case MptcpMiss::peer_plain: return "the peer answered in plain TCP (it or the path lacks MPTCP; the receiver needs --mptcp)";
+    case MptcpMiss::peer_plain: return "the peer answered in plain TCP (it or the path lacks MPTCP; the listening side needs --mptcp)";
     case MptcpMiss::accepted_plain: return "the peer connected in plain TCP (it did not ask for MPTCP, or the path stripped it)";
     }
     return "";

@@ -199,6 +199,8 @@ void recv_exact(int fd, std::span<unsigned char> data, const char* what) {
 }
 
 uint64_t bytes_acked(int fd) noexcept {
+    // TCP_INFO of an MPTCP socket counts its first subflow's bytes only.
+    if (std::optional<uint64_t> m = mptcp_bytes_acked(fd)) return *m;
     tcp_info ti{};
     socklen_t len = sizeof ti;
     if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "core/io/mptcp.hpp"
 #include "core/io/unique_fd.hpp"
 #include "sluice/error.hpp"
 
@@ -79,11 +80,6 @@ std::string congestion_control_of(int fd) {
     return std::string(buf, strnlen(buf, len));
 }
 
-int rtt_scaled_ms(int floor_ms, uint32_t rtt_us) noexcept {
-    const uint64_t scaled = static_cast<uint64_t>(rtt_us) * kDeadlineRtts / 1000;
-    return scaled > static_cast<uint64_t>(floor_ms) ? static_cast<int>(std::min<uint64_t>(scaled, 3'600'000)) : floor_ms;
-}
-
 uint32_t smoothed_rtt_us(int fd) noexcept {
     tcp_info ti{};
     socklen_t len = sizeof ti;
@@ -92,6 +88,7 @@ uint32_t smoothed_rtt_us(int fd) noexcept {
 }
 
 StreamTcp stream_tcp(int fd, unsigned stream) {
+    if (std::optional<StreamTcp> m = mptcp_stream_tcp(fd, stream)) return *m;
     tcp_info ti{};
     socklen_t len = sizeof ti; // an older kernel fills less; the rest stays zero
     StreamTcp s;
@@ -135,15 +132,31 @@ std::string ceiling_text(uint64_t buffer, uint32_t rtt_us) {
     return b;
 }
 
+// "data streams 1, 3 run MPTCP: not judged (...)", or "" for none.
+std::string unjudged_text(const std::vector<unsigned>& streams) {
+    if (streams.empty()) return "";
+    std::string list;
+    for (unsigned s : streams) list += (list.empty() ? "" : ", ") + std::to_string(s);
+    return std::string(streams.size() == 1 ? "data stream " : "data streams ") + list + " run" +
+           (streams.size() == 1 ? "s" : "") +
+           " MPTCP: window limits not judged (a socket-buffer cap is not told apart per subflow)";
+}
+
 } // namespace
 
-std::vector<std::string> send_window_limits(const std::vector<int>& fds, const std::vector<StreamTcp>& streams) {
+std::vector<std::string> send_window_limits(const std::vector<int>& fds, const std::vector<StreamTcp>& streams,
+                                            std::string* unjudged) {
     // Below a tenth of the busy time a cap is noise (slow start, the last block's tail).
     constexpr double kNoticeable = 0.1;
     std::vector<std::string> out;
     const uint64_t wmem = sysctl_max("/proc/sys/net/ipv4/tcp_wmem");
+    std::vector<unsigned> mptcp;
     for (size_t i = 0; i < fds.size() && i < streams.size(); ++i) {
         const StreamTcp& s = streams[i];
+        if (s.subflows > 0) {
+            mptcp.push_back(s.stream);
+            continue;
+        }
         if (s.busy_us == 0 || s.rtt_us == 0 || wmem == 0) continue;
         // Held back by its send buffer, and autotuning had already grown that to the cap.
         if (double(s.sndbuf_limited_us) / s.busy_us < kNoticeable) continue;
@@ -155,13 +168,20 @@ std::vector<std::string> send_window_limits(const std::vector<int>& fds, const s
                       ", at most " + ceiling_text(wmem, s.rtt_us) + " per stream): raise it to at least " +
                       fix_text(s.rtt_us));
     }
+    if (unjudged) *unjudged = unjudged_text(mptcp);
     return out;
 }
 
-std::vector<std::string> recv_window_limits(const std::vector<std::pair<unsigned, int>>& streams, double seconds) {
+std::vector<std::string> recv_window_limits(const std::vector<std::pair<unsigned, int>>& streams, double seconds,
+                                            std::string* unjudged) {
     std::vector<std::string> out;
+    std::vector<unsigned> mptcp;
     const uint64_t rmem = sysctl_max("/proc/sys/net/ipv4/tcp_rmem");
     for (const auto& [stream, fd] : streams) {
+        if (runs_mptcp(fd)) {
+            mptcp.push_back(stream);
+            continue;
+        }
         // Autotuning grows the buffer to twice what the rate it sees needs: one at the cap wanted more.
         if (rmem == 0 || seconds <= 0 || uint64_t(buffer_size(fd, SO_RCVBUF)) < rmem) continue;
         tcp_info ti{};
@@ -178,6 +198,7 @@ std::vector<std::string> recv_window_limits(const std::vector<std::pair<unsigned
                       ", a window for at most " + ceiling_text(rmem, rtt) +
                       " per stream): raise it to at least " + fix_text(rtt));
     }
+    if (unjudged) *unjudged = unjudged_text(mptcp);
     return out;
 }
 

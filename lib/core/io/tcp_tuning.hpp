@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/io/rtt_deadlines.hpp" // rtt_scaled_ms(), for the receiver's handshake deadline
 #include "sluice/stats.hpp"
 
 namespace sluice {
@@ -20,27 +21,29 @@ void set_congestion_control(int fd, const std::string& name);
 // The algorithm fd uses, as the kernel names it ("" when it cannot say).
 std::string congestion_control_of(int fd);
 
-// A deadline for an exchange of a few round trips that TCP may have to retransmit (a
-// handshake): floor_ms, or kDeadlineRtts round trips where that is longer. On a 1 s round trip
-// (a geostationary hop with a full queue) a fixed 10 s covers the exchange and the
-// retransmission timeouts of about two lost segments; 64 round trips cover it with loss.
-inline constexpr int kDeadlineRtts = 64;
-int rtt_scaled_ms(int floor_ms, uint32_t rtt_us) noexcept;
 // The kernel's smoothed round-trip time of fd's connection (TCP_INFO; for an accepted one,
 // measured by its handshake), 0 where it cannot say.
 uint32_t smoothed_rtt_us(int fd) noexcept;
 
-// TCP_INFO of one data stream (zeros where the kernel lacks a field).
+// TCP_INFO of one data stream (zeros where the kernel lacks a field); of an MPTCP connection,
+// its subflows' summed (mptcp_stream_tcp(), core/io/mptcp.hpp).
 StreamTcp stream_tcp(int fd, unsigned stream);
 
 // The sender's lines for window_limits: each data stream (fds[i] is stream i + 1) held back by
 // its send buffer for a noticeable part of its busy time with the buffer grown to
 // net.ipv4.tcp_wmem's max: that value, and the one that would lift the cap.
-std::vector<std::string> send_window_limits(const std::vector<int>& fds, const std::vector<StreamTcp>& streams);
+// Streams running MPTCP are not judged (the MPTCP socket's buffer is not what held each
+// subflow back, and a subflow's share of the send buffer is not reported): *unjudged says
+// which were left out and why ("" when none).
+std::vector<std::string> send_window_limits(const std::vector<int>& fds, const std::vector<StreamTcp>& streams,
+                                            std::string* unjudged);
 // The receiver's lines: each data stream (number, fd) whose receive buffer autotuning grew
 // to net.ipv4.tcp_rmem's max and that moved at least half of what a window of that size
 // allows over `seconds` (the sender cannot read the receiver's sysctls). net.core.rmem_max
 // and wmem_max cap only buffers set with SO_RCVBUF/SO_SNDBUF, which sluice leaves to autotuning.
-std::vector<std::string> recv_window_limits(const std::vector<std::pair<unsigned, int>>& streams, double seconds);
+// MPTCP streams are left out as at the sender (TCP_INFO of an MPTCP socket is its first
+// subflow's: a second path's bytes would be missing from the rate judged).
+std::vector<std::string> recv_window_limits(const std::vector<std::pair<unsigned, int>>& streams, double seconds,
+                                            std::string* unjudged);
 
 } // namespace sluice

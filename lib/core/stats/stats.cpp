@@ -98,7 +98,8 @@ std::string Stats::to_json() const {
                   ",\"total_retrans\":" + std::to_string(t.total_retrans) + ",\"cwnd\":" + std::to_string(t.cwnd) +
                   ",\"mss\":" + std::to_string(t.mss) + ",\"busy_us\":" + std::to_string(t.busy_us) +
                   ",\"rwnd_limited_us\":" + std::to_string(t.rwnd_limited_us) +
-                  ",\"sndbuf_limited_us\":" + std::to_string(t.sndbuf_limited_us) + "}";
+                  ",\"sndbuf_limited_us\":" + std::to_string(t.sndbuf_limited_us) +
+                  ",\"subflows\":" + std::to_string(t.subflows) + "}";
         }
         field("tcp_streams", ts + "]");
         field("bytes_retrans", std::to_string(retrans));
@@ -107,6 +108,7 @@ std::string Stats::to_json() const {
         std::string wl = "[";
         for (size_t i = 0; i < window_limits.size(); ++i) wl += (i ? "," : "") + json_string(window_limits[i]);
         field("window_limits", wl + "]");
+        field("window_limits_unjudged", json_string(window_limits_unjudged));
     }
     if (role == "send" && dry_run) {
         field("dry_run", "true");
@@ -128,6 +130,9 @@ std::string Stats::to_json() const {
         }
         field("mptcp_connections", mc + "]");
     }
+    field("control_rtt_us", std::to_string(control_rtt_us));
+    field("idle_timeout_ms", std::to_string(idle_timeout_ms));
+    if (role == "send") field("connect_timeout_ms", std::to_string(connect_timeout_ms));
     if (role == "recv") {
         std::string d = "[";
         for (size_t i = 0; i < deleted.size(); ++i) d += (i ? "," : "") + json_string(deleted[i]);

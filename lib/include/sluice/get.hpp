@@ -35,6 +35,10 @@ struct GetOptions {
     // first protocol of get sessions; a server from before GET_ATTACH needs it).
     bool connect_back = false;
     std::string bind_address;    // connect_back: where the receiver listens for the server; empty: all addresses
+    // Multipath TCP on every connection (SendOptions::mptcp); with connect_back the receiver
+    // listens with MPTCP. Where the kernel, the server or the path lacks it, plain TCP, said
+    // per connection in Stats::mptcp ("fallback") and mptcp_connections (and with verbose).
+    bool mptcp = false;
     bool verbose = false;
     LogFn log;
     Progress* progress = nullptr;

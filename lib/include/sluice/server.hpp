@@ -48,6 +48,9 @@ struct ServeOptions {
     unsigned max_get_sessions = 64;   // get sessions sending at once; more are refused (busy)
     uint64_t max_get_files = 16384;   // files one get session may send (each is held open)
     uint64_t get_rate_limit = 0;      // bytes per second of each get session; 0 = unlimited
+    // The get port listens with Multipath TCP (SendOptions::mptcp): it accepts MPTCP and plain
+    // TCP clients alike; with verbose, each get session's log says which its request came over.
+    bool get_mptcp = false;
     // Uploads: PUT or POST of one file with a Content-Length, written to a temporary name
     // beneath the directory and renamed into place once the whole body arrived. They always
     // need the token, public_reads or not (so allow_upload needs a token).

@@ -21,6 +21,9 @@ struct StreamTcp {
     uint64_t busy_us = 0;           // time with data in flight
     uint64_t rwnd_limited_us = 0;   // of it, held back by the receiver's window
     uint64_t sndbuf_limited_us = 0; // of it, held back by the send buffer
+    // An MPTCP connection: how many subflows the figures above sum (each subflow's TCP_INFO;
+    // rtt and the times are the largest of them). 0: a plain TCP connection's TCP_INFO.
+    unsigned subflows = 0;
 };
 
 // One line of a sender's --dry-run list (rsync's --itemize-changes): what the receiver would do
@@ -88,6 +91,8 @@ struct Stats {
     // Each sysctl cap on a socket buffer that held a stream's window down, with the value that
     // would lift it: tcp_wmem at the sender, tcp_rmem at the receiver (also logged with -v).
     std::vector<std::string> window_limits;
+    // Data streams left out of window_limits, and why (MPTCP connections); "" when none was.
+    std::string window_limits_unjudged;
     // Receiver with --delete: what it removed (relative paths, a directory after its contents).
     std::vector<std::string> deleted;
     // Sender with --dry-run: nothing was sent or changed; changes lists what would be, entries
@@ -98,6 +103,11 @@ struct Stats {
     // one runs plain TCP; mptcp_connections says which and why, as -v does).
     std::string mptcp = "off";
     std::vector<ConnectionMptcp> mptcp_connections; // with --mptcp: each connection, control first
+    // Deadlines that scale with the round trip (issue 16): each is the one asked, or 64 round
+    // trips of the control connection where that is longer (at most 10 minutes more).
+    uint32_t control_rtt_us = 0; // the control connection's smoothed RTT when they were chosen (0: not measured)
+    int idle_timeout_ms = 0;     // the peer's silence that fails the transfer
+    int connect_timeout_ms = 0;  // sender: a data stream's connect and reopen
 
     double throughput_mb_s() const { return seconds > 0 ? bytes_sent / seconds / 1e6 : 0; }
     SLUICE_EXPORT std::string to_json() const;

@@ -280,7 +280,7 @@ bool Acceptor::advance_handshake(Admission& admission, Pending& p) {
         transfer_source_ = p.source;
         have_transfer_source_ = true;
     }
-    admission.join(h, std::move(p.fd));
+    admission.join(h, std::move(p.fd), p.adopted);
     return false;
 }
 

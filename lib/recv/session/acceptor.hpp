@@ -40,7 +40,8 @@ public:
         // which the session runs on the connection's own thread. Called just before join().
         virtual void encrypted(const wire::ClientHello& h, const tls::Psk& psk) = 0;
         // The peer was admitted and told so: its connection now belongs to the session.
-        virtual void join(const wire::ClientHello& h, UniqueFd fd) = 0;
+        // adopted: this side opened it (adopt()), so a plain-TCP answer was the peer's.
+        virtual void join(const wire::ClientHello& h, UniqueFd fd, bool adopted) = 0;
         // After every round of poll(), for the session's own deadlines.
         virtual void after_round() = 0;
 
@@ -60,6 +61,9 @@ public:
     // A connection this side opened (Receiver::adopt): handled as an accepted one from the
     // next round of run() on. Any thread; at most kMaxPendingHandshakes wait here (more are closed).
     void adopt(UniqueFd fd);
+    // The idle timeout of connections admitted from now on (scaled by the transfer's round
+    // trip once its control connection is in: core/io/rtt_deadlines.hpp). On run()'s thread.
+    void set_idle_timeout(int ms) noexcept { idle_timeout_ms_ = ms; }
     // Accepts until admission.accepting() is false; throws internal if poll() fails.
     void run(Admission& admission);
 

@@ -84,8 +84,8 @@ wire::AuthStatus RecvSession::admit(const wire::ClientHello& h) {
     return wire::AuthStatus::ok;
 }
 
-void RecvSession::join(const wire::ClientHello& h, UniqueFd fd) {
-    if (opts_.mptcp) note_mptcp(mptcp_of(fd.get(), h.role == wire::Role::control ? 0 : h.stream_index, true, true));
+void RecvSession::join(const wire::ClientHello& h, UniqueFd fd, bool adopted) {
+    if (opts_.mptcp) note_mptcp(mptcp_of(fd.get(), h.role == wire::Role::control ? 0 : h.stream_index, true, !adopted));
     if (h.role == wire::Role::control) {
         start_transfer(h, std::move(fd));
     } else {
@@ -115,6 +115,12 @@ void RecvSession::start_transfer(const wire::ClientHello& h, UniqueFd control) {
         data_.resize(stream_count_ + 1u);
     }
     if (opts_.progress) opts_.progress->stream_count = stream_count_;
+    // The connection's TCP handshake and hello measured the link: our deadlines scale with
+    // it from here on (the data threads and the control thread start after this).
+    deadlines_ = rtt_deadlines(0, opts_.idle_timeout_ms, smoothed_rtt_us(control.get()));
+    opts_.idle_timeout_ms = ctx_.idle_timeout_ms = deadlines_.idle_ms;
+    acceptor_.set_idle_timeout(deadlines_.idle_ms);
+    log_.verbose_line(deadlines_line(deadlines_));
     // Until the manifest has ended the sender must keep talking (ControlSide lifts this).
     set_io_timeout(control.get(), opts_.idle_timeout_ms);
     set_nodelay(control.get());
@@ -298,7 +304,7 @@ Stats RecvSession::stats() {
         std::lock_guard lk(data_mu_);
         for (size_t i = 1; i < data_.size(); ++i)
             if (data_[i]) streams.emplace_back(static_cast<unsigned>(i), data_[i].get());
-        s.window_limits = recv_window_limits(streams, s.seconds);
+        s.window_limits = recv_window_limits(streams, s.seconds, &s.window_limits_unjudged);
         for (ConnectionMptcp& c : mptcp_)
             if (c.mptcp && c.stream > 0 && c.stream < data_.size() && data_[c.stream]) c.subflows = mptcp_subflows(data_[c.stream].get());
     }
@@ -308,6 +314,9 @@ Stats RecvSession::stats() {
         s.mptcp = mptcp_summary(mptcp_);
     }
     for (const std::string& w : s.window_limits) log_.verbose_line(w);
+    if (!s.window_limits_unjudged.empty()) log_.verbose_line(s.window_limits_unjudged);
+    s.control_rtt_us = deadlines_.rtt_us;
+    s.idle_timeout_ms = deadlines_.idle_ms;
     add_process_usage(s);
     return s;
 }

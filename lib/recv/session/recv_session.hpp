@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/io/rtt_deadlines.hpp"
 #include "core/session/control_channel.hpp"
 #include "core/session/failure_latch.hpp"
 #include "core/session/session_log.hpp"
@@ -46,7 +47,7 @@ private:
     int max_wait_ms() override { return started_ ? 1000 : -1; }
     wire::AuthStatus admit(const wire::ClientHello& h) override;
     void encrypted(const wire::ClientHello& h, const tls::Psk& psk) override { psk_[h.stream_index] = psk; }
-    void join(const wire::ClientHello& h, UniqueFd fd) override;
+    void join(const wire::ClientHello& h, UniqueFd fd, bool adopted) override;
     void after_round() override {
         check_streams_connected();
         if (auto e = broken_.overdue(opts_.idle_timeout_ms)) fail(*e);
@@ -65,7 +66,10 @@ private:
     void join_threads();
     Stats stats();
 
-    const RecvOptions opts_;
+    // idle_timeout_ms is scaled by the control connection's round trip in start_transfer(),
+    // before any thread that reads it starts (ControlSide reads it through a reference).
+    RecvOptions opts_;
+    RttDeadlines deadlines_; // chosen in start_transfer() (core/io/rtt_deadlines.hpp)
     SessionLog log_;
     std::unique_ptr<RecvTarget> target_;
     FileTable files_;

@@ -67,6 +67,12 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     hello.features = r.features;
     c.features = r.features;
     c.hello = hello;
+    // The handshake's round trips measured the link: every later wait scales with it.
+    c.deadlines = rtt_deadlines(opts.connect_timeout_ms, opts.idle_timeout_ms, smoothed_rtt_us(c.control.get()));
+    set_io_timeout(c.control.get(), c.deadlines.idle_ms);
+    SendOptions scaled = opts;
+    scaled.connect_timeout_ms = c.deadlines.connect_ms;
+    scaled.idle_timeout_ms = c.deadlines.idle_ms;
     if (c.encrypted) c.control = links.secure(c.control.get(), tls::Side::client, r.psk, peer, 0, on_fail);
     // The timeouts stay: a write to a receiver that stopped reading, and a frame that stops
     // halfway, fail after the idle timeout. Waiting for the next frame is the control reader's
@@ -80,7 +86,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     if (opts.progress) opts.progress->stream_count = opts.streams;
     const bool encrypted = c.encrypted;
     // Side by side, in the background: one after the other cost ~2.5 round trips each.
-    opener.start(opts.streams, kParallelOpens, [=, &links, opts = opts](unsigned i) {
+    opener.start(opts.streams, kParallelOpens, [=, &links, opts = scaled](unsigned i) {
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
         const int slot = out.data[i - 1].get();
         UniqueFd fd = open_connection(to, opts);

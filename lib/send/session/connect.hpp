@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/io/rtt_deadlines.hpp"
 #include "core/io/unique_fd.hpp"
 #include "core/tls/links.hpp"
 #include "core/wire/protocol.hpp"
@@ -20,6 +21,9 @@ struct Connections {
     uint8_t features = 0; // wire::kFeature* bits both sides use (the receiver offered them)
     bool encrypted = false;
     ConnectionMptcp control_mptcp; // what --mptcp gave the control connection (core/io/mptcp.hpp)
+    // The idle and connect deadlines scaled by the control connection's round trip, measured
+    // by its handshake (core/io/rtt_deadlines.hpp); the data streams open under them.
+    RttDeadlines deadlines;
 };
 
 // One connection to the receiver: SendOptions::connection when set (a socket handed in by

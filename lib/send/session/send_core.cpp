@@ -50,6 +50,11 @@ void SendCore::connect(const std::string& how, bool all_streams) {
     hello_ = c.hello;
     features_ = c.features;
     control_mptcp_ = c.control_mptcp;
+    // Every later wait (the control reader, each stream's sends, reopening a stream) reads these.
+    deadlines_ = c.deadlines;
+    opts_.idle_timeout_ms = deadlines_.idle_ms;
+    opts_.connect_timeout_ms = deadlines_.connect_ms;
+    log_.verbose_line(deadlines_line(deadlines_));
     if (opts_.mptcp) log_.verbose_line(mptcp_line(control_mptcp_));
     writers_.resize(keys_.size()); // made by each stream's thread once it is open (stream_ready)
     if (c.encrypted && opts_.retry_for_ms > 0) {
@@ -263,8 +268,12 @@ Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
         s.encryption_streams = links_.streams();
     }
     if (opts_.mptcp) add_mptcp(s);
-    s.window_limits = send_window_limits(fds, s.tcp_streams);
+    s.control_rtt_us = deadlines_.rtt_us;
+    s.idle_timeout_ms = deadlines_.idle_ms;
+    s.connect_timeout_ms = deadlines_.connect_ms;
+    s.window_limits = send_window_limits(fds, s.tcp_streams, &s.window_limits_unjudged);
     for (const std::string& w : s.window_limits) log_.verbose_line(w);
+    if (!s.window_limits_unjudged.empty()) log_.verbose_line(s.window_limits_unjudged);
     add_process_usage(s);
     return s;
 }

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/io/rtt_deadlines.hpp"
 #include "core/io/unique_fd.hpp"
 #include "core/session/control_channel.hpp"
 #include "core/session/failure_latch.hpp"
@@ -165,6 +166,7 @@ private:
     // --mptcp: each connection's outcome into s.mptcp_connections and -v (core/io/mptcp.hpp).
     void add_mptcp(Stats& s);
     ConnectionMptcp control_mptcp_; // read when the control connection was made
+    RttDeadlines deadlines_;        // chosen when the control connection was made (connect())
     // Waits until a frame starts to arrive on the control connection; throws timed_out once
     // the receiver has owed an answer for the idle timeout.
     void await_frame();

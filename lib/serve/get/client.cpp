@@ -12,7 +12,9 @@
 #include <optional>
 #include <thread>
 
+#include "core/io/mptcp.hpp"
 #include "core/io/socket.hpp"
+#include "core/io/tcp_tuning.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec_get.hpp"
 
@@ -70,11 +72,11 @@ struct Verdict {
 // (each holds one of the server's session threads only while it says GET_ATTACH), then owned
 // by the Receiver, which greets them as if it had accepted them.
 void attach_connections(const Endpoint& from, const std::string& server, const std::array<unsigned char, wire::kNonceBytes>& nonce,
-                        unsigned count, int timeout_ms, Receiver& rx) {
+                        unsigned count, int timeout_ms, bool mptcp, Receiver& rx) {
     wire::Bytes attach;
     wire::encode_get_attach(attach, nonce);
     for (unsigned i = 0; i < count; ++i) {
-        UniqueFd fd = connect_tcp(from.host, from.port, timeout_ms);
+        UniqueFd fd = connect_tcp(from.host, from.port, timeout_ms, mptcp);
         set_io_timeout(fd.get(), timeout_ms);
         auto hello = read_get_frame<wire::GetHello>(fd.get(), wire::kGetHello, "GET_HELLO", wire::decode_get_hello);
         if (!(hello.features & wire::kFeatureGetSessions))
@@ -109,13 +111,21 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
     ro.verify = o.verify;
     ro.confine_links = true; // the server is not ours to trust: no link in dest may lead out of it
     ro.idle_timeout_ms = o.idle_timeout_ms;
+    ro.mptcp = o.mptcp;
     ro.verbose = o.verbose;
     ro.log = o.log;
     ro.progress = o.progress;
     Receiver rx(dest, ro); // checks dest before anything is asked of the server
 
-    UniqueFd conn = connect_tcp(from.host, from.port, o.connect_timeout_ms);
-    set_io_timeout(conn.get(), o.connect_timeout_ms);
+    UniqueFd conn = connect_tcp(from.host, from.port, o.connect_timeout_ms, o.mptcp);
+    if (o.mptcp && o.verbose && o.log) {
+        const ConnectionMptcp m = mptcp_of(conn.get(), 0, true, false);
+        o.log("mptcp: the request connection: " + (m.mptcp ? std::string("MPTCP") : "plain TCP: " + m.why));
+    }
+    // Until the transfer starts, each step is a round trip or two: scaled with the one the
+    // TCP handshake measured (core/io/rtt_deadlines.hpp), like every later deadline.
+    const int step_ms = rtt_scaled_ms(o.connect_timeout_ms, smoothed_rtt_us(conn.get()));
+    set_io_timeout(conn.get(), step_ms);
     wire::GetHello hello;
     try {
         hello = read_get_frame<wire::GetHello>(conn.get(), wire::kGetHello, "GET_HELLO", wire::decode_get_hello);
@@ -156,7 +166,7 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
     if (o.verbose && o.log)
         o.log("getting " + std::to_string(reply.files) + " files, " + std::to_string(reply.bytes) + " bytes from " + server);
 
-    if (!o.connect_back) attach_connections(from, server, q.nonce, 1 + o.streams, o.connect_timeout_ms, rx);
+    if (!o.connect_back) attach_connections(from, server, q.nonce, 1 + o.streams, step_ms, o.mptcp, rx);
 
     // No deadline on GET_DONE itself: the transfer's liveness is the Receiver's idle timeout.
     set_io_timeout(conn.get(), 0);

@@ -11,7 +11,7 @@
 namespace sluice::serve {
 
 GetPort::GetPort(Shared& sh) : sh_(sh) {
-    listen_ = listen_tcp(sh.opt.bind_address, sh.opt.port, {.backlog = 1024});
+    listen_ = listen_tcp(sh.opt.bind_address, sh.opt.port, {.backlog = 1024, .mptcp = sh.opt.get_mptcp});
     port_ = local_port(listen_.get());
 }
 

@@ -8,7 +8,9 @@
 
 #include <optional>
 
+#include "core/io/mptcp.hpp"
 #include "core/io/socket.hpp"
+#include "core/io/tcp_tuning.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec_get.hpp"
 #include "serve/get/attachments.hpp"
@@ -123,7 +125,10 @@ std::optional<wire::GetRequest> first_frame(Shared& sh, Attachments& att, int fd
 }
 
 void session(Shared& sh, Attachments& att, int fd, const std::atomic<bool>& cancel, bool busy) {
-    set_io_timeout(fd, sh.opt.request_timeout_ms);
+    // Scaled with the round trip the connection's TCP handshake measured: a far client's
+    // request and attachments take more of them (core/io/rtt_deadlines.hpp).
+    const uint32_t rtt_us = smoothed_rtt_us(fd);
+    set_io_timeout(fd, rtt_scaled_ms(sh.opt.request_timeout_ms, rtt_us));
     wire::GetHello hello;
     hello.token_required = !sh.opt.public_reads;
     wire::random_bytes(hello.nonce);
@@ -179,6 +184,10 @@ void session(Shared& sh, Attachments& att, int fd, const std::atomic<bool>& canc
     }
     const PeerAddress peer = peer_address(fd);
     const std::string& host = peer.host;
+    if (sh.opt.get_mptcp && sh.opt.verbose && sh.opt.log) {
+        const ConnectionMptcp m = mptcp_of(fd, 0, true, true);
+        sh.opt.log("get session from " + host + ": the request came over " + (m.mptcp ? "MPTCP" : "plain TCP: " + m.why));
+    }
     if (host.empty()) {
         reply(fd, GetStatus::bad_request, "the client's address is unknown (getpeername failed)", mac);
         return;
@@ -204,7 +213,7 @@ void session(Shared& sh, Attachments& att, int fd, const std::atomic<bool>& canc
     so.cancel = &cancel;
     if (slot) {
         Attachments::Slot* sl = slot.get();
-        const int wait_ms = so.connect_timeout_ms;
+        const int wait_ms = rtt_scaled_ms(so.connect_timeout_ms, rtt_us);
         so.connection = [sl, wait_ms, &cancel] { return sl->take(wait_ms, cancel); };
         so.retry_for_ms = 0; // a broken stream cannot be reopened: the client would have to connect again
     }
@@ -227,7 +236,7 @@ void session(Shared& sh, Attachments& att, int fd, const std::atomic<bool>& canc
         sh.opt.log("get '" + q.path + "' by " + host + ": " + (done.status ? done.message : std::string("sent")));
     out.clear();
     encode_get_done(out, done);
-    set_io_timeout(fd, sh.opt.send_timeout_ms);
+    set_io_timeout(fd, rtt_scaled_ms(sh.opt.send_timeout_ms, rtt_us));
     send_all(fd, out, "GET_DONE");
 }
 
