@@ -87,6 +87,54 @@ def test_pipe_transfer_survives_losing_one_of_two_paths(tmp_path):
     assert r["mptcp"] == "on" and len(r["mptcp_connections"]) == 3, r["mptcp_connections"]
 
 
+def tx_bytes(bed, side, path):
+    return int(bed.ex(side, ["cat", f"/sys/class/net/{bed.dev(side, path)}/statistics/tx_bytes"]).stdout)
+
+
+@needs_bed
+def test_stream_figures_count_what_every_subflow_carried(tmp_path):
+    """TCP_INFO on an MPTCP socket is its first subflow's: with path 2 carrying part of the
+    data, a stream's bytes_sent from it would fall short of what the stream sent. The figures
+    sum every subflow (MPTCP_TCPINFO), so together they cover all the data, and window limits
+    are not judged on MPTCP streams (said, on both sides)."""
+    first, second = os.urandom(HALF), os.urandom(HALF)
+    out_path = tmp_path / "out.bin"
+    with mptcp_bed.TwoPaths(prefix=PREFIX, rate_mbit=40) as bed, open(out_path, "wb") as out:
+        recv = bed.popen("b", [SLUICE, "recv", "--stdout", PORT, "--mptcp", "--token", TOKEN, "--no-encrypt",
+                               "--json", "-v"], stdout=out, stderr=subprocess.PIPE, text=True)
+        send = None
+        try:
+            lines = [recv.stderr.readline() for _ in range(2)]
+            assert lines[-1].startswith("sluice://"), f"receiver did not start: {lines}"
+            send = bed.popen("a", [SLUICE, "send", "-", "--mptcp", "--streams", 2, "--no-encrypt", "--json", "-v",
+                                   "--to", f"{bed.addr('b', 1)}:{PORT}", "--token", TOKEN],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            send.stdin.write(first)
+            send.stdin.flush()
+            assert bed.wait_subflows(2, 3, DEADLINE_S), "no second subflow over path 2: " + \
+                bed.ex("a", ["ss", "-Htn"]).stdout
+            path2_before = tx_bytes(bed, "a", 2)
+            rc, sout, serr = finish(send, "sluice send", second)  # both paths up to the end
+            path2 = tx_bytes(bed, "a", 2) - path2_before
+            rrc, _, rerr = finish(recv, "sluice recv")
+        finally:
+            for p in (send, recv):
+                if p and p.poll() is None:
+                    p.kill()
+                    p.wait()
+    assert rc == 0, serr.decode(errors="replace")
+    assert rrc == 0, rerr
+    assert out_path.read_bytes() == first + second
+    s = json.loads(sout.decode().strip().splitlines()[-1])
+    # Path 2 carried a real part of the second half (the two 40 Mbit/s paths both fill).
+    assert path2 > 1 << 20, path2
+    assert [t["subflows"] for t in s["tcp_streams"]] == [2, 2], s["tcp_streams"]
+    assert sum(t["bytes_sent"] for t in s["tcp_streams"]) >= 2 * HALF, s["tcp_streams"]
+    assert "data streams 1, 2 run MPTCP: window limits not judged" in s["window_limits_unjudged"], s
+    r = last_json(rerr)
+    assert "run MPTCP: window limits not judged" in r["window_limits_unjudged"], r
+
+
 def run_pair(tmp_path, send_prefix, recv_prefix, send_flags, recv_flags, host, env=None):
     """A small file transfer; returns (sender stats, receiver stats, sender stderr)."""
     src = tmp_path / "f.bin"
