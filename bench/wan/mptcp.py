@@ -49,7 +49,13 @@ def one_run(bed, sluice, src, streams, deadline_s):
             recv.wait()
     s = json.loads(send.stdout.strip().splitlines()[-1])
     return {"mbit_s": s["bytes_sent"] * 8 / s["seconds"] / 1e6, "seconds": s["seconds"], "mptcp": s["mptcp"],
-            "subflows": [c["subflows"] for c in s["mptcp_connections"]], "bytes_retrans": s["bytes_retrans"]}
+            "subflows": [c["subflows"] for c in s["mptcp_connections"]], "bytes_retrans": s["bytes_retrans"],
+            # Per data stream, summed over its subflows (MPTCP_TCPINFO) since h16f; and what
+            # --streams auto chose from them.
+            "tcp_subflows": [t.get("subflows", 0) for t in s["tcp_streams"]],
+            "tcp_bytes_sent": sum(t["bytes_sent"] for t in s["tcp_streams"]),
+            "streams_used": s["streams_used"], "streams_choice": s["streams_choice"],
+            "idle_timeout_ms": s.get("idle_timeout_ms"), "control_rtt_us": s.get("control_rtt_us")}
 
 
 def main(argv):

@@ -190,7 +190,10 @@ void SendCore::end_stream(size_t i, const wire::StreamEnd& end) {
 
 void SendCore::conclude(std::thread& reader, uint64_t blocks, uint64_t bytes) {
     if (latch_.stopped()) {
-        latch_.await_peer_reason(std::chrono::milliseconds(1000));
+        // The receiver's ABORT with its reason is half a round trip away at least: a second,
+        // or four round trips on a link where that is longer (capped: it only improves a message).
+        const auto rtts = std::chrono::milliseconds(std::min<uint64_t>(uint64_t(deadlines_.rtt_us) * 4 / 1000, 10'000));
+        latch_.await_peer_reason(std::max(std::chrono::milliseconds(1000), rtts));
         abort_peer(reader, wire::kAbortFailed);
     }
     // The verdict must come back within the idle timeout of TRANSFER_END (the reader's deadline).
