@@ -28,6 +28,15 @@ def sh(args, check=True, **kw):
     return r
 
 
+def mptcp_enabled():
+    """net.mptcp.enabled is 1 in this namespace (sockets of IPPROTO_MPTCP are given)."""
+    try:
+        with open("/proc/sys/net/mptcp/enabled") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
+
+
 def mptcp_unavailable():
     """Why this host cannot run the bed (None when it can): root, ip mptcp, net.mptcp."""
     import os

@@ -2,7 +2,8 @@
 connection of the get runs MPTCP and says so; a server without --mptcp is a fallback to plain
 TCP named per connection with the reason (never silent); --mptcp without --port is refused."""
 import json
-import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,12 +11,9 @@ from conftest import run_sluice, write_random
 from serve_client import Server
 
 
-def mptcp_here():
-    try:
-        with open("/proc/sys/net/mptcp/enabled") as f:
-            return f.read().strip() == "1"
-    except OSError:
-        return False
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "wan"))
+from mptcp_bed import mptcp_enabled as mptcp_here  # noqa: E402
 
 
 @pytest.fixture

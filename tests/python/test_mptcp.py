@@ -2,6 +2,9 @@
 Multipath TCP where this kernel has it on, and report it in the stats dicts; a peer without it
 is a fallback named per connection (never silent); bad values and mptcp without a get port are
 refused. Loopback only; the "on" cases need net.mptcp.enabled=1."""
+import sys
+from pathlib import Path
+
 import pytest
 
 from conftest import Served, local_receiver, make_tree, tree_listing
@@ -9,12 +12,9 @@ from conftest import Served, local_receiver, make_tree, tree_listing
 import sluice
 
 
-def mptcp_here():
-    try:
-        with open("/proc/sys/net/mptcp/enabled") as f:
-            return f.read().strip() == "1"
-    except OSError:
-        return False
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "wan"))
+from mptcp_bed import mptcp_enabled as mptcp_here  # noqa: E402
 
 
 needs_mptcp = pytest.mark.skipif(not mptcp_here(), reason="net.mptcp.enabled is not 1 here")

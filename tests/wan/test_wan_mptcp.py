@@ -45,8 +45,11 @@ def finish(proc, what, data=None):
     return proc.returncode, out, err
 
 
-@needs_bed
-def test_pipe_transfer_survives_losing_one_of_two_paths(tmp_path):
+def pipe_over_two_paths(tmp_path, before_second_half, after_send=lambda bed: None):
+    """A pipe transfer over two 40 Mbit/s paths (2 streams) whose second half is written only
+    once every connection has a subflow over path 2 and before_second_half(bed) has run; checks
+    both sides succeeded with an identical copy. Returns (sender stats, sender stderr, receiver
+    stderr, what before_second_half and after_send(bed), run once the sender is done, returned)."""
     first, second = os.urandom(HALF), os.urandom(HALF)
     out_path = tmp_path / "out.bin"
     # 40 Mbit/s per path: the first half takes seconds, so both subflows of every connection
@@ -66,8 +69,9 @@ def test_pipe_transfer_survives_losing_one_of_two_paths(tmp_path):
             # Control connection and both data streams each have a subflow over path 2.
             assert bed.wait_subflows(2, 3, DEADLINE_S), "no second subflow over path 2: " + \
                 bed.ex("a", ["ss", "-Htn"]).stdout
-            bed.cut(1)  # the path every connection was opened on
+            before = before_second_half(bed)
             rc, sout, serr = finish(send, "sluice send", second)  # then the end of the pipe
+            after = after_send(bed)
             rrc, _, rerr = finish(recv, "sluice recv")
         finally:
             for p in (send, recv):
@@ -78,7 +82,12 @@ def test_pipe_transfer_survives_losing_one_of_two_paths(tmp_path):
     assert rc == 0, serr
     assert rrc == 0, rerr
     assert out_path.read_bytes() == first + second  # an identical copy
-    s = json.loads(sout.decode().strip().splitlines()[-1])
+    return json.loads(sout.decode().strip().splitlines()[-1]), serr, rerr, before, after
+
+
+@needs_bed
+def test_pipe_transfer_survives_losing_one_of_two_paths(tmp_path):
+    s, serr, rerr, _, _ = pipe_over_two_paths(tmp_path, lambda bed: bed.cut(1))  # the path every connection was opened on
     assert s["mptcp"] == "on", s["mptcp_connections"]
     assert [c["stream"] for c in s["mptcp_connections"]] == [0, 1, 2]
     assert all(c["mptcp"] for c in s["mptcp_connections"]), s["mptcp_connections"]
@@ -97,37 +106,10 @@ def test_stream_figures_count_what_every_subflow_carried(tmp_path):
     data, a stream's bytes_sent from it would fall short of what the stream sent. The figures
     sum every subflow (MPTCP_TCPINFO), so together they cover all the data, and window limits
     are not judged on MPTCP streams (said, on both sides)."""
-    first, second = os.urandom(HALF), os.urandom(HALF)
-    out_path = tmp_path / "out.bin"
-    with mptcp_bed.TwoPaths(prefix=PREFIX, rate_mbit=40) as bed, open(out_path, "wb") as out:
-        recv = bed.popen("b", [SLUICE, "recv", "--stdout", PORT, "--mptcp", "--token", TOKEN, "--no-encrypt",
-                               "--json", "-v"], stdout=out, stderr=subprocess.PIPE, text=True)
-        send = None
-        try:
-            lines = [recv.stderr.readline() for _ in range(2)]
-            assert lines[-1].startswith("sluice://"), f"receiver did not start: {lines}"
-            send = bed.popen("a", [SLUICE, "send", "-", "--mptcp", "--streams", 2, "--no-encrypt", "--json", "-v",
-                                   "--to", f"{bed.addr('b', 1)}:{PORT}", "--token", TOKEN],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            send.stdin.write(first)
-            send.stdin.flush()
-            assert bed.wait_subflows(2, 3, DEADLINE_S), "no second subflow over path 2: " + \
-                bed.ex("a", ["ss", "-Htn"]).stdout
-            path2_before = tx_bytes(bed, "a", 2)
-            rc, sout, serr = finish(send, "sluice send", second)  # both paths up to the end
-            path2 = tx_bytes(bed, "a", 2) - path2_before
-            rrc, _, rerr = finish(recv, "sluice recv")
-        finally:
-            for p in (send, recv):
-                if p and p.poll() is None:
-                    p.kill()
-                    p.wait()
-    assert rc == 0, serr.decode(errors="replace")
-    assert rrc == 0, rerr
-    assert out_path.read_bytes() == first + second
-    s = json.loads(sout.decode().strip().splitlines()[-1])
+    s, _, rerr, path2_before, path2_after = pipe_over_two_paths(
+        tmp_path, lambda bed: tx_bytes(bed, "a", 2), lambda bed: tx_bytes(bed, "a", 2))  # both paths up to the end
     # Path 2 carried a real part of the second half (the two 40 Mbit/s paths both fill).
-    assert path2 > 1 << 20, path2
+    assert path2_after - path2_before > 1 << 20, (path2_before, path2_after)
     assert [t["subflows"] for t in s["tcp_streams"]] == [2, 2], s["tcp_streams"]
     assert sum(t["bytes_sent"] for t in s["tcp_streams"]) >= 2 * HALF, s["tcp_streams"]
     assert "data streams 1, 2 run MPTCP: window limits not judged" in s["window_limits_unjudged"], s
@@ -160,12 +142,7 @@ def run_pair(tmp_path, send_prefix, recv_prefix, send_flags, recv_flags, host, e
     return json.loads(send.stdout.strip().splitlines()[-1]), last_json(rout), send.stderr
 
 
-def mptcp_here():
-    try:
-        with open("/proc/sys/net/mptcp/enabled") as f:
-            return f.read().strip() == "1"
-    except OSError:
-        return False
+mptcp_here = mptcp_bed.mptcp_enabled
 
 
 def test_a_receiver_in_plain_tcp_is_reported_per_connection(tmp_path):
