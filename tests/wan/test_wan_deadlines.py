@@ -102,6 +102,8 @@ def test_deadlines_keep_their_floor_over_loopback(tmp_path):
     for stats in (s, r):
         assert stats["control_rtt_us"] > 0
         assert stats["idle_timeout_ms"] == 60_000
-    assert s["connect_timeout_ms"] == 10_000
-    assert "idle timeout 60 s (asked;" in serr and "data stream connect 10 s (asked;" in serr, serr
+    # The connect floor holds below 156 ms of round trip: loopback on a loaded machine too,
+    # but the check is stated against the RTT the sender measured.
+    assert s["connect_timeout_ms"] == scaled(10_000, s["control_rtt_us"])
+    assert "idle timeout 60 s (asked;" in serr and "data stream connect" in serr, serr
     assert "idle timeout 60 s (asked;" in rerr, rerr
