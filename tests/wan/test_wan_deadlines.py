@@ -107,3 +107,31 @@ def test_deadlines_keep_their_floor_over_loopback(tmp_path):
     assert s["connect_timeout_ms"] == scaled(10_000, s["control_rtt_us"])
     assert "idle timeout 60 s (asked;" in serr and "data stream connect" in serr, serr
     assert "idle timeout 60 s (asked;" in rerr, rerr
+
+
+@needs_wan
+def test_a_get_scales_its_deadlines_with_the_link(tmp_path):
+    """sluice get through the delay line: the client's Receiver, given the connections it
+    opened (GET_ATTACH), chooses 64 round trips of them over a 2 s idle floor, as recv does."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "f.bin").write_bytes(os.urandom(1 << 20))
+    dest = tmp_path / "in"
+    dest.mkdir()
+    with wan.Wan(prefix=PREFIX, delay_ab=50, delay_ba=50, rate_mbit=100, log=lambda m: None) as w:
+        srv = w.popen("b", [SLUICE, "serve", root, "--bind", wan.ADDR_B, "--port", 7119, "--token", "deadlines"],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            lines = [srv.stdout.readline().strip() for _ in range(2)]
+            assert lines[1].startswith("sluice://"), (lines, srv.stderr.read() if srv.poll() is not None else "")
+            g = w.ex("a", [SLUICE, "get", f"sluice://{wan.ADDR_B}:7119/f.bin?token=deadlines", dest, "--json", "-v",
+                           "--idle-timeout", 2, "--streams", 2], check=False, timeout=DEADLINE_S)
+        finally:
+            srv.terminate()
+            srv.communicate(timeout=60)
+    assert g.returncode == 0, g.stderr
+    assert (dest / "f.bin").read_bytes() == (root / "f.bin").read_bytes()
+    st = last_json(g.stdout)
+    assert st["control_rtt_us"] >= 90_000, st["control_rtt_us"]
+    assert st["idle_timeout_ms"] == scaled(2000, st["control_rtt_us"]) > 2000
+    assert "round trips; asked 2 s)" in g.stderr, g.stderr
