@@ -191,6 +191,29 @@ def test_a_range_not_in_the_page_cache_is_read_by_the_pool(server, root):
     assert after["cold_reads"] > before
 
 
+def test_many_clients_of_one_cold_file_get_its_bytes(root):
+    # Eight clients at once of a file dropped from the page cache, on one ring thread: ranges
+    # another client's pool read is still filling are waited for on the pool (cold_waits),
+    # reads ahead run while the read-in part is sent; every client gets the file's bytes and
+    # at least one range went through the pool.
+    s = Server(root, "--threads", "1")
+    try:
+        path = root / "big.bin"
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        procs = [subprocess.Popen(["curl", "-s", "-S", "--max-time", "120", s.url("/big.bin")], stdout=subprocess.PIPE)
+                 for _ in range(8)]
+        want = hashlib.sha256(path.read_bytes()).digest()
+        for p in procs:
+            out, _ = p.communicate(timeout=180)
+            assert p.returncode == 0 and hashlib.sha256(out).digest() == want
+        doc = json.loads(curl(s.url("/_stats")).stdout)
+        assert doc["cold_reads"] >= 1 and "cold_waits" in doc
+    finally:
+        s.kill()
+
+
 def wait_stats(server, ready, what, polls=300):
     """/_stats until ready(doc) (bounded: per-client rows are published every 200 ms)."""
     for _ in range(polls):
