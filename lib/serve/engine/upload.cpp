@@ -63,6 +63,7 @@ void Worker::begin_upload(Conn& k, const http::Request& req, const http::Target&
 
 size_t Worker::take_body(Conn& k, const char* data, size_t len) {
     UploadFile& u = *k.up;
+    if (u.left == 0) return 0; // whole, being committed: what follows waits for the answer
     if (u.is_chunked) return take_chunks(k, data, len);
     const size_t n = static_cast<size_t>(std::min<uint64_t>(len, u.left));
     if (n == 0) return 0;
