@@ -134,9 +134,10 @@ void Worker::finish_upload(Conn& k) {
 
 void Worker::upload_done(Conn& k) {
     std::unique_ptr<UploadFile> u = std::move(k.up);
-    if (u->commit_status) {
+    if (const int status = u->commit_status) {
+        u.reset(); // the temporary file goes before the answer: a client that has it never sees the file
         cnt_.add(cnt_.uploads_failed);
-        return respond_simple(k, u->commit_status, false, upload_error_text(u->commit_status));
+        return respond_simple(k, status, false, upload_error_text(status));
     }
     cnt_.add(cnt_.uploads);
     sh_.upload_gen.fetch_add(1, std::memory_order_relaxed);
