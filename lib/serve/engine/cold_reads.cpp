@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -51,7 +52,18 @@ bool range_cached(int fd, uint64_t offset, uint64_t length) {
     return cs.nr_cache >= pages;
 }
 
-ColdReads::ColdReads(unsigned threads) {
+int probe_null_sink() {
+    UniqueFd src(::memfd_create("sluice-null-sink-probe", MFD_CLOEXEC));
+    UniqueFd null(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    if (!src || !null) return errno;
+    const char byte = 0;
+    if (::pwrite(src.get(), &byte, 1, 0) != 1) return errno;
+    off_t off = 0;
+    return ::sendfile(null.get(), src.get(), &off, 1) == 1 ? 0 : errno;
+}
+
+ColdReads::ColdReads(unsigned threads, bool null_sink) {
+    if (null_sink) null_.reset(::open("/dev/null", O_WRONLY | O_CLOEXEC));
     for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
 }
 
@@ -122,7 +134,7 @@ void ColdReads::ended(const ColdJob& job, int err) {
 }
 
 void ColdReads::run() {
-    std::unique_ptr<char[]> scratch(new char[kScratch]);
+    std::unique_ptr<char[]> scratch(null_ ? nullptr : new char[kScratch]);
     for (;;) {
         ColdJob job;
         {
@@ -139,14 +151,22 @@ void ColdReads::run() {
             job.back->push(ColdDone{job.conn, job.gen, 0});
             continue;
         }
-        // Reading the range brings it into the page cache; the bytes read here are thrown away
-        // and the ring thread sends the cached pages with sendfile. The fd reads no further
-        // ahead than asked (POSIX_FADV_RANDOM where this pool runs): the whole range is asked
-        // for at once so that the disk gets it as one batch, then read through.
+        // Reading the range brings it into the page cache, and the ring thread sends the
+        // cached pages with sendfile. The fd reads no further ahead than asked
+        // (POSIX_FADV_RANDOM where this pool runs): the whole range is asked for at once so that
+        // the disk gets it as one batch, then waited for: by sendfile into /dev/null, which
+        // takes references to the pages and drops them (no copy), else by pread into a scratch
+        // buffer that is thrown away.
         ::posix_fadvise(job.fd, static_cast<off_t>(job.offset), static_cast<off_t>(job.length), POSIX_FADV_WILLNEED);
         for (uint64_t off = job.offset, end = job.offset + job.length; off < end;) {
-            size_t want = static_cast<size_t>(std::min<uint64_t>(kScratch, end - off));
-            ssize_t n = ::pread(job.fd, scratch.get(), want, static_cast<off_t>(off));
+            const size_t want = static_cast<size_t>(std::min<uint64_t>(kScratch, end - off));
+            ssize_t n;
+            if (null_) {
+                off_t o = static_cast<off_t>(off);
+                n = ::sendfile(null_.get(), job.fd, &o, want);
+            } else {
+                n = ::pread(job.fd, scratch.get(), want, static_cast<off_t>(off));
+            }
             if (n < 0 && errno == EINTR) continue;
             if (n < 0) {
                 err = errno;

@@ -2,7 +2,8 @@
 // Reads parts of files that are not in the page cache on a small pool of threads, so a
 // ring's thread never waits for a disk (nginx's "aio threads"). The ring thread checks a
 // range with cachestat(2) before sendfile; a range not all cached comes here, is read into
-// the page cache (pread into a scratch buffer the pool thread keeps), and the ring thread is
+// the page cache (sendfile into /dev/null: no copy; pread into a scratch buffer where that is
+// refused), and the ring thread is
 // woken (WakeQueue) to sendfile it from the cache. Bounded: a fixed set of threads, a queue.
 // The same threads run the fsyncs of uploads stored with --sync, for the same reason.
 //
@@ -23,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/io/unique_fd.hpp"
 #include "serve/engine/file_cache.hpp"
 #include "serve/engine/shared.hpp"
 
@@ -49,7 +51,9 @@ struct ColdJob {
 
 class ColdReads {
 public:
-    explicit ColdReads(unsigned threads);
+    // null_sink: ranges are waited for by sendfile into /dev/null (probe_null_sink() said it
+    // works), else read into a scratch buffer.
+    ColdReads(unsigned threads, bool null_sink);
     ~ColdReads(); // finishes the queued jobs, then joins
     void submit(ColdJob job);
     // A read ahead of a connection's position (back == nullptr): submitted unless a read of
@@ -83,11 +87,14 @@ private:
     std::atomic<size_t> reading_count_{0}; // lets the warm path skip the lock
     uint64_t next_id_ = 1;
     bool ending_ = false;
+    UniqueFd null_; // /dev/null, written by sendfile (shared by the threads; it keeps nothing)
     std::vector<std::thread> threads_;
 };
 
 // Whether cachestat(2) (Linux 6.5+) answers here; errno of the refusal otherwise.
 int probe_cachestat();
+// Whether sendfile from a file into /dev/null works here (0), or its errno.
+int probe_null_sink();
 // Whether [offset, offset+length) of fd is all in the page cache. On an error (a file
 // system that does not say), false: the pool reads it, which is never wrong, only slower.
 bool range_cached(int fd, uint64_t offset, uint64_t length);

@@ -54,6 +54,7 @@ struct Shared {
     std::string root_display;
     ServeOptions opt;
     bool cold_check = false; // cachestat(2) works here
+    bool null_sink = false;  // the cold-read pool waits for pages by sendfile into /dev/null
     std::vector<std::unique_ptr<Counters>> counters;
     std::vector<std::unique_ptr<WakeQueue>> wakes;
     std::vector<std::unique_ptr<ClientBoard>> clients; // each thread's published per-client rows
