@@ -45,10 +45,39 @@ def large_clients(url, pids, clients, size, out):
                server_cpu_s=run.cpu_seconds(pids) - before)
 
 
+def mixed_run(a, name, base, pids, big, cache):
+    """wrk of the 1 KB file alone, then again while the large transfers run."""
+    alone = run.run_wrk(f"{base}/1k.bin", a.small_conns, a.seconds)
+    if cache == "cold":
+        drop_file(big)
+    else:
+        with open(big, "rb") as f:
+            while f.read(8 << 20):
+                pass
+    resident = resident_share(big)
+    large = {}
+    t = threading.Thread(target=large_clients, args=(f"{base}/big.bin", pids, a.clients, a.size_mib << 20, large))
+    t.start()
+    time.sleep(0.5)  # the large transfers under way before the small ones start
+    w0 = time.monotonic()
+    mixed = run.run_wrk(f"{base}/1k.bin", a.small_conns, a.seconds)
+    w1 = time.monotonic()
+    t.join(timeout=600)
+    wall = large["t1"] - large["t0"]
+    return {"server": name, "cache": cache, "resident_before": resident, "alone": alone, "with_large": mixed,
+            "p99_ratio": mixed["p99_ms"] / alone["p99_ms"] if alone["p99_ms"] else None,
+            # the share of wrk's window during which the large transfers ran
+            "overlap": max(0.0, min(w1, large["t1"]) - w0) / (w1 - w0),
+            "large_complete": large["sizes_ok"], "large_mb_s": large["bytes"] / wall / 1e6,
+            "large_seconds": wall, "server_cpu_s": large["server_cpu_s"]}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sluice", default=str(run.HERE.parents[1] / "build" / "tools" / "sluice"))
     ap.add_argument("--sluice-b", default=None, help="a second sluice build, measured in the same run")
+    ap.add_argument("--sluice-c", default=None, help="a third one")
+    ap.add_argument("--warm", action="store_true", help="also with the large file in the page cache")
     ap.add_argument("--data", default="/work/data/h15f/cold-mix")
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--clients", type=int, default=16)
@@ -71,7 +100,7 @@ def main():
     results = {"command": " ".join(sys.argv), "kernel": os.uname().release, "size": a.size_mib << 20, "rows": []}
     procs, servers = {}, {}
     try:
-        builds = [("sluice", a.sluice)] + ([("sluice-b", a.sluice_b)] if a.sluice_b else [])
+        builds = [("sluice", a.sluice)] + [(n, b) for n, b in (("sluice-b", a.sluice_b), ("sluice-c", a.sluice_c)) if b]
         for i, (name, binary) in enumerate(builds):
             p, pids = run.start_sluice(binary, root, 8080 + i)
             procs[name] = p
@@ -84,28 +113,12 @@ def main():
             order = list(servers.items())
             if rnd % 2:
                 order.reverse()
-            for name, (base, pids) in order:
-                alone = run.run_wrk(f"{base}/1k.bin", a.small_conns, a.seconds)
-                drop_file(big)
-                resident = resident_share(big)
-                large = {}
-                t = threading.Thread(target=large_clients, args=(f"{base}/big.bin", pids, a.clients, a.size_mib << 20, large))
-                t.start()
-                time.sleep(0.5)  # the large transfers under way (and cold) before the small ones start
-                w0 = time.monotonic()
-                mixed = run.run_wrk(f"{base}/1k.bin", a.small_conns, a.seconds)
-                w1 = time.monotonic()
-                t.join(timeout=600)
-                wall = large["t1"] - large["t0"]
-                row = {"server": name, "round": rnd, "resident_before": resident,
-                       "alone": alone, "with_cold_large": mixed,
-                       "p99_ratio": mixed["p99_ms"] / alone["p99_ms"] if alone["p99_ms"] else None,
-                       # the share of wrk's window during which the large transfers ran
-                       "overlap": max(0.0, min(w1, large["t1"]) - w0) / (w1 - w0),
-                       "large_complete": large["sizes_ok"], "large_mb_s": large["bytes"] / wall / 1e6,
-                       "large_seconds": wall, "server_cpu_s": large["server_cpu_s"]}
-                print(json.dumps(row), flush=True)
-                results["rows"].append(row)
+            for cache in ("cold", "warm") if a.warm else ("cold",):
+                for name, (base, pids) in order:
+                    row = mixed_run(a, name, base, pids, big, cache)
+                    row["round"] = rnd
+                    print(json.dumps(row), flush=True)
+                    results["rows"].append(row)
     finally:
         run.stop_servers(procs, results)
         run.sh(run.NETNS, "down")

@@ -191,6 +191,39 @@ def test_a_range_not_in_the_page_cache_is_read_by_the_pool(server, root):
     assert after["cold_reads"] > before
 
 
+def test_a_large_response_takes_turns_with_small_ones(root):
+    # One thread: a large response to a slow reader is sent in turns while other connections
+    # share the thread; the small responses meanwhile and the large body are all exact.
+    s = Server(root, "--threads", "1")
+    try:
+        data = (root / "big.bin").read_bytes()
+        small = (root / "a.bin").read_bytes()
+        big = socket.socket()
+        big.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)  # it cannot all be queued at once
+        big.settimeout(60)
+        big.connect(("127.0.0.1", s.port))
+        big.sendall(request("/big.bin", extra="Authorization: Bearer testtoken\r\n"))
+        got = b""
+        with connect(s.port) as c:
+            rc = Reader(c)
+            for _ in range(20):
+                c.sendall(request("/a.bin", extra="Authorization: Bearer testtoken\r\n"))
+                assert rc.response()[2] == small
+                got += big.recv(1 << 14)  # the large one moves on meanwhile, a little at a time
+        while b"\r\n\r\n" not in got:
+            got += big.recv(1 << 16)
+        head, body = got.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 200")
+        while len(body) < len(data):
+            chunk = big.recv(1 << 16)
+            assert chunk, "closed before the body's end"
+            body += chunk
+        assert body == data
+        big.close()
+    finally:
+        s.kill()
+
+
 def test_many_clients_of_one_cold_file_get_its_bytes(root):
     # Eight clients at once of a file dropped from the page cache, on one ring thread: ranges
     # another client's pool read is still filling are waited for on the pool (cold_waits),
