@@ -35,7 +35,6 @@ struct Conn {
     uint32_t in_len = 0;      // bytes of input not yet parsed
     uint16_t out_off = 0, out_len = 0; // head bytes still to send (in the buffer's out area)
     bool corked = false;      // TCP_CORK set for a large body (full segments, as nginx's tcp_nopush)
-    bool bulk = false;        // a large body: sends in turns while others share the thread
     std::shared_ptr<const CachedFile> file; // the body's file, shared with the open-file cache
     int file_fd = -1;                       // file->fd while a body is owed
     uint64_t file_off = 0, file_end = 0;

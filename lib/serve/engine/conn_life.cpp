@@ -101,10 +101,6 @@ void Worker::maybe_free(Conn& k) {
     k.file_fd = -1;
     k.checked_end = k.ahead_end = 0;
     k.corked = false;
-    if (k.bulk) {
-        k.bulk = false;
-        --bulk_;
-    }
     k.body.reset();
     if (k.up) { // closed mid-body (the client left, a deadline, the drain): the temporary file goes
         k.up.reset();

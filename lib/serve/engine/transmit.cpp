@@ -26,12 +26,6 @@ constexpr uint64_t kColdRead = 4 << 20;
 // Bodies this large are sent corked: each sendfile that the socket cuts short would
 // otherwise push out its partial last segment (TCP_NODELAY is on for small responses).
 constexpr uint64_t kCorkAbove = 256 << 10;
-// A body of that size (a bulk response) sends at most this much per turn while other
-// connections share the thread, then waits behind them: with 16 large responses each sending
-// what its socket takes (MiBs), a 1 KB request waited ~85 ms at p99 for its turn
-// (bench/serve/cold_mix.py). The turn ends with a POLLOUT, which a writable socket answers at
-// once, behind the completions already queued.
-constexpr uint64_t kTurn = 256 << 10;
 
 } // namespace
 
@@ -40,8 +34,6 @@ void Worker::start(Conn& k, size_t head_len) {
     k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
     if (head_len == 0) return close_conn(k); // cannot happen with the heads we write; never send half of one
     if (k.file_fd >= 0 && k.file_end - k.file_off >= kCorkAbove) {
-        k.bulk = true;
-        ++bulk_;
         int on = 1;
         k.corked = ::setsockopt(k.fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0;
     }
@@ -88,7 +80,6 @@ Worker::Pump Worker::pump(Conn& k) {
         k.body.reset();
         k.deadline_ms = now_ms_ + sh_.opt.send_timeout_ms;
     }
-    uint64_t turn = 0; // body bytes sent in this call
     while (k.file_fd >= 0 && k.file_off < k.file_end) {
         const uint64_t piece = std::min(kPiece, k.file_end - k.file_off);
         // One cachestat per piece, not per sendfile: a piece found cached is sent over as
@@ -117,9 +108,7 @@ Worker::Pump Worker::pump(Conn& k) {
             // Sending what the pool read in: the next range is being read meanwhile.
             if (k.ahead_end && k.file_off + kColdRead >= k.ahead_end) read_ahead(k, key);
         }
-        const bool shared = k.bulk && cnt_.open.load(std::memory_order_relaxed) > bulk_;
-        const uint64_t want = std::min(shared ? kTurn : piece,
-                                       (k.checked_end > k.file_off ? k.checked_end : k.file_end) - k.file_off);
+        const uint64_t want = std::min(piece, (k.checked_end > k.file_off ? k.checked_end : k.file_end) - k.file_off);
         off_t off = static_cast<off_t>(k.file_off);
         ssize_t n = ::sendfile(k.fd, k.file_fd, &off, static_cast<size_t>(want));
         if (n > 0) {
@@ -130,8 +119,6 @@ Worker::Pump Worker::pump(Conn& k) {
             // Short: the socket's buffer is full. Waiting for POLLOUT now saves the sendfile
             // that would only say EAGAIN (nginx does the same).
             if (static_cast<uint64_t>(n) < want && k.file_off < k.file_end) return park(k), Pump::parked;
-            turn += static_cast<uint64_t>(n);
-            if (shared && turn >= kTurn && k.file_off < k.file_end) return park(k), Pump::parked; // others' turn
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -160,10 +147,6 @@ void Worker::finish_response(Conn& k) {
         int off = 0;
         ::setsockopt(k.fd, IPPROTO_TCP, TCP_CORK, &off, sizeof off);
         k.corked = false;
-    }
-    if (k.bulk) {
-        k.bulk = false;
-        --bulk_;
     }
     k.file.reset();
     k.file_fd = -1;

@@ -107,7 +107,6 @@ private:
     int64_t next_tick_ms_ = 0;
     int64_t drain_deadline_ms_ = 0;
     uint32_t sweep_at_ = 0; // the next slot tick() looks at for deadlines
-    uint32_t bulk_ = 0;     // connections sending a large body (Conn::bulk)
     bool draining_ = false;
     bool accept_multishot_ = false;
     bool accept_retry_ = false; // the last accept failed (EMFILE...): re-armed at the next tick
