@@ -191,9 +191,10 @@ def test_a_range_not_in_the_page_cache_is_read_by_the_pool(server, root):
     assert after["cold_reads"] > before
 
 
-def test_a_large_response_takes_turns_with_small_ones(root):
-    # One thread: a large response to a slow reader is sent in turns while other connections
-    # share the thread; the small responses meanwhile and the large body are all exact.
+def test_a_large_response_to_a_slow_reader_beside_small_ones(root):
+    # One thread: a large response to a slow reader is parked on POLLOUT again and again while
+    # another connection's small requests are answered; the small responses meanwhile and the
+    # large body are all exact.
     s = Server(root, "--threads", "1")
     try:
         data = (root / "big.bin").read_bytes()
