@@ -137,12 +137,18 @@ void ColdReads::run() {
     std::unique_ptr<char[]> scratch(null_ ? nullptr : new char[kScratch]);
     for (;;) {
         ColdJob job;
+        bool ending;
         {
             std::unique_lock lock(mu_);
             cv_.wait(lock, [&] { return ending_ || !queue_.empty(); });
             if (queue_.empty()) return; // ending, and nothing left that a connection waits for
             job = std::move(queue_.front());
             queue_.pop_front();
+            ending = ending_;
+        }
+        if (ending && !job.back && !job.commit) { // a read ahead for a server that has stopped
+            ended(job, 0);
+            continue;
         }
         int err = 0;
         if (job.commit) {
