@@ -22,8 +22,8 @@ Serves DIR to many clients over HTTP/1.1 (curl, wget -c, aria2c, browsers, fsspe
 HEAD, one byte range per request, ETag/Last-Modified with 304s, keep-alive and pipelining,
 directory listings (HTML, or JSON with ?format=json or Accept: application/json), and
 /_stats (JSON counters). Nothing outside DIR is served or written. With --allow-upload, PUT
-and POST store a file (Content-Length required; written to a temporary name in DIR, renamed
-into place when the whole body arrived; a client that leaves mid-body leaves nothing).
+and POST store a file (a Content-Length or a chunked body; written to a temporary name in DIR,
+renamed into place when the whole body arrived; a client that leaves mid-body leaves nothing).
 With --port, also serves `sluice get` over sluice's protocol on PORT (N streams, checksums,
 resume; the server connects back to the client's address to send).
 Prints the URL on the first line of stdout (with --port, the sluice:// URL on the second);

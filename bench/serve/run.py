@@ -176,9 +176,9 @@ def stop_servers(procs, results):
     for name, p in procs.items():
         p.send_signal(signal.SIGTERM if name.startswith("sluice") else signal.SIGQUIT)
         out, err = p.communicate(timeout=60)
-        if name == "sluice" and out.strip():
-            results["sluice_stats"] = json.loads(out.strip().splitlines()[-1])
-            results["sluice_paths"] = [l for l in err.splitlines() if "path" in l or "cold" in l or "ring" in l]
+        if name.startswith("sluice") and out.strip():
+            results[f"{name}_stats"] = json.loads(out.strip().splitlines()[-1])
+            results[f"{name}_paths"] = [l for l in err.splitlines() if "path" in l or "cold" in l or "ring" in l]
 
 
 def measure(servers, seconds, conns_list, close=False, large_too=True):

@@ -62,9 +62,15 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
         impl_->get_port = std::make_unique<serve::GetPort>(sh);
     }
     const int err = serve::probe_cachestat();
+    const int sink_err = serve::probe_null_sink();
+    sh.null_sink = sink_err == 0;
     sh.cold_check = err == 0;
     sh.cold_check_text = err == 0 ? "cachestat: ranges not in the page cache are read by a pool of " +
-                                        std::to_string(sh.opt.cold_read_threads) + " threads"
+                                        std::to_string(sh.opt.cold_read_threads) + " threads" +
+                                        (sh.null_sink ? " (sendfile into /dev/null, no copy)"
+                                                      : std::string(" (pread into a scratch buffer: sendfile into "
+                                                                    "/dev/null refused: ") +
+                                                            std::strerror(sink_err) + ")")
                                   : std::string("none: cachestat(2) refused (") + std::strerror(err) +
                                         "); a cold read blocks its ring thread";
     if (sh.opt.cold_read_threads == 0) {
@@ -82,7 +88,7 @@ uint16_t Server::get_port() const { return impl_->get_port ? impl_->get_port->po
 void Server::run() {
     if (impl_->ran.exchange(true)) throw Error(ErrorCode::usage, "Server::run: already run");
     serve::Shared& sh = impl_->sh;
-    sh.cold = std::make_unique<serve::ColdReads>(sh.opt.cold_read_threads);
+    sh.cold = std::make_unique<serve::ColdReads>(sh.opt.cold_read_threads, sh.null_sink);
     std::mutex err_mu;
     std::exception_ptr first;
     std::vector<std::thread> threads;

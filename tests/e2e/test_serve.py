@@ -191,6 +191,63 @@ def test_a_range_not_in_the_page_cache_is_read_by_the_pool(server, root):
     assert after["cold_reads"] > before
 
 
+def test_a_large_response_to_a_slow_reader_beside_small_ones(root):
+    # One thread: a large response to a slow reader is parked on POLLOUT again and again while
+    # another connection's small requests are answered; the small responses meanwhile and the
+    # large body are all exact.
+    s = Server(root, "--threads", "1")
+    try:
+        data = (root / "big.bin").read_bytes()
+        small = (root / "a.bin").read_bytes()
+        big = socket.socket()
+        big.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)  # it cannot all be queued at once
+        big.settimeout(60)
+        big.connect(("127.0.0.1", s.port))
+        big.sendall(request("/big.bin", extra="Authorization: Bearer testtoken\r\n"))
+        got = b""
+        with connect(s.port) as c:
+            rc = Reader(c)
+            for _ in range(20):
+                c.sendall(request("/a.bin", extra="Authorization: Bearer testtoken\r\n"))
+                assert rc.response()[2] == small
+                got += big.recv(1 << 14)  # the large one moves on meanwhile, a little at a time
+        while b"\r\n\r\n" not in got:
+            got += big.recv(1 << 16)
+        head, body = got.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 200")
+        while len(body) < len(data):
+            chunk = big.recv(1 << 16)
+            assert chunk, "closed before the body's end"
+            body += chunk
+        assert body == data
+        big.close()
+    finally:
+        s.kill()
+
+
+def test_many_clients_of_one_cold_file_get_its_bytes(root):
+    # Eight clients at once of a file dropped from the page cache, on one ring thread: ranges
+    # another client's pool read is still filling are waited for on the pool (cold_waits),
+    # reads ahead run while the read-in part is sent; every client gets the file's bytes and
+    # at least one range went through the pool.
+    s = Server(root, "--threads", "1")
+    try:
+        path = root / "big.bin"
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        procs = [subprocess.Popen(["curl", "-s", "-S", "--max-time", "120", s.url("/big.bin")], stdout=subprocess.PIPE)
+                 for _ in range(8)]
+        want = hashlib.sha256(path.read_bytes()).digest()
+        for p in procs:
+            out, _ = p.communicate(timeout=180)
+            assert p.returncode == 0 and hashlib.sha256(out).digest() == want
+        doc = json.loads(curl(s.url("/_stats")).stdout)
+        assert doc["cold_reads"] >= 1 and "cold_waits" in doc
+    finally:
+        s.kill()
+
+
 def wait_stats(server, ready, what, polls=300):
     """/_stats until ready(doc) (bounded: per-client rows are published every 200 ms)."""
     for _ in range(polls):

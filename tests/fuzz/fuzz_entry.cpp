@@ -1,4 +1,5 @@
 #include "fuzz_entry.hpp"
+#include "fuzz_chunked.hpp"
 #include "fuzz_get.hpp"
 
 #include <fcntl.h>
@@ -286,7 +287,8 @@ void journal_file(Span in) {
 // inside the head; a refused head names a status a client understands; an accepted target is
 // a plain relative path (no '.', '..' or empty segment, no leading or trailing '/', no NUL),
 // which is what keeps DIR's confinement from depending on the file system alone; a range lies
-// inside the file; encoding a name for a link and decoding it gives the name back.
+// inside the file; encoding a name for a link and decoding it gives the name back; and read as
+// a chunked body, cut anywhere, it decodes the same (fuzz_chunked.cpp).
 void http_request(Span in) {
     const std::string_view text(reinterpret_cast<const char*>(in.data()), in.size());
     http::Request req;
@@ -327,6 +329,7 @@ void http_request(Span in) {
         std::string back;
         if (!http::percent_decode(http::percent_encode_path(text), back, false) || back != text) std::abort();
     }
+    fuzz_chunked_body(text);
 }
 
 } // namespace

@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
              "If-Modified-Since: Tue, 24 Nov 2026 06:12:21 GMT\r\nConnection: keep-alive\r\n\r\n"
              "HEAD / HTTP/1.0\r\n\r\n"));
     put(dir, "http-target", 10, text("/dir/%2e%2e/x//y/./z"));
+    put(dir, "http-chunked", 10, text("5;ext=1\r\nhello\r\nA\r\n0123456789\r\n0\r\nX-Sum: 1\r\n\r\nGET / HTTP/1.1"));
     // Get sessions' frames for selector 11 (the frame as it arrives, header first).
     b.clear();
     encode_get_hello(b, {});

@@ -84,6 +84,7 @@ struct ServeStats {
     uint64_t bytes_sent = 0;      // heads and bodies
     uint64_t body_bytes_sent = 0; // of which bodies
     uint64_t cold_reads = 0;      // ranges read in by the cold-read pool before sending
+    uint64_t cold_waits = 0;      // ranges found cached but still being read in by the pool: waited for there
     uint64_t get_sessions = 0;        // accepted get sessions (sluice protocol)
     uint64_t get_sessions_open = 0;   // sending now
     uint64_t get_sessions_failed = 0; // refused (token, path, busy, bad request) or ended in an error

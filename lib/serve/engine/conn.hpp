@@ -39,6 +39,7 @@ struct Conn {
     int file_fd = -1;                       // file->fd while a body is owed
     uint64_t file_off = 0, file_end = 0;
     uint64_t checked_end = 0; // the body up to here was found in the page cache (cachestat)
+    uint64_t ahead_end = 0;   // the pool was asked to read the body up to here (0: never cold)
     std::unique_ptr<std::string> body; // a listing, /_stats or an error text
     uint32_t body_off = 0;
     std::unique_ptr<UploadFile> up; // while an upload's body arrives and is committed

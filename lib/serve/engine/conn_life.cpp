@@ -24,7 +24,6 @@ void Worker::on_wake() {
             if (k.phase == Phase::idle || k.phase == Phase::reading) resume_input(k);
             continue;
         }
-        cnt_.add(cnt_.cold_reads);
         if (d.err != 0) {
             close_conn(k);
             continue;
@@ -100,7 +99,7 @@ void Worker::maybe_free(Conn& k) {
     k.fd = -1;
     k.file.reset();
     k.file_fd = -1;
-    k.checked_end = 0;
+    k.checked_end = k.ahead_end = 0;
     k.corked = false;
     k.body.reset();
     if (k.up) { // closed mid-body (the client left, a deadline, the drain): the temporary file goes

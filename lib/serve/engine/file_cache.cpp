@@ -1,5 +1,7 @@
 #include "serve/engine/file_cache.hpp"
 
+#include <fcntl.h>
+
 #include "serve/engine/doc_root.hpp"
 #include "serve/http/response.hpp"
 
@@ -30,6 +32,7 @@ std::shared_ptr<const CachedFile> FileCache::get(const std::string& rel, int64_t
         return nullptr;
     }
     f->fd = std::move(o.fd);
+    if (no_readahead_) ::posix_fadvise(f->fd.get(), 0, 0, POSIX_FADV_RANDOM); // advice: a refusal only costs a wait
     const int64_t mtime_ns = static_cast<int64_t>(f->st.st_mtim.tv_sec) * 1'000'000'000 + f->st.st_mtim.tv_nsec;
     http::format_etag(f->st.st_ino, static_cast<uint64_t>(f->st.st_size), mtime_ns, f->etag);
     http::format_date(f->st.st_mtim.tv_sec, f->last_modified);

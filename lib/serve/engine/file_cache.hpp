@@ -27,7 +27,10 @@ public:
     static constexpr int64_t kValidMs = 1000;
     static constexpr size_t kMaxEntries = 4096;
 
-    explicit FileCache(int root_fd) : root_(root_fd) {}
+    // no_readahead: the files are opened with POSIX_FADV_RANDOM, so that nothing but the
+    // cold-read pool starts reads from the disk on them (sendfile on a page the kernel's
+    // readahead is still filling would wait for the disk on a ring thread; cold_reads.hpp).
+    FileCache(int root_fd, bool no_readahead) : root_(root_fd), no_readahead_(no_readahead) {}
     // A regular file: returns it. A directory: returns nullptr and its fd in *dir. Otherwise
     // nullptr and *status (403, 404, 500).
     std::shared_ptr<const CachedFile> get(const std::string& rel, int64_t now_ms, UniqueFd* dir, int* status);
@@ -44,6 +47,7 @@ private:
         int64_t expires_ms;
     };
     int root_;
+    bool no_readahead_;
     uint64_t seen_gen_ = 0;
     std::unordered_map<std::string, Slot> slots_;
 };

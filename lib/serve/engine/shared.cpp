@@ -47,6 +47,7 @@ ServeStats Shared::snapshot() {
         s.bytes_sent += r(c->bytes);
         s.body_bytes_sent += r(c->body_bytes);
         s.cold_reads += r(c->cold_reads);
+        s.cold_waits += r(c->cold_waits);
         s.uploads += r(c->uploads);
         s.uploads_failed += r(c->uploads_failed);
         s.upload_bytes += r(c->upload_bytes);
@@ -90,6 +91,7 @@ std::string ServeStats::to_json() const {
     num("bytes_sent", bytes_sent);
     num("body_bytes_sent", body_bytes_sent);
     num("cold_reads", cold_reads);
+    num("cold_waits", cold_waits);
     num("get_sessions", get_sessions);
     num("get_sessions_open", get_sessions_open);
     num("get_sessions_failed", get_sessions_failed);

@@ -19,7 +19,7 @@ namespace sluice::serve {
 struct alignas(64) Counters {
     std::atomic<uint64_t> accepted{0}, open{0}, refused{0}, timed_out{0}, requests{0};
     std::atomic<uint64_t> status_class[6] = {}; // [2] = 2xx ... [5] = 5xx
-    std::atomic<uint64_t> bytes{0}, body_bytes{0}, cold_reads{0};
+    std::atomic<uint64_t> bytes{0}, body_bytes{0}, cold_reads{0}, cold_waits{0};
     std::atomic<uint64_t> uploads{0}, uploads_failed{0}, upload_bytes{0};
     void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 };
@@ -54,6 +54,7 @@ struct Shared {
     std::string root_display;
     ServeOptions opt;
     bool cold_check = false; // cachestat(2) works here
+    bool null_sink = false;  // the cold-read pool waits for pages by sendfile into /dev/null
     std::vector<std::unique_ptr<Counters>> counters;
     std::vector<std::unique_ptr<WakeQueue>> wakes;
     std::vector<std::unique_ptr<ClientBoard>> clients; // each thread's published per-client rows

@@ -85,13 +85,28 @@ Worker::Pump Worker::pump(Conn& k) {
         // One cachestat per piece, not per sendfile: a piece found cached is sent over as
         // many wake-ups as the socket needs without asking again.
         if (sh_.cold_check && k.file_off >= k.checked_end) {
-            if (!range_cached(k.file_fd, k.file_off, piece)) {
+            const bool cached = range_cached(k.file_fd, k.file_off, piece);
+            // Asked after cachestat, never before: a page it counted that a pool read is still
+            // filling belongs to a read registered before that page existed (cold_reads.hpp).
+            const FileKey key{static_cast<uint64_t>(k.file->st.st_dev), static_cast<uint64_t>(k.file->st.st_ino)};
+            if (sh_.cold->reading_joined(key, k.file_off, piece, &wake_, index_of(k), k.gen)) {
                 k.cold_pending = true;
-                sh_.cold->submit(
-                    ColdJob{k.file_fd, k.file_off, std::min(kColdRead, k.file_end - k.file_off), &wake_, index_of(k), k.gen});
+                cnt_.add(cnt_.cold_waits);
+                return Pump::parked;
+            }
+            if (!cached) {
+                k.cold_pending = true;
+                ColdJob job{k.file_fd, k.file_off, std::min(kColdRead, k.file_end - k.file_off), &wake_, index_of(k), k.gen,
+                            nullptr, key, 0, nullptr};
+                k.ahead_end = k.file_off + job.length;
+                sh_.cold->submit(std::move(job));
+                cnt_.add(cnt_.cold_reads);
+                read_ahead(k, key);
                 return Pump::parked;
             }
             k.checked_end = k.file_off + piece;
+            // Sending what the pool read in: the next range is being read meanwhile.
+            if (k.ahead_end && k.file_off + kColdRead >= k.ahead_end) read_ahead(k, key);
         }
         const uint64_t want = std::min(piece, (k.checked_end > k.file_off ? k.checked_end : k.file_end) - k.file_off);
         off_t off = static_cast<off_t>(k.file_off);
@@ -115,6 +130,16 @@ Worker::Pump Worker::pump(Conn& k) {
     return Pump::done;
 }
 
+void Worker::read_ahead(Conn& k, const FileKey& key) {
+    if (k.ahead_end >= k.file_end) return;
+    const uint64_t len = std::min(kColdRead, k.file_end - k.ahead_end);
+    if (!range_cached(k.file_fd, k.ahead_end, len)) {
+        // Nobody waits for it; it holds the file open itself, the connection may go first.
+        sh_.cold->read_ahead(ColdJob{k.file_fd, k.ahead_end, len, nullptr, 0, 0, nullptr, key, 0, k.file});
+    }
+    k.ahead_end += len;
+}
+
 void Worker::finish_response(Conn& k) {
     const int cls = k.status / 100;
     if (cls >= 2 && cls <= 5) cnt_.add(cnt_.status_class[cls]);
@@ -125,7 +150,7 @@ void Worker::finish_response(Conn& k) {
     }
     k.file.reset();
     k.file_fd = -1;
-    k.checked_end = 0;
+    k.checked_end = k.ahead_end = 0;
     k.body.reset();
     k.out_off = k.out_len = 0;
     k.phase = Phase::idle;

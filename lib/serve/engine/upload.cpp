@@ -1,8 +1,8 @@
-// Uploads: a PUT or POST with a Content-Length, its body written as it arrives into a
-// temporary file beneath DIR (upload_file.cpp) and renamed into place when the last byte is
-// in; with --sync the fsyncs run on the pool and the answer waits for them. A refused upload
-// is answered and the connection closed: its body, if the client sends it anyway, is never
-// read as a request.
+// Uploads: a PUT or POST with a Content-Length or a chunked body (curl -T - from a pipe), its
+// body written as it arrives into a temporary file beneath DIR (upload_file.cpp) and renamed
+// into place when the last byte (the last chunk and its trailers) is in; with --sync the
+// fsyncs run on the pool and the answer waits for them. A refused upload is answered and the
+// connection closed: its body, if the client sends it anyway, is never read as a request.
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -16,9 +16,11 @@ namespace {
 
 const char* upload_error_text(int status) {
     switch (status) {
+    case 400: return "malformed chunked body";
     case 403: return "forbidden (a symlink or a file on the way, outside the directory, or a reserved name)";
     case 404: return "not found";
     case 409: return "conflict: a directory has that name";
+    case 413: return "body larger than the server's upload limit";
     case 507: return "insufficient storage";
     default: return "cannot store the file";
     }
@@ -31,8 +33,7 @@ void Worker::begin_upload(Conn& k, const http::Request& req, const http::Target&
         cnt_.add(cnt_.uploads_failed);
         respond_simple(k, status, false, why);
     };
-    if (req.chunked) return refuse(411, "uploads need a Content-Length (chunked bodies are not accepted)");
-    if (!req.has_length) return refuse(411, "uploads need a Content-Length");
+    if (!req.has_length && !req.chunked) return refuse(411, "uploads need a Content-Length or a chunked body");
     if (req.expect_other) return refuse(417, "only Expect: 100-continue is understood");
     if (req.content_length > sh_.opt.max_upload_bytes) return refuse(413, "body larger than the server's upload limit");
     if (t.rel.empty() || t.trailing_slash) return refuse(400, "an upload needs a file name, not a directory");
@@ -42,6 +43,10 @@ void Worker::begin_upload(Conn& k, const http::Request& req, const http::Target&
     int status = 0;
     k.up = UploadFile::open(sh_.root.get(), t.rel, req.content_length, index_, &sh_.uploads_open, &status);
     if (!k.up) return refuse(status, upload_error_text(status));
+    if (req.chunked) { // its length is known at the last chunk: owed until then
+        k.up->is_chunked = true;
+        k.up->left = 1;
+    }
     k.up->total_deadline_ms = now_ms_ + sh_.opt.upload_timeout_ms;
     k.keep_alive = req.keep_alive && !draining_ && !k.peer_done;
     k.phase = Phase::body;
@@ -58,6 +63,8 @@ void Worker::begin_upload(Conn& k, const http::Request& req, const http::Target&
 
 size_t Worker::take_body(Conn& k, const char* data, size_t len) {
     UploadFile& u = *k.up;
+    if (u.left == 0) return 0; // whole, being committed: what follows waits for the answer
+    if (u.is_chunked) return take_chunks(k, data, len);
     const size_t n = static_cast<size_t>(std::min<uint64_t>(len, u.left));
     if (n == 0) return 0;
     if (int status = u.write(data, n)) {
@@ -72,6 +79,40 @@ size_t Worker::take_body(Conn& k, const char* data, size_t len) {
     return n;
 }
 
+size_t Worker::take_chunks(Conn& k, const char* data, size_t len) {
+    UploadFile& u = *k.up;
+    size_t used = 0;
+    while (used < len) {
+        const http::ChunkedDecoder::Step st = u.chunks.feed(data + used, len - used);
+        if (st.error) {
+            fail_upload(k, st.error);
+            return len; // what follows a broken frame is never read as a request
+        }
+        // Refused when a chunk's size line says it would pass the limit, before its data.
+        if (u.chunks.promised() > sh_.opt.max_upload_bytes) {
+            fail_upload(k, 413);
+            return len;
+        }
+        if (st.data_len) {
+            if (int status = u.write(data + used + st.data_off, st.data_len)) {
+                fail_upload(k, status);
+                return len;
+            }
+            cnt_.add(cnt_.upload_bytes, st.data_len);
+        }
+        used += st.used;
+        if (st.done) {
+            u.left = 0;
+            break;
+        }
+    }
+    // Framing or data: either is progress within the upload's overall deadline, which bounds
+    // a client that trickles a byte at a time (the decoder bounds framing against data).
+    k.deadline_ms = std::min(now_ms_ + sh_.opt.request_timeout_ms, u.total_deadline_ms);
+    if (u.left == 0) finish_upload(k);
+    return used;
+}
+
 void Worker::fail_upload(Conn& k, int status) {
     k.up.reset(); // removes the temporary file
     cnt_.add(cnt_.uploads_failed);
@@ -83,7 +124,8 @@ void Worker::finish_upload(Conn& k) {
         // fsync waits for the disk: on the pool, so this thread serves everyone else meanwhile.
         k.up->committing = true;
         k.cold_pending = true;
-        sh_.cold->submit(ColdJob{-1, 0, 0, &wake_, index_of(k), k.gen, k.up.get()});
+        ColdJob job{-1, 0, 0, &wake_, index_of(k), k.gen, k.up.get(), {}, 0, nullptr};
+        sh_.cold->submit(std::move(job));
         return;
     }
     k.up->commit_status = k.up->commit(sh_.opt.sync_uploads);
@@ -92,9 +134,10 @@ void Worker::finish_upload(Conn& k) {
 
 void Worker::upload_done(Conn& k) {
     std::unique_ptr<UploadFile> u = std::move(k.up);
-    if (u->commit_status) {
+    if (const int status = u->commit_status) {
+        u.reset(); // the temporary file goes before the answer: a client that has it never sees the file
         cnt_.add(cnt_.uploads_failed);
-        return respond_simple(k, u->commit_status, false, upload_error_text(u->commit_status));
+        return respond_simple(k, status, false, upload_error_text(status));
     }
     cnt_.add(cnt_.uploads);
     sh_.upload_gen.fetch_add(1, std::memory_order_relaxed);

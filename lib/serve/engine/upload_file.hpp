@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "serve/http/chunked.hpp"
 
 namespace sluice::serve {
 
@@ -22,7 +23,8 @@ inline constexpr char kUploadTempPrefix[] = ".sluice-upload.";
 
 class UploadFile {
 public:
-    // rel: "a/b/c" from the request target (no '.', '..' or empty segments). *status: 0, or
+    // rel: "a/b/c" from the request target (no '.', '..' or empty segments); length: the
+    // Content-Length (0 when chunked: no space is set aside in advance). *status: 0, or
     // 403 (a symlink or a non-directory on the way, a reserved name), 409 (a directory of that
     // name), 507 (no space), 500. `open_count` is decremented when the UploadFile goes.
     static std::unique_ptr<UploadFile> open(int root_fd, const std::string& rel, uint64_t length, unsigned thread,
@@ -38,7 +40,9 @@ public:
     // the disk: with durable it runs on the pool, never on a ring thread.
     int commit(bool durable);
 
-    uint64_t left = 0;      // body bytes still owed
+    uint64_t left = 0;      // body bytes still owed (chunked: 1 until the last chunk is in)
+    bool is_chunked = false; // the body is framed in chunks: `chunks` finds its end
+    http::ChunkedDecoder chunks;
     uint64_t received = 0;
     bool created = false;   // the final name did not exist before (201, else 200)
     bool committing = false; // commit() runs on the pool

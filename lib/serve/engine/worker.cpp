@@ -33,7 +33,7 @@ int64_t monotonic_ms() {
 Worker::Worker(Shared& shared, unsigned index, UniqueFd listen_fd)
     : sh_(shared), index_(index), cnt_(*shared.counters[index]), wake_(*shared.wakes[index]), listen_(std::move(listen_fd)),
       max_conns_(std::max(1u, shared.opt.max_connections / static_cast<unsigned>(shared.counters.size()))),
-      conns_(new Conn[max_conns_]), files_(shared.root.get()) {
+      conns_(new Conn[max_conns_]), files_(shared.root.get(), shared.cold_check) {
     free_conns_.reserve(max_conns_);
     for (uint32_t i = max_conns_; i-- > 0;) {
         conns_[i].recv_c.tag = conns_[i].poll_c.tag = i;

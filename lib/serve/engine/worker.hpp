@@ -11,6 +11,7 @@
 #include "core/ring/provided_buffers.hpp"
 #include "core/ring/ring.hpp"
 #include "serve/engine/clients.hpp"
+#include "serve/engine/cold_reads.hpp"
 #include "serve/engine/conn.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/http/request.hpp"
@@ -73,6 +74,7 @@ private:
     // upload.cpp: PUT and POST bodies into a file beneath DIR
     void begin_upload(Conn& k, const http::Request& req, const http::Target& t);
     size_t take_body(Conn& k, const char* data, size_t len); // bytes of the body among them
+    size_t take_chunks(Conn& k, const char* data, size_t len); // ... of a chunked body, framing too
     void fail_upload(Conn& k, int status);
     void finish_upload(Conn& k);
     void upload_done(Conn& k); // the commit ended (inline or on the pool): the answer
@@ -82,6 +84,7 @@ private:
     Pump pump(Conn& k);
     void finish_response(Conn& k);
     void park(Conn& k);
+    void read_ahead(Conn& k, const FileKey& key); // the next range of a cold body, to the pool
 
     Shared& sh_;
     unsigned index_;

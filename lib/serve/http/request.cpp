@@ -4,6 +4,15 @@
 
 namespace sluice::http {
 
+bool is_tchar(unsigned char c) {
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
+    switch (c) {
+    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-': case '.':
+    case '^': case '_': case '`': case '|': case '~': return true;
+    default: return false;
+    }
+}
+
 bool iequals(std::string_view a, std::string_view b) {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -16,15 +25,6 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 namespace {
-
-bool is_tchar(unsigned char c) {
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-    switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-': case '.':
-    case '^': case '_': case '`': case '|': case '~': return true;
-    default: return false;
-    }
-}
 
 std::string_view trim(std::string_view v) {
     while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
@@ -140,7 +140,21 @@ ParseOutcome parse_request(std::string_view in, Request& req) {
             req.content_length = n;
             if (n > 0) req.has_body = true;
         } else if (iequals(name, "transfer-encoding")) {
-            req.has_body = req.chunked = true;
+            // Several lines form one list. Only "chunked" is decoded, once and last (RFC 9112
+            // 6.1, 6.3): chunked twice or not last frames the body ambiguously (400); any other
+            // coding is one this server does not implement (501, after the checks below).
+            req.has_te = req.has_body = true;
+            for (std::string_view list = value; !list.empty();) {
+                const size_t comma = list.find(',');
+                const std::string_view coding = trim(list.substr(0, comma));
+                list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+                if (coding.empty()) continue;
+                if (req.chunked) return bad(400); // something after chunked, or chunked twice
+                if (iequals(coding, "chunked"))
+                    req.chunked = true;
+                else
+                    req.te_unknown = true;
+            }
         } else if (iequals(name, "expect")) {
             if (iequals(value, "100-continue"))
                 req.expect_continue = true;
@@ -162,6 +176,13 @@ ParseOutcome parse_request(std::string_view in, Request& req) {
     }
     req.head_bytes = next;
     if (req.http11 && !req.has_host) return bad(400);
+    if (req.has_te) {
+        // Both framings at once is how requests are smuggled past a proxy (RFC 9112 6.3: the
+        // message is then to be treated as an error); HTTP/1.0 has no transfer codings (6.1).
+        if (req.has_length || !req.http11) return bad(400);
+        if (req.te_unknown) return bad(501);
+        if (!req.chunked) return bad(400); // a Transfer-Encoding with no coding in it
+    }
     return {ParseResult::complete};
 }
 

@@ -22,7 +22,9 @@ struct Request {
     bool keep_alive = true;  // after Connection and the version
     bool has_host = false;
     bool has_body = false;   // Content-Length > 0 or Transfer-Encoding
-    bool chunked = false;    // any Transfer-Encoding (uploads need a Content-Length: 411)
+    bool has_te = false;     // a Transfer-Encoding was given
+    bool chunked = false;    // ... and it is "chunked" alone (http/chunked.hpp decodes the body)
+    bool te_unknown = false; // ... naming a coding that is not implemented (501)
     bool has_length = false; // a Content-Length was given
     uint64_t content_length = 0;
     bool expect_continue = false; // Expect: 100-continue
@@ -39,12 +41,15 @@ enum class ParseResult : uint8_t {
 
 struct ParseOutcome {
     ParseResult result;
-    int status = 0; // for error: 400, 414, 431, 505
+    int status = 0; // for error: 400, 414, 431, 501, 505
 };
 
 // Parses the head at the start of `in`. Tolerates a bare LF as line end (RFC 9112 2.2) and
 // leading empty lines; refuses obs-fold, NUL and control bytes, and a space before a colon.
 ParseOutcome parse_request(std::string_view in, Request& req);
+
+// A token character (RFC 9110 5.6.2): method names, header and trailer field names.
+bool is_tchar(unsigned char c);
 
 // ASCII case-insensitive equality (header names, tokens).
 bool iequals(std::string_view a, std::string_view b);
