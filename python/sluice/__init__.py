@@ -18,7 +18,7 @@ from . import _sluice
 from ._errors import (AuthError, Cancelled, DestinationError, Error, IntegrityError,
                       InternalError, NetworkError, ProtocolError, SourceError, UsageError)
 
-from ._options import (DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, CancelFlag, _callable_or_none, _cc, _encrypt, _flag,
+from ._options import (DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, CancelFlag, _callable_or_none, _cc, _encrypt, _flag, _text,
                        _interval, _send_options, _tree_options, parse_size)
 from ._serve import Server, get, serve
 
@@ -198,6 +198,8 @@ class Receiver:
     cc: TCP congestion control of every accepted connection (None: the system's).
     mptcp: listen with Multipath TCP (``--mptcp``; plain TCP senders are still accepted).
     numeric_ids: keep owners by their numbers alone, not by the names the sender sends.
+    usermap, groupmap: rsync's ``--usermap``/``--groupmap`` ("FROM:TO,..."; see the man page);
+    a TO this host does not know raises UsageError.
     encrypt: None (TLS 1.3 with any sender not on a loopback address), True or False; the
     sender must agree.
     """
@@ -205,7 +207,7 @@ class Receiver:
     def __init__(self, dir=None, *, fd=None, sink=None, port=0, token=None, bind_address="", advertise_host="",
                  recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
                  verbose=False, log=None, max_manifest_bytes=0, cc=None, numeric_ids=False, encrypt=None,
-                 mptcp=False):
+                 mptcp=False, usermap="", groupmap=""):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise UsageError(f"port={port!r}: expected an int from 0 to 65535")
         opts = {
@@ -221,6 +223,8 @@ class Receiver:
             "cc": _cc(cc),
             "mptcp": _flag(mptcp, "mptcp"),
             "numeric_ids": bool(numeric_ids),
+            "usermap": _text(usermap, "usermap"),
+            "groupmap": _text(groupmap, "groupmap"),
             "encrypt": _encrypt(encrypt),
             "verbose": bool(verbose),
             "log": _callable_or_none(log, "log"),

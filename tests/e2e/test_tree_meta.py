@@ -192,12 +192,14 @@ def test_attributes_of_symlinks_are_kept_without_following_them(tmp_path, receiv
         assert "trusted.l" not in os.listxattr(dest / "src" / "target")
 
 
-def fake_transfer(port, entries):
-    """A whole transfer of metadata-only entries (no data) from the Python sender; returns the
-    ABORT message if the receiver refused, else None."""
+def fake_transfer(port, entries, before=()):
+    """A whole transfer of metadata-only entries (no data) from the Python sender, `before`
+    frames ahead of its page; returns the ABORT message if the receiver refused, else None."""
     tid = os.urandom(16)
     c, status = w.handshake("127.0.0.1", port, "testtoken", 0, 0, 1, tid, features=w.FEATURE_TREE_META)
     assert status == 0
+    for f in before:
+        c.sendall(f)
     c.sendall(w.manifest_meta(0, entries))
     ftype, payload = w.read_frame(c)
     if ftype == w.ABORT:

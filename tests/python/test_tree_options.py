@@ -1,5 +1,5 @@
 """send()'s tree options reach the library as the CLI's do: hard links, xattrs, filters,
-delete, checksum; Receiver(numeric_ids=) too. Each option is checked by what lands on disk."""
+delete, checksum; Receiver(numeric_ids=, usermap=, groupmap=) too. Each option is checked by what lands on disk."""
 import os
 
 import pytest
@@ -77,6 +77,20 @@ def test_receiver_numeric_ids(src, dst):
     transfer(src, dst, rx_kw={"numeric_ids": True})
     st = os.lstat(dst / "src" / "logs" / "keep.log")
     assert (st.st_uid, st.st_gid) == (4321, 4322)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing owners needs root")
+def test_receiver_usermap_and_groupmap(src, dst):
+    os.chown(src / "logs" / "keep.log", 4321, 4322)
+    transfer(src, dst, rx_kw={"usermap": "4300-4399:bin", "groupmap": "*:3"})
+    st = os.lstat(dst / "src" / "logs" / "keep.log")
+    assert (st.st_uid, st.st_gid) == (2, 3)
+
+
+@pytest.mark.parametrize("bad", [dict(usermap="x:no-such-user-here"), dict(groupmap="nocolon"), dict(usermap=5)])
+def test_bad_maps_are_usage_errors(dst, bad):
+    with pytest.raises(sluice.UsageError):
+        sluice.Receiver(str(dst), **bad)
 
 
 def test_announce_window_bounds_what_the_sender_keeps_announced(tmp_path, dst):

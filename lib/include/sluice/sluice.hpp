@@ -161,6 +161,10 @@ struct RecvOptions {
     // Owners are kept by the names the sender sends where this host knows them (as rsync
     // does); true: by the numbers alone (--numeric-ids).
     bool numeric_ids = false;
+    // rsync's --usermap / --groupmap: "FROM:TO,..." applied before the names (the first rule
+    // matching the sender's id or name decides; docs/guarantees.md, "Owners by name"). A TO
+    // this host does not know, or a rule that is not FROM:TO, fails the Receiver's constructor.
+    std::string usermap, groupmap;
     // For a sender this side did not choose (sluice::get() sets it): refuse the transfer, naming
     // the entry, when a symlink's target is absolute or climbs out of the destination (see
     // docs/protocol.md, "Get sessions"), and when an entry is a hard link or a special file.

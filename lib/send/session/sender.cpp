@@ -14,6 +14,7 @@
 #include "send/paths/block_sender.hpp"
 #include "send/paths/small_file_batch.hpp"
 #include "send/plan/fd_sources.hpp"
+#include "send/plan/owner_names.hpp"
 #include "send/plan/planner.hpp"
 #include "send/plan/source_tree.hpp"
 #include "send/plan/work_queue.hpp"
@@ -154,6 +155,7 @@ private:
             if (page.entries.empty()) return;
             page.seq = pages_sent_;
             wire::Bytes out;
+            owner_names_.flush(out); // the names of ids this page is the first to use, before it
             wire::encode_manifest(out, page);
             {
                 std::lock_guard lk(pages_mu_);
@@ -177,7 +179,8 @@ private:
         WalkVisitor visit;
         if (fd_sources_.empty()) visit.tree = &tree_;
         visit.meta = [&](wire::EntryMeta&& m) {
-            page_bytes += 24 + m.user.size() + m.group.size();
+            owner_names_.take(m);
+            page_bytes += 24;
             for (const auto& [n, v] : m.xattrs) page_bytes += 6 + n.size() + v.size();
             page.meta.emplace_back(static_cast<uint32_t>(page.entries.size()), std::move(m));
         };
@@ -223,6 +226,7 @@ private:
             walk_sources(roots_, visit);
         }
         flush();
+        if (owner_names_.unnamed()) log_.line("warning: " + std::to_string(owner_names_.unnamed()) + " owner ids sent as numbers alone (over 65536 names of a kind)");
         if (opts_.progress) opts_.progress->walk_done = true;
         wire::Bytes out;
         wire::encode_manifest_end(out, wire::ManifestEnd{.page_count = pages_sent_,
@@ -352,14 +356,13 @@ private:
     }
 
     std::vector<SourceRoot> roots_;
-    uint64_t excluded_ = 0;
     std::vector<CheckedFdSource> fd_sources_; // send(FdSource) instead of paths
-
     SourceRecords records_; // work items point into it (each holds its file)
-    uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
+    uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, excluded_ = 0, total_bytes_ = 0;
     UpdateSums update_{opts_.block_size}; // changed-block updates
     std::optional<ReceiverFit> fit_; // what the receiver's hello leaves out (after connecting)
     DryRunList dry_; // --dry-run: what the receiver would change
+    OwnerNames owner_names_; // walk thread: each owner's name once, before the page using it
 
     std::mutex pages_mu_;
     std::condition_variable acks_cv_;
