@@ -265,3 +265,31 @@ def test_a_receiver_asking_for_data_in_a_dry_run_fails_the_transfer(tmp_path):
     # The peer acks the page without the file's range: the sender must send nothing.
     r = send_to_peer(tmp_path, DryRunPeer(), content=b"12345")
     assert r.returncode != 0 and "receiver asked for data in a dry run" in r.stderr, r.stderr
+
+
+def test_dry_run_compares_a_symlinks_own_attributes(tmp_path, receiver_factory):
+    """'x' for a symlink whose own attribute differs (lgetxattr: never its target's)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "target").write_bytes(b"t")
+    os.symlink("target", src / "link")
+    try:
+        os.setxattr(src / "link", "trusted.l", b"one", follow_symlinks=False)
+    except OSError as e:
+        import pytest
+        pytest.skip(f"this file system keeps no trusted. attributes on symlinks: {e}")
+    settle(src)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    assert run_sluice("send", src, rx.url).returncode == 0 and rx.wait()[0] == 0
+    rx = receiver_factory(dest)
+    r = run_sluice("send", "--dry-run", src, rx.url)
+    assert rx.wait()[0] == 0 and r.returncode == 0 and r.stdout == "", r.stdout
+    os.setxattr(dest / "src" / "link", "trusted.l", b"two", follow_symlinks=False)
+    os.setxattr(dest / "src" / "target", "trusted.l", b"one")  # the target's does not count
+    rx = receiver_factory(dest)
+    r = run_sluice("send", "--dry-run", src, rx.url)
+    assert rx.wait()[0] == 0 and r.returncode == 0
+    assert r.stdout.splitlines() == [".L........x src/link -> target"], r.stdout
+    assert os.getxattr(dest / "src" / "link", "trusted.l", follow_symlinks=False) == b"two"

@@ -292,3 +292,19 @@ def test_hostile_metadata_is_refused(tmp_path, receiver_factory, name, entries, 
     # failed transfer: directories and empty files, complete as they are).
     assert set(os.listdir(dest)) <= {"d", "f"}
     assert not os.path.lexists(tmp_path / "f") and not os.path.lexists(tmp_path / "etc")
+
+
+def test_every_files_metadata_arrives_when_the_announce_window_is_full(tmp_path, receiver_factory):
+    """A full announce window sends the page before the file that waits for room: that file's
+    attributes (read just before) must go with it in the next page, not with the one sent."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(300):
+        (src / f"f{i:03d}").write_bytes(b"x" * (1 + i % 7))
+        os.setxattr(src / f"f{i:03d}", "user.n", str(i).encode())
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    send_tree(src, dest, receiver_factory, "--announce-window", "8")
+    lost = [i for i in range(300) if "user.n" not in os.listxattr(dest / "src" / f"f{i:03d}")]
+    assert lost == []
+    assert all(os.getxattr(dest / "src" / f"f{i:03d}", "user.n") == str(i).encode() for i in range(300))

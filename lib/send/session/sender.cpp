@@ -177,12 +177,13 @@ private:
         if (auto out = fit_->tree_options(tree_, opts_.delete_extraneous, opts_.dry_run, peer_))
             control_.write(*out, "sending the tree options");
         WalkVisitor visit;
+        std::optional<wire::EntryMeta> held_meta; // the next entry's (the walk reads it first)
         if (fd_sources_.empty()) visit.tree = &tree_;
         visit.meta = [&](wire::EntryMeta&& m) {
             owner_names_.take(m);
             page_bytes += 24;
             for (const auto& [n, v] : m.xattrs) page_bytes += 6 + n.size() + v.size();
-            page.meta.emplace_back(static_cast<uint32_t>(page.entries.size()), std::move(m));
+            held_meta = std::move(m); // added with its entry: a full window flushes the page before that
         };
         visit.excluded = [&](std::string_view rel, bool is_dir) {
             ++excluded_;
@@ -211,12 +212,11 @@ private:
                     opts_.progress->bytes_total += e.size;
                     opts_.progress->files_total += 1;
                 }
-            } else if (e.kind == wire::EntryKind::directory) {
-                ++dirs_;
             } else {
-                ++symlinks_;
+                ++(e.kind == wire::EntryKind::directory ? dirs_ : symlinks_);
             }
             page_bytes += 36 + e.path.size() + e.link_target.size() + 16 * e.data_extents.size();
+            if (held_meta) page.meta.emplace_back(page.entries.size(), std::move(*std::exchange(held_meta, std::nullopt)));
             page.entries.push_back(std::move(e));
             if (page.entries.size() >= page_limit || page_bytes >= (1u << 20)) flush();
         };
