@@ -269,15 +269,9 @@ def test_a_receiver_asking_for_data_in_a_dry_run_fails_the_transfer(tmp_path):
 
 def test_dry_run_compares_a_symlinks_own_attributes(tmp_path, receiver_factory):
     """'x' for a symlink whose own attribute differs (lgetxattr: never its target's)."""
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "target").write_bytes(b"t")
-    os.symlink("target", src / "link")
-    try:
-        os.setxattr(src / "link", "trusted.l", b"one", follow_symlinks=False)
-    except OSError as e:
-        import pytest
-        pytest.skip(f"this file system keeps no trusted. attributes on symlinks: {e}")
+    from test_tree_meta import linked_tree
+
+    src = linked_tree(tmp_path, b"one")
     settle(src)
     dest = tmp_path / "dest"
     dest.mkdir()

@@ -252,50 +252,44 @@ HOSTILE_NAMES = [
 ]
 
 
-@pytest.mark.parametrize("name,frames,message", HOSTILE_NAMES, ids=[h[0] for h in HOSTILE_NAMES])
-def test_hostile_owner_names_are_refused(tmp_path, receiver_factory, name, frames, message):
+def refusal(tmp_path, receiver_factory, frames, entries, *recv_args, features=w.FEATURE_TREE_META, after_ack=()):
+    """Runs the Python sender against a real receiver that must refuse it; returns its stderr."""
     dest = tmp_path / "dest"
     dest.mkdir()
-    rx = receiver_factory(dest)
-    c = names_then_manifest(rx.port, frames, FILE_OWNED)
+    rx = receiver_factory(dest, *recv_args)
+    c = names_then_manifest(rx.port, frames, entries, features)
+    if after_ack:
+        assert w.read_frame(c)[0] == w.MANIFEST_ACK
+        c.sendall(b"".join(after_ack))
     rc, _, err = rx.wait(timeout=120)
     c.close()
-    assert rc != 0 and message in err, err
-    assert os.listdir(dest) == []
+    assert rc != 0, err
+    return err
+
+
+@pytest.mark.parametrize("name,frames,message", HOSTILE_NAMES, ids=[h[0] for h in HOSTILE_NAMES])
+def test_hostile_owner_names_are_refused(tmp_path, receiver_factory, name, frames, message):
+    err = refusal(tmp_path, receiver_factory, frames, FILE_OWNED)
+    assert message in err, err
+    assert os.listdir(tmp_path / "dest") == []
 
 
 def test_names_after_the_page_that_used_them_are_refused(tmp_path, receiver_factory):
-    dest = tmp_path / "dest"
-    dest.mkdir()
-    rx = receiver_factory(dest)
-    c = names_then_manifest(rx.port, [], FILE_OWNED)
-    assert w.read_frame(c)[0] == w.MANIFEST_ACK
-    c.sendall(w.owner_names([(U, 1, b"daemon")]))
-    rc, _, err = rx.wait(timeout=120)
-    c.close()
-    assert rc != 0 and "OWNER_NAMES names user id 1 after a manifest page used it" in err, err
+    err = refusal(tmp_path, receiver_factory, [], FILE_OWNED, after_ack=[w.owner_names([(U, 1, b"daemon")])])
+    assert "OWNER_NAMES names user id 1 after a manifest page used it" in err, err
 
 
 def test_names_without_tree_metadata_are_refused(tmp_path, receiver_factory):
-    dest = tmp_path / "dest"
-    dest.mkdir()
-    rx = receiver_factory(dest)
-    c = names_then_manifest(rx.port, [w.owner_names([(U, 1, b"daemon")])], [], features=0)
-    rc, _, err = rx.wait(timeout=120)
-    c.close()
-    assert rc != 0 and "OWNER_NAMES from a sender that did not announce tree metadata" in err, err
+    err = refusal(tmp_path, receiver_factory, [w.owner_names([(U, 1, b"daemon")])], [], features=0)
+    assert "OWNER_NAMES from a sender that did not announce tree metadata" in err, err
 
 
 def test_names_count_against_the_manifest_memory_bound(tmp_path, receiver_factory):
     # 60,000 names of 255 bytes fit the per-kind count but not 4 MiB of receiver memory.
-    dest = tmp_path / "dest"
-    dest.mkdir()
-    rx = receiver_factory(dest, "--max-manifest-bytes", "4M")
     names = [(U, i, b"%05d" % i + b"n" * 250) for i in range(60000)]
-    c = names_then_manifest(rx.port, [w.owner_names(names[:30000]), w.owner_names(names[30000:])], FILE_OWNED)
-    rc, _, err = rx.wait(timeout=120)
-    c.close()
-    assert rc != 0 and "needs more than 4 MiB on the receiver" in err, err
+    err = refusal(tmp_path, receiver_factory, [w.owner_names(names[:30000]), w.owner_names(names[30000:])], FILE_OWNED,
+                  "--max-manifest-bytes", "4M")
+    assert "needs more than 4 MiB on the receiver" in err, err
 
 
 @needs_root

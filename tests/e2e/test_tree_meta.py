@@ -172,17 +172,24 @@ def test_metadata_of_unchanged_files_is_updated_on_a_second_send(tmp_path, recei
 
 
 @pytest.mark.skipif(not ROOT, reason="trusted. attributes need root (the kernel refuses user. ones on symlinks)")
-def test_attributes_of_symlinks_are_kept_without_following_them(tmp_path, receiver_factory):
-    """lsetxattr on the link's name in its confined directory: the link gets the attribute,
-    its target does not, on the first send and again on a second one (links are made anew)."""
+def linked_tree(tmp_path, value):
+    """src/target and src/link -> target, the link itself carrying trusted.l = value (a test
+    using it is skipped where the file system keeps no attributes on symlinks)."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "target").write_bytes(b"t")
     os.symlink("target", src / "link")
     try:
-        os.setxattr(src / "link", "trusted.l", b"on the link", follow_symlinks=False)
+        os.setxattr(src / "link", "trusted.l", value, follow_symlinks=False)
     except OSError as e:
         pytest.skip(f"this file system keeps no trusted. attributes on symlinks: {e}")
+    return src
+
+
+def test_attributes_of_symlinks_are_kept_without_following_them(tmp_path, receiver_factory):
+    """lsetxattr on the link's name in its confined directory: the link gets the attribute,
+    its target does not, on the first send and again on a second one (links are made anew)."""
+    src = linked_tree(tmp_path, b"on the link")
     dest = tmp_path / "dest"
     dest.mkdir()
     for _ in range(2):
