@@ -33,7 +33,7 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
          rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
          verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None, mptcp=False,
          checksum=False, delete=False, filters=None, exclude=None, hard_links=True, owner=True, group=True,
-         xattrs=True, acls=True, specials=True, announce_window=16384, dry_run=False):
+         xattrs=True, acls=True, specials=True, announce_window=16384, dry_run=False, usermap="", groupmap=""):
     """Send files, directories (recursively) and symlinks to the receiver at ``url``
     (``sluice://HOST:PORT/?token=...``); each path lands under the receiver's directory by its
     name. Returns the final stats as a dict (the fields of ``sluice send --json``) once the
@@ -64,6 +64,8 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     announce_window: at most this many files announced to the receiver and not yet complete
     there (``--announce-window``; 0: the whole list at once), so that neither side's memory
     grows with the file count; the stats' files_held_peak says how many were at once.
+    usermap, groupmap: owner maps for the receiver (``--usermap``/``--groupmap``, rsync's
+    "FROM:TO,..."), applied after its own; one it cannot use fails the transfer.
     dry_run: send no data and change nothing (``--dry-run``); the stats' "changes" list what
     the receiver would do, one dict per path (item as rsync's --itemize-changes, path,
     target, bytes); a deletion's path is the receiver's text.
@@ -85,6 +87,7 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
                          f"to {1 << 30}")
     opts["announce_window"] = announce_window
     opts["dry_run"] = bool(dry_run)
+    opts["usermap"], opts["groupmap"] = _text(usermap, "usermap"), _text(groupmap, "groupmap")
     opts.update(_tree_options(checksum, delete, filters, exclude,
                               {"hard_links": hard_links, "owner": owner, "group": group, "xattrs": xattrs,
                                "acls": acls, "specials": specials}))

@@ -57,6 +57,8 @@ SendOptions send_options(const py::dict& o) {
     if (o.contains("dry_run")) s.dry_run = o["dry_run"].cast<bool>();
     if (o.contains("announce_window")) s.announce_window = o["announce_window"].cast<uint64_t>(); // checked in __init__.py
     if (o.contains("filters")) s.filters = o["filters"].cast<std::vector<std::string>>();
+    if (o.contains("usermap")) s.usermap = o["usermap"].cast<std::string>();
+    if (o.contains("groupmap")) s.groupmap = o["groupmap"].cast<std::string>();
     for (auto [key, field] : {std::pair{"hard_links", &SendOptions::hard_links}, {"owner", &SendOptions::owner},
                               {"group", &SendOptions::group}, {"xattrs", &SendOptions::xattrs},
                               {"acls", &SendOptions::acls}, {"specials", &SendOptions::specials}})

@@ -176,7 +176,7 @@ def get_done(status, msg=b""):
 
 # --dry-run (issue 17, docs/protocol.md "Dry run"): TREE_OPTIONS flag bit 1 and the receiver's
 # two answers, to play a hostile receiver against the real sender.
-TREE_OPTIONS, TREE_DELETE, TREE_DRY_RUN = 0x08, 1, 2
+TREE_OPTIONS, TREE_DELETE, TREE_DRY_RUN, TREE_OWNER_MAPS = 0x08, 1, 2, 4
 DRY_RUN_ITEMS, DRY_RUN_DELETED = 0x29, 0x2A
 DRY_NEW, DRY_CONTENT, DRY_SIZE, DRY_TIME, DRY_PERMS, DRY_OWNER, DRY_GROUP = 1, 2, 4, 8, 16, 32, 64
 DRY_ACL, DRY_XATTRS = 128, 256

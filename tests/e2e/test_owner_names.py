@@ -303,3 +303,39 @@ def test_names_sent_by_the_model_map_by_name(tmp_path, receiver_factory):
     rc, _, err = rx.wait()
     assert rc == 0, err
     assert owners(dest, ["f"]) == {"f": (DAEMON, NAMELESS + 1)}
+
+
+@needs_root
+def test_the_senders_maps_apply_after_the_receivers_own(tmp_path, receiver_factory):
+    src = owner_tree(tmp_path)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    send(src, dest, receiver_factory, "--usermap", "bin:sys",
+         send_args=("--usermap", "daemon:nobody,bin:daemon", "--groupmap", "*:7"))
+    sys_uid = pwd.getpwnam("sys").pw_uid
+    assert owners(dest / "src", "dbnr") == {"d": (NOBODY, 7), "b": (sys_uid, 7), "n": (NAMELESS, 7), "r": (0, 7)}
+
+
+def test_a_senders_map_the_receiver_cannot_use_fails_before_anything_is_written(tmp_path, receiver_factory):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_bytes(b"f")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    sent = run_sluice("send", src, rx.url, "--usermap", "daemon:no-such-user-here")
+    rc, _, err = rx.wait(timeout=120)
+    assert sent.returncode != 0 and rc != 0
+    why = "the sender's --usermap: 'daemon:no-such-user-here' maps to 'no-such-user-here', which is not a user on this host"
+    assert why in sent.stderr and why in err, (sent.stderr, err)
+    assert os.listdir(dest) == []
+
+
+@pytest.mark.parametrize("maps,message", [
+    (struct.pack("<H", 5000) + b"x" * 5000 + struct.pack("<H", 0), "an owner map of 5000 bytes"),
+    (struct.pack("<H", 3) + b"a\x00b" + struct.pack("<H", 0), "an owner map with a NUL byte"),
+])
+def test_hostile_maps_in_tree_options_are_refused(tmp_path, receiver_factory, maps, message):
+    options = w.frame(w.TREE_OPTIONS, struct.pack("<II", w.TREE_OWNER_MAPS, 0) + maps)
+    err = refusal(tmp_path, receiver_factory, [options], FILE_OWNED)
+    assert message in err, err

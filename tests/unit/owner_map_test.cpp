@@ -95,3 +95,23 @@ TEST_CASE("usermap and groupmap values are checked when parsed") {
     CHECK(error_of([] { IdMapRules("a:4294967295", false); }).find("not a user on this host") != std::string::npos);
     CHECK(error_of([] { IdMapRules("0-10:bin", false); }).empty());
 }
+
+TEST_CASE("the sender's maps travel in TREE_OPTIONS and come after the receiver's own") {
+    Bytes out;
+    encode_tree_options(out, TreeOptionsFrame{.flags = TreeOptionsFrame::kOwnerMaps, .rules = {"- *.o"},
+                                              .usermap = "daemon:bin", .groupmap = ":3"});
+    TreeOptionsFrame t = decode_tree_options(payload_of(out));
+    CHECK((t.flags == TreeOptionsFrame::kOwnerMaps && t.rules.size() == 1 && t.usermap == "daemon:bin" && t.groupmap == ":3"));
+    Bytes bad = out;
+    bad[bad.size() - 1] = '\0'; // inside the group map
+    CHECK(error_of([&] { decode_tree_options(payload_of(bad)); }).find("an owner map with a NUL byte") != std::string::npos);
+
+    OwnerMap m(false, "daemon:sys", "");
+    m.add_sender_maps("daemon:nobody,bin:daemon", "*:3");
+    m.add({{.group = false, .id = 500, .name = "daemon"}, {.group = false, .id = 501, .name = "bin"}});
+    CHECK(m.user(500) == 3);  // the receiver's rule first (sys)
+    CHECK(m.user(501) == 1);  // then the sender's (daemon)
+    CHECK(m.group(77) == 3);
+    CHECK(error_of([&] { m.add_sender_maps("x:no-such-user-anywhere", ""); }) ==
+          "the sender's --usermap: 'x:no-such-user-anywhere' maps to 'no-such-user-anywhere', which is not a user on this host");
+}

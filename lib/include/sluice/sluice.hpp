@@ -111,6 +111,9 @@ struct SendOptions {
     // Filter rules, "+ PATTERN" (include), "- PATTERN" (exclude) or ". FILE" (the rules in
     // FILE, --exclude-from), first match wins (docs/guarantees.md, "Filters").
     std::vector<std::string> filters;
+    // --usermap / --groupmap given to the sender (rsync's FROM:TO,...): sent in TREE_OPTIONS and
+    // applied by the receiver after its own maps' rules (docs/protocol.md, "Owner names").
+    std::string usermap, groupmap;
     // --delete: the receiver removes what it has under the sent directories that they no longer
     // hold (never what the filters exclude), once everything else is in place; listed in its
     // -v lines and its Stats::deleted.

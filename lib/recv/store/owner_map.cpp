@@ -88,6 +88,15 @@ OwnerMap::OwnerMap(bool numeric_ids, const std::string& usermap, const std::stri
     if (!groupmap.empty()) groups_.rules = IdMapRules(groupmap, true);
 }
 
+void OwnerMap::add_sender_maps(const std::string& usermap, const std::string& groupmap) {
+    try {
+        if (!usermap.empty()) users_.rules.append(IdMapRules(usermap, false));
+        if (!groupmap.empty()) groups_.rules.append(IdMapRules(groupmap, true));
+    } catch (const Error& e) {
+        throw Error(ErrorCode::usage, std::string("the sender's ") + e.what());
+    }
+}
+
 void OwnerMap::name(Kind& k, bool group, uint32_t id, const std::string& name, bool again_ok) {
     const char* what = group ? "group" : "user";
     auto [it, fresh] = k.names.try_emplace(id);

@@ -32,6 +32,7 @@ public:
     IdMapRules(const std::string& spec, bool group);
     std::optional<uint32_t> match(uint32_t id, const std::string& name) const;
     bool empty() const { return rules_.empty(); }
+    void append(const IdMapRules& later) { rules_.insert(rules_.end(), later.rules_.begin(), later.rules_.end()); }
 
 private:
     struct Rule {
@@ -50,6 +51,10 @@ public:
     // OWNER_NAMES. Throws Error(protocol) for an id named twice, named after a page used it,
     // or more than kMaxOwnerNames ids of one kind.
     void add(const std::vector<wire::OwnerName>& names);
+    // The sender's --usermap/--groupmap (TREE_OPTIONS, before any page): their rules come after
+    // ours (the first match decides). Throws Error(usage), "the sender's --usermap: ...", for a
+    // rule that is not FROM:TO or a TO this host does not know.
+    void add_sender_maps(const std::string& usermap, const std::string& groupmap);
     // The receiver's id for the sender's user / group id. trailer_name: a name an entry's
     // metadata trailer carried (senders before OWNER_NAMES): taken as that id's name.
     uid_t user(uint32_t id, const std::string& trailer_name = {});

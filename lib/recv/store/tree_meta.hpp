@@ -66,6 +66,8 @@ public:
 
     // OWNER_NAMES: the sender's names of the ids its next pages use (OwnerMap::add).
     void add_owner_names(const std::vector<wire::OwnerName>& names);
+    // TREE_OPTIONS' maps (OwnerMap::add_sender_maps).
+    void add_sender_maps(const std::string& usermap, const std::string& groupmap) { owners_.add_sender_maps(usermap, groupmap); }
     // The receiver's id for the sender's user / group (OwnerMap; each id resolved once).
     // name: the entry trailer's name, if an older sender put one there.
     uid_t map_user(const std::string& name, uint32_t id);

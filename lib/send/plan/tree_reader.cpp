@@ -106,6 +106,8 @@ TreeOptions tree_options_of(const SendOptions& o) {
     t.acls = o.acls;
     t.specials = o.specials;
     for (const std::string& r : o.filters) t.filters.add_rule(r);
+    t.usermap = o.usermap;
+    t.groupmap = o.groupmap;
     return t;
 }
 
