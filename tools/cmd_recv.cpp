@@ -45,12 +45,12 @@ options:
                        and check every block received in this run against the sender's checksum
   --max-files N        refuse manifests with more entries (default 10000000)
   --max-manifest-bytes SIZE  refuse a manifest needing more receiver memory (default: 1/4 of RAM)
-  --numeric-ids        keep owners by number alone (default: by the user and group names
-                       the sender sends, where this host knows them, as rsync does)
   --usermap FROM:TO,...   map the sender's users to ours, as rsync's --usermap: FROM a name,
                        a wildcard (* ? [..]) on the sender's name, an id, or LOW-HIGH ids;
                        TO a name of this host or an id; the first match wins, else by name
   --groupmap FROM:TO,...  the same for groups
+  --numeric-ids        keep owners by number alone (default: by the user and group names
+                       the sender sends, where this host knows them, as rsync does)
   --idle-timeout S     fail if the sender is silent this long (default 60)
   --cc NAME            TCP congestion control of every accepted connection (e.g. bbr,
                        cubic; default: the system's)
