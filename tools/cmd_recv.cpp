@@ -45,6 +45,10 @@ options:
                        and check every block received in this run against the sender's checksum
   --max-files N        refuse manifests with more entries (default 10000000)
   --max-manifest-bytes SIZE  refuse a manifest needing more receiver memory (default: 1/4 of RAM)
+  --usermap FROM:TO,...   map the sender's users to ours, as rsync's --usermap: FROM a name,
+                       a wildcard (* ? [..]) on the sender's name, an id, or LOW-HIGH ids;
+                       TO a name of this host or an id; the first match wins, else by name
+  --groupmap FROM:TO,...  the same for groups
   --numeric-ids        keep owners by number alone (default: by the user and group names
                        the sender sends, where this host knows them, as rsync does)
   --idle-timeout S     fail if the sender is silent this long (default 60; at least 64 round
@@ -97,7 +101,7 @@ int receive_pipe(const Args& a, RecvOptions& o, bool show_token) {
 int cmd_recv(int argc, char** argv) {
     Args a(argc, argv,
            {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
-            "--max-files", "--max-manifest-bytes", "--cc"},
+            "--max-files", "--max-manifest-bytes", "--cc", "--usermap", "--groupmap"},
            {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids", "--encrypt", "--no-encrypt", "--mptcp"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
@@ -145,6 +149,8 @@ int cmd_recv(int argc, char** argv) {
     o.mptcp = a.flag("--mptcp");
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.numeric_ids = a.flag("--numeric-ids");
+    if (auto v = a.value("--usermap")) o.usermap = *v;
+    if (auto v = a.value("--groupmap")) o.groupmap = *v;
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     if (o.verbose)
         std::cerr << "sluice: token " << (token.from == TokenFrom::none ? "made at random" : "from " + printable(token.source))

@@ -72,6 +72,8 @@ privileges allow and warns once per kind about the rest: docs/guarantees.md):
   --no-owner, --no-group   do not send the owner (uid and user name) / group (-o, -g)
   --no-xattrs          do not send extended attributes (user., trusted., security.; -X)
   --no-acls            do not send POSIX ACLs (-A)
+  --usermap FROM:TO,...   --groupmap FROM:TO,...   owner maps for the receiver (rsync's
+                       syntax, see sluice recv --help): applied after the receiver's own
   --no-specials        skip fifos, sockets and devices with a warning (default: re-created)
 filters (rsync's rules, a subset: docs/guarantees.md "Filters"; first match wins):
   --exclude PATTERN    leave out what PATTERN matches (repeatable)
@@ -88,7 +90,8 @@ filters (rsync's rules, a subset: docs/guarantees.md "Filters"; first match wins
 int cmd_send(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--token-file", "--connect-timeout",
-            "--idle-timeout", "--cc", "--retry-for", "--announce-window", "--exclude", "--include", "--exclude-from"},
+            "--idle-timeout", "--cc", "--retry-for", "--announce-window", "--exclude", "--include", "--exclude-from",
+            "--usermap", "--groupmap"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
             "--no-specials", "--specials", "--delete", "--pace", "--mptcp", "--bounded-resend", "--checksum", "-c", "--encrypt", "--no-encrypt",
@@ -141,6 +144,8 @@ int cmd_send(int argc, char** argv) {
     o.group = !a.flag("--no-group");
     o.xattrs = !a.flag("--no-xattrs");
     o.acls = !a.flag("--no-acls");
+    if (auto v = a.value("--usermap")) o.usermap = *v;
+    if (auto v = a.value("--groupmap")) o.groupmap = *v;
     o.specials = !a.flag("--no-specials");
     o.delete_extraneous = a.flag("--delete");
     o.dry_run = a.flag("--dry-run") || a.flag("-n");

@@ -18,7 +18,7 @@ from . import _sluice
 from ._errors import (AuthError, Cancelled, DestinationError, Error, IntegrityError,
                       InternalError, NetworkError, ProtocolError, SourceError, UsageError)
 
-from ._options import (DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, CancelFlag, _callable_or_none, _cc, _encrypt, _flag,
+from ._options import (DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, CancelFlag, _callable_or_none, _cc, _encrypt, _flag, _text,
                        _interval, _send_options, _tree_options, parse_size)
 from ._serve import Server, get, serve
 
@@ -33,7 +33,7 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
          rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
          verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None, mptcp=False,
          checksum=False, delete=False, filters=None, exclude=None, hard_links=True, owner=True, group=True,
-         xattrs=True, acls=True, specials=True, announce_window=16384, dry_run=False):
+         xattrs=True, acls=True, specials=True, announce_window=16384, dry_run=False, usermap="", groupmap=""):
     """Send files, directories (recursively) and symlinks to the receiver at ``url``
     (``sluice://HOST:PORT/?token=...``); each path lands under the receiver's directory by its
     name. Returns the final stats as a dict (the fields of ``sluice send --json``) once the
@@ -64,6 +64,8 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     announce_window: at most this many files announced to the receiver and not yet complete
     there (``--announce-window``; 0: the whole list at once), so that neither side's memory
     grows with the file count; the stats' files_held_peak says how many were at once.
+    usermap, groupmap: owner maps for the receiver (``--usermap``/``--groupmap``, rsync's
+    "FROM:TO,..."), applied after its own; one it cannot use fails the transfer.
     dry_run: send no data and change nothing (``--dry-run``); the stats' "changes" list what
     the receiver would do, one dict per path (item as rsync's --itemize-changes, path,
     target, bytes); a deletion's path is the receiver's text.
@@ -85,6 +87,7 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
                          f"to {1 << 30}")
     opts["announce_window"] = announce_window
     opts["dry_run"] = bool(dry_run)
+    opts["usermap"], opts["groupmap"] = _text(usermap, "usermap"), _text(groupmap, "groupmap")
     opts.update(_tree_options(checksum, delete, filters, exclude,
                               {"hard_links": hard_links, "owner": owner, "group": group, "xattrs": xattrs,
                                "acls": acls, "specials": specials}))
@@ -198,6 +201,8 @@ class Receiver:
     cc: TCP congestion control of every accepted connection (None: the system's).
     mptcp: listen with Multipath TCP (``--mptcp``; plain TCP senders are still accepted).
     numeric_ids: keep owners by their numbers alone, not by the names the sender sends.
+    usermap, groupmap: rsync's ``--usermap``/``--groupmap`` ("FROM:TO,..."; see the man page);
+    a TO this host does not know raises UsageError.
     encrypt: None (TLS 1.3 with any sender not on a loopback address), True or False; the
     sender must agree.
     """
@@ -205,7 +210,7 @@ class Receiver:
     def __init__(self, dir=None, *, fd=None, sink=None, port=0, token=None, bind_address="", advertise_host="",
                  recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
                  verbose=False, log=None, max_manifest_bytes=0, cc=None, numeric_ids=False, encrypt=None,
-                 mptcp=False):
+                 mptcp=False, usermap="", groupmap=""):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise UsageError(f"port={port!r}: expected an int from 0 to 65535")
         opts = {
@@ -221,6 +226,8 @@ class Receiver:
             "cc": _cc(cc),
             "mptcp": _flag(mptcp, "mptcp"),
             "numeric_ids": bool(numeric_ids),
+            "usermap": _text(usermap, "usermap"),
+            "groupmap": _text(groupmap, "groupmap"),
             "encrypt": _encrypt(encrypt),
             "verbose": bool(verbose),
             "log": _callable_or_none(log, "log"),

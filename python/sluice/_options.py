@@ -52,6 +52,12 @@ def _encrypt(encrypt):
     return "on" if encrypt else "off"
 
 
+def _text(value, name):
+    if not isinstance(value, str):
+        raise UsageError(f"{name}={value!r}: expected a str")
+    return value
+
+
 def _flag(value, name):
     if not isinstance(value, bool):
         raise UsageError(f"{name}={value!r}: expected True or False")

@@ -57,6 +57,8 @@ SendOptions send_options(const py::dict& o) {
     if (o.contains("dry_run")) s.dry_run = o["dry_run"].cast<bool>();
     if (o.contains("announce_window")) s.announce_window = o["announce_window"].cast<uint64_t>(); // checked in __init__.py
     if (o.contains("filters")) s.filters = o["filters"].cast<std::vector<std::string>>();
+    if (o.contains("usermap")) s.usermap = o["usermap"].cast<std::string>();
+    if (o.contains("groupmap")) s.groupmap = o["groupmap"].cast<std::string>();
     for (auto [key, field] : {std::pair{"hard_links", &SendOptions::hard_links}, {"owner", &SendOptions::owner},
                               {"group", &SendOptions::group}, {"xattrs", &SendOptions::xattrs},
                               {"acls", &SendOptions::acls}, {"specials", &SendOptions::specials}})
@@ -78,6 +80,8 @@ RecvOptions recv_options(const py::dict& o) {
     if (o.contains("cc")) r.congestion_control = o["cc"].cast<std::string>();
     if (o.contains("mptcp")) r.mptcp = o["mptcp"].cast<bool>();
     if (o.contains("numeric_ids")) r.numeric_ids = o["numeric_ids"].cast<bool>();
+    if (o.contains("usermap")) r.usermap = o["usermap"].cast<std::string>();
+    if (o.contains("groupmap")) r.groupmap = o["groupmap"].cast<std::string>();
     r.encrypt = encrypt_of(o);
     r.verbose = o["verbose"].cast<bool>();
     return r;

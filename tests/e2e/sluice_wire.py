@@ -176,9 +176,10 @@ def get_done(status, msg=b""):
 
 # --dry-run (issue 17, docs/protocol.md "Dry run"): TREE_OPTIONS flag bit 1 and the receiver's
 # two answers, to play a hostile receiver against the real sender.
-TREE_OPTIONS, TREE_DELETE, TREE_DRY_RUN = 0x08, 1, 2
+TREE_OPTIONS, TREE_DELETE, TREE_DRY_RUN, TREE_OWNER_MAPS = 0x08, 1, 2, 4
 DRY_RUN_ITEMS, DRY_RUN_DELETED = 0x29, 0x2A
 DRY_NEW, DRY_CONTENT, DRY_SIZE, DRY_TIME, DRY_PERMS, DRY_OWNER, DRY_GROUP = 1, 2, 4, 8, 16, 32, 64
+DRY_ACL, DRY_XATTRS = 128, 256
 
 
 def manifest_ack(seq, ranges=()):
@@ -200,3 +201,25 @@ def dry_run_deleted(paths, count=None):
     """paths: (bytes path, is_dir); count: what the frame claims (default: the true count)."""
     body = b"".join(struct.pack("<BH", 1 if d else 0, len(p)) + p for p, d in paths)
     return frame(DRY_RUN_DELETED, struct.pack("<I", len(paths) if count is None else count) + body)
+
+
+# OWNER_NAMES (issue 17, docs/protocol.md "Owner names"): the sender's names of the user and
+# group ids its entries carry, once per id, before the first page that uses them.
+OWNER_NAMES, OWNER_USER, OWNER_GROUP = 0x25, 0, 1
+
+
+def owner_names(names, count=None):
+    """names: (kind, id, name bytes); count: what the frame claims (default: the true count)."""
+    body = b"".join(struct.pack("<BBHI", k, len(n) & 0xFF, 0, i) + n for k, i, n in names)
+    return frame(OWNER_NAMES, struct.pack("<I", len(names) if count is None else count) + body)
+
+
+def parse_owner_names(payload):
+    """The (kind, id, name bytes) an OWNER_NAMES payload lists."""
+    (n,), at, out = struct.unpack_from("<I", payload), 4, []
+    for _ in range(n):
+        k, ln, _, i = struct.unpack_from("<BBHI", payload, at)
+        out.append((k, i, payload[at + 8:at + 8 + ln]))
+        at += 8 + ln
+    assert at == len(payload)
+    return out

@@ -166,14 +166,15 @@ def test_dry_run_with_checksum_is_refused_before_connecting(tmp_path):
 class DryRunPeer:
     """A hostile receiver: offers tree metadata, reads TREE_OPTIONS (which must ask for a dry
     run), answers each manifest page with `before_ack` frames then an ack with no ranges, sends
-    ALL_VERIFIED at MANIFEST_END and, at TRANSFER_END, `at_end` frames then FINAL_STATUS 0."""
+    ALL_VERIFIED at MANIFEST_END and, at TRANSFER_END, `at_end` frames then FINAL_STATUS 0. Every
+    frame the sender sent is kept in `frames` (type, payload), in order."""
 
     def __init__(self, before_ack=(), at_end=()):
         self.before_ack, self.at_end = list(before_ack), list(at_end)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.settimeout(60)
         self.port = self.listener.getsockname()[1]
-        self.conns, self.error, self.tree_flags = [], None, None
+        self.conns, self.error, self.tree_flags, self.frames = [], None, None, []
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
 
@@ -184,6 +185,7 @@ class DryRunPeer:
             self.conns.append(w.accept_handshake(self.listener, "testtoken", w.FEATURE_TREE_META)[0])
             while True:
                 ftype, payload = w.read_frame(control)
+                self.frames.append((ftype, payload))
                 if ftype == w.TREE_OPTIONS:
                     self.tree_flags = struct.unpack_from("<I", payload)[0]
                 elif ftype == w.MANIFEST:
@@ -242,8 +244,8 @@ def test_items_naming_entries_never_sent_are_a_protocol_error(tmp_path):
 def test_items_out_of_order_or_with_unknown_bits_are_refused(tmp_path):
     r = send_to_peer(tmp_path, DryRunPeer(before_ack=[w.dry_run_items([(1, w.DRY_NEW), (0, w.DRY_TIME)])]))
     assert r.returncode != 0 and "DRY_RUN_ITEMS: file id 0 is not after 1" in r.stderr, r.stderr
-    r = send_to_peer(tmp_path, DryRunPeer(before_ack=[w.dry_run_items([(1, 0x100)])]))
-    assert r.returncode != 0 and "has change bits 256" in r.stderr, r.stderr
+    r = send_to_peer(tmp_path, DryRunPeer(before_ack=[w.dry_run_items([(1, 0x200)])]))
+    assert r.returncode != 0 and "has change bits 512" in r.stderr, r.stderr
 
 
 def test_deletion_counts_and_lengths_are_bounded(tmp_path):
@@ -263,3 +265,25 @@ def test_a_receiver_asking_for_data_in_a_dry_run_fails_the_transfer(tmp_path):
     # The peer acks the page without the file's range: the sender must send nothing.
     r = send_to_peer(tmp_path, DryRunPeer(), content=b"12345")
     assert r.returncode != 0 and "receiver asked for data in a dry run" in r.stderr, r.stderr
+
+
+def test_dry_run_compares_a_symlinks_own_attributes(tmp_path, receiver_factory):
+    """'x' for a symlink whose own attribute differs (lgetxattr: never its target's)."""
+    from test_tree_meta import linked_tree
+
+    src = linked_tree(tmp_path, b"one")
+    settle(src)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    assert run_sluice("send", src, rx.url).returncode == 0 and rx.wait()[0] == 0
+    rx = receiver_factory(dest)
+    r = run_sluice("send", "--dry-run", src, rx.url)
+    assert rx.wait()[0] == 0 and r.returncode == 0 and r.stdout == "", r.stdout
+    os.setxattr(dest / "src" / "link", "trusted.l", b"two", follow_symlinks=False)
+    os.setxattr(dest / "src" / "target", "trusted.l", b"one")  # the target's does not count
+    rx = receiver_factory(dest)
+    r = run_sluice("send", "--dry-run", src, rx.url)
+    assert rx.wait()[0] == 0 and r.returncode == 0
+    assert r.stdout.splitlines() == [".L........x src/link -> target"], r.stdout
+    assert os.getxattr(dest / "src" / "link", "trusted.l", follow_symlinks=False) == b"two"

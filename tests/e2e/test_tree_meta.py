@@ -172,17 +172,24 @@ def test_metadata_of_unchanged_files_is_updated_on_a_second_send(tmp_path, recei
 
 
 @pytest.mark.skipif(not ROOT, reason="trusted. attributes need root (the kernel refuses user. ones on symlinks)")
-def test_attributes_of_symlinks_are_kept_without_following_them(tmp_path, receiver_factory):
-    """lsetxattr on the link's name in its confined directory: the link gets the attribute,
-    its target does not, on the first send and again on a second one (links are made anew)."""
+def linked_tree(tmp_path, value):
+    """src/target and src/link -> target, the link itself carrying trusted.l = value (a test
+    using it is skipped where the file system keeps no attributes on symlinks)."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "target").write_bytes(b"t")
     os.symlink("target", src / "link")
     try:
-        os.setxattr(src / "link", "trusted.l", b"on the link", follow_symlinks=False)
+        os.setxattr(src / "link", "trusted.l", value, follow_symlinks=False)
     except OSError as e:
         pytest.skip(f"this file system keeps no trusted. attributes on symlinks: {e}")
+    return src
+
+
+def test_attributes_of_symlinks_are_kept_without_following_them(tmp_path, receiver_factory):
+    """lsetxattr on the link's name in its confined directory: the link gets the attribute,
+    its target does not, on the first send and again on a second one (links are made anew)."""
+    src = linked_tree(tmp_path, b"on the link")
     dest = tmp_path / "dest"
     dest.mkdir()
     for _ in range(2):
@@ -192,12 +199,14 @@ def test_attributes_of_symlinks_are_kept_without_following_them(tmp_path, receiv
         assert "trusted.l" not in os.listxattr(dest / "src" / "target")
 
 
-def fake_transfer(port, entries):
-    """A whole transfer of metadata-only entries (no data) from the Python sender; returns the
-    ABORT message if the receiver refused, else None."""
+def fake_transfer(port, entries, before=()):
+    """A whole transfer of metadata-only entries (no data) from the Python sender, `before`
+    frames ahead of its page; returns the ABORT message if the receiver refused, else None."""
     tid = os.urandom(16)
     c, status = w.handshake("127.0.0.1", port, "testtoken", 0, 0, 1, tid, features=w.FEATURE_TREE_META)
     assert status == 0
+    for f in before:
+        c.sendall(f)
     c.sendall(w.manifest_meta(0, entries))
     ftype, payload = w.read_frame(c)
     if ftype == w.ABORT:
@@ -290,3 +299,19 @@ def test_hostile_metadata_is_refused(tmp_path, receiver_factory, name, entries, 
     # failed transfer: directories and empty files, complete as they are).
     assert set(os.listdir(dest)) <= {"d", "f"}
     assert not os.path.lexists(tmp_path / "f") and not os.path.lexists(tmp_path / "etc")
+
+
+def test_every_files_metadata_arrives_when_the_announce_window_is_full(tmp_path, receiver_factory):
+    """A full announce window sends the page before the file that waits for room: that file's
+    attributes (read just before) must go with it in the next page, not with the one sent."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(300):
+        (src / f"f{i:03d}").write_bytes(b"x" * (1 + i % 7))
+        os.setxattr(src / f"f{i:03d}", "user.n", str(i).encode())
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    send_tree(src, dest, receiver_factory, "--announce-window", "8")
+    lost = [i for i in range(300) if "user.n" not in os.listxattr(dest / "src" / f"f{i:03d}")]
+    assert lost == []
+    assert all(os.getxattr(dest / "src" / f"f{i:03d}", "user.n") == str(i).encode() for i in range(300))

@@ -61,6 +61,7 @@ void control_frame(Span in) {
     case FrameType::final_status: decode_final_status(p); break;
     case FrameType::abort: decode_abort(p); break;
     case FrameType::stream_resume: decode_stream_resume(p); break;
+    case FrameType::owner_names: decode_owner_names(p); break;
     case FrameType::all_verified: // no payload: nothing to decode
     case FrameType::working: break;
     case FrameType::block:

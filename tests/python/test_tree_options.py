@@ -1,5 +1,5 @@
 """send()'s tree options reach the library as the CLI's do: hard links, xattrs, filters,
-delete, checksum; Receiver(numeric_ids=) too. Each option is checked by what lands on disk."""
+delete, checksum; Receiver(numeric_ids=, usermap=, groupmap=) too. Each option is checked by what lands on disk."""
 import os
 
 import pytest
@@ -65,7 +65,7 @@ def test_checksum_sends_a_file_whose_size_and_mtime_match(src, dst):
     assert (dst / "src" / "a").read_bytes() == b"linked twice"
 
 
-@pytest.mark.parametrize("bad", [dict(exclude="*.log"), dict(filters=[1]), dict(owner="yes")])
+@pytest.mark.parametrize("bad", [dict(exclude="*.log"), dict(filters=[1]), dict(owner="yes"), dict(usermap=1)])
 def test_bad_tree_options_are_usage_errors(src, bad):
     with pytest.raises(sluice.UsageError):
         sluice.send(str(src), "sluice://127.0.0.1:1/?token=x", **bad)
@@ -77,6 +77,28 @@ def test_receiver_numeric_ids(src, dst):
     transfer(src, dst, rx_kw={"numeric_ids": True})
     st = os.lstat(dst / "src" / "logs" / "keep.log")
     assert (st.st_uid, st.st_gid) == (4321, 4322)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing owners needs root")
+def test_receiver_usermap_and_groupmap(src, dst):
+    os.chown(src / "logs" / "keep.log", 4321, 4322)
+    transfer(src, dst, rx_kw={"usermap": "4300-4399:bin", "groupmap": "*:3"})
+    st = os.lstat(dst / "src" / "logs" / "keep.log")
+    assert (st.st_uid, st.st_gid) == (2, 3)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing owners needs root")
+def test_sender_usermap_comes_after_the_receivers(src, dst):
+    os.chown(src / "logs" / "keep.log", 4321, 4322)
+    transfer(src, dst, rx_kw={"groupmap": "4322:5"}, usermap="4321:bin", groupmap="*:3")
+    st = os.lstat(dst / "src" / "logs" / "keep.log")
+    assert (st.st_uid, st.st_gid) == (2, 5)
+
+
+@pytest.mark.parametrize("bad", [dict(usermap="x:no-such-user-here"), dict(groupmap="nocolon"), dict(usermap=5)])
+def test_bad_maps_are_usage_errors(dst, bad):
+    with pytest.raises(sluice.UsageError):
+        sluice.Receiver(str(dst), **bad)
 
 
 def test_announce_window_bounds_what_the_sender_keeps_announced(tmp_path, dst):

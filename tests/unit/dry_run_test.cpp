@@ -75,6 +75,8 @@ TEST_CASE("the sender turns items into rsync's letters and checks ids") {
     CHECK(c[2].item == "hf+++++++++");
     CHECK(DryRunList::letters(EntryKind::file, DryRunItem::kPerms | DryRunItem::kOwner) == ".f...po....");
     CHECK(DryRunList::letters(EntryKind::directory, DryRunItem::kTime) == ".d..t......");
+    CHECK(DryRunList::letters(EntryKind::file, DryRunItem::kAcl | DryRunItem::kXattrs) == ".f.......ax");
+    CHECK(DryRunList::letters(EntryKind::symlink, DryRunItem::kXattrs) == ".L........x");
 }
 
 TEST_CASE("the sender keeps at most kMaxDryRunDeleted deletion paths") {

@@ -25,6 +25,7 @@ const char* frame_type_name(uint8_t type) {
     case FrameType::manifest_ack: return "MANIFEST_ACK";
     case FrameType::manifest_end: return "MANIFEST_END";
     case FrameType::tree_options: return "TREE_OPTIONS";
+    case FrameType::owner_names: return "OWNER_NAMES";
     case FrameType::block: return "BLOCK";
     case FrameType::stream_end: return "STREAM_END";
     case FrameType::resend: return "RESEND";
@@ -60,6 +61,7 @@ FrameHeader decode_frame_header(Span in) {
     case FrameType::manifest_ack:
     case FrameType::manifest_end:
     case FrameType::tree_options:
+    case FrameType::owner_names:
     case FrameType::stream_end:
     case FrameType::resend:
     case FrameType::all_verified:

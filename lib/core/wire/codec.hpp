@@ -73,6 +73,9 @@ EntryMeta decode_entry_meta(ByteReader& r, const std::string& path);
 void check_tree_entry(const ManifestEntry& e, const EntryMeta* meta);
 void encode_tree_options(Bytes& out, const TreeOptionsFrame& t);
 TreeOptionsFrame decode_tree_options(Span payload);
+// Owner names, once per id (codec_owner_names.cpp).
+void encode_owner_names(Bytes& out, const std::vector<OwnerName>& names);
+std::vector<OwnerName> decode_owner_names(Span payload);
 // --dry-run's answers (codec_dry_run.cpp).
 void encode_dry_run_items(Bytes& out, const std::vector<DryRunItem>& items);
 std::vector<DryRunItem> decode_dry_run_items(Span payload);

@@ -57,6 +57,8 @@ void encode_manifest(Bytes& out, const ManifestPage& c) {
         if (has_meta) encode_entry_meta(out, c.meta[next_meta++].second);
         if (e.sparse) encode_extents(w, e);
     }
+    // Metadata naming no entry of the page (or out of order) would be dropped without a word.
+    if (next_meta != c.meta.size()) throw Error(ErrorCode::internal, "a manifest page's metadata names no entry of the page");
     end_frame(out, at);
 }
 

@@ -149,6 +149,11 @@ void encode_tree_options(Bytes& out, const TreeOptionsFrame& t) {
         w.u16(static_cast<uint16_t>(r.size()));
         w.bytes(r);
     }
+    if (t.flags & TreeOptionsFrame::kOwnerMaps)
+        for (const std::string* m : {&t.usermap, &t.groupmap}) {
+            w.u16(static_cast<uint16_t>(m->size()));
+            w.bytes(*m);
+        }
     detail::end_frame(out, at);
 }
 
@@ -157,7 +162,7 @@ TreeOptionsFrame decode_tree_options(Span payload) {
     ByteReader r(payload, "TREE_OPTIONS");
     TreeOptionsFrame t;
     t.flags = r.u32();
-    if (t.flags & ~(TreeOptionsFrame::kDelete | TreeOptionsFrame::kDryRun)) bad("TREE_OPTIONS: unknown flags " + std::to_string(t.flags));
+    if (t.flags & ~(TreeOptionsFrame::kDelete | TreeOptionsFrame::kDryRun | TreeOptionsFrame::kOwnerMaps)) bad("TREE_OPTIONS: unknown flags " + std::to_string(t.flags));
     const uint32_t n = r.u32();
     if (n > kMaxRules) bad("TREE_OPTIONS: " + std::to_string(n) + " filter rules exceed the limit of 4096");
     for (uint32_t i = 0; i < n; ++i) {
@@ -168,6 +173,13 @@ TreeOptionsFrame decode_tree_options(Span payload) {
             bad("TREE_OPTIONS: filter rule '" + rule + "' is not '+ PATTERN' or '- PATTERN'");
         t.rules.push_back(std::move(rule));
     }
+    if (t.flags & TreeOptionsFrame::kOwnerMaps)
+        for (std::string* m : {&t.usermap, &t.groupmap}) {
+            const size_t len = r.u16();
+            if (len > kMaxPathBytes) bad("TREE_OPTIONS: an owner map of " + std::to_string(len) + " bytes (at most 4095)");
+            *m = r.string(len);
+            if (m->find('\0') != std::string::npos) bad("TREE_OPTIONS: an owner map with a NUL byte");
+        }
     r.expect_end();
     return t;
 }

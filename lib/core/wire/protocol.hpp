@@ -54,6 +54,7 @@ enum class FrameType : uint8_t {
     tree_options = 0x08, // S->R control, before the first MANIFEST: --delete and the filter rules it must respect
     update_params = 0x04, // S->R control: block size and --checksum for changed-block updates (issue 17)
     reuse = 0x05,         // S->R control: ranges of a file equal to the receiver's old version
+    owner_names = 0x25,   // S->R control, before the page that first uses them: user and group names of ids
     block = 0x10,        // S->R data: file data at an offset, with its checksum
     stream_end = 0x11,   // S->R data: this stream carries no more blocks
     resend = 0x20,       // R->S control: a block failed its checksum, send it again
@@ -164,9 +165,21 @@ struct EntryMeta {
 struct TreeOptionsFrame {
     static constexpr uint32_t kDelete = 1; // remove what the receiver has under the sent roots that the manifest lacks
     static constexpr uint32_t kDryRun = 2; // change nothing: report what would change (DRY_RUN_ITEMS, DRY_RUN_DELETED)
+    static constexpr uint32_t kOwnerMaps = 4; // the sender's --usermap/--groupmap follow the rules
     uint32_t flags = 0;
     std::vector<std::string> rules; // "+ PATTERN" / "- PATTERN": what --delete leaves alone
+    std::string usermap, groupmap;  // kOwnerMaps: each at most kMaxPathBytes, no NUL
 };
+
+// OWNER_NAMES (codec_owner_names.cpp): the sender's name for each user and group id its
+// entries carry, sent once per id before the first page that uses it (rsync's id lists).
+struct OwnerName {
+    bool group = false; // a group id; else a user id
+    uint32_t id = 0;
+    std::string name; // 1-255 bytes, no NUL
+};
+// Ids a transfer may name, per kind (users, groups): the receiver's table is bounded by it.
+inline constexpr uint32_t kMaxOwnerNames = 65536;
 
 struct ManifestPage {
     uint32_t seq = 0;
@@ -218,7 +231,9 @@ struct DryRunItem {
     static constexpr uint16_t kPerms = 16;  // p
     static constexpr uint16_t kOwner = 32;  // o
     static constexpr uint16_t kGroup = 64;  // g
-    static constexpr uint16_t kAll = 127;
+    static constexpr uint16_t kAcl = 128;   // a: a POSIX ACL the sender sends differs or is missing
+    static constexpr uint16_t kXattrs = 256; // x: an extended attribute the sender sends differs or is missing
+    static constexpr uint16_t kAll = 511;
     uint64_t file_id = 0;
     uint16_t changes = 0; // never 0: an entry with nothing to change is not listed
 };

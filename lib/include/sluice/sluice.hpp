@@ -111,6 +111,9 @@ struct SendOptions {
     // Filter rules, "+ PATTERN" (include), "- PATTERN" (exclude) or ". FILE" (the rules in
     // FILE, --exclude-from), first match wins (docs/guarantees.md, "Filters").
     std::vector<std::string> filters;
+    // --usermap / --groupmap given to the sender (rsync's FROM:TO,...): sent in TREE_OPTIONS and
+    // applied by the receiver after its own maps' rules (docs/protocol.md, "Owner names").
+    std::string usermap, groupmap;
     // --delete: the receiver removes what it has under the sent directories that they no longer
     // hold (never what the filters exclude), once everything else is in place; listed in its
     // -v lines and its Stats::deleted.
@@ -161,6 +164,10 @@ struct RecvOptions {
     // Owners are kept by the names the sender sends where this host knows them (as rsync
     // does); true: by the numbers alone (--numeric-ids).
     bool numeric_ids = false;
+    // rsync's --usermap / --groupmap: "FROM:TO,..." applied before the names (the first rule
+    // matching the sender's id or name decides; docs/guarantees.md, "Owners by name"). A TO
+    // this host does not know, or a rule that is not FROM:TO, fails the Receiver's constructor.
+    std::string usermap, groupmap;
     // For a sender this side did not choose (sluice::get() sets it): refuse the transfer, naming
     // the entry, when a symlink's target is absolute or climbs out of the destination (see
     // docs/protocol.md, "Get sessions"), and when an entry is a hard link or a special file.

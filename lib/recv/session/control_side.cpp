@@ -23,6 +23,7 @@ void ControlSide::serve(uint16_t stream_count) {
             answers_.answered();
             break;
         case wire::FrameType::tree_options: on_tree_options(wire::decode_tree_options(f.payload)); break;
+        case wire::FrameType::owner_names: on_owner_names(wire::decode_owner_names(f.payload)); break;
         case wire::FrameType::manifest_end: on_manifest_end(wire::decode_manifest_end(f.payload)); break;
         case wire::FrameType::update_params:
             if (pages_ > 0) throw Error(ErrorCode::protocol, "UPDATE_PARAMS after the first manifest page");

@@ -83,6 +83,7 @@ private:
     void on_manifest(wire::ManifestPage&& page);
     // TREE_OPTIONS and --dry-run (control_tree.cpp).
     void on_tree_options(wire::TreeOptionsFrame&& t);
+    void on_owner_names(const std::vector<wire::OwnerName>& names);
     void dry_run_file(RecvFile& f, std::vector<wire::ByteRange>& already);
     void send_dry_run_page();
     void dry_run_end(const std::function<void()>& working);
@@ -148,7 +149,7 @@ private:
     std::optional<TreeMirror> mirror_; // --delete, from TREE_OPTIONS
     std::optional<DryRunItems> dry_;   // --dry-run, from TREE_OPTIONS: what would change, page by page
     std::vector<std::string> deleted_;
-    TreeMeta tree_meta_{opts_.numeric_ids, opts_.max_manifest_bytes ? opts_.max_manifest_bytes : FileTable::default_max_bytes()};
+    TreeMeta tree_meta_{OwnerMap(opts_.numeric_ids, opts_.usermap, opts_.groupmap), opts_.max_manifest_bytes ? opts_.max_manifest_bytes : FileTable::default_max_bytes()};
     uint8_t sender_features_ = 0; // set at the start of every transfer (RecvSession::start_transfer)
 };
 

@@ -1,4 +1,4 @@
-// ControlSide's tree-wide parts (control_side.hpp): TREE_OPTIONS (--delete, --dry-run), the
+// ControlSide's tree-wide parts (control_side.hpp): TREE_OPTIONS (--delete, --dry-run), OWNER_NAMES, the
 // refusal of tree metadata a sender did not announce, the entries a released slab leaves for
 // the end, and --dry-run's answers (docs/protocol.md "Dry run").
 #include <algorithm>
@@ -22,8 +22,18 @@ void ControlSide::on_tree_options(wire::TreeOptionsFrame&& t) {
         log_.verbose_line("dry run: the sender asks what this transfer would change; nothing is written");
     }
     if (t.flags & wire::TreeOptionsFrame::kDelete) mirror_.emplace(t);
+    if (t.flags & wire::TreeOptionsFrame::kOwnerMaps) tree_meta_.add_sender_maps(t.usermap, t.groupmap);
     if (files_.releasing()) log_.verbose_line("complete entries kept: --delete and --dry-run look at every path sent at the end");
     files_.allow_release(false);
+}
+
+// Names of ids the next pages use: before MANIFEST_END, from a sender that announced tree
+// metadata (the only one that sends owners).
+void ControlSide::on_owner_names(const std::vector<wire::OwnerName>& names) {
+    if (!(sender_features_ & wire::kFeatureTreeMeta))
+        throw Error(ErrorCode::protocol, "OWNER_NAMES from a sender that did not announce tree metadata (hello feature bit 3)");
+    if (manifest_ended_) throw Error(ErrorCode::protocol, "OWNER_NAMES after MANIFEST_END");
+    tree_meta_.add_owner_names(names);
 }
 
 // Nothing is received: the ack says the file is complete, so the sender sends none of it.

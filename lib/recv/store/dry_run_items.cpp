@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <utility>
 
@@ -65,7 +68,7 @@ uint16_t DryRunItems::changes_of(const RecvFile& f, const wire::EntryMeta* m) {
         uint16_t c = 0;
         if (static_cast<uint64_t>(st.st_size) != e.size) c |= Item::kSize;
         if (mtime_ns(st) != e.mtime_ns) c |= Item::kTime;
-        return c | meta_changes(e, m, st);
+        return c | meta_changes(e, m, st) | xattr_changes(dir, name, m);
     }
     case K::hard_link: {
         // Made again when its target is written (a new inode); otherwise it must already be
@@ -85,15 +88,15 @@ uint16_t DryRunItems::changes_of(const RecvFile& f, const wire::EntryMeta* m) {
         if (n < 0 || static_cast<size_t>(n) != e.link_target.size() || target.compare(0, e.link_target.size(), e.link_target))
             c |= Item::kContent;
         if (mtime_ns(st) != e.mtime_ns) c |= Item::kTime;
-        return c;
+        return c | xattr_changes(dir, name, m);
     }
     case K::directory: {
         uint16_t c = 0;
         if (mtime_ns(st) != e.mtime_ns) c |= Item::kTime;
         if ((st.st_mode & 0777) != (e.mode & 0777)) c |= Item::kPerms; // set-id bits are dropped for directories
-        return c;
+        return c | owner_changes(m, st) | xattr_changes(dir, name, m);
     }
-    default: return meta_changes(e, m, st); // specials of the same kind (and device number)
+    default: return meta_changes(e, m, st) | xattr_changes(dir, name, m); // specials of the same kind (and device number)
     }
 }
 
@@ -105,8 +108,32 @@ uint16_t DryRunItems::meta_changes(const wire::ManifestEntry& e, const wire::Ent
     // Without a trailer the finisher sets the permission bits only (file_finisher.cpp).
     const mode_t mask = both ? 07777 : m ? 01777 : 0777;
     if ((st.st_mode & mask) != (e.mode & mask)) c |= Item::kPerms;
+    return c | owner_changes(m, st);
+}
+
+uint16_t DryRunItems::owner_changes(const wire::EntryMeta* m, const struct stat& st) {
+    uint16_t c = 0;
+    const uint8_t has = m ? m->flags : 0;
     if (root_ && (has & wire::EntryMeta::kHasOwner) && ids_.map_user(m->user, m->uid) != st.st_uid) c |= Item::kOwner;
     if (root_ && (has & wire::EntryMeta::kHasGroup) && ids_.map_group(m->group, m->gid) != st.st_gid) c |= Item::kGroup;
+    return c;
+}
+
+// Each attribute the sender sends is compared with the one under the name (lgetxattr through
+// the parent's handle: the entry itself, never what a symlink points at). Attributes only the
+// receiver has are not listed: a transfer leaves them (docs/guarantees.md).
+uint16_t DryRunItems::xattr_changes(int dir, const std::string& name, const wire::EntryMeta* m) {
+    if (!m || m->xattrs.empty()) return 0;
+    const std::string at = "/proc/self/fd/" + std::to_string(dir) + "/" + name;
+    uint16_t c = 0;
+    for (const auto& [key, value] : m->xattrs) {
+        const uint16_t bit = key.starts_with("system.posix_acl_") ? Item::kAcl : Item::kXattrs;
+        if (c & bit) continue;
+        value_.resize(value.size() + 1); // one byte more: a longer value reads as different
+        const ssize_t n = ::lgetxattr(at.c_str(), key.c_str(), value_.data(), value_.size());
+        if (n < 0 || static_cast<size_t>(n) != value.size() || std::memcmp(value_.data(), value.data(), value.size()) != 0)
+            c |= bit;
+    }
     return c;
 }
 

@@ -3,8 +3,8 @@
 // entry by entry, found by looking (fstatat, readlinkat) and never by writing. The letters are
 // rsync's --itemize-changes (the sender prints them): a file is sent when it is new or its size
 // or mtime differs (the quick check; updated by changed blocks where it exists), and its mode,
-// owner and group are compared with what the receiver would set. Extended attributes and ACLs
-// are not compared (the transfer sets them again on every file that carries them).
+// owner and group are compared with what the receiver would set, and each extended attribute
+// and ACL the sender sends with what the name has (rsync's 'x' and 'a').
 #include <sys/types.h>
 
 #include <string>
@@ -33,6 +33,8 @@ public:
 private:
     uint16_t changes_of(const RecvFile& f, const wire::EntryMeta* m);
     uint16_t meta_changes(const wire::ManifestEntry& e, const wire::EntryMeta* m, const struct stat& st);
+    uint16_t owner_changes(const wire::EntryMeta* m, const struct stat& st);
+    uint16_t xattr_changes(int dir, const std::string& name, const wire::EntryMeta* m);
     // f's parent directory, or -1 if DIR has none there (so f is new).
     int parent_fd(const std::string& rel);
 
@@ -43,6 +45,7 @@ private:
     UniqueFd parent_;
     std::unordered_set<uint64_t> written_; // files that would be written: their hard links are made again
     std::vector<wire::DryRunItem> page_;
+    std::vector<char> value_; // xattr_changes' buffer, kept between entries
 };
 
 } // namespace sluice

@@ -1,7 +1,5 @@
 #include "recv/store/tree_meta.hpp"
 
-#include <grp.h>
-#include <pwd.h>
 
 namespace sluice {
 
@@ -110,39 +108,24 @@ void TreeMeta::take_released(const DestTree& tree, std::span<const RecvFile> ent
     }
 }
 
-namespace {
-
-// By name when the sender sent one this host knows (rsync's rule); by number otherwise, and
-// always with numeric ids. Each name is looked up once; the cache is bounded like the rest.
-template <class Id, class Resolve>
-Id map_id(std::unordered_map<std::string, std::optional<Id>>& cache, bool numeric, const std::string& name, uint32_t id,
-          const char* what, Resolve resolve) {
-    if (numeric || name.empty()) return id;
-    auto [it, fresh] = cache.try_emplace(name);
-    if (fresh) {
-        if (cache.size() > 65536) throw Error(ErrorCode::protocol, std::string("the manifest names more than 65536 ") + what);
-        std::vector<char> buf(16384);
-        it->second = resolve(buf);
-    }
-    return it->second.value_or(id);
+template <class Fn>
+auto TreeMeta::charged(Fn fn, const char* at) {
+    const uint64_t before = owners_.bytes();
+    auto r = fn();
+    if (const uint64_t grown = owners_.bytes() - before) charge(grown, at); // a new name or id: rare
+    return r;
 }
 
-} // namespace
+void TreeMeta::add_owner_names(const std::vector<wire::OwnerName>& names) {
+    charged([&] { owners_.add(names); return 0; }, "OWNER_NAMES");
+}
 
 uid_t TreeMeta::map_user(const std::string& name, uint32_t id) {
-    return map_id<uid_t>(users_, numeric_ids_, name, id, "users", [&](std::vector<char>& buf) -> std::optional<uid_t> {
-        struct passwd p {}, *res = nullptr;
-        if (::getpwnam_r(name.c_str(), &p, buf.data(), buf.size(), &res) == 0 && res) return res->pw_uid;
-        return std::nullopt;
-    });
+    return charged([&] { return owners_.user(id, name); }, "the table of user ids");
 }
 
 gid_t TreeMeta::map_group(const std::string& name, uint32_t id) {
-    return map_id<gid_t>(groups_, numeric_ids_, name, id, "groups", [&](std::vector<char>& buf) -> std::optional<gid_t> {
-        struct group g {}, *res = nullptr;
-        if (::getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &res) == 0 && res) return res->gr_gid;
-        return std::nullopt;
-    });
+    return charged([&] { return owners_.group(id, name); }, "the table of group ids");
 }
 
 } // namespace sluice

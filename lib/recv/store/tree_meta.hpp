@@ -23,6 +23,7 @@
 #include "core/wire/protocol.hpp"
 #include "recv/store/dest_tree.hpp"
 #include "recv/store/file_table.hpp"
+#include "recv/store/owner_map.hpp"
 
 namespace sluice {
 
@@ -45,7 +46,7 @@ private:
 class TreeMeta {
 public:
     // max_bytes: the most memory the metadata of one transfer may hold.
-    TreeMeta(bool numeric_ids, uint64_t max_bytes) : numeric_ids_(numeric_ids), max_bytes_(max_bytes) {}
+    TreeMeta(OwnerMap owners, uint64_t max_bytes) : owners_(std::move(owners)), max_bytes_(max_bytes) {}
 
     // Control thread, as each entry is registered. Throws protocol Error for a hard link to
     // anything but an earlier regular file of this transfer, or when the limit is passed.
@@ -63,7 +64,12 @@ public:
     void make_links_and_specials(const DestTree& tree, FileTable& files, const std::function<void()>& still_working);
     void apply(const DestTree& tree, FileTable& files, const std::function<void()>& still_working);
 
-    // The receiver's id for the sender's user / group (by name unless numeric; cached).
+    // OWNER_NAMES: the sender's names of the ids its next pages use (OwnerMap::add).
+    void add_owner_names(const std::vector<wire::OwnerName>& names);
+    // TREE_OPTIONS' maps (OwnerMap::add_sender_maps).
+    void add_sender_maps(const std::string& usermap, const std::string& groupmap) { owners_.add_sender_maps(usermap, groupmap); }
+    // The receiver's id for the sender's user / group (OwnerMap; each id resolved once).
+    // name: the entry trailer's name, if an older sender put one there.
     uid_t map_user(const std::string& name, uint32_t id);
     gid_t map_group(const std::string& name, uint32_t id);
 
@@ -87,7 +93,11 @@ private:
     static mode_t mode_to_set(const wire::ManifestEntry& e, const Stored& m, bool owner_kept);
     static bool already_in_place(const wire::ManifestEntry& e, const Stored& m, const struct stat& st);
 
-    bool numeric_ids_;
+    // The owner tables' growth is charged to bytes_ as it happens.
+    template <class Fn>
+    auto charged(Fn fn, const char* at);
+
+    OwnerMap owners_;
     uint64_t max_bytes_;
     uint64_t bytes_ = 0;
     static uint64_t cost(const Stored& s);
@@ -95,8 +105,6 @@ private:
     std::vector<uint64_t> links_, specials_;        // file ids
     std::unordered_map<uint64_t, wire::ManifestEntry> released_; // entries of meta_ the table released
     std::vector<uint64_t> not_created_;             // specials that could not be made: no metadata
-    std::unordered_map<std::string, std::optional<uid_t>> users_;
-    std::unordered_map<std::string, std::optional<gid_t>> groups_;
     MetaWarnings warnings_;
 };
 

@@ -106,6 +106,8 @@ TreeOptions tree_options_of(const SendOptions& o) {
     t.acls = o.acls;
     t.specials = o.specials;
     for (const std::string& r : o.filters) t.filters.add_rule(r);
+    t.usermap = o.usermap;
+    t.groupmap = o.groupmap;
     return t;
 }
 
@@ -116,12 +118,12 @@ std::optional<wire::EntryMeta> read_entry_meta(const std::string& path, const st
     if (opts.owner) {
         m.flags |= wire::EntryMeta::kHasOwner;
         m.uid = st.st_uid;
-        m.user = name_of(false, st.st_uid);
+        if (st.st_uid != 0) m.user = name_of(false, st.st_uid); // 0 is never mapped by name (rsync's rule)
     }
     if (opts.group) {
         m.flags |= wire::EntryMeta::kHasGroup;
         m.gid = st.st_gid;
-        m.group = name_of(true, st.st_gid);
+        if (st.st_gid != 0) m.group = name_of(true, st.st_gid);
     }
     if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) m.rdev = st.st_rdev;
     if (opts.xattrs || opts.acls) read_xattrs(path, at, opts, m);

@@ -25,6 +25,7 @@ struct TreeOptions {
     bool acls = true;       // system.posix_acl_access / _default
     bool specials = true;   // fifos, sockets and devices re-created instead of skipped
     FilterRules filters;
+    std::string usermap, groupmap; // for the receiver (TREE_OPTIONS)
     bool any_meta() const { return owner || group || xattrs || acls; }
 };
 

@@ -43,7 +43,10 @@ std::string DryRunList::letters(K k, uint16_t c) {
     s += (c & Item::kPerms) ? 'p' : '.';
     s += (c & Item::kOwner) ? 'o' : '.';
     s += (c & Item::kGroup) ? 'g' : '.';
-    return s + "...";
+    s += '.'; // u: access and creation times are not kept
+    s += (c & Item::kAcl) ? 'a' : '.';
+    s += (c & Item::kXattrs) ? 'x' : '.';
+    return s;
 }
 
 void DryRunList::on_items(const std::vector<Item>& items) {

@@ -23,7 +23,10 @@ void ReceiverFit::fit_tree(TreeOptions& tree, bool delete_extraneous, const std:
 
 std::optional<wire::Bytes> ReceiverFit::tree_options(const TreeOptions& tree, bool delete_extraneous, bool dry_run,
                                                      const std::string& peer) const {
-    if (!delete_extraneous && !dry_run) return std::nullopt;
+    const bool maps = !tree.usermap.empty() || !tree.groupmap.empty();
+    if (!delete_extraneous && !dry_run && !maps) return std::nullopt;
+    // Without tree metadata no owners are sent (fit_tree warned): maps have nothing to map.
+    if (!(features_ & wire::kFeatureTreeMeta) && !delete_extraneous && !dry_run) return std::nullopt;
     if (!(features_ & wire::kFeatureTreeMeta))
         throw Error(ErrorCode::usage, "the receiver at " + peer + std::string(" cannot ") +
                                           (dry_run ? "do a dry run" : "delete extraneous files") +
@@ -31,8 +34,11 @@ std::optional<wire::Bytes> ReceiverFit::tree_options(const TreeOptions& tree, bo
     wire::Bytes out;
     wire::encode_tree_options(out, wire::TreeOptionsFrame{
                                        .flags = (delete_extraneous ? wire::TreeOptionsFrame::kDelete : 0u) |
-                                                (dry_run ? wire::TreeOptionsFrame::kDryRun : 0u),
-                                       .rules = tree.filters.texts()});
+                                                (dry_run ? wire::TreeOptionsFrame::kDryRun : 0u) |
+                                                (maps ? wire::TreeOptionsFrame::kOwnerMaps : 0u),
+                                       .rules = tree.filters.texts(),
+                                       .usermap = tree.usermap,
+                                       .groupmap = tree.groupmap});
     return out;
 }
 

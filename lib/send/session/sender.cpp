@@ -14,6 +14,7 @@
 #include "send/paths/block_sender.hpp"
 #include "send/paths/small_file_batch.hpp"
 #include "send/plan/fd_sources.hpp"
+#include "send/plan/owner_names.hpp"
 #include "send/plan/planner.hpp"
 #include "send/plan/source_tree.hpp"
 #include "send/plan/work_queue.hpp"
@@ -154,6 +155,7 @@ private:
             if (page.entries.empty()) return;
             page.seq = pages_sent_;
             wire::Bytes out;
+            owner_names_.flush(out); // the names of ids this page is the first to use, before it
             wire::encode_manifest(out, page);
             {
                 std::lock_guard lk(pages_mu_);
@@ -175,11 +177,13 @@ private:
         if (auto out = fit_->tree_options(tree_, opts_.delete_extraneous, opts_.dry_run, peer_))
             control_.write(*out, "sending the tree options");
         WalkVisitor visit;
+        std::optional<wire::EntryMeta> held_meta; // the next entry's (the walk reads it first)
         if (fd_sources_.empty()) visit.tree = &tree_;
         visit.meta = [&](wire::EntryMeta&& m) {
-            page_bytes += 24 + m.user.size() + m.group.size();
+            owner_names_.take(m);
+            page_bytes += 24;
             for (const auto& [n, v] : m.xattrs) page_bytes += 6 + n.size() + v.size();
-            page.meta.emplace_back(static_cast<uint32_t>(page.entries.size()), std::move(m));
+            held_meta = std::move(m); // added with its entry: a full window flushes the page before that
         };
         visit.excluded = [&](std::string_view rel, bool is_dir) {
             ++excluded_;
@@ -208,12 +212,11 @@ private:
                     opts_.progress->bytes_total += e.size;
                     opts_.progress->files_total += 1;
                 }
-            } else if (e.kind == wire::EntryKind::directory) {
-                ++dirs_;
             } else {
-                ++symlinks_;
+                ++(e.kind == wire::EntryKind::directory ? dirs_ : symlinks_);
             }
             page_bytes += 36 + e.path.size() + e.link_target.size() + 16 * e.data_extents.size();
+            if (held_meta) page.meta.emplace_back(page.entries.size(), std::move(*std::exchange(held_meta, std::nullopt)));
             page.entries.push_back(std::move(e));
             if (page.entries.size() >= page_limit || page_bytes >= (1u << 20)) flush();
         };
@@ -223,6 +226,7 @@ private:
             walk_sources(roots_, visit);
         }
         flush();
+        if (owner_names_.unnamed()) log_.line("warning: " + std::to_string(owner_names_.unnamed()) + " owner ids sent as numbers alone (over 65536 names of a kind)");
         if (opts_.progress) opts_.progress->walk_done = true;
         wire::Bytes out;
         wire::encode_manifest_end(out, wire::ManifestEnd{.page_count = pages_sent_,
@@ -352,14 +356,13 @@ private:
     }
 
     std::vector<SourceRoot> roots_;
-    uint64_t excluded_ = 0;
     std::vector<CheckedFdSource> fd_sources_; // send(FdSource) instead of paths
-
     SourceRecords records_; // work items point into it (each holds its file)
-    uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, total_bytes_ = 0;
+    uint64_t dirs_ = 0, symlinks_ = 0, skipped_ = 0, excluded_ = 0, total_bytes_ = 0;
     UpdateSums update_{opts_.block_size}; // changed-block updates
     std::optional<ReceiverFit> fit_; // what the receiver's hello leaves out (after connecting)
     DryRunList dry_; // --dry-run: what the receiver would change
+    OwnerNames owner_names_; // walk thread: each owner's name once, before the page using it
 
     std::mutex pages_mu_;
     std::condition_variable acks_cv_;
