@@ -72,7 +72,7 @@ int verify_peer(int ok, X509_STORE_CTX* x) {
     c->peer_spki = spki_pin(cert);
     if (!c->pins->empty() && std::find(c->pins->begin(), c->pins->end(), c->peer_spki) == c->pins->end()) {
         c->refused = "its certificate's key is " + c->peer_spki + ", which matches no --pin given";
-        X509_STORE_CTX_set_error(x, X509_V_ERR_APPLICATION_VERIFICATION);
+        X509_STORE_CTX_set_error(x, X509_V_ERR_CERT_REJECTED); // sent as bad_certificate
         return 0;
     }
     return 1;
@@ -165,6 +165,7 @@ CertOutcome CertContext::handshake(int fd, const std::string& host, const std::s
         }
     }
     Call call;
+    call.certificates = true;
     call.pins = &pins_;
     call.chain_judged = !ca_file_.empty();
     call.ca_file = ca_file_;

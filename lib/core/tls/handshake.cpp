@@ -47,7 +47,7 @@ int find_session(SSL* ssl, const unsigned char* id, size_t idlen, SSL_SESSION** 
 }
 
 // A client that offers no PSK is a sender in certificate mode (cert.cpp): refused with
-// missing_extension, which that sender names as the other mode (ssl_run.cpp), instead of the
+// access_denied, which that sender names as the other mode (ssl_run.cpp), instead of the
 // certificate-less handshake failing somewhere later with a vaguer alert.
 int psk_required(SSL* ssl, int* alert, void*) {
     const unsigned char* ext = nullptr;
@@ -55,7 +55,10 @@ int psk_required(SSL* ssl, int* alert, void*) {
     if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_psk, &ext, &len) == 1) return SSL_CLIENT_HELLO_SUCCESS;
     call_of(ssl)->refused = "the sender is in certificate mode (--ca or --pin) and this receiver is not (no --cert): give "
                             "both sides the same mode";
-    *alert = SSL_AD_MISSING_EXTENSION;
+    // access_denied, not missing_extension: before the version is agreed OpenSSL sends only
+    // the alerts TLS 1.2 has, and would turn missing_extension into handshake_failure, which
+    // the sender would read as a wrong token.
+    *alert = SSL_AD_ACCESS_DENIED;
     return SSL_CLIENT_HELLO_ERROR;
 }
 

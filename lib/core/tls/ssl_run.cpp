@@ -40,8 +40,9 @@ void key_log(const SSL* ssl, const char* line) {
 // The alerts and local reasons of a refused handshake, as this side says them. Certificate
 // mode adds its own; the rest are the PSK's (a wrong token shows as a binder that does not
 // verify on the server and as its alert on the client).
-std::string refusal_text(unsigned long e) {
+std::string refusal_text(unsigned long e, bool certificates) {
     const int reason = ERR_GET_REASON(e);
+    const char* said = ERR_reason_error_string(e) ? ERR_reason_error_string(e) : "?";
     switch (reason) {
     case SSL_R_BINDER_DOES_NOT_VERIFY:
     case SSL_R_TLSV1_ALERT_DECRYPT_ERROR:
@@ -49,11 +50,12 @@ std::string refusal_text(unsigned long e) {
     case SSL_R_NO_SHARED_CIPHER:
     case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
     case SSL_R_TLSV1_ALERT_INTERNAL_ERROR:
+        if (certificates) return std::string("the peer refused the handshake (") + said + ")";
         return "the peer's key does not match ours (a different token, or a sluice hello altered in flight)";
     case SSL_R_TLSV1_ALERT_UNKNOWN_PSK_IDENTITY:
         return "the peer is in certificate mode (it has --cert) and this side is not (no --ca or --pin): give this "
                "side --ca FILE or --pin sha256:HEX, or start the peer without --cert";
-    case SSL_R_TLSV13_ALERT_MISSING_EXTENSION:
+    case SSL_R_TLSV1_ALERT_ACCESS_DENIED:
         return "the peer is not in certificate mode (no --cert) and this side is (--ca, --pin or --cert): give both "
                "sides the same mode";
     case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
@@ -63,7 +65,7 @@ std::string refusal_text(unsigned long e) {
     case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
     case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
     case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
-        return std::string("the peer refused this side's certificate (") + (ERR_reason_error_string(e) ? ERR_reason_error_string(e) : "?") +
+        return std::string("the peer refused this side's certificate (") + said +
                "): check its --pin or --ca against this side's --cert";
     case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
         return "the peer sent no certificate and this side requires one (--ca or --pin): give the peer --cert and --key";
@@ -80,7 +82,7 @@ std::string refusal_text(unsigned long e) {
     ERR_clear_error();
     const std::string head = "TLS handshake with " + peer + " failed: ";
     if (!call.refused.empty()) throw Error(ErrorCode::auth, head + call.refused);
-    if (std::string why = refusal_text(e); !why.empty()) throw Error(ErrorCode::auth, head + why);
+    if (std::string why = refusal_text(e, call.certificates); !why.empty()) throw Error(ErrorCode::auth, head + why);
     if (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
         if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)
             throw Error(ErrorCode::network, head + "timed out", ErrorCause::timed_out);

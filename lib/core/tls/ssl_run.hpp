@@ -19,6 +19,7 @@ struct Call {
     bool have_client = false;
     bool have_server = false;
     // Certificate mode: what the peer's certificate must match (cert.cpp's verify callback).
+    bool certificates = false; // the certificate handshake (no PSK: a failure is not a wrong token)
     const std::vector<std::string>* pins = nullptr;
     bool chain_judged = false; // a CA was given: the chain and dates count (else only a pin)
     std::string ca_file;
