@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_sluice, write_random
+from conftest import SLUICE, run_sluice, write_random
 
 
 def mkd(p):
@@ -209,3 +209,27 @@ def test_bad_files_are_usage_errors_naming_the_file(tmp_path, pki):
     r = run_sluice("send", tmp_path / "d", "sluice://127.0.0.1:9/?token=t", "--pin", pin_of(pki["self"]),
                    "--no-encrypt")
     assert r.returncode == 2 and "drop --no-encrypt" in r.stderr, r.stderr
+
+
+def test_pipe_mode_in_certificate_mode(tmp_path, pki):
+    """Pipe mode's connections go through relays: the same full and resumed handshakes."""
+    data = bytes(range(256)) * 8192
+    rx = subprocess.Popen([SLUICE, "recv", "--stdout", "--bind", "127.0.0.1", "--port", "0", "--token", "t", "--json",
+                           "--cert", pki["self"], "--key", pki["self_key"]], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    try:
+        url = rx.stderr.readline().decode().strip()
+        assert url.startswith("sluice://"), rx.stderr.read()
+        r = subprocess.run([SLUICE, "send", "-", url, "--pin", pin_of(pki["self"]), "--streams", "2", "--json"],
+                           input=data, capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        out, err = rx.communicate(timeout=120)
+        assert rx.returncode == 0, err
+        assert out == data
+        s = stats(r.stdout.decode())
+        assert s["encryption_streams"] in ("relay", "ktls")
+        assert (s["tls_full_handshakes"], s["tls_resumed_handshakes"]) == (1, 2)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+            rx.communicate()
