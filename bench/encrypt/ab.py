@@ -5,6 +5,7 @@
       one tree (the minor set) sent with --encrypt by two sluice builds, alternating: MB/s, the
       sender's own CPU (cpu_user_s + cpu_sys_s of its stats) and the whole machine's busy CPU
       (/proc/stat), per GB. The source is read (warmed) before every run, dst removed, `sync`.
+      --perf DIR records each run with `perf record -a -g` (then not a timing).
   ab.py handshakes [--runs 10] [--streams 16]
       one 4 KiB file, token mode (--encrypt) against certificate mode (a self-signed EC P-256
       certificate made here with openssl, the sender pinning it), alternating: seconds per
@@ -35,8 +36,11 @@ def tree_bytes(p):
     return p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
-def one(binary, src, dst, recv_args, send_args):
-    shutil.rmtree(dst, ignore_errors=True)
+def one(binary, src, dst, recv_args, send_args, perf=None):
+    # A fresh dst per run, all removed at the end: ext4 skips inodes freed in the last ~30 s
+    # when it allocates one (recently_deleted() reads each candidate's inode table block), and
+    # a tree removed just before a run cost the next run's O_TMPFILE creates 15% of the
+    # machine's samples (perf, 2026-11-25, h18f).
     dst.mkdir(parents=True)
     subprocess.run(["sync"])
     subprocess.run(f"find {src} -type f -print0 | xargs -0 cat > /dev/null", shell=True, check=True)
@@ -44,10 +48,16 @@ def one(binary, src, dst, recv_args, send_args):
                           + recv_args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = rx.stdout.readline().strip()
     assert url, rx.stderr.read()
+    # perf: the whole machine, call graphs, while this run lasts (a profile, not a timing).
+    prof = subprocess.Popen(["perf", "record", "-a", "-g", "-F", "999", "-o", str(perf)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL) if perf else None
     c0, t0 = busy_seconds(), time.monotonic()
     tx = subprocess.run([binary, "send", str(src), url, "--json"] + send_args, capture_output=True, text=True, timeout=300)
     out, err = rx.communicate(timeout=120)
     t1, c1 = time.monotonic(), busy_seconds()
+    if prof:
+        prof.send_signal(2)
+        prof.wait(timeout=60)
     if tx.returncode or rx.returncode:
         raise SystemExit(f"sender {tx.returncode} {tx.stderr[-600:]}\nreceiver {rx.returncode} {err[-600:]}")
     s, r = json.loads(tx.stdout.strip().splitlines()[-1]), json.loads(out.strip().splitlines()[-1])
@@ -55,7 +65,8 @@ def one(binary, src, dst, recv_args, send_args):
     assert tree_bytes(dst) == size
     gb = size / 1e9
     return {"seconds": t1 - t0, "mb_s": size / (t1 - t0) / 1e6, "machine_cpu_s_per_gb": (c1 - c0) / gb,
-            "sender_cpu_s_per_gb": (s["cpu_user_s"] + s["cpu_sys_s"]) / gb, "send_path": s.get("send_path"),
+            "sender_cpu_s_per_gb": (s["cpu_user_s"] + s["cpu_sys_s"]) / gb,
+            "receiver_cpu_s_per_gb": (r["cpu_user_s"] + r["cpu_sys_s"]) / gb, "send_path": s.get("send_path"),
             "recv_path": r.get("recv_path"), "tls_mode": s.get("tls_mode"),
             "handshakes": {k: (s.get(k), r.get(k)) for k in ("tls_full_handshakes", "tls_resumed_handshakes",
                                                              "tls_psk_handshakes")}}
@@ -82,15 +93,19 @@ def main():
     ap.add_argument("--streams", type=int, default=16)
     ap.add_argument("--work", default="/work/data/h18f/ab")
     ap.add_argument("--out", default="/work/data/h18f/ab.jsonl")
+    ap.add_argument("--perf", help="small: record each run with perf into this directory (VARIANT-N.data)")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     rows = []
+    runs = iter(range(1 << 30))
+    fresh = lambda: work / f"dst-{next(runs)}"  # noqa: E731
     if a.what == "small":
-        for _ in range(a.rounds):
+        for i in range(a.rounds):
             for name, binary in (("before", a.before), ("after", a.after)):
-                rows.append(dict(one(binary, Path(a.src), work / "dst", ["--encrypt"], ["--encrypt"]), variant=name))
-        table(rows, ["mb_s", "sender_cpu_s_per_gb", "machine_cpu_s_per_gb"])
+                perf = Path(a.perf) / f"{name}-{i}.data" if a.perf else None
+                rows.append(dict(one(binary, Path(a.src), fresh(), ["--encrypt"], ["--encrypt"], perf), variant=name))
+        table(rows, ["mb_s", "sender_cpu_s_per_gb", "receiver_cpu_s_per_gb", "machine_cpu_s_per_gb"])
     else:
         with tempfile.TemporaryDirectory(dir=work) as d:
             d = Path(d)
@@ -107,10 +122,12 @@ def main():
                          ["--pin", "sha256:" + pin] + streams))
             for _ in range(a.runs):
                 for name, rargs, sargs in variants:
-                    rows.append(dict(one(a.after, d / "src", work / "dst", rargs, sargs), variant=name))
+                    rows.append(dict(one(a.after, d / "src", fresh(), rargs, sargs), variant=name))
         table(rows, ["seconds"])
         for name in dict.fromkeys(r["variant"] for r in rows):
             print(f"{name}: handshakes (sender, receiver) {next(r for r in rows if r['variant'] == name)['handshakes']}")
+    for p in work.glob("dst-*"):
+        shutil.rmtree(p)
     with open(a.out, "a") as f:
         for r in rows:
             f.write(json.dumps(dict(r, what=a.what)) + "\n")
