@@ -37,10 +37,10 @@ def tree_bytes(p):
 
 
 def one(binary, src, dst, recv_args, send_args, perf=None):
-    # A fresh dst per run, all removed at the end: ext4 skips inodes freed in the last ~30 s
-    # when it allocates one (recently_deleted() reads each candidate's inode table block), and
-    # a tree removed just before a run cost the next run's O_TMPFILE creates 15% of the
-    # machine's samples (perf, 2026-11-25, h18f).
+    # A fresh dst per run, all removed at the end: ext4 skips recently freed inodes when it
+    # allocates one (recently_deleted() reads each candidate's inode table block), and a tree
+    # removed just before a run cost the next run's O_TMPFILE creates 15-29% of the machine's
+    # samples (perf, 2026-11-25, h18f). Deletions by others on the file system still count.
     dst.mkdir(parents=True)
     subprocess.run(["sync"])
     subprocess.run(f"find {src} -type f -print0 | xargs -0 cat > /dev/null", shell=True, check=True)
