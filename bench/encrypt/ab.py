@@ -22,18 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from run import busy_seconds, tree_bytes  # run.py, beside this file
+
 ROOT = Path(__file__).resolve().parents[2]
 SLUICE = os.environ.get("SB_SLUICE", str(ROOT / "build" / "tools" / "sluice"))
-
-
-def busy_seconds():
-    v = list(map(int, open("/proc/stat").readline().split()[1:9]))
-    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def tree_bytes(p):
-    p = Path(p)
-    return p.stat().st_size if p.is_file() else sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
 def one(binary, src, dst, recv_args, send_args, perf=None):
