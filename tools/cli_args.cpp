@@ -64,4 +64,14 @@ Encrypt encrypt_option(const Args& a) {
     return Encrypt::automatic;
 }
 
+Certificates certificates_option(const Args& a) {
+    Certificates c;
+    c.cert_file = a.value("--cert").value_or("");
+    c.key_file = a.value("--key").value_or("");
+    c.ca_file = a.value("--ca").value_or("");
+    for (const auto& [name, value] : a.in_order())
+        if (name == "--pin") c.pins.push_back(value);
+    return c;
+}
+
 } // namespace sluice::cli

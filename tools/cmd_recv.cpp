@@ -58,6 +58,11 @@ options:
   --mptcp              listen with Multipath TCP (senders with --mptcp spread each connection
                        over several paths; plain TCP senders are still accepted): each
                        connection's outcome in -v and --json "mptcp_connections"
+  --cert FILE, --key FILE  certificate mode: TLS 1.3 with this certificate and key (PEM) on
+                       the control connection instead of the token's key; senders need --ca
+                       or --pin (docs/guarantees.md, "Certificates")
+  --ca FILE            certificate mode: require a sender certificate chaining to a CA in FILE
+  --pin sha256:HEX     certificate mode: require a sender certificate with this key; repeatable
   --json               print final stats as one JSON object (last line of stdout)
   -v, --verbose        say which data path is used and every refused connection
 )";
@@ -101,7 +106,7 @@ int receive_pipe(const Args& a, RecvOptions& o, bool show_token) {
 int cmd_recv(int argc, char** argv) {
     Args a(argc, argv,
            {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
-            "--max-files", "--max-manifest-bytes", "--cc", "--usermap", "--groupmap"},
+            "--max-files", "--max-manifest-bytes", "--cc", "--usermap", "--groupmap", "--cert", "--key", "--ca", "--pin"},
            {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids", "--encrypt", "--no-encrypt", "--mptcp"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
@@ -146,6 +151,7 @@ int cmd_recv(int argc, char** argv) {
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.encrypt = encrypt_option(a);
+    o.certificates = certificates_option(a);
     o.mptcp = a.flag("--mptcp");
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.numeric_ids = a.flag("--numeric-ids");

@@ -62,6 +62,12 @@ options:
                        (by default every peer not on loopback is encrypted)
   --no-encrypt         send in clear, also to a receiver not on loopback; the receiver
                        must be told the same, or the transfer is refused
+  --ca FILE            certificate mode: the receiver's certificate must chain to a CA in
+                       FILE (PEM) and name the host dialled (docs/guarantees.md, "Certificates")
+  --pin sha256:HEX     certificate mode: accept the receiver whose public key (SHA-256 of its
+                       SubjectPublicKeyInfo) is HEX, without a CA; repeatable (any one matches)
+  --cert FILE, --key FILE  certificate mode: this sender's certificate and key (PEM), for a
+                       receiver that verifies senders; the token still authorizes the transfer
   --json               print final stats as one JSON object on stdout
   -v, --verbose        say which data path and fallbacks are used
 
@@ -90,8 +96,8 @@ filters (rsync's rules, a subset: docs/guarantees.md "Filters"; first match wins
 int cmd_send(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--token-file", "--connect-timeout",
-            "--idle-timeout", "--cc", "--retry-for", "--announce-window", "--exclude", "--include", "--exclude-from",
-            "--usermap", "--groupmap"},
+            "--idle-timeout", "--cc", "--retry-for", "--cert", "--key", "--ca", "--pin", "--announce-window", "--exclude", "--include",
+            "--exclude-from", "--usermap", "--groupmap"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
             "--no-specials", "--specials", "--delete", "--pace", "--mptcp", "--bounded-resend", "--checksum", "-c", "--encrypt", "--no-encrypt",
@@ -138,6 +144,7 @@ int cmd_send(int argc, char** argv) {
     o.bounded_resend = a.flag("--bounded-resend");
     o.announce_window = a.uint_value("--announce-window", 16384, 0, 1u << 30);
     o.encrypt = encrypt_option(a);
+    o.certificates = certificates_option(a);
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.hard_links = !a.flag("--no-hard-links");
     o.owner = !a.flag("--no-owner");

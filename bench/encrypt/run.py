@@ -12,7 +12,9 @@ sluice: `sluice recv DST --bind IP --token T --json [--encrypt]`, `sluice send S
 -connection_url URL` (its default encryption; `-encryption_type none` for the clear reference).
 Time: from the sender's start until both ends exited. CPU: whole-machine busy CPU seconds
 (/proc/stat) over that time, per GB moved. Page cache warm (sources read first), dst removed
-and `sync` before every run. Rounds alternate the tools; medians are printed."""
+and `sync` before every run. Rounds alternate the tools; medians are printed. Each sluice
+row records the send_path and recv_path of its stats (tls_records / tls_direct when encrypted).
+"""
 import argparse
 import json
 import os
@@ -96,20 +98,24 @@ def one(tool, src, dst, ip, ns_on, extra):
         rec["encryption"] = s["encryption"]
         rec["encryption_streams"] = s.get("encryption_streams", "")
         rec["send_path"] = s.get("send_path", "")
+        # Which receive path ran (tls_direct, tls_records, direct, ...): a run that fell back
+        # to a slower one must not be read as the same case (note11).
+        rec["recv_path"] = json.loads(out.strip().splitlines()[-1]).get("recv_path", "")
     return rec
 
 
 def table(results, title):
     print(f"\n### {title}\n")
-    print("| tool | MB/s (median) | CPU s/GB (median) | runs MB/s |")
-    print("|---|---|---|---|")
+    print("| tool | MB/s (median) | CPU s/GB (median) | runs MB/s | send / receive path |")
+    print("|---|---|---|---|---|")
     med = {}
     for tool in dict.fromkeys(r["tool"] for r in results):
         rs = [r for r in results if r["tool"] == tool]
         m, c = statistics.median(r["mb_s"] for r in rs), statistics.median(r["cpu_s_per_gb"] for r in rs)
         med[tool] = (m, c)
         runs = ", ".join(f"{r['mb_s']:,.0f}" for r in rs)
-        print(f"| {tool} | {m:,.0f} | {c:.2f} | {runs} |", flush=True)
+        paths = ", ".join(dict.fromkeys(f"{r['send_path']} / {r['recv_path']}" for r in rs if "recv_path" in r)) or "-"
+        print(f"| {tool} | {m:,.0f} | {c:.2f} | {runs} | {paths} |", flush=True)
     return med
 
 

@@ -1,6 +1,8 @@
 """Checks and conversions of the keyword options shared by send, send_fds, send_pipe, Receiver,
 Server and get: each bad value raises UsageError naming the option and what it expects."""
 
+import os
+
 from . import _sluice
 from ._errors import UsageError
 
@@ -58,6 +60,20 @@ def _text(value, name):
     return value
 
 
+def _certificates(cert, key, ca, pin):
+    """Certificate mode's files and pins (sluice.send's cert, key, ca, pin), checked by the library."""
+    def path(value, name):
+        if value is None:
+            return ""
+        if not isinstance(value, (str, os.PathLike)):
+            raise UsageError(f"{name}={value!r}: expected a path to a PEM file, or None")
+        return os.fsdecode(os.fspath(value))
+    pins = [pin] if isinstance(pin, str) else list(pin or [])
+    if not all(isinstance(p, str) for p in pins):
+        raise UsageError(f"pin={pin!r}: expected 'sha256:HEX' or a list of them")
+    return {"cert": path(cert, "cert"), "key": path(key, "key"), "ca": path(ca, "ca"), "pins": pins}
+
+
 def _flag(value, name):
     if not isinstance(value, bool):
         raise UsageError(f"{name}={value!r}: expected True or False")
@@ -65,7 +81,8 @@ def _flag(value, name):
 
 
 def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_timeout,
-                  idle_timeout, verbose, log, progress, progress_interval, cancel, cc=None, encrypt=None, mptcp=False):
+                  idle_timeout, verbose, log, progress, progress_interval, cancel, cc=None, encrypt=None, mptcp=False,
+                  certificates=None):
     if cancel is not None and not isinstance(cancel, CancelFlag):
         raise UsageError(f"cancel={cancel!r}: expected a sluice.CancelFlag")
     auto = streams == "auto"  # open 16, use as many as the link rewards (stats: streams_choice)
@@ -83,6 +100,7 @@ def _send_options(*, token, streams, block_size, rate_limit, send_path, connect_
         "cc": _cc(cc),
         "mptcp": _flag(mptcp, "mptcp"),
         "encrypt": _encrypt(encrypt),
+        "certificates": certificates or _certificates(None, None, None, None),
         "verbose": bool(verbose),
         "log": _callable_or_none(log, "log"),
         "progress": _callable_or_none(progress, "progress"),

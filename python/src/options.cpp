@@ -36,6 +36,18 @@ Encrypt encrypt_of(const py::dict& o) {
     throw Error(ErrorCode::usage, "encrypt=" + v + ": expected True, False or None");
 }
 
+// {"cert", "key", "ca", "pins"} (sluice/_options.py's _certificates); absent: none.
+Certificates certificates_of(const py::dict& o) {
+    Certificates c;
+    if (!o.contains("certificates")) return c;
+    py::dict d = o["certificates"].cast<py::dict>();
+    c.cert_file = d["cert"].cast<std::string>();
+    c.key_file = d["key"].cast<std::string>();
+    c.ca_file = d["ca"].cast<std::string>();
+    c.pins = d["pins"].cast<std::vector<std::string>>();
+    return c;
+}
+
 } // namespace
 
 SendOptions send_options(const py::dict& o) {
@@ -50,6 +62,7 @@ SendOptions send_options(const py::dict& o) {
     if (o.contains("cc")) s.congestion_control = o["cc"].cast<std::string>();
     if (o.contains("mptcp")) s.mptcp = o["mptcp"].cast<bool>();
     s.encrypt = encrypt_of(o);
+    s.certificates = certificates_of(o);
     s.verbose = o["verbose"].cast<bool>();
     // Trees (send() only; the other calls leave the defaults).
     if (o.contains("checksum")) s.checksum = o["checksum"].cast<bool>();
@@ -83,6 +96,7 @@ RecvOptions recv_options(const py::dict& o) {
     if (o.contains("usermap")) r.usermap = o["usermap"].cast<std::string>();
     if (o.contains("groupmap")) r.groupmap = o["groupmap"].cast<std::string>();
     r.encrypt = encrypt_of(o);
+    r.certificates = certificates_of(o);
     r.verbose = o["verbose"].cast<bool>();
     return r;
 }

@@ -78,6 +78,11 @@ std::string Stats::to_json() const {
     field("encryption", json_string(encryption));
     field("encryption_why", json_string(encryption_why));
     field("encryption_streams", json_string(encryption_streams));
+    field("tls_mode", json_string(tls_mode));
+    field("tls_full_handshakes", std::to_string(tls_full_handshakes));
+    field("tls_resumed_handshakes", std::to_string(tls_resumed_handshakes));
+    field("tls_psk_handshakes", std::to_string(tls_psk_handshakes));
+    field("peer_certificate", json_string(peer_certificate));
     field("cpu_user_s", num(cpu_user_s));
     field("cpu_sys_s", num(cpu_sys_s));
     field("peak_rss_kb", std::to_string(peak_rss_kb));

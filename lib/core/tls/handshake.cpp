@@ -1,13 +1,12 @@
 #include "core/tls/handshake.hpp"
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <mutex>
 
+#include "core/tls/ssl_run.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::tls {
@@ -16,17 +15,6 @@ namespace {
 
 constexpr unsigned char kAes128GcmSha256[] = {0x13, 0x01};
 constexpr std::string_view kIdentity = "sluice";
-
-// What the callbacks of one SSL read and write (SSL app data).
-struct Call {
-    const Psk* psk = nullptr;
-    Secret client_secret{};
-    Secret server_secret{};
-    bool have_client = false;
-    bool have_server = false;
-};
-
-Call* call_of(const SSL* ssl) { return static_cast<Call*>(SSL_get_app_data(ssl)); }
 
 SSL_SESSION* psk_session(SSL* ssl, const Psk& psk) {
     const SSL_CIPHER* cipher = SSL_CIPHER_find(ssl, kAes128GcmSha256);
@@ -58,51 +46,31 @@ int find_session(SSL* ssl, const unsigned char* id, size_t idlen, SSL_SESSION** 
     return *sess ? 1 : 0;
 }
 
-bool unhex(std::string_view hex, Secret& out) {
-    if (hex.size() != 2 * out.size()) return false;
-    auto v = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
-    for (size_t i = 0; i < out.size(); ++i) {
-        int hi = v(hex[2 * i]), lo = v(hex[2 * i + 1]);
-        if (hi < 0 || lo < 0) return false;
-        out[i] = static_cast<unsigned char>(hi << 4 | lo);
-    }
-    return true;
-}
-
-// OpenSSL 3.0 has no call that returns the application traffic secrets; its key log (the
-// NSS format, one line per secret) is the supported way to see them. Only the two secrets
-// of the application data are kept; the line is never written anywhere.
-void key_log(const SSL* ssl, const char* line) {
-    std::string_view l(line);
-    Call* c = call_of(ssl);
-    auto take = [&](std::string_view label, Secret& s, bool& have) {
-        if (!l.starts_with(label)) return;
-        auto last = l.rfind(' ');
-        if (last != std::string_view::npos) have = unhex(l.substr(last + 1), s);
-    };
-    take("CLIENT_TRAFFIC_SECRET_0 ", c->client_secret, c->have_client);
-    take("SERVER_TRAFFIC_SECRET_0 ", c->server_secret, c->have_server);
+// A client that offers no PSK is a sender in certificate mode (cert.cpp): refused with
+// access_denied, which that sender names as the other mode (ssl_run.cpp), instead of the
+// certificate-less handshake failing somewhere later with a vaguer alert.
+int psk_required(SSL* ssl, int* alert, void*) {
+    const unsigned char* ext = nullptr;
+    size_t len = 0;
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_psk, &ext, &len) == 1) return SSL_CLIENT_HELLO_SUCCESS;
+    call_of(ssl)->refused = "the sender is in certificate mode (--ca or --pin) and this receiver is not (no --cert): give "
+                            "both sides the same mode";
+    // access_denied, not missing_extension: before the version is agreed OpenSSL sends only
+    // the alerts TLS 1.2 has, and would turn missing_extension into handshake_failure, which
+    // the sender would read as a wrong token.
+    *alert = SSL_AD_ACCESS_DENIED;
+    return SSL_CLIENT_HELLO_ERROR;
 }
 
 SSL_CTX* make_ctx(Side side) {
-    SSL_CTX* ctx = SSL_CTX_new(side == Side::client ? TLS_client_method() : TLS_server_method());
+    SSL_CTX* ctx = new_tls13_ctx(side);
     if (!ctx) return nullptr;
-    SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
-    SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
-    SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256");
-    SSL_CTX_set1_groups_list(ctx, "X25519");
-    // No tickets (the PSK is external), no middlebox compatibility records: after the
-    // handshake nothing of OpenSSL's may be on the wire or in its buffers, because the records
-    // that follow are counted from sequence 0 by another record layer.
-    SSL_CTX_set_num_tickets(ctx, 0);
-    SSL_CTX_clear_options(ctx, SSL_OP_ENABLE_MIDDLEBOX_COMPAT);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
-    SSL_CTX_set_read_ahead(ctx, 0);
-    SSL_CTX_set_keylog_callback(ctx, key_log);
-    if (side == Side::client)
+    if (side == Side::client) {
         SSL_CTX_set_psk_use_session_callback(ctx, use_session);
-    else
+    } else {
         SSL_CTX_set_psk_find_session_callback(ctx, find_session);
+        SSL_CTX_set_client_hello_cb(ctx, psk_required, nullptr);
+    }
     return ctx;
 }
 
@@ -122,64 +90,17 @@ struct SslFree {
     void operator()(SSL* s) const { SSL_free(s); }
 };
 
-[[noreturn]] void fail(SSL* ssl, int rc, int saved_errno, const std::string& peer) {
-    const int err = SSL_get_error(ssl, rc);
-    unsigned long e = ERR_peek_last_error();
-    int reason = ERR_GET_REASON(e);
-    char text[256] = {};
-    ERR_error_string_n(e, text, sizeof text);
-    ERR_clear_error();
-    const std::string head = "TLS handshake with " + peer + " failed: ";
-    // The server finds the client's PSK binder wrong; the client hears the server's alert.
-    if (reason == SSL_R_BINDER_DOES_NOT_VERIFY || reason == SSL_R_TLSV1_ALERT_DECRYPT_ERROR ||
-        reason == SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER ||
-        reason == SSL_R_NO_SHARED_CIPHER || reason == SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE ||
-        reason == SSL_R_TLSV1_ALERT_INTERNAL_ERROR)
-        throw Error(ErrorCode::auth, head + "the peer's key does not match ours (a different token, or a sluice hello "
-                                             "altered in flight)");
-    if (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-        if (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)
-            throw Error(ErrorCode::network, head + "timed out", ErrorCause::timed_out);
-        if (e == 0 && saved_errno == 0) throw Error(ErrorCode::network, head + "the peer closed the connection", ErrorCause::peer_closed);
-        throw Error(ErrorCode::network, head + std::strerror(saved_errno), ErrorCause::peer_reset);
-    }
-    if (err == SSL_ERROR_ZERO_RETURN) throw Error(ErrorCode::network, head + "the peer closed the connection", ErrorCause::peer_closed);
-    throw Error(ErrorCode::protocol, head + (e ? text : "unknown OpenSSL error"));
-}
-
 } // namespace
 
 LinkKeys handshake(int fd, Side side, const Psk& psk, const std::string& peer) {
     std::unique_ptr<SSL, SslFree> ssl(SSL_new(shared_ctx(side)));
     if (!ssl) throw Error(ErrorCode::internal, "OpenSSL: SSL_new failed");
-    Call call{.psk = &psk};
-    SSL_set_app_data(ssl.get(), &call);
-    if (!SSL_set_fd(ssl.get(), fd)) throw Error(ErrorCode::internal, "OpenSSL: SSL_set_fd failed");
-    for (;;) {
-        ERR_clear_error();
-        errno = 0;
-        int rc = side == Side::client ? SSL_connect(ssl.get()) : SSL_accept(ssl.get());
-        if (rc == 1) break;
-        const int saved = errno;
-        // A signal (SO_RCVTIMEO sockets return EINTR even under SA_RESTART) is not a failure:
-        // OpenSSL reports it as "want read/write" and the handshake resumes where it stopped.
-        const int err = SSL_get_error(ssl.get(), rc);
-        if ((err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) && saved == EINTR) continue;
-        fail(ssl.get(), rc, saved, peer);
-    }
-    // Without read-ahead OpenSSL reads record by record and the peer sends nothing before it
-    // has finished its side: anything buffered here would be lost to the next record layer.
-    if (SSL_has_pending(ssl.get()))
-        throw Error(ErrorCode::protocol, "TLS handshake with " + peer + ": data arrived before the handshake ended");
-    if (!call.have_client || !call.have_server || !SSL_session_reused(ssl.get()))
+    Call call;
+    call.psk = &psk;
+    LinkKeys keys = run_handshake(ssl.get(), fd, side, call, peer);
+    if (!SSL_session_reused(ssl.get()))
         throw Error(ErrorCode::protocol, "TLS handshake with " + peer + " ended without the pre-shared key");
-    TrafficKey c = traffic_key(call.client_secret);
-    TrafficKey s = traffic_key(call.server_secret);
-    call.client_secret.fill(0);
-    call.server_secret.fill(0);
-    // The SSL is freed without close_notify: the connection goes on under the same keys.
-    SSL_set_quiet_shutdown(ssl.get(), 1);
-    return side == Side::client ? LinkKeys{.tx = c, .rx = s} : LinkKeys{.tx = s, .rx = c};
+    return keys;
 }
 
 } // namespace sluice::tls

@@ -54,6 +54,14 @@ Psk derive_psk(const std::string& token, const PskContext& c) {
     return psk;
 }
 
+Psk resumed_psk(const Secret& session, const Psk& control, const Psk& stream) {
+    static constexpr std::string_view kLabel = "sluice tls13 resumed v1";
+    std::vector<unsigned char> msg(kLabel.begin(), kLabel.end());
+    msg.insert(msg.end(), control.begin(), control.end());
+    msg.insert(msg.end(), stream.begin(), stream.end());
+    return hmac_sha256(session, msg);
+}
+
 void hkdf_expand_label(std::span<const unsigned char> secret, const std::string& label, std::span<unsigned char> out) {
     const std::string full = "tls13 " + label;
     std::vector<unsigned char> info;

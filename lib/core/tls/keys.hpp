@@ -47,6 +47,12 @@ struct PskContext {
 // HKDF-SHA256 (RFC 5869): PSK = Expand(Extract(salt = the context, ikm = token), "sluice tls13 psk v1").
 Psk derive_psk(const std::string& token, const PskContext& ctx);
 
+// Certificate mode (cert.hpp): a data stream's PSK, keyed from the control connection's TLS
+// exporter secret and bound to both connections' hellos (so to the token, and to the control
+// connection's hello, which its certificate handshake does not cover):
+// HMAC-SHA256(session, "sluice tls13 resumed v1" || control PSK || stream PSK).
+Psk resumed_psk(const Secret& session, const Psk& control, const Psk& stream);
+
 // RFC 8446 7.3: the record key and IV of a TLS 1.3 application traffic secret.
 TrafficKey traffic_key(std::span<const unsigned char> secret);
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+
 #include "core/io/sys_error.hpp"
 #include "core/tls/ktls.hpp"
 
@@ -13,9 +15,76 @@ constexpr const char* kKernelWhy = "the kernel seals and opens the records (tls 
 
 std::string link_name(unsigned index) { return index == 0 ? "the control connection" : "data stream " + std::to_string(index); }
 
+void Links::use_certificates(std::shared_ptr<const CertContext> certs, std::string host, int wait_ms) {
+    std::lock_guard lk(mu_);
+    certs_ = std::move(certs);
+    host_ = std::move(host);
+    wait_ms_ = wait_ms;
+}
+
+void Links::stop() {
+    std::lock_guard lk(mu_);
+    stopped_ = true;
+    session_cv_.notify_all();
+}
+
+void Links::await_session(const std::string& who) {
+    std::unique_lock lk(mu_);
+    const bool ready = session_cv_.wait_for(lk, std::chrono::milliseconds(wait_ms_),
+                                            [this] { return session_ || control_failed_ || stopped_; });
+    if (session_) return;
+    if (!ready)
+        throw Error(ErrorCode::network, "TLS handshake with " + who + ": the control connection's certificate handshake "
+                                        "did not end within " + std::to_string(wait_ms_ / 1000) + " s", ErrorCause::timed_out);
+    throw Error(ErrorCode::network, "TLS handshake with " + who + ": the control connection's certificate handshake failed");
+}
+
+LinkKeys Links::shake(int tcp, Side side, const Psk& psk, const std::string& peer, unsigned index) {
+    const std::string who = peer + " (" + link_name(index) + ")";
+    std::shared_ptr<const CertContext> certs;
+    {
+        std::lock_guard lk(mu_);
+        certs = certs_;
+    }
+    if (!certs) {
+        LinkKeys k = handshake(tcp, side, psk, who);
+        std::lock_guard lk(mu_);
+        ++psk_;
+        return k;
+    }
+    if (index == 0) {
+        try {
+            CertOutcome r = certs->handshake(tcp, host_, who);
+            std::lock_guard lk(mu_);
+            session_.emplace(r.session, psk);
+            r.session.fill(0);
+            peer_spki_ = r.peer_spki;
+            ++full_;
+            session_cv_.notify_all();
+            return r.keys;
+        } catch (...) {
+            std::lock_guard lk(mu_);
+            control_failed_ = true;
+            session_cv_.notify_all();
+            throw;
+        }
+    }
+    await_session(who);
+    Psk stream_psk;
+    {
+        std::lock_guard lk(mu_);
+        stream_psk = resumed_psk(session_->first, session_->second, psk);
+    }
+    LinkKeys k = handshake(tcp, side, stream_psk, who);
+    stream_psk.fill(0);
+    std::lock_guard lk(mu_);
+    ++resumed_;
+    return k;
+}
+
 UniqueFd Links::secure(int tcp, Side side, const Psk& psk, const std::string& peer, unsigned index,
                        std::function<void(const Error&)> on_fail) {
-    LinkKeys keys = handshake(tcp, side, psk, peer + " (" + link_name(index) + ")");
+    LinkKeys keys = shake(tcp, side, psk, peer, index);
     std::string why;
     if (attach_ktls(tcp, why)) {
         install_ktls(tcp, keys);
@@ -40,7 +109,7 @@ UniqueFd Links::secure(int tcp, Side side, const Psk& psk, const std::string& pe
 }
 
 std::optional<LinkKeys> Links::open_records(int tcp, Side side, const Psk& psk, const std::string& peer, unsigned index) {
-    LinkKeys keys = handshake(tcp, side, psk, peer + " (" + link_name(index) + ")");
+    LinkKeys keys = shake(tcp, side, psk, peer, index);
     std::string why;
     const bool kernel = attach_ktls(tcp, why);
     if (kernel) install_ktls(tcp, keys);
@@ -64,6 +133,26 @@ std::string streams_text(const std::string& streams) {
 std::string Links::streams() const {
     std::lock_guard lk(mu_);
     return streams_;
+}
+
+void Links::fill(Stats& s) const {
+    std::lock_guard lk(mu_);
+    if (path_.empty()) return;
+    s.encryption = path_;
+    s.encryption_why = why_;
+    s.encryption_streams = streams_;
+    s.tls_mode = certs_ ? "certificate" : "psk";
+    s.tls_full_handshakes = full_;
+    s.tls_resumed_handshakes = resumed_;
+    s.tls_psk_handshakes = psk_;
+    s.peer_certificate = peer_spki_;
+}
+
+std::string Links::handshakes_line() const {
+    std::lock_guard lk(mu_);
+    if (!certs_) return "TLS handshakes: " + std::to_string(psk_) + " keyed by the token's PSK (no certificates)";
+    return "certificate mode: " + std::to_string(full_) + " full handshake (X.509), " + std::to_string(resumed_) +
+           " resumed from its session (PSK, no certificate)" + (peer_spki_.empty() ? "" : "; the peer's key " + peer_spki_);
 }
 
 std::string Links::path() const {

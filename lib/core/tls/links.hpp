@@ -2,6 +2,7 @@
 // The encrypted connections of one session (either side): runs each connection's handshake,
 // then puts it under the kernel's TLS where the kernel has it (ktls.hpp) or under a relay
 // through the user-space record layer (relay.hpp), and reports which ran and why (Stats and -v).
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "core/tls/cert.hpp"
 #include "core/tls/handshake.hpp"
 #include "core/tls/relay.hpp"
 
@@ -25,6 +27,13 @@ inline constexpr const char* kStreamsRelay = "relay";       // by a relay under 
 
 class Links {
 public:
+    // Certificate mode (cert.hpp), before the first link: the control connection (index 0)
+    // runs certs' full handshake, host being the name the sender dialled; each data stream
+    // then a PSK handshake keyed from that session (resumed_psk), waiting at most wait_ms for
+    // it where the data stream's handshake can begin first (the receiver).
+    void use_certificates(std::shared_ptr<const CertContext> certs, std::string host, int wait_ms);
+    // Wakes data streams waiting for the control connection's session: they fail.
+    void stop();
     // Runs the handshake on tcp (which stays the caller's: shutting it down ends the link too)
     // and returns the fd the session reads and writes plain frames on from now on: tcp itself
     // under kTLS, else the session's end of a relay. index: 0 for the control connection,
@@ -40,13 +49,30 @@ public:
     std::string why() const;
     // kStreams* once a data stream is up; empty before (or with only the control connection).
     std::string streams() const;
+    // The encryption fields of Stats (path, why, streams, handshakes by kind, the peer's key);
+    // nothing when no link came up.
+    void fill(Stats& s) const;
+    // -v: the handshakes so far, by kind ("certificate mode: 1 full handshake, ...").
+    std::string handshakes_line() const;
     // Ends every relay (sends what the session wrote first). Call once the session's threads
     // have returned and its fds are closed or shut down.
     void close();
     ~Links() { close(); }
 
 private:
+    // The handshake of connection index (by its mode and index); counts it.
+    LinkKeys shake(int tcp, Side side, const Psk& psk, const std::string& peer, unsigned index);
+    void await_session(const std::string& who);
+
     mutable std::mutex mu_;
+    std::condition_variable session_cv_;
+    std::shared_ptr<const CertContext> certs_;
+    std::string host_;
+    int wait_ms_ = 0;
+    std::optional<std::pair<Secret, Psk>> session_; // the control's exporter secret and hello PSK
+    bool control_failed_ = false, stopped_ = false;
+    unsigned full_ = 0, resumed_ = 0, psk_ = 0;
+    std::string peer_spki_;
     std::vector<std::unique_ptr<Relay>> relays_;
     std::string path_, why_, streams_;
 };

@@ -31,6 +31,13 @@ bool wants_encryption(Encrypt mode, int fd) {
     return wants_encryption(mode, ss);
 }
 
+Encrypt with_certificates(Encrypt mode, const Certificates& c) {
+    if (!c.any()) return mode;
+    if (mode == Encrypt::off)
+        throw Error(ErrorCode::usage, "--cert, --key, --ca and --pin are for encrypted transfers: drop --no-encrypt");
+    return Encrypt::on;
+}
+
 Psk hello_psk(const std::string& token, std::span<const unsigned char> server_nonce, uint16_t server_features,
               const wire::ClientHello& h) {
     return derive_psk(token, PskContext{.server_nonce = server_nonce,

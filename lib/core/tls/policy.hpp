@@ -16,6 +16,9 @@ bool is_loopback(const sockaddr_storage& peer);
 // automatic: on unless the connected peer of fd is on a loopback address.
 bool wants_encryption(Encrypt mode, const sockaddr_storage& peer);
 bool wants_encryption(Encrypt mode, int connected_fd);
+// Certificates given turn encryption on (they mean nothing in clear): mode, or on. Throws
+// usage when mode is off.
+Encrypt with_certificates(Encrypt mode, const Certificates& c);
 
 // The PSK of the connection whose hellos these are (keys.hpp, PskContext).
 Psk hello_psk(const std::string& token, std::span<const unsigned char> server_nonce, uint16_t server_features,

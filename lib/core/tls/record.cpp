@@ -63,6 +63,20 @@ size_t Opener::record_size(const unsigned char* hdr) const {
     return kHeaderBytes + body;
 }
 
+// In TLS 1.3 a client's handshake ends before the server has judged its certificate: a
+// server that refuses it (certificate mode, docs/protocol.md) says so in the first record.
+Error Opener::alert_error(unsigned char description) const {
+    const std::string head = std::string("the peer ended ") + what_ + " with a TLS alert";
+    if (description == 116)
+        return Error(ErrorCode::auth, head + ": it requires a certificate from this side (it has --ca or --pin): give this "
+                                             "side --cert and --key");
+    if (description == 42 || description == 43 || description == 44 || description == 45 || description == 46 ||
+        description == 48)
+        return Error(ErrorCode::auth, head + " (" + std::to_string(description) + "): it refused this side's certificate; "
+                                             "check its --pin or --ca against this side's --cert");
+    return Error(ErrorCode::network, head, ErrorCause::peer_closed);
+}
+
 size_t Opener::open_to(const unsigned char* rec, size_t size, unsigned char* data) {
     const size_t ct = size - kHeaderBytes - kTagBytes;
     const unsigned char* in = rec + kHeaderBytes;
@@ -86,8 +100,7 @@ size_t Opener::open_to(const unsigned char* rec, size_t size, unsigned char* dat
     while (len > 0 && data[len - 1] == 0) --len; // padding
     if (len == 0) throw Error(ErrorCode::protocol, std::string("TLS record on ") + what_ + " without a content type");
     const unsigned char type = data[--len];
-    if (type == kAlert)
-        throw Error(ErrorCode::network, std::string("the peer ended ") + what_ + " with a TLS alert", ErrorCause::peer_closed);
+    if (type == kAlert) throw alert_error(len >= 2 ? data[1] : 0);
     if (type != kApplicationData)
         throw Error(ErrorCode::protocol, std::string("TLS record on ") + what_ + " of content type " + std::to_string(type) +
                                              " (only application data is expected after the handshake)");

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "core/tls/keys.hpp"
+#include "sluice/error.hpp"
 
 namespace sluice::tls {
 
@@ -72,6 +73,7 @@ public:
     size_t open_to(const unsigned char* rec, size_t size, unsigned char* out);
 
 private:
+    Error alert_error(unsigned char description) const;
     const char* what_;
 };
 

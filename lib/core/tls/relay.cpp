@@ -67,6 +67,14 @@ void Relay::outbound() {
         }
         ::shutdown(tcp_.get(), SHUT_WR);
     } catch (const Error& e) {
+        // A reset while sending: the peer may have said why in a record still queued for us
+        // (in TLS 1.3 a server refuses a client's certificate after the client's handshake
+        // ended: its alert is the first record). The inbound side reads it and reports what
+        // it finds; the session's writes fail meanwhile.
+        if (e.cause() == ErrorCause::peer_reset) {
+            ::shutdown(mine_.get(), SHUT_RD);
+            return;
+        }
         failed(e);
     }
 }

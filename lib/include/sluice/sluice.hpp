@@ -42,6 +42,24 @@ using LogFn = std::function<void(std::string_view line)>;
 // is on a loopback address. Both sides must agree; a mismatch is refused (auth).
 enum class Encrypt { automatic, on, off };
 
+// Certificate mode (docs/guarantees.md, "Certificates"): the control connection's TLS 1.3
+// handshake uses X.509 certificates instead of the token's PSK; the data streams then run PSK
+// handshakes keyed from that session and the token (counted as resumed in Stats). The token
+// still authorizes the transfer. Files are PEM. A receiver is in certificate mode when it has
+// cert_file; a sender when it has ca_file or pins (it must verify the receiver). Both sides
+// must be in the same mode (auth error otherwise). Needs encryption on.
+struct Certificates {
+    std::string cert_file; // this side's certificate (a chain: leaf first)
+    std::string key_file;  // its private key
+    std::string ca_file;   // the peer's certificate must chain to one of these (and, at a
+                           // sender, name the receiver's host or IP address)
+    // "sha256:HEX": SHA-256 of the peer's SubjectPublicKeyInfo (its public key, so a renewed
+    // certificate with the same key still matches). Any one matches. Without ca_file the
+    // chain and dates are not judged, only the key.
+    std::vector<std::string> pins;
+    bool any() const { return !cert_file.empty() || !key_file.empty() || !ca_file.empty() || !pins.empty(); }
+};
+
 inline constexpr unsigned kDefaultStreams = 4;
 inline constexpr uint64_t kDefaultBlockSize = 8ull << 20;
 
@@ -90,6 +108,7 @@ struct SendOptions {
     // the content of files whose size and mtime match (otherwise those are skipped unread).
     bool checksum = false;
     Encrypt encrypt = Encrypt::automatic;
+    Certificates certificates; // certificate mode: needs ca_file or pins (the receiver is verified)
     bool verbose = false;
     LogFn log;                                 // warnings and verbose lines; default: dropped
     Progress* progress = nullptr;              // optional counters to poll
@@ -178,6 +197,9 @@ struct RecvOptions {
     // alike; each accepted connection's outcome is in Stats::mptcp_connections.
     bool mptcp = false;
     Encrypt encrypt = Encrypt::automatic; // as SendOptions::encrypt, judged per connecting peer
+    // Certificate mode: needs cert_file and key_file; ca_file or pins make the sender show a
+    // certificate too (mutual TLS), else the token alone authorizes it.
+    Certificates certificates;
     bool verbose = false;
     LogFn log;
     Progress* progress = nullptr;

@@ -83,6 +83,14 @@ struct Stats {
     // stream's own buffer by its send or receive path), "relay" (two threads and a socket
     // pair under an unchanged path: pipe mode and Sink targets), "ktls"; empty when off.
     std::string encryption_streams;
+    // TLS handshakes this side ran: "certificate" (full: X.509, signature; the control
+    // connection in certificate mode), "resumed" (PSK keyed from that session: each data stream
+    // in certificate mode), "psk" (the token's PSK: every connection otherwise).
+    std::string tls_mode;                 // "psk", "certificate" or empty when off
+    unsigned tls_full_handshakes = 0;
+    unsigned tls_resumed_handshakes = 0;
+    unsigned tls_psk_handshakes = 0;
+    std::string peer_certificate;         // certificate mode: "sha256:HEX" of the peer's key (SPKI), if it sent one
     double cpu_user_s = 0;
     double cpu_sys_s = 0;
     uint64_t peak_rss_kb = 0;

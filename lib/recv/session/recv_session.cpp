@@ -11,6 +11,7 @@
 #include "core/io/tcp_tuning.hpp"
 #include "core/ring/ring.hpp"
 #include "core/session/session_stats.hpp"
+#include "core/tls/policy.hpp"
 #include "recv/session/finishing.hpp"
 
 namespace sluice {
@@ -32,10 +33,16 @@ void block_sigpipe_on_this_thread() {
     pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
 }
 
+// Certificates turn encryption on (tls::with_certificates), before the acceptor reads it.
+RecvOptions certified(RecvOptions o) {
+    o.encrypt = tls::with_certificates(o.encrypt, o.certificates);
+    return o;
+}
+
 } // namespace
 
 RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
-    : opts_(std::move(opts)), log_(opts_.log, opts_.verbose), target_(std::move(target)),
+    : opts_(certified(std::move(opts))), log_(opts_.log, opts_.verbose), target_(std::move(target)),
       files_(opts_.max_files, opts_.max_manifest_bytes), control_side_(opts_, *target_, files_, tally_, control_, log_, latch_),
       ctx_{.files = files_,
            .tree = target_->tree(),
@@ -50,7 +57,13 @@ RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
            .file_completed = [this] { control_side_.file_completed(); },
            .still_working = [this] { control_side_.still_working(); },
            .answers = &control_side_.answers()},
-      acceptor_(opts_, log_), host_(advertised_host(opts_)) {}
+      acceptor_(opts_, log_), host_(advertised_host(opts_)) {
+    if (opts_.certificates.any()) {
+        auto certs = std::make_shared<const tls::CertContext>(opts_.certificates, tls::Side::server);
+        log_.verbose_line("certificate mode: this receiver's key is " + certs->own_spki() + " (the sender's --pin)");
+        links_.use_certificates(std::move(certs), "", opts_.idle_timeout_ms);
+    }
+}
 
 RecvSession::~RecvSession() {
     cancelled_ = true;
@@ -226,6 +239,7 @@ void RecvSession::fail(const Error& e) {
     target_->stop();
     control_.abort(wire::kAbortFailed, e.what());
     if (control_tcp_) ::shutdown(control_tcp_.get(), SHUT_RDWR); // a TLS handshake in progress returns
+    links_.stop(); // and a data stream's waiting for it
     {
         std::lock_guard lk(data_mu_);
         shutdown_all(data_);
@@ -292,10 +306,9 @@ Stats RecvSession::stats() {
     s.congestion_control = acceptor_.congestion_control();
     s.deleted = control_side_.deleted();
     if (!control_side_.update_fallback().empty()) s.fallbacks.push_back(control_side_.update_fallback());
+    links_.fill(s);
     if (!links_.path().empty()) {
-        s.encryption = links_.path();
-        s.encryption_why = links_.why();
-        s.encryption_streams = links_.streams();
+        log_.verbose_line(links_.handshakes_line());
         if (s.encryption_streams == tls::kStreamsRecords)
             s.data_path = s.data_path == recv_path_name(RecvPath::direct) ? kRecordsDirectRecvPath : kRecordsRecvPath;
     }

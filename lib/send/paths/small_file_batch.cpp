@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -238,9 +239,32 @@ void SmallFileBatch::flush(bool more) {
 // A cached file above kInlineBytes: read for its checksum, its data sent from the page cache.
 // If the file changed since it was read, the receiver's checksum check fails the block and it
 // is sent again; a file that shrank cannot fill its frame and ends the transfer.
+// Encrypted: read straight into the record slots, hashed there, sealed in place (as
+// tls_record_sender.cpp does with blocks), not into scratch_ and copied from it: one copy
+// less per byte of these files (issue 18; minor set: 97% of its bytes are in files above
+// kInlineBytes).
+void SmallFileBatch::read_into_records(const Segment& seg, int fd) {
+    const SourceFile& f = *seg.file;
+    tls::RecordWriter::Reserved r = records_->reserve(kPrefix, seg.length);
+    iovec iov[kMaxFileBytes / tls::kMaxPlain];
+    std::copy(r.iov, r.iov + r.records, iov);
+    const size_t got = SourceReader::preadv_full(fd, f, iov, r.records, f.file_offset(0));
+    if (got < seg.length) throw_source_shrank(f, f.file_offset(0), seg.length, got);
+    SourceReader::check_unchanged(fd, f);
+    hash_.reset();
+    for (size_t k = 0; k < r.records; ++k) hash_.update(r.iov[k].iov_base, r.iov[k].iov_len);
+    wire::BlockPrefix p;
+    p.file_id = f.file_id;
+    p.offset = 0;
+    p.checksum = hash_.digest();
+    wire::encode_block_prefix(r.head, p, static_cast<uint32_t>(seg.length));
+    records_->commit(); // sent by the next flush or when the writer fills
+}
+
 void SmallFileBatch::send_cached_large(const Segment& seg, UniqueFd fd) {
     const SourceFile& f = *seg.file;
     flush(true); // the files before it go first
+    if (records_ && seg.length <= records_->capacity()) return read_into_records(seg, fd.get());
     const size_t got = SourceReader::pread_full(fd.get(), f, scratch_.data(), seg.length, f.file_offset(0));
     if (got < seg.length) throw_source_shrank(f, f.file_offset(0), seg.length, got);
     SourceReader::check_unchanged(fd.get(), f);

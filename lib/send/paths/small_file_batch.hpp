@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checksum/xxh3.hpp"
 #include "core/io/aligned_buffer.hpp"
 #include "core/io/unique_fd.hpp"
 #include "core/ring/ring.hpp"
@@ -60,8 +61,10 @@ public:
     explicit SmallFileBatch(int sock);
     ~SmallFileBatch();
     // Encrypted (tls_record_sender.cpp's stream): what would go to the socket is copied into
-    // w's records instead, sealed and sent by it. A copy more per byte of a small file: the
-    // files sit at 4 KiB-aligned places of the buffer (O_DIRECT), not in record slots.
+    // w's records instead, sealed and sent by it. A copy more per byte of files up to
+    // kInlineBytes and of uncached ones: they sit at 4 KiB-aligned places of the buffer
+    // (O_DIRECT), not in record slots. Cached files above kInlineBytes are read straight
+    // into the records (read_into_records).
     void send_through(tls::RecordWriter* w) { records_ = w; }
 
     // The -v line that says how the unencrypted paths read files (this batch and cold blocks).
@@ -90,6 +93,7 @@ private:
         size_t files = 0;  // slots it holds
     };
     void send_cached_large(const Segment& seg, UniqueFd fd);
+    void read_into_records(const Segment& seg, int fd);
     // Makes room for a file of length bytes; returns where its prefix goes.
     unsigned char* place(uint64_t length);
     // Waits for the reads of the oldest chunk and sends it.
@@ -103,6 +107,7 @@ private:
 
     int sock_;
     tls::RecordWriter* records_ = nullptr;
+    Xxh3 hash_; // read_into_records()
     AlignedBuffer buf_;     // declared before the ring and the slots: reads land in it
     AlignedBuffer scratch_; // a cached larger file's bytes, read only for its checksum
     std::optional<Ring> ring_; // none where io_uring reads are unavailable: reads one at a time

@@ -40,6 +40,25 @@ size_t SourceReader::pread_full(int fd, const SourceFile& f, unsigned char* out,
     return got;
 }
 
+size_t SourceReader::preadv_full(int fd, const SourceFile& f, iovec* iov, size_t n, uint64_t file_offset) {
+    size_t got = 0, first = 0;
+    while (first < n) {
+        ssize_t m = ::preadv(fd, iov + first, static_cast<int>(n - first), static_cast<off_t>(file_offset + got));
+        if (m < 0 && errno == EINTR) continue;
+        if (m < 0) throw_errno(ErrorCode::source, "cannot read source '" + f.path + "'");
+        if (m == 0) break;
+        got += static_cast<size_t>(m);
+        for (auto left = static_cast<size_t>(m); left > 0;) {
+            const size_t take = std::min(left, iov[first].iov_len);
+            iov[first].iov_base = static_cast<unsigned char*>(iov[first].iov_base) + take;
+            iov[first].iov_len -= take;
+            left -= take;
+            if (iov[first].iov_len == 0) ++first;
+        }
+    }
+    return got;
+}
+
 void throw_source_shrank(const SourceFile& f, uint64_t file_offset, uint64_t expected, uint64_t got) {
     throw Error(ErrorCode::source, "source '" + f.path + "' shrank while being sent: expected " + std::to_string(expected) +
                                        " bytes at offset " + std::to_string(file_offset) + ", got " + std::to_string(got) +

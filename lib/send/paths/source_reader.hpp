@@ -9,6 +9,8 @@
 // an error naming the file. The buffer is allocated once and reused, so there is no
 // per-file or per-block allocation or mapping (mmap set-up and munmap's TLB flush per file
 // were a measured cost of their own).
+#include <sys/uio.h>
+
 #include <cstdint>
 #include <memory>
 
@@ -57,6 +59,8 @@ public:
     // pread of fd until want bytes are in out or the file ends; returns the bytes read. A read
     // error is an Error(source) naming f.
     static size_t pread_full(int fd, const SourceFile& f, unsigned char* out, size_t want, uint64_t file_offset);
+    // The same with preadv into n iovecs, which it advances as it reads (pass a copy).
+    static size_t preadv_full(int fd, const SourceFile& f, iovec* iov, size_t n, uint64_t file_offset);
 
 private:
     const SourceFile* current_ = nullptr;

@@ -82,20 +82,8 @@ private:
             std::copy(r.iov + k, r.iov + k + n, iov);
             size_t want = 0;
             for (size_t j = 0; j < n; ++j) want += iov[j].iov_len;
-            for (size_t first = 0, got = 0; got < want;) {
-                ssize_t m = ::preadv(fd, iov + first, static_cast<int>(n - first), static_cast<off_t>(at + got));
-                if (m < 0 && errno == EINTR) continue;
-                if (m < 0) throw_errno(ErrorCode::source, "cannot read source '" + f.path + "'");
-                if (m == 0) throw_source_shrank(f, f.file_offset(seg.offset), seg.length, at + got - f.file_offset(seg.offset));
-                got += static_cast<size_t>(m);
-                for (auto left = static_cast<size_t>(m); left > 0;) {
-                    const size_t take = std::min(left, iov[first].iov_len);
-                    iov[first].iov_base = static_cast<unsigned char*>(iov[first].iov_base) + take;
-                    iov[first].iov_len -= take;
-                    left -= take;
-                    if (iov[first].iov_len == 0) ++first;
-                }
-            }
+            const size_t got = SourceReader::preadv_full(fd, f, iov, n, at);
+            if (got < want) throw_source_shrank(f, f.file_offset(seg.offset), seg.length, at + got - f.file_offset(seg.offset));
             if (hash)
                 for (size_t j = 0; j < n; ++j) hash_.update(r.iov[k + j].iov_base, r.iov[k + j].iov_len);
             w_.seal_data(k + n);

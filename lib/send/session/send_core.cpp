@@ -5,6 +5,7 @@
 #include "core/io/tcp_tuning.hpp"
 #include "core/session/session_stats.hpp"
 #include "core/wire/codec.hpp"
+#include "core/tls/policy.hpp"
 #include "send/session/connect.hpp"
 
 namespace sluice {
@@ -24,6 +25,10 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
                     "--block-size " + std::to_string(opts_.block_size) + ": must be a multiple of 4 KiB from 64 KiB to 64 MiB");
     if (to_.token.empty()) throw Error(ErrorCode::usage, "no token: use the receiver's sluice:// line or --token");
     check_congestion_control(opts_.congestion_control); // before connecting: a typo costs no connection
+    opts_.encrypt = tls::with_certificates(opts_.encrypt, opts_.certificates);
+    if (opts_.certificates.any()) // the files are read and checked before any connection
+        links_.use_certificates(std::make_shared<const tls::CertContext>(opts_.certificates, tls::Side::client), to_.host,
+                                opts_.idle_timeout_ms);
     if (mode_ == Mode::pipe) {
         // Pipe pieces go to every stream in turn: holding streams back would stall the order,
         // and a piece lost with a broken stream cannot be sent again out of order.
@@ -265,11 +270,8 @@ Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
         s.tcp_streams.push_back(stream_tcp(tcp_fd(i), static_cast<unsigned>(i + 1)));
     }
     if (!data_.empty()) s.congestion_control = congestion_control_of(tcp_fd(0));
-    if (!links_.path().empty()) {
-        s.encryption = links_.path();
-        s.encryption_why = links_.why();
-        s.encryption_streams = links_.streams();
-    }
+    links_.fill(s);
+    if (!links_.path().empty()) log_.verbose_line(links_.handshakes_line());
     if (opts_.mptcp) add_mptcp(s);
     s.control_rtt_us = deadlines_.rtt_us;
     s.idle_timeout_ms = deadlines_.idle_ms;

@@ -1,0 +1,54 @@
+#pragma once
+// Certificate mode (docs/protocol.md, "Certificate mode"): the control connection's TLS 1.3
+// handshake authenticates with X.509 certificates (ECDHE, a signature, the chain or a pinned
+// key checked) instead of the token's PSK. The data streams do not repeat it: each runs the
+// PSK handshake of handshake.hpp keyed from this session's exporter secret and the token
+// (links.hpp), as cheap as a resumption. The token still authorizes the transfer: the sluice
+// hello before the TLS handshake proves it both ways, as without certificates.
+#include <openssl/ssl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tls/handshake.hpp"
+#include "sluice/sluice.hpp"
+
+namespace sluice::tls {
+
+struct CertOutcome {
+    LinkKeys keys;
+    Secret session{};      // the TLS exporter secret the data streams' PSKs are keyed from
+    std::string peer_spki; // "sha256:HEX" of the peer's key, empty when it sent no certificate
+};
+
+class CertContext {
+public:
+    // Loads and checks the files of c for this side (client: the sender). Throws usage naming
+    // the option and file: unreadable, not PEM, a key that is not the certificate's, a pin
+    // that is not sha256:HEX, or an option this side's mode needs missing.
+    CertContext(const Certificates& c, Side side);
+    ~CertContext();
+    CertContext(const CertContext&) = delete;
+    CertContext& operator=(const CertContext&) = delete;
+
+    // The full handshake on fd (blocking; its timeouts bound it). host: the name or address
+    // the sender connected to, which a CA-verified receiver certificate must name (the server
+    // ignores it). Throws auth for a refused certificate or a peer in the other mode, else as
+    // handshake() does, naming peer.
+    CertOutcome handshake(int fd, const std::string& host, const std::string& peer) const;
+    // "sha256:HEX" of this side's certificate's key, the value the peer pins; empty without --cert.
+    const std::string& own_spki() const { return own_spki_; }
+
+private:
+    SSL_CTX* ctx_ = nullptr;
+    Side side_;
+    std::vector<std::string> pins_; // lower-case "sha256:HEX"
+    std::string ca_file_;
+    std::string own_spki_;
+};
+
+// "sha256:HEX" (lower case) of cert's SubjectPublicKeyInfo.
+std::string spki_pin(X509* cert);
+
+} // namespace sluice::tls

@@ -1,0 +1,43 @@
+#pragma once
+// What the PSK handshake (handshake.cpp) and the certificate handshake (cert.cpp) share: the
+// TLS 1.3 context settings both need, the state their OpenSSL callbacks fill in, and the
+// loop that runs a handshake on a blocking socket and maps its failure to an Error.
+#include <openssl/ssl.h>
+
+#include <string>
+#include <vector>
+
+#include "core/tls/handshake.hpp"
+
+namespace sluice::tls {
+
+// What the callbacks of one SSL read and write (SSL app data).
+struct Call {
+    const Psk* psk = nullptr;
+    Secret client_secret{};
+    Secret server_secret{};
+    bool have_client = false;
+    bool have_server = false;
+    // Certificate mode: what the peer's certificate must match (cert.cpp's verify callback).
+    bool certificates = false; // the certificate handshake (no PSK: a failure is not a wrong token)
+    const std::vector<std::string>* pins = nullptr;
+    bool chain_judged = false; // a CA was given: the chain and dates count (else only a pin)
+    std::string ca_file;
+    std::string peer_spki;     // "sha256:HEX" of the peer's leaf certificate's key, once seen
+    // Why this side refused the handshake, said by a callback (a pin that matched none, a
+    // certificate that did not verify, the other side in another mode); first in the error.
+    std::string refused;
+};
+
+Call* call_of(const SSL* ssl);
+
+// A TLS 1.3-only context: one cipher suite (TLS_AES_128_GCM_SHA256), X25519, no tickets, no
+// middlebox compatibility records, no read-ahead, the key log that hands over the traffic
+// secrets. nullptr when OpenSSL fails.
+SSL_CTX* new_tls13_ctx(Side side);
+
+// Runs the handshake of ssl (app data: call) on fd until it ends, then returns the record
+// keys of both directions. Throws as handshake() says, each naming peer.
+LinkKeys run_handshake(SSL* ssl, int fd, Side side, Call& call, const std::string& peer);
+
+} // namespace sluice::tls
