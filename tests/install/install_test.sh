@@ -79,12 +79,12 @@ grep -q "$libdir/libsluice.so" "$stage/ldd.txt" || fail "example not linked to t
 echo "ok: the examples moved a file using the installed library"
 
 sluice=$(find "$stage" -path '*/bin/sluice' | head -1)
-for cmd in send recv; do
+for cmd in send recv serve get; do
   for opt in $("$sluice" "$cmd" --help | grep -oE '^ +--[a-z-]+' | tr -d ' '); do
     grep -q -- "$(echo "$opt" | sed 's/-/\\\\-/g')" "$man" || fail "sluice $cmd $opt is missing from the man page"
   done
 done
-n=$( { "$sluice" send --help; "$sluice" recv --help; } | grep -cE "^ +--[a-z-]+")
-(( n >= 20 )) || fail "found only $n options in --help"
-echo "ok: the man page documents all $n options of sluice send --help and sluice recv --help"
+n=$( { "$sluice" send --help; "$sluice" recv --help; "$sluice" serve --help; "$sluice" get --help; } | grep -cE "^ +--[a-z-]+")
+(( n >= 40 )) || fail "found only $n options in --help"
+echo "ok: the man page documents all $n options of sluice send, recv, serve and get --help"
 echo "5 passed, 0 failed"
