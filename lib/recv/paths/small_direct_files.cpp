@@ -28,6 +28,13 @@ size_t SmallDirectFiles::write_tail(const RecvFile& f, int fd, const unsigned ch
     const size_t pages = size / direct_layout::kAlign * direct_layout::kAlign;
     if (pages < size) pwrite_whole(fd, data + pages, size - pages, pages, f.entry.path);
     if (pages == 0) return 0;
+    // Allocated first, the write is an overwrite of unwritten extents, which ext4 issues inline;
+    // into a hole it goes to an io-wq worker (a wakeup and two context switches per file). Cold
+    // 10,000-file subset of the minor set: 2.5k against 24k receiver context switches.
+    if (allocate_ && ::fallocate(fd, 0, 0, static_cast<off_t>(pages)) != 0) {
+        if (errno != EOPNOTSUPP) throw_errno(ErrorCode::destination, "cannot allocate '" + f.entry.path + "'");
+        allocate_ = false; // only the worker hand-off again
+    }
     const int flags = ::fcntl(fd, F_GETFL);
     if (flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_DIRECT) == 0) {
         ++files_;

@@ -10,10 +10,11 @@
 //
 // How: the bytes past the last whole page are written first, through the page cache, while the
 // fd is still a buffered one; that also sets the file's size. Then O_DIRECT is turned on
-// (fcntl F_SETFL) and the whole pages are queued on the stream's ring. Padding the last page
-// and cutting the file back instead would make ext4 read that page from the disk to zero its
-// end (ext4_block_truncate_page), a synchronous read per file. The stream does not wait for
-// the write before it takes the next file: the fd is kept here until its block retires.
+// (fcntl F_SETFL), the pages are allocated (fallocate) and the whole pages are queued on the
+// stream's ring. Padding the last page and cutting the file back instead would make ext4 read
+// that page from the disk to zero its end (ext4_block_truncate_page), a synchronous read per
+// file. The stream does not wait for the write before it takes the next file: the fd is kept
+// here until its block retires.
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -57,6 +58,7 @@ public:
 
 private:
     bool enabled_ = true;
+    bool allocate_ = true; // fallocate before the write (no EOPNOTSUPP so far)
     std::string refused_; // why this stream went back to buffered small files
     uint64_t files_ = 0, bytes_ = 0;
     std::deque<UniqueFd> in_flight_;
