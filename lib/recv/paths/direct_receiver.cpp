@@ -99,7 +99,7 @@ private:
         // file open until now stays named until the switch below no longer touches it.
         hold_.look(p.file_id);
         RecvFile& f = file_for_block(ctx_.files, p, len);
-        if (open_file_ != &f) switch_file(f, p.offset == 0 && len == f.entry.size);
+        if (open_file_ != &f || small_open_) switch_file(f, p.offset == 0 && len == f.entry.size);
         hold_.settle();
         xxh_.reset();
         pending_.push_back({&f, p.offset, len, p.checksum, false, 0, false, fd_.get(), false});
@@ -370,7 +370,7 @@ private:
     Completion recv_, recv_timeout_;
     WritebackWindow written_;
     SmallDirectFiles small_; // fds of small files whose writes are in flight
-    bool small_open_ = false; // fd_ is a small file written with O_DIRECT
+    bool small_open_ = false; // fd_ is a small file written with O_DIRECT; a resend of it gets a new one
     // After the memory, fds and completions its requests use, so it is torn down (cancelling
     // and reaping them) before any of those goes.
     Ring ring_;
