@@ -177,6 +177,36 @@ def test_fallback_from_direct_writes_is_reported(tmp_path, receiver_factory):
         subprocess.run(["umount", str(dest)])
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a ramfs needs root")
+def test_small_files_on_a_destination_without_o_direct(tmp_path, receiver_factory):
+    # Whole small files are written with O_DIRECT on the direct path; ramfs refuses it: the
+    # stream writes them through the page cache, and says so.
+    import subprocess
+
+    src = tmp_path / "small"
+    src.mkdir()
+    sizes = [1, 4096, 5000, 300 << 10]
+    for i, n in enumerate(sizes):
+        (src / f"f{i}").write_bytes(os.urandom(n))
+    dest = tmp_path / "ramfs"
+    dest.mkdir()
+    subprocess.run(["mount", "-t", "ramfs", "ramfs", str(dest)], check=True)
+    try:
+        rx = receiver_factory(dest, "-v")
+        sent = run_sluice("send", src, rx.url, "--streams", "1")
+        assert sent.returncode == 0, sent.stderr
+        rc, out, err = rx.wait()
+        assert rc == 0, err
+        stats = json.loads(out.splitlines()[-1])
+        assert stats["bytes_written_direct"] == 0, stats
+        assert any("small files written through the page cache" in f for f in stats["fallbacks"]), stats
+        assert "slower path" in err
+        for i, n in enumerate(sizes):
+            assert (dest / "small" / f"f{i}").read_bytes() == (src / f"f{i}").read_bytes()
+    finally:
+        subprocess.run(["umount", str(dest)])
+
+
 # Sizes around the 4 KiB direct-I/O unit, the 1 MiB buffers and direct-I/O threshold of zc and
 # direct, and the block size: every tail that is not a multiple of 4 KiB.
 ODD_SIZES = [1, 4095, 4097, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, (3 << 20) + 4095, (2 << 20) + 1, (5 << 20) + 12345]

@@ -59,6 +59,7 @@ std::string Stats::to_json() const {
     field("blocks", std::to_string(blocks));
     field("checksum_failures", std::to_string(checksum_failures));
     if (role == "recv") field("bytes_verified_from_disk", std::to_string(bytes_verified_from_disk));
+    if (role == "recv") field("bytes_written_direct", std::to_string(bytes_written_direct));
     field("seconds", num(seconds));
     field("throughput_mb_s", num(throughput_mb_s()));
     field("streams", std::to_string(streams));

@@ -66,6 +66,7 @@ struct Stats {
     uint64_t files_held_peak = 0;
     uint64_t checksum_failures = 0;
     uint64_t bytes_verified_from_disk = 0; // receiver with --verify
+    uint64_t bytes_written_direct = 0;     // receiver: written with O_DIRECT from its own buffers
     double seconds = 0;
     unsigned streams = 0;
     unsigned streams_used = 0;  // sender: streams that took work at the end (--streams auto can use fewer)

@@ -1,14 +1,11 @@
 // Receive path "direct": block data is received straight into page-aligned 2 MiB buffers
 // (the one CPU copy, socket -> user), hashed there while hot, and written with O_DIRECT from
-// the same memory: the disk's DMA reads it, so there is no second copy into the page cache.
-// Up to kBuffers writes (WRITE_FIXED from the registered buffers) are in flight while the next
-// buffer is received. Files under kDirectMinBytes, and destinations that refuse O_DIRECT, use buffered writes (reported),
-// written at once with pwrite: a buffered write only copies into the page cache, and through
-// io_uring it would be handed to an io-wq worker (a context switch per small file). A file
-// that arrives whole in one block is written into an unnamed O_TMPFILE inode and linked in
-// place once verified: no temporary name to create and rename. A block whose edge falls inside
-// a 4 KiB page shares that page with another block: that part of the page is written through
-// the page cache instead, so it cannot overwrite the neighbour's bytes (direct_layout.hpp).
+// the same memory: no second copy into the page cache. Up to kBuffers writes (WRITE_FIXED)
+// are in flight while the next buffer is received. A small file that arrives whole in one block
+// goes into an unnamed O_TMPFILE inode (its pages with O_DIRECT too: small_direct_files.hpp),
+// linked in place once verified. Other small files, and destinations that refuse O_DIRECT, are
+// written at once with pwrite (reported). A block edge inside a 4 KiB page: that part of the
+// page goes through the page cache, so it cannot overwrite the neighbour's bytes (direct_layout.hpp).
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -21,7 +18,9 @@
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "recv/paths/allocate_ahead.hpp"
+#include "recv/paths/direct_fallbacks.hpp"
 #include "recv/paths/direct_layout.hpp"
+#include "recv/paths/small_direct_files.hpp"
 #include "recv/paths/stream_receiver.hpp"
 #include "recv/paths/writeback_window.hpp"
 #include "core/checksum/xxh3.hpp"
@@ -49,6 +48,15 @@ class DirectReceiver final : public StreamReceiver {
         bool checksum_ok;
         int writes_left;
         bool received; // all buffers submitted
+        int fd;        // the file's fd when it was received
+        bool kept;     // that fd is in small_ until the block retires
+    };
+
+    struct BufferWrite {
+        uint64_t offset = 0; // in the file
+        size_t at = 0;       // in the buffer
+        size_t padded = 0;   // length written: the data rounded up to a page at the end of the file
+        int fd = -1;
     };
 
 public:
@@ -82,7 +90,7 @@ private:
         for (int i = 0; i < kBuffers; ++i) iov[i] = {buffers_[i].data(), kBufferBytes};
         int rc = ring_.register_buffers(iov);
         fixed_ = rc == 0;
-        if (rc < 0) register_error_ = std::strerror(-rc);
+        if (rc < 0) fb_.register_error = std::strerror(-rc);
     }
 
     void receive_block(const wire::BlockPrefix& p, uint64_t len) {
@@ -91,10 +99,10 @@ private:
         // file open until now stays named until the switch below no longer touches it.
         hold_.look(p.file_id);
         RecvFile& f = file_for_block(ctx_.files, p, len);
-        if (open_file_ != &f) switch_file(f, p.offset == 0 && len == f.entry.size);
+        if (open_file_ != &f || small_open_) switch_file(f, p.offset == 0 && len == f.entry.size);
         hold_.settle();
         xxh_.reset();
-        pending_.push_back({&f, p.offset, len, p.checksum, false, 0, false});
+        pending_.push_back({&f, p.offset, len, p.checksum, false, 0, false, fd_.get(), false});
         const uint64_t end = p.offset + len;
         for (uint64_t pos = p.offset; pos < end;) {
             int c = free_buffer();
@@ -107,8 +115,12 @@ private:
             pos += chunk.length;
             ctx_.bytes_received.fetch_add(chunk.length, std::memory_order_relaxed);
             if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(chunk.length, std::memory_order_relaxed);
+            if (small_open_) {
+                write_small(f, c, data, chunk.length);
+                continue;
+            }
             if (!direct_) {
-                write_now(f, fd_.get(), data, chunk.length, chunk.offset);
+                pwrite_whole(fd_.get(), data, chunk.length, chunk.offset, f.entry.path);
                 continue;
             }
             const direct_layout::Plan plan = direct_layout::plan_chunk(chunk, f.entry.size);
@@ -119,12 +131,7 @@ private:
             allocate_ahead(f, fd_.get(), plan.direct.offset, plan.direct.offset + plan.direct.length, allocate_refused_);
             if (plan.direct_padded != plan.direct.length)
                 std::memset(buf + plan.direct.at + plan.direct.length, 0, plan.direct_padded - plan.direct.length);
-            buffer_block_[c] = &pending_.back();
-            buffer_len_[c] = plan.direct.length;
-            buffer_write_[c] = {plan.direct.offset, plan.direct.at, plan.direct_padded};
-            queue_write(c);
-            ring_.submit();
-            pending_.back().writes_left++;
+            queue_direct(c, {plan.direct.offset, plan.direct.at, plan.direct_padded, fd_.get()}, plan.direct.length);
         }
         PendingBlock& b = pending_.back();
         b.checksum_ok = xxh_.digest() == p.checksum;
@@ -161,51 +168,61 @@ private:
             shared_fd_.reset(::openat(dirs_.get(f.parent), f.temp.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC));
             if (!shared_fd_) throw_errno(ErrorCode::destination, "cannot open '" + f.entry.path + "' for buffered writes");
         }
-        write_now(f, shared_fd_.get(), buf + r.at, r.length, r.offset);
-        ++shared_page_writes_;
+        pwrite_whole(shared_fd_.get(), buf + r.at, r.length, r.offset, f.entry.path);
+        ++fb_.shared_page_writes;
     }
 
-    void write_now(const RecvFile& f, int fd, const unsigned char* p, size_t n, uint64_t offset) {
-        while (n) {
-            ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0) throw_errno(ErrorCode::destination, "cannot write '" + f.entry.path + "'");
-            if (w == 0) throw Error(ErrorCode::destination, "cannot write '" + f.entry.path + "': short write (no space left?)");
-            p += w;
-            n -= static_cast<size_t>(w);
-            offset += static_cast<uint64_t>(w);
-        }
+    // A whole small file in buffer c: its tail through the page cache, its pages with O_DIRECT.
+    void write_small(const RecvFile& f, int c, const unsigned char* data, size_t n) {
+        const size_t pages = small_.write_tail(f, fd_.get(), data, n);
+        if (pages) queue_direct(c, {0, static_cast<size_t>(data - buffers_[c].data()), pages, fd_.get()}, pages);
     }
 
-    // Writes in flight use the current fd: they must finish before it is closed.
+    void queue_direct(int c, const BufferWrite& w, size_t length) {
+        buffer_block_[c] = &pending_.back();
+        buffer_len_[c] = length;
+        buffer_write_[c] = w;
+        queue_write(c);
+        ring_.submit();
+        pending_.back().writes_left++;
+    }
+
+    // Writes in flight use the current fd: they finish before it is closed, but a small file's
+    // fd is kept by small_ until its block retires, while the stream receives the next file.
     void switch_file(RecvFile& f, bool whole) {
-        drain();
-        // A file written through the page cache (small files) goes through the window, which
-        // bounds the written pages this stream leaves cached (writeback_window.hpp, issue 19);
-        // O_DIRECT files left none.
-        if (fd_ && open_file_ && !direct_) written_.add(std::move(fd_), open_file_->entry.size);
+        if (small_open_ && !pending_.empty() && pending_.back().fd == fd_.get()) {
+            pending_.back().kept = true;
+            small_.keep(std::move(fd_));
+        } else {
+            drain();
+        }
+        // Small files written through the page cache go through the window, which bounds the
+        // pages this stream leaves cached (writeback_window.hpp); O_DIRECT files left none.
+        if (fd_ && open_file_ && !direct_ && !small_open_) written_.add(std::move(fd_), open_file_->entry.size);
         fd_.reset();
         shared_fd_.reset();
         open_file_ = nullptr;
-        direct_ = f.entry.size >= kDirectMinBytes && !direct_refused_;
+        small_open_ = false;
+        direct_ = f.entry.size >= kDirectMinBytes && !fb_.direct_refused;
         // --verify reads the file back by its temporary name, so it keeps one.
-        if (whole && !direct_ && !ctx_.verify && !tmpfile_refused_) {
+        if (whole && !direct_ && !ctx_.verify && !fb_.tmpfile_refused) {
             fd_ = open_unnamed_file(dirs_, f);
             if (fd_) {
                 f.unnamed = true;
+                small_open_ = small_.enabled(); // its pages go with O_DIRECT (small_direct_files.hpp)
                 open_file_ = &f;
                 return;
             }
             if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
                 throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
-            tmpfile_refused_ = true; // the file system has no O_TMPFILE: said in the stats
+            fb_.tmpfile_refused = true; // the file system has no O_TMPFILE: said in the stats
         }
         f.unnamed = false;
         int dir = dirs_.get(f.parent);
         int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
         fd_.reset(::openat(dir, f.temp.c_str(), flags | (direct_ ? O_DIRECT : 0), 0600));
         if (!fd_ && direct_ && errno == EINVAL) {
-            direct_refused_ = true; // e.g. ramfs: said in the stats as a fallback
+            fb_.direct_refused = true; // e.g. ramfs: said in the stats as a fallback
             direct_ = false;
             fd_.reset(::openat(dir, f.temp.c_str(), flags, 0600));
         }
@@ -215,7 +232,7 @@ private:
 
     void queue_write(int c) {
         const BufferWrite& w = buffer_write_[c];
-        ring_.write(writes_[c], fd_.get(), buffers_[c].data() + w.at, static_cast<unsigned>(w.padded), w.offset, fixed_ ? c : -1);
+        ring_.write(writes_[c], w.fd, buffers_[c].data() + w.at, static_cast<unsigned>(w.padded), w.offset, fixed_ ? c : -1);
     }
 
     int free_buffer() {
@@ -251,6 +268,7 @@ private:
         if (static_cast<size_t>(done.result()) < buffer_len_[c])
             throw Error(ErrorCode::destination, "cannot write '" + b->file->entry.path + "': short write (no space left?)");
         b->writes_left--;
+        if (ctx_.bytes_written_direct) ctx_.bytes_written_direct->fetch_add(buffer_len_[c], std::memory_order_relaxed);
         // Verified the moment its data is on disk, not when the sender next sends something:
         // the sender ends its streams only once everything is verified.
         retire_blocks();
@@ -265,10 +283,12 @@ private:
                 // Asked for only now that the bad data's writes are done, so the resent block,
                 // which may come on another stream, cannot be overwritten by them.
                 ctx_.block_failed(*b.file, b.offset, b.length);
-                continue;
+            } else if (b.kept || b.file == open_file_) {
+                block_verified(ctx_, dirs_, *b.file, b.fd, b.offset, b.length, b.checksum);
+            } else {
+                throw Error(ErrorCode::internal, "a block retired after its file was closed");
             }
-            if (b.file != open_file_) throw Error(ErrorCode::internal, "a block retired after its file was closed");
-            block_verified(ctx_, dirs_, *b.file, fd_.get(), b.offset, b.length, b.checksum);
+            if (b.kept) small_.let_go();
         }
     }
 
@@ -336,11 +356,6 @@ private:
     StreamReceipt whole_; // blocks that arrived whole (a reconnect's STREAM_RESUME)
     AlignedBuffer buffers_[kBuffers];
     size_t buffer_len_[kBuffers] = {};
-    struct BufferWrite {
-        uint64_t offset = 0; // in the file
-        size_t at = 0;       // in the buffer
-        size_t padded = 0;   // length written: the data rounded up to a page at the end of the file
-    };
     BufferWrite buffer_write_[kBuffers] = {};
     PendingBlock* buffer_block_[kBuffers] = {};
     std::deque<PendingBlock> pending_; // deque: pointers stay valid as blocks are added
@@ -351,38 +366,28 @@ private:
     FileTable::Hold& hold_ = ctx_.files.hold(index_);
     UniqueFd fd_;        // O_DIRECT when direct_
     UniqueFd shared_fd_; // the same file without O_DIRECT, for pages shared with another block
-    uint64_t shared_page_writes_ = 0;
     Completion writes_[kBuffers]; // tag: the buffer
     Completion recv_, recv_timeout_;
     WritebackWindow written_;
+    SmallDirectFiles small_; // fds of small files whose writes are in flight
+    bool small_open_ = false; // fd_ is a small file written with O_DIRECT; a resend of it gets a new one
     // After the memory, fds and completions its requests use, so it is torn down (cancelling
     // and reaping them) before any of those goes.
     Ring ring_;
     bool direct_ = false;
-    bool direct_refused_ = false;
-    bool tmpfile_refused_ = false;
     bool fixed_ = false;
     bool register_tried_ = false;
     uint64_t carried_ = 0; // bytes of blocks until the buffers are registered
     bool allocate_refused_ = false;
-    std::string register_error_;
+    DirectFallbacks fb_;
     wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};
     std::optional<tls::RecordReader> records_; // encrypted: what the socket is read into
 
 public:
     std::string fallback() const override {
-        std::string fb;
-        if (direct_refused_) fb = "direct: the destination refuses O_DIRECT (EINVAL): buffered writes";
-        if (tmpfile_refused_)
-            fb += std::string(fb.empty() ? "" : "; ") +
-                  "direct: the destination has no O_TMPFILE: small files under temporary names";
-        if (shared_page_writes_)
-            fb += (fb.empty() ? "" : "; ") + std::string("direct: ") + std::to_string(shared_page_writes_) +
-                  " block edge(s) off a 4 KiB page: those partial pages written through the page cache";
-        if (!register_error_.empty())
-            fb += (fb.empty() ? "" : "; ") + std::string("direct: registering buffers failed (") + register_error_ +
-                  "): writes pin pages each time";
-        return fb;
+        DirectFallbacks fb = fb_;
+        fb.small = small_.fallback();
+        return fb.text();
     }
 };
 

@@ -66,6 +66,8 @@ struct RecvContext {
     // The control thread's answers: a stream's idle timer that fires while they excuse the
     // silence waits again instead of failing (silence_excused()).
     const AnswerClock* answers = nullptr;
+    // Bytes a stream wrote with O_DIRECT (the direct path): stats' bytes_written_direct.
+    std::atomic<uint64_t>* bytes_written_direct = nullptr;
 };
 
 // A data stream heard nothing for the idle timeout: true if that is the receiver's own doing

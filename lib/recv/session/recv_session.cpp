@@ -56,7 +56,8 @@ RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
            .block_failed = [this](RecvFile& f, uint64_t off, uint64_t len) { control_side_.block_failed(f, off, len); },
            .file_completed = [this] { control_side_.file_completed(); },
            .still_working = [this] { control_side_.still_working(); },
-           .answers = &control_side_.answers()},
+           .answers = &control_side_.answers(),
+           .bytes_written_direct = &tally_.bytes_written_direct},
       acceptor_(opts_, log_), host_(advertised_host(opts_)) {
     if (opts_.certificates.any()) {
         auto certs = std::make_shared<const tls::CertContext>(opts_.certificates, tls::Side::server);
@@ -297,6 +298,7 @@ Stats RecvSession::stats() {
         .files_held_peak = files_.held_peak(),
         .checksum_failures = control_side_.checksum_failures(),
         .bytes_verified_from_disk = tally_.bytes_verified_from_disk.load(),
+        .bytes_written_direct = tally_.bytes_written_direct.load(),
         .seconds = seconds_since(t0_),
         .streams = stream_count_,
         .data_path = target_->data_path(),

@@ -21,6 +21,7 @@ public:
     std::atomic<uint64_t> bytes_received{0};
     std::atomic<uint64_t> files_completed{0};
     std::atomic<uint64_t> bytes_verified_from_disk{0};
+    std::atomic<uint64_t> bytes_written_direct{0};
 
     // Returns true if this slower path is new (then worth a line in the log).
     bool note_fallback(const std::string& why);
