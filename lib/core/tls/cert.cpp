@@ -109,6 +109,16 @@ std::string spki_pin(X509* cert) {
     return out;
 }
 
+namespace {
+
+// OpenSSL calls this when the server asks for a certificate and this side has none set.
+int certificate_requested(SSL* ssl, X509**, EVP_PKEY**) {
+    call_of(ssl)->certificate_requested = true;
+    return 0; // none: the handshake goes on with an empty Certificate, then handshake() refuses
+}
+
+} // namespace
+
 CertContext::CertContext(const Certificates& c, Side side) : side_(side), ca_file_(c.ca_file) {
     const bool client = side == Side::client;
     if (c.cert_file.empty() != c.key_file.empty())
@@ -148,6 +158,11 @@ CertContext::CertContext(const Certificates& c, Side side) : side_(side), ca_fil
     else if (!c.ca_file.empty() || !pins_.empty())
         SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_peer);
     if (!client) SSL_CTX_set_client_hello_cb(ctx_, no_psk, nullptr);
+    // In TLS 1.3 a client's handshake ends before the server judges its certificate, and the
+    // server's refusal comes in a record later, racing the sender's data streams (which then
+    // failed first with a bare EOF, or found the receiver gone). A sender without --cert that is
+    // asked for one knows the answer already: it fails the handshake with the reason itself.
+    if (client && own_spki_.empty()) SSL_CTX_set_client_cert_cb(ctx_, certificate_requested);
 }
 
 CertContext::~CertContext() { SSL_CTX_free(ctx_); }
@@ -171,6 +186,10 @@ CertOutcome CertContext::handshake(int fd, const std::string& host, const std::s
     call.ca_file = ca_file_;
     CertOutcome out;
     out.keys = run_handshake(ssl.get(), fd, side_, call, peer);
+    if (call.certificate_requested)
+        throw Error(ErrorCode::auth, "TLS handshake with " + peer +
+                                         " failed: the peer requires a certificate from this side (it has --ca or --pin): "
+                                         "give this side --cert and --key");
     if (SSL_session_reused(ssl.get()))
         throw Error(ErrorCode::protocol, "TLS handshake with " + peer + " resumed a session where a certificate was due");
     if (SSL_export_keying_material(ssl.get(), out.session.data(), out.session.size(), kExporterLabel.data(),

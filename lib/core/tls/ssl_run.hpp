@@ -27,6 +27,9 @@ struct Call {
     // Why this side refused the handshake, said by a callback (a pin that matched none, a
     // certificate that did not verify, the other side in another mode); first in the error.
     std::string refused;
+    // The peer (a receiver with --ca or --pin) asked for this side's certificate and this side
+    // has none: known at once from its CertificateRequest, before the peer's verdict.
+    bool certificate_requested = false;
 };
 
 Call* call_of(const SSL* ssl);
