@@ -38,7 +38,7 @@ options:
   --bind ADDR          with --connect-back: address to listen on (default: all)
   --connect-timeout S  give up connecting to the server after S seconds (default 10)
   --idle-timeout S     fail if the server is silent this long (default 60; longer on a link
-                       whose round trip makes it short: 64 round trips, -v and --json say)
+                       whose round trip makes it short: 64 x (RTT + 200 ms), -v and --json say)
   --mptcp              Multipath TCP on every connection (the server needs --mptcp too); where
                        the kernel, server or path lacks it, plain TCP, said per connection in -v
                        and --json "mptcp_connections"

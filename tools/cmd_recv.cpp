@@ -51,8 +51,8 @@ options:
   --groupmap FROM:TO,...  the same for groups
   --numeric-ids        keep owners by number alone (default: by the user and group names
                        the sender sends, where this host knows them, as rsync does)
-  --idle-timeout S     fail if the sender is silent this long (default 60; at least 64 round
-                       trips of the control connection: -v and --json say what was chosen)
+  --idle-timeout S     fail if the sender is silent this long (default 60; at least 64 x (round
+                       trip + 200 ms) of the control connection: -v and --json say)
   --cc NAME            TCP congestion control of every accepted connection (e.g. bbr,
                        cubic; default: the system's)
   --mptcp              listen with Multipath TCP (senders with --mptcp spread each connection

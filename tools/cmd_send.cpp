@@ -40,9 +40,9 @@ options:
   --token SECRET       the receiver's token (visible to every local user in ps: prefer
                        --token-file or the SLUICE_TOKEN environment variable)
   --connect-timeout S  seconds to wait for a connection (default 10; a data stream's: at least
-                       64 round trips of the control connection)
-  --idle-timeout S     fail if the receiver is silent this long (default 60; at least 64 round
-                       trips of the control connection: -v and --json say what was chosen)
+                       64 x (the control connection's round trip + 200 ms))
+  --idle-timeout S     fail if the receiver is silent this long (default 60; at least 64 x (round
+                       trip + 200 ms) of the control connection: -v and --json say)
   --retry-for S        reopen a data stream whose connection breaks for up to S seconds and
                        send again what it had not delivered (default 120; 0: a break fails)
   --bounded-resend     before each block, wait until the receiver acknowledged the ones before

@@ -102,11 +102,21 @@ def steady_mbit(row, after=4.0):
     return rates[len(rates) // 2] if rates else None
 
 
+def steady_retrans_pct(row, after=4.0, mss=1448):
+    """Retransmitted bytes over acknowledged bytes once `after` seconds have passed (h16g): the
+    share past start-up, which a 12 s run's whole-run figure mixes with slow start's overshoot."""
+    tr = [s for s in row.get("trace") or [] if s["t"] >= after and s["n"] >= row["streams"]]
+    if len(tr) < 2 or tr[-1]["acked"] <= tr[0]["acked"]:
+        return None
+    return 100.0 * (tr[-1]["retrans"] - tr[0]["retrans"]) * mss / (tr[-1]["acked"] - tr[0]["acked"])
+
+
 def main(paths):
     """Table of traced rows: goodput, the steady rate, and the seconds start-up cost (the run's
     length less what the steady rate would have moved in it)."""
-    print("| file | RTT ms | loss % | tool | send args | streams | goodput Mbit/s | steady Mbit/s | start-up s | retrans % | line drops |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| file | RTT ms | loss % | tool | send args | streams | goodput Mbit/s | steady Mbit/s | start-up s | retrans % "
+          "| line drops | cc | steady retrans % | rwnd-limited ms | Recv-Q max KB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for p in paths:
         for line in open(p):
             r = json.loads(line)
@@ -117,7 +127,10 @@ def main(paths):
             print(f"| {p.split('/')[-1]} | {r['rtt_ms']:g} | {r['loss_pct']:g} | {r['tool']} | {r.get('send_args', '')} | "
                   f"{r['streams']} | {r['goodput_mbit']:.1f}{'' if r.get('complete') else '*'} | "
                   f"{'-' if st is None else f'{st:.1f}'} | {'-' if lost is None else f'{lost:.2f}'} | "
-                  f"{r.get('retrans_pct') or 0:.2f} | {r.get('line_drops', '-')} |")
+                  f"{r.get('retrans_pct') or 0:.2f} | {r.get('line_drops', '-')} | {r.get('cc', '-')} | "
+                  f"{'-' if (sr := steady_retrans_pct(r)) is None else f'{sr:.2f}'} | "
+                  f"{max((x['rwnd_ms'] for x in r.get('trace') or []), default=0)} | "
+                  f"{max((x['recvq_max'] for x in r.get('trace') or []), default=0) / 1024:.0f} |")
 
 
 if __name__ == "__main__":

@@ -109,11 +109,23 @@ TEST_CASE("an MPTCP connection's figures come from its subflows, a TCP one's fro
     CHECK(*acked > 0);
     CHECK(*acked <= m.bytes_sent + 1);
     CHECK(bytes_acked(both.client.get()) == *acked);
+    CHECK(bytes_delivered(both.client.get()) == *acked); // the pacer's figure: MPTCP's own counter
     // A client that fell back to TCP is judged by TCP_INFO, which then describes it whole.
     Pair fell_back = connect_pair(false, true);
     move_bytes(fell_back.client.get(), fell_back.server.get(), 64 << 10);
     CHECK_FALSE(mptcp_stream_tcp(fell_back.client.get(), 1).has_value());
     CHECK(stream_tcp(fell_back.client.get(), 1).subflows == 0);
+}
+
+// The pacer's aggregate (issue 16): what the peer received, SACKed or acknowledged, in
+// segments x MSS. Every segment is at most one MSS, so it is never below what was acknowledged
+// before it was read; a descriptor without TCP_INFO reads 0.
+TEST_CASE("bytes delivered cover the bytes acknowledged") {
+    Pair plain = connect_pair(false, false);
+    move_bytes(plain.client.get(), plain.server.get(), 1 << 20);
+    const uint64_t acked = bytes_acked(plain.client.get());
+    CHECK(bytes_delivered(plain.client.get()) >= acked);
+    CHECK(bytes_delivered(-1) == 0);
 }
 
 TEST_CASE("window limits leave MPTCP streams out and say so") {

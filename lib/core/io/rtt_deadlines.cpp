@@ -7,9 +7,19 @@
 
 namespace sluice {
 
+namespace {
+
+// What the scaling asks for, in ms: 64 RTOs on a long path, 64 round trips on a short one.
+uint64_t scaled_ms(uint32_t rtt_us) noexcept {
+    const uint64_t rto_us = rtt_us >= kRtoScaleMinRttUs ? uint64_t{rtt_us} + kRtoFloorUs : uint64_t{rtt_us};
+    return rto_us * kDeadlineRtos / 1000;
+}
+
+} // namespace
+
 int rtt_scaled_ms(int floor_ms, uint32_t rtt_us) noexcept {
     if (floor_ms <= 0) return floor_ms; // none asked: none scaled
-    const uint64_t scaled = static_cast<uint64_t>(rtt_us) * kDeadlineRtts / 1000;
+    const uint64_t scaled = scaled_ms(rtt_us);
     if (scaled <= static_cast<uint64_t>(std::max(floor_ms, 0))) return floor_ms;
     return static_cast<int>(std::min<uint64_t>(scaled, std::max(floor_ms, kDeadlineCeilingMs)));
 }
@@ -24,10 +34,12 @@ RttDeadlines rtt_deadlines(int connect_floor_ms, int idle_floor_ms, uint32_t rtt
 
 namespace {
 
-// "6.4 s (64 round trips; asked 2 s)" or "60 s (asked; 64 round trips are 0.1 s)".
+// "19.2 s (64 RTOs of RTT + 200 ms; asked 2 s)" or "60 s (asked; 64 round trips are 0.006 s)".
 std::string choice_text(int chosen_ms, int floor_ms, uint32_t rtt_us) {
-    const int rtts_ms = static_cast<int>(std::min<uint64_t>(uint64_t(rtt_us) * kDeadlineRtts / 1000, 1u << 30));
-    std::string rtts = std::to_string(kDeadlineRtts) + " round trips";
+    const int rtts_ms = static_cast<int>(std::min<uint64_t>(scaled_ms(rtt_us), 1u << 30));
+    std::string rtts = std::to_string(kDeadlineRtos) +
+                       (rtt_us >= kRtoScaleMinRttUs ? " RTOs of RTT + " + std::to_string(kRtoFloorUs / 1000) + " ms"
+                                                    : std::string(" round trips"));
     if (chosen_ms == floor_ms) return timeout_text(chosen_ms) + " (asked; " + rtts + " are " + timeout_text(rtts_ms) + ")";
     if (chosen_ms < rtts_ms) return timeout_text(chosen_ms) + " (the ceiling; " + rtts + " are " + timeout_text(rtts_ms) + ")";
     return timeout_text(chosen_ms) + " (" + rtts + "; asked " + timeout_text(floor_ms) + ")";

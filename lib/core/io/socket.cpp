@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "core/io/mptcp.hpp"
@@ -205,6 +206,17 @@ uint64_t bytes_acked(int fd) noexcept {
     socklen_t len = sizeof ti;
     if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
     return ti.tcpi_bytes_acked;
+}
+
+uint64_t bytes_delivered(int fd) noexcept {
+    if (std::optional<uint64_t> m = mptcp_bytes_acked(fd)) return *m;
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    // tcpi_delivered came with Linux 4.18: a shorter answer lacks it.
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(tcp_info, tcpi_delivered) + sizeof ti.tcpi_delivered)
+        return 0;
+    return uint64_t{ti.tcpi_delivered} * ti.tcpi_snd_mss;
 }
 
 bool RecvLowWater::expect(size_t owed) noexcept {

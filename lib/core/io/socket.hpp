@@ -43,6 +43,14 @@ bool wait_readable_for(int fd, int timeout_ms);
 // waiter whose deadline passed while this moved was waiting on a slow peer, not a silent
 // one: io_uring sends take as long as the link needs, and SO_SNDTIMEO does not bound them.
 uint64_t bytes_acked(int fd) noexcept;
+// Data the peer has received so far, acknowledged or selectively acknowledged (TCP_INFO's
+// tcpi_delivered segments x the MSS: an estimate, exact for full segments; 0 where
+// unavailable). Unlike bytes_acked it does not leap when a loss is repaired: the bytes SACKed
+// behind a hole count as they arrive, not all at once when the hole is filled. A rate taken
+// per round trip from bytes_acked on a lossy stream spikes with each repair (issue 16's pacer
+// took those spikes for the bottleneck's rate). An MPTCP socket: its bytes_acked (its TCP_INFO
+// is one subflow's). The counter is 32 bits of segments: it wraps after ~6 TB per connection.
+uint64_t bytes_delivered(int fd) noexcept;
 
 // Keeps a socket's SO_RCVLOWAT at the number of bytes the next read is owed (capped), so that
 // TCP wakes a waiting reader once that many have arrived instead of once per segment: on a

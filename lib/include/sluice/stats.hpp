@@ -112,8 +112,8 @@ struct Stats {
     // one runs plain TCP; mptcp_connections says which and why, as -v does).
     std::string mptcp = "off";
     std::vector<ConnectionMptcp> mptcp_connections; // with --mptcp: each connection, control first
-    // Deadlines that scale with the round trip (issue 16): each is the one asked, or 64 round
-    // trips of the control connection where that is longer (at most 10 minutes more).
+    // Deadlines that scale with the round trip (issue 16): each is the one asked, or 64 x (the
+    // control connection's round trip + 200 ms) where that is longer (at most 10 minutes more).
     uint32_t control_rtt_us = 0; // the control connection's smoothed RTT when they were chosen (0: not measured)
     int idle_timeout_ms = 0;     // the peer's silence that fails the transfer
     int connect_timeout_ms = 0;  // sender: a data stream's connect and reopen

@@ -165,7 +165,8 @@ void Acceptor::accept_new(std::vector<Pending>& pending) {
 bool Acceptor::greet(UniqueFd fd, const sockaddr_storage& peer, std::vector<Pending>& pending, size_t& dropped,
                      bool adopted) {
     // Scaled with the round trip the connection's own handshake measured (tcp_tuning.hpp): a
-    // far sender gets 64 round trips; a flood on a near one still holds a slot 10 s at most.
+    // far sender gets 64 RTOs (round trip + 200 ms each); a flood on a near one (under 2 ms)
+    // still holds a slot 10 s at most.
     const int deadline_ms = rtt_scaled_ms(kHandshakeDeadlineMs, smoothed_rtt_us(fd.get()));
     Pending p{.fd = std::move(fd),
               .deadline = Clock::now() + std::chrono::milliseconds(deadline_ms),

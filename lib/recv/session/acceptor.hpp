@@ -2,7 +2,7 @@
 // Accepting and authenticating connections (docs/design.md, "Receiver"; docs/protocol.md,
 // "Handshake"): one poll() over the listening socket and every pending handshake, so that no
 // peer can hold the others up. At most 256 handshakes are pending, each with a 10 s deadline
-// (64 round trips of its connection where that is longer),
+// (64 x (its connection's round trip + 200 ms) where that is longer, from 2 ms of round trip),
 // and at most 16 from one source address (an IPv4 address, an IPv6 /64). When the table is
 // full a flood pays for itself: the entry dropped is a random one of the source holding the
 // most, never one of the authenticated transfer's own address for another's sake

@@ -72,7 +72,7 @@ void StreamPacer::run() {
     unsigned rounds = 0;
     bool short_said = false;
     std::vector<uint64_t> prev(fds_.size());
-    for (size_t i = 0; i < fds_.size(); ++i) prev[i] = bytes_acked(fds_[i]);
+    for (size_t i = 0; i < fds_.size(); ++i) prev[i] = bytes_delivered(fds_[i]);
     auto t_prev = std::chrono::steady_clock::now();
     for (;;) {
         const uint32_t rtt_us = stream_tcp(fds_[0], 1).rtt_us;
@@ -90,7 +90,7 @@ void StreamPacer::run() {
         uint64_t moved = 0;
         unsigned moving = 0;
         for (size_t i = 0; i < fds_.size(); ++i) {
-            const uint64_t now = bytes_acked(fds_[i]); // a reopened stream starts again from 0
+            const uint64_t now = bytes_delivered(fds_[i]); // a reopened stream starts again from 0
             if (now > prev[i]) {
                 moved += now - prev[i];
                 ++moving;
