@@ -258,7 +258,7 @@ void ControlSide::finish_empty_file(RecvFile& f) {
     if (target_.writes_files()) {
         ParentDirCache dirs(target_.tree());
         UniqueFd fd = open_temp_file(dirs, f);
-        finish_file(dirs, f, fd.get(), opts_.sync);
+        finish_file(dirs, f, fd.get(), opts_.sync, &files_.reaper());
     }
     files_.set_complete(f);
     tally_.files_completed.fetch_add(1, std::memory_order_relaxed);
