@@ -9,7 +9,7 @@ import pwd
 import pytest
 
 from conftest import run_sluice
-from test_owner_names import NAMELESS, owned, send
+from test_owner_names import NAMELESS, owned, refused_senders_map, send
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="changing owners needs root")
@@ -93,17 +93,8 @@ def test_chown_of_one_part_goes_with_a_map_of_the_other(tmp_path, receiver_facto
 
 
 def test_senders_unknown_chown_name_fails_before_anything_is_written(tmp_path, receiver_factory):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "f").write_bytes(b"f")
-    dest = dest_dir(tmp_path, "dest")
-    rx = receiver_factory(dest)
-    sent = run_sluice("send", src, rx.url, "--chown", "no-such-user-here:bin")
-    rc, _, err = rx.wait(timeout=120)
-    assert sent.returncode != 0 and rc != 0
-    why = "the sender's --chown: 'no-such-user-here' is not a user on this host"
-    assert why in sent.stderr and why in err, (sent.stderr, err)
-    assert os.listdir(dest) == []
+    refused_senders_map(tmp_path, receiver_factory, ["--chown", "no-such-user-here:bin"],
+                        "the sender's --chown: 'no-such-user-here' is not a user on this host")
 
 
 def test_senders_chown_with_a_map_of_the_same_part_is_a_usage_error(tmp_path):
