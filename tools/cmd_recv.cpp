@@ -49,6 +49,8 @@ options:
                        a wildcard (* ? [..]) on the sender's name, an id, or LOW-HIGH ids;
                        TO a name of this host or an id; the first match wins, else by name
   --groupmap FROM:TO,...  the same for groups
+  --chown USER:GROUP   every entry's owner USER and group GROUP (names of this host or ids;
+                       "USER" or ":GROUP" for one of them), as rsync's --chown
   --numeric-ids        keep owners by number alone (default: by the user and group names
                        the sender sends, where this host knows them, as rsync does)
   --idle-timeout S     fail if the sender is silent this long (default 60; at least 64 x (round
@@ -106,7 +108,7 @@ int receive_pipe(const Args& a, RecvOptions& o, bool show_token) {
 int cmd_recv(int argc, char** argv) {
     Args a(argc, argv,
            {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
-            "--max-files", "--max-manifest-bytes", "--cc", "--usermap", "--groupmap", "--cert", "--key", "--ca", "--pin"},
+            "--max-files", "--max-manifest-bytes", "--cc", "--usermap", "--groupmap", "--cert", "--key", "--ca", "--pin", "--chown"},
            {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids", "--encrypt", "--no-encrypt", "--mptcp"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
@@ -157,6 +159,7 @@ int cmd_recv(int argc, char** argv) {
     o.numeric_ids = a.flag("--numeric-ids");
     if (auto v = a.value("--usermap")) o.usermap = *v;
     if (auto v = a.value("--groupmap")) o.groupmap = *v;
+    if (auto v = a.value("--chown")) o.chown = *v;
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     if (o.verbose)
         std::cerr << "sluice: token " << (token.from == TokenFrom::none ? "made at random" : "from " + printable(token.source))

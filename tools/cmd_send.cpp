@@ -80,6 +80,8 @@ privileges allow and warns once per kind about the rest: docs/guarantees.md):
   --no-acls            do not send POSIX ACLs (-A)
   --usermap FROM:TO,...   --groupmap FROM:TO,...   owner maps for the receiver (rsync's
                        syntax, see sluice recv --help): applied after the receiver's own
+  --chown USER:GROUP   the receiver gives every entry owner USER and group GROUP (its names
+                       or ids; "USER" or ":GROUP" for one), as rsync's --chown
   --no-specials        skip fifos, sockets and devices with a warning (default: re-created)
 filters (rsync's rules, a subset: docs/guarantees.md "Filters"; first match wins):
   --exclude PATTERN    leave out what PATTERN matches (repeatable)
@@ -97,7 +99,7 @@ int cmd_send(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--token-file", "--connect-timeout",
             "--idle-timeout", "--cc", "--retry-for", "--cert", "--key", "--ca", "--pin", "--announce-window", "--exclude", "--include",
-            "--exclude-from", "--usermap", "--groupmap"},
+            "--exclude-from", "--usermap", "--groupmap", "--chown"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
             "--no-specials", "--specials", "--delete", "--pace", "--mptcp", "--bounded-resend", "--checksum", "-c", "--encrypt", "--no-encrypt",
@@ -153,6 +155,7 @@ int cmd_send(int argc, char** argv) {
     o.acls = !a.flag("--no-acls");
     if (auto v = a.value("--usermap")) o.usermap = *v;
     if (auto v = a.value("--groupmap")) o.groupmap = *v;
+    if (auto v = a.value("--chown")) o.chown = *v;
     o.specials = !a.flag("--no-specials");
     o.delete_extraneous = a.flag("--delete");
     o.dry_run = a.flag("--dry-run") || a.flag("-n");

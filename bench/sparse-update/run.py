@@ -21,7 +21,9 @@ btrfs, a copy on ext4 (the receiver's `fallbacks` in the output say which).
 minor: the WDT report's "minor" set at --scale (default 1/32: ~3,200 files of 1-400 KiB) from
 bench/datasets/gen.py, first copied whole; then per round, twice: 1% of the files get 4 KiB
 rewritten, and the destination is brought up to date by `sluice send` and by `rsync -a` (delta
-transfer, the default to a daemon), alternating order.
+transfer, the default to a daemon), alternating order. --old BIN adds a third tool, "sluice
+update (old)": the same update by another sluice build (both of its sides), in the same
+rotation, for a before/after beside rsync in one run.
 """
 import argparse
 import json
@@ -84,14 +86,15 @@ class RsyncDaemon:
         self.proc.wait(timeout=10)
 
 
-def sluice_run(src, dest, send_args=(), recv_args=()):
+def sluice_run(src, dest, send_args=(), recv_args=(), binary=None):
     """One `sluice send SRC` into DEST over loopback: (seconds, sender stats, receiver stats)."""
     port = free_port()
-    rx = subprocess.Popen([SLUICE, "recv", dest, "--bind", "127.0.0.1", "--port", str(port), "--token", "b", "--json",
+    binary = binary or SLUICE
+    rx = subprocess.Popen([binary, "recv", dest, "--bind", "127.0.0.1", "--port", str(port), "--token", "b", "--json",
                            *recv_args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = rx.stdout.readline().strip()
     t0 = time.monotonic()
-    tx = subprocess.run([SLUICE, "send", src, url, "--json", *send_args], capture_output=True, text=True, timeout=600)
+    tx = subprocess.run([binary, "send", src, url, "--json", *send_args], capture_output=True, text=True, timeout=600)
     out, err = rx.communicate(timeout=120)
     secs = time.monotonic() - t0
     if tx.returncode or rx.returncode:
@@ -212,7 +215,7 @@ def touch_files(root, fraction, seed):
     return len(files), len(picks)
 
 
-def bench_minor(data, rounds, scale):
+def bench_minor(data, rounds, scale, old=None):
     sets = os.path.join(data, "sets")
     subprocess.run([sys.executable, os.path.join(ROOT, "bench", "datasets", "gen.py"), "--out", sets, "--scale", scale,
                     "--sets", "minor"], check=True)
@@ -222,6 +225,8 @@ def bench_minor(data, rounds, scale):
     os.makedirs(dest_root)
     daemon = RsyncDaemon(data)
     rows = {"sluice update": [], "rsync -a": []}
+    if old:
+        rows["sluice update (old)"] = []
     seed = 200
     try:
         sluice_run(src, dest_root)  # the first, whole copy (not timed)
@@ -230,8 +235,8 @@ def bench_minor(data, rounds, scale):
             for tool in order:
                 seed += 1
                 n, changed = touch_files(src, 0.01, seed)
-                if tool == "sluice update":
-                    secs, s, _ = sluice_run(src, dest_root)
+                if tool.startswith("sluice update"):
+                    secs, s, _ = sluice_run(src, dest_root, binary=old if tool.endswith("(old)") else None)
                     sent = s["bytes_sent"]
                 else:
                     secs = rsync_run(daemon, src, "minor-dest", "-a")
@@ -263,13 +268,14 @@ def main():
     ap.add_argument("data")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out")
+    ap.add_argument("--old", help="minor: another sluice binary, run as a third tool")
     a = ap.parse_args()
     if a.what == "sparse":
         res = bench_sparse(a.data, a.rounds)
     elif a.what == "update":
         res = bench_update(a.data, a.rounds)
     else:
-        res = bench_minor(a.data, a.rounds, a.scale)
+        res = bench_minor(a.data, a.rounds, a.scale, a.old)
     text = json.dumps(res, indent=1)
     print(text)
     if a.out:

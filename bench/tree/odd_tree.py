@@ -70,7 +70,7 @@ def make(root):
     os.chmod(j("meta", "capable"), 0o755)
     os.setxattr(j("meta", "capable"), "security.capability", CAP_NET_RAW)
     if shutil.which("setfacl"):
-        subprocess.run(["setfacl", "-m", "u:54321:rw,g:54322:r", j("meta", "xattrs")], check=True)
+        subprocess.run(["setfacl", "-m", "u:54321:rw,g:54322:r,u:daemon:r,g:bin:w", j("meta", "xattrs")], check=True)
         subprocess.run(["setfacl", "-d", "-m", "u:54321:rwx", j("meta", "sticky")], check=True)
     # Special files.
     os.makedirs(j("special"))

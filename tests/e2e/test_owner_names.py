@@ -316,19 +316,25 @@ def test_the_senders_maps_apply_after_the_receivers_own(tmp_path, receiver_facto
     assert owners(dest / "src", "dbnr") == {"d": (NOBODY, 7), "b": (sys_uid, 7), "n": (NAMELESS, 7), "r": (0, 7)}
 
 
-def test_a_senders_map_the_receiver_cannot_use_fails_before_anything_is_written(tmp_path, receiver_factory):
+def refused_senders_map(tmp_path, receiver_factory, send_args, why):
+    """A sender's owner map the receiver cannot use: both sides fail saying why, nothing written."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "f").write_bytes(b"f")
     dest = tmp_path / "dest"
     dest.mkdir()
     rx = receiver_factory(dest)
-    sent = run_sluice("send", src, rx.url, "--usermap", "daemon:no-such-user-here")
+    sent = run_sluice("send", src, rx.url, *send_args)
     rc, _, err = rx.wait(timeout=120)
     assert sent.returncode != 0 and rc != 0
-    why = "the sender's --usermap: 'daemon:no-such-user-here' maps to 'no-such-user-here', which is not a user on this host"
     assert why in sent.stderr and why in err, (sent.stderr, err)
     assert os.listdir(dest) == []
+
+
+def test_a_senders_map_the_receiver_cannot_use_fails_before_anything_is_written(tmp_path, receiver_factory):
+    refused_senders_map(tmp_path, receiver_factory, ["--usermap", "daemon:no-such-user-here"],
+                        "the sender's --usermap: 'daemon:no-such-user-here' maps to 'no-such-user-here', "
+                        "which is not a user on this host")
 
 
 @pytest.mark.parametrize("maps,message", [

@@ -162,7 +162,11 @@ TreeOptionsFrame decode_tree_options(Span payload) {
     ByteReader r(payload, "TREE_OPTIONS");
     TreeOptionsFrame t;
     t.flags = r.u32();
-    if (t.flags & ~(TreeOptionsFrame::kDelete | TreeOptionsFrame::kDryRun | TreeOptionsFrame::kOwnerMaps)) bad("TREE_OPTIONS: unknown flags " + std::to_string(t.flags));
+    if (t.flags & ~(TreeOptionsFrame::kDelete | TreeOptionsFrame::kDryRun | TreeOptionsFrame::kOwnerMaps |
+                    TreeOptionsFrame::kUserChown | TreeOptionsFrame::kGroupChown))
+        bad("TREE_OPTIONS: unknown flags " + std::to_string(t.flags));
+    if ((t.flags & (TreeOptionsFrame::kUserChown | TreeOptionsFrame::kGroupChown)) && !(t.flags & TreeOptionsFrame::kOwnerMaps))
+        bad("TREE_OPTIONS: --chown flags without owner maps");
     const uint32_t n = r.u32();
     if (n > kMaxRules) bad("TREE_OPTIONS: " + std::to_string(n) + " filter rules exceed the limit of 4096");
     for (uint32_t i = 0; i < n; ++i) {

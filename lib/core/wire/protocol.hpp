@@ -166,6 +166,8 @@ struct TreeOptionsFrame {
     static constexpr uint32_t kDelete = 1; // remove what the receiver has under the sent roots that the manifest lacks
     static constexpr uint32_t kDryRun = 2; // change nothing: report what would change (DRY_RUN_ITEMS, DRY_RUN_DELETED)
     static constexpr uint32_t kOwnerMaps = 4; // the sender's --usermap/--groupmap follow the rules
+    static constexpr uint32_t kUserChown = 8;   // with kOwnerMaps: the usermap is the sender's --chown USER
+    static constexpr uint32_t kGroupChown = 16; // with kOwnerMaps: the groupmap is the sender's --chown :GROUP
     uint32_t flags = 0;
     std::vector<std::string> rules; // "+ PATTERN" / "- PATTERN": what --delete leaves alone
     std::string usermap, groupmap;  // kOwnerMaps: each at most kMaxPathBytes, no NUL

@@ -133,6 +133,10 @@ struct SendOptions {
     // --usermap / --groupmap given to the sender (rsync's FROM:TO,...): sent in TREE_OPTIONS and
     // applied by the receiver after its own maps' rules (docs/protocol.md, "Owner names").
     std::string usermap, groupmap;
+    // rsync's --chown USER:GROUP ("USER", ":GROUP"): --usermap '*:USER' / --groupmap '*:GROUP'
+    // for the receiver, which looks the names up; sends owner / group for the parts given.
+    // Given with a --usermap (--groupmap) for the same part: Error(usage).
+    std::string chown;
     // --delete: the receiver removes what it has under the sent directories that they no longer
     // hold (never what the filters exclude), once everything else is in place; listed in its
     // -v lines and its Stats::deleted.
@@ -187,6 +191,10 @@ struct RecvOptions {
     // matching the sender's id or name decides; docs/guarantees.md, "Owners by name"). A TO
     // this host does not know, or a rule that is not FROM:TO, fails the Receiver's constructor.
     std::string usermap, groupmap;
+    // rsync's --chown USER:GROUP ("USER", ":GROUP"): every entry's owner / group is USER /
+    // GROUP (a name this host must know, or a number); fails the constructor otherwise, and
+    // with a --usermap (--groupmap) for the same part.
+    std::string chown;
     // For a sender this side did not choose (sluice::get() sets it): refuse the transfer, naming
     // the entry, when a symlink's target is absolute or climbs out of the destination (see
     // docs/protocol.md, "Get sessions"), and when an entry is a hard link or a special file.

@@ -139,6 +139,7 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
         in_place_.reset();
         register_entry(std::move(page.entries[i]), ack.verified);
         const bool has_meta = next_meta < page.meta.size() && page.meta[next_meta].first == i;
+        if (has_meta) tree_meta_.map_acl_ids(files_.at(id).entry.path, page.meta[next_meta].second);
         if (dry_) dry_->add(files_.at(id), has_meta ? &page.meta[next_meta].second : nullptr);
         if (has_meta)
             tree_meta_.add_meta(files_, files_.at(id), std::move(page.meta[next_meta++].second),
@@ -257,7 +258,7 @@ void ControlSide::finish_empty_file(RecvFile& f) {
     if (target_.writes_files()) {
         ParentDirCache dirs(target_.tree());
         UniqueFd fd = open_temp_file(dirs, f);
-        finish_file(dirs, f, fd.get(), opts_.sync);
+        finish_file(dirs, f, fd.get(), opts_.sync, &files_.reaper());
     }
     files_.set_complete(f);
     tally_.files_completed.fetch_add(1, std::memory_order_relaxed);

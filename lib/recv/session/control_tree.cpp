@@ -22,7 +22,9 @@ void ControlSide::on_tree_options(wire::TreeOptionsFrame&& t) {
         log_.verbose_line("dry run: the sender asks what this transfer would change; nothing is written");
     }
     if (t.flags & wire::TreeOptionsFrame::kDelete) mirror_.emplace(t);
-    if (t.flags & wire::TreeOptionsFrame::kOwnerMaps) tree_meta_.add_sender_maps(t.usermap, t.groupmap);
+    if (t.flags & wire::TreeOptionsFrame::kOwnerMaps)
+        tree_meta_.add_sender_maps(t.usermap, t.groupmap, t.flags & wire::TreeOptionsFrame::kUserChown,
+                                   t.flags & wire::TreeOptionsFrame::kGroupChown);
     if (files_.releasing()) log_.verbose_line("complete entries kept: --delete and --dry-run look at every path sent at the end");
     files_.allow_release(false);
 }

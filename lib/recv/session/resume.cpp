@@ -17,6 +17,8 @@ Resumed resume_file(int dir, FileTable& files, RecvFile& f, bool verify, std::ve
         files.set_complete(f);
         return {.complete = true, .bytes = f.entry.size, .in_place = st};
     }
+    // An older version with blocks: finish_file leaves freeing them to the reaper.
+    f.replaces = quick_check && S_ISREG(st.st_mode) && st.st_blocks > 0;
     if (f.entry.size == 0) return {};
     journal::Contents journal = journal::load(dir, f.temp, f.entry.size, f.entry.mtime_ns);
     if (journal.ranges.empty()) {

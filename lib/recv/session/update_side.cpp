@@ -155,7 +155,7 @@ UpdateSide::Applied UpdateSide::apply(const DestTree& tree, FileTable& files, co
         if (files.mark_verified(*f, x.offset, x.length)) a.complete = true;
     }
     if (a.complete) {
-        finish_file(dirs, *f, to.get(), sync);
+        finish_file(dirs, *f, to.get(), sync, &files.reaper());
         if (f->journaled) journal::remove(dirs.get(f->parent), f->temp); // blocks that arrived before
         files.set_complete(*f);
     }

@@ -68,7 +68,7 @@ UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f) {
     return fd;
 }
 
-void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync) {
+void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync, InodeReaper* reaper) {
     const std::string& path = f.entry.path;
     struct stat st {};
     if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::destination, "cannot stat '" + path + "'");
@@ -81,12 +81,16 @@ void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync) {
         throw_errno(ErrorCode::destination, "cannot set the mtime of '" + path + "'");
     if (sync && ::fsync(fd) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + path + "'");
     int dir = dirs.get(f.parent);
+    // The old version's inode, held so that the rename does not free (and discard) its blocks
+    // on this thread (inode_reaper.hpp). Not there any more, or not openable: the rename frees it.
+    UniqueFd old;
+    if (f.replaces && reaper) old.reset(::openat(dir, f.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (f.unnamed) {
         link_into_place(dir, f, fd);
-        return;
-    }
-    if (::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0)
+    } else if (::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0) {
         throw_errno(ErrorCode::destination, "cannot rename '" + path + "' into place");
+    }
+    if (old) reaper->retire(std::move(old));
 }
 
 namespace {
@@ -153,7 +157,7 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
     if (!complete) return;
     if (fd >= 0) {
         if (ctx.verify) verify_from_disk(ctx, dirs, f);
-        finish_file(dirs, f, fd, ctx.sync);
+        finish_file(dirs, f, fd, ctx.sync, &ctx.files.reaper());
         if (f.journaled) journal::remove(dirs.get(f.parent), f.temp);
         if (ctx.still_working) ctx.still_working();
     }

@@ -19,6 +19,7 @@
 
 #include "sluice/error.hpp"
 #include "core/wire/protocol.hpp"
+#include "recv/store/inode_reaper.hpp"
 
 namespace sluice {
 
@@ -39,6 +40,9 @@ struct RecvFile {
     uint64_t verified_bytes = 0;
     bool complete = false;  // renamed into place
     bool journaled = false; // a journal of verified ranges exists beside the temp file
+    // The quick check found an older regular file with blocks under the final name: its inode
+    // is kept open across the rename and closed by the table's reaper (inode_reaper.hpp).
+    bool replaces = false;
     // With --verify: every block's (offset, length, checksum), re-checked from disk at the end.
     std::vector<std::array<uint64_t, 3>> sums;
 };
@@ -154,6 +158,8 @@ public:
     // Marks f in place and frees what it no longer needs: parent, name, temp, verified and
     // sums are empty afterwards (entry stays).
     void set_complete(RecvFile& f);
+    // Closes the old versions of replaced files off the data streams (finish_file).
+    InodeReaper& reaper() { return reaper_; }
 
 private:
     // 1,024 entries (~300 KiB): the unit in which complete entries are given back.
@@ -191,6 +197,7 @@ private:
     std::unordered_map<uint64_t, RecvFile*> deferred_; // unpublished slabs a hold still named
     uint64_t released_entries_ = 0;
     uint64_t held_peak_ = 0;
+    InodeReaper reaper_;
 };
 
 } // namespace sluice

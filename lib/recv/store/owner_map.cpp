@@ -7,6 +7,7 @@
 #include <charconv>
 #include <string_view>
 
+#include "core/session/chown_spec.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice {
@@ -38,8 +39,8 @@ constexpr uint64_t kNodeBytes = 64;
 
 } // namespace
 
-IdMapRules::IdMapRules(const std::string& spec, bool group) {
-    const std::string opt = group ? "--groupmap" : "--usermap";
+IdMapRules::IdMapRules(const std::string& spec, bool group, bool chown) {
+    const std::string opt = chown ? "--chown" : group ? "--groupmap" : "--usermap";
     const char* what = group ? "group" : "user";
     std::string_view rest = spec;
     while (!rest.empty() || rules_.empty()) {
@@ -59,6 +60,7 @@ IdMapRules::IdMapRules(const std::string& spec, bool group) {
         } else if (auto id = local_id(group, std::string(to))) {
             r.to = *id;
         } else {
+            if (chown) throw Error(ErrorCode::usage, opt + ": '" + std::string(to) + "' is not a " + what + " on this host");
             fail(std::string("maps to '") + std::string(to) + "', which is not a " + what + " on this host");
         }
         const size_t dash = from.find('-');
@@ -83,15 +85,17 @@ std::optional<uint32_t> IdMapRules::match(uint32_t id, const std::string& name) 
     return std::nullopt;
 }
 
-OwnerMap::OwnerMap(bool numeric_ids, const std::string& usermap, const std::string& groupmap) : numeric_(numeric_ids) {
-    if (!usermap.empty()) users_.rules = IdMapRules(usermap, false);
-    if (!groupmap.empty()) groups_.rules = IdMapRules(groupmap, true);
+OwnerMap::OwnerMap(bool numeric_ids, const std::string& usermap, const std::string& groupmap, const std::string& chown)
+    : numeric_(numeric_ids) {
+    const ChownMaps maps = chown.empty() ? ChownMaps{usermap, groupmap} : chown_maps(chown, usermap, groupmap);
+    if (!maps.usermap.empty()) users_.rules = IdMapRules(maps.usermap, false, maps.usermap != usermap);
+    if (!maps.groupmap.empty()) groups_.rules = IdMapRules(maps.groupmap, true, maps.groupmap != groupmap);
 }
 
-void OwnerMap::add_sender_maps(const std::string& usermap, const std::string& groupmap) {
+void OwnerMap::add_sender_maps(const std::string& usermap, const std::string& groupmap, bool user_chown, bool group_chown) {
     try {
-        if (!usermap.empty()) users_.rules.append(IdMapRules(usermap, false));
-        if (!groupmap.empty()) groups_.rules.append(IdMapRules(groupmap, true));
+        if (!usermap.empty()) users_.rules.append(IdMapRules(usermap, false, user_chown));
+        if (!groupmap.empty()) groups_.rules.append(IdMapRules(groupmap, true, group_chown));
     } catch (const Error& e) {
         throw Error(ErrorCode::usage, std::string("the sender's ") + e.what());
     }

@@ -28,8 +28,8 @@ class IdMapRules {
 public:
     IdMapRules() = default;
     // Throws Error(usage) naming the option and the rule that is not FROM:TO or names a TO
-    // this host does not know.
-    IdMapRules(const std::string& spec, bool group);
+    // this host does not know. chown: the rule is --chown's ('*:NAME'), named so in errors.
+    IdMapRules(const std::string& spec, bool group, bool chown = false);
     std::optional<uint32_t> match(uint32_t id, const std::string& name) const;
     bool empty() const { return rules_.empty(); }
     void append(const IdMapRules& later) { rules_.insert(rules_.end(), later.rules_.begin(), later.rules_.end()); }
@@ -45,8 +45,9 @@ private:
 
 class OwnerMap {
 public:
-    // Throws Error(usage) for a bad usermap/groupmap (an empty one maps nothing).
-    OwnerMap(bool numeric_ids, const std::string& usermap, const std::string& groupmap);
+    // Throws Error(usage) for a bad usermap/groupmap (an empty one maps nothing) or --chown
+    // (USER:GROUP, core/session/chown_spec.hpp; "" for none).
+    OwnerMap(bool numeric_ids, const std::string& usermap, const std::string& groupmap, const std::string& chown = {});
 
     // OWNER_NAMES. Throws Error(protocol) for an id named twice, named after a page used it,
     // or more than kMaxOwnerNames ids of one kind.
@@ -54,7 +55,9 @@ public:
     // The sender's --usermap/--groupmap (TREE_OPTIONS, before any page): their rules come after
     // ours (the first match decides). Throws Error(usage), "the sender's --usermap: ...", for a
     // rule that is not FROM:TO or a TO this host does not know.
-    void add_sender_maps(const std::string& usermap, const std::string& groupmap);
+    // user_chown / group_chown: that map is the sender's --chown (TREE_OPTIONS bits 3, 4).
+    void add_sender_maps(const std::string& usermap, const std::string& groupmap, bool user_chown = false,
+                         bool group_chown = false);
     // The receiver's id for the sender's user / group id. trailer_name: a name an entry's
     // metadata trailer carried (senders before OWNER_NAMES): taken as that id's name.
     uid_t user(uint32_t id, const std::string& trailer_name = {});

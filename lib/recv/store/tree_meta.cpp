@@ -1,5 +1,6 @@
 #include "recv/store/tree_meta.hpp"
 
+#include "core/wire/acl_ids.hpp"
 
 namespace sluice {
 
@@ -126,6 +127,17 @@ uid_t TreeMeta::map_user(const std::string& name, uint32_t id) {
 
 gid_t TreeMeta::map_group(const std::string& name, uint32_t id) {
     return charged([&] { return owners_.group(id, name); }, "the table of group ids");
+}
+
+void TreeMeta::map_acl_ids(const std::string& path, wire::EntryMeta& m) {
+    for (auto& [key, value] : m.xattrs) {
+        if (!wire::is_acl_name(key)) continue;
+        wire::map_acl_ids(value, [&](bool group, uint32_t id) -> uint32_t {
+            return group ? map_group({}, id) : map_user({}, id);
+        });
+        if (wire::normalize_acl(value))
+            warnings_.add("separate ACL entries", path, "two of the sender's ids are one id here: their entries were merged");
+    }
 }
 
 } // namespace sluice

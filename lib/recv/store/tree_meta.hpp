@@ -67,11 +67,18 @@ public:
     // OWNER_NAMES: the sender's names of the ids its next pages use (OwnerMap::add).
     void add_owner_names(const std::vector<wire::OwnerName>& names);
     // TREE_OPTIONS' maps (OwnerMap::add_sender_maps).
-    void add_sender_maps(const std::string& usermap, const std::string& groupmap) { owners_.add_sender_maps(usermap, groupmap); }
+    void add_sender_maps(const std::string& usermap, const std::string& groupmap, bool user_chown, bool group_chown) {
+        owners_.add_sender_maps(usermap, groupmap, user_chown, group_chown);
+    }
     // The receiver's id for the sender's user / group (OwnerMap; each id resolved once).
     // name: the entry trailer's name, if an older sender put one there.
     uid_t map_user(const std::string& name, uint32_t id);
     gid_t map_group(const std::string& name, uint32_t id);
+    // Rewrites the ids of m's named-user and named-group ACL entries to the receiver's (the same
+    // mapping as owners), in the kernel's entry order; before the dry run compares or add_meta
+    // stores them. Two sender ids that became one local id are merged into one entry with both
+    // permissions, warned about once (path: the entry's, for the warning).
+    void map_acl_ids(const std::string& path, wire::EntryMeta& m);
 
     uint64_t bytes() const { return bytes_; }
     uint64_t hard_links() const { return links_.size(); }

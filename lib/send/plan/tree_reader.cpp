@@ -1,7 +1,5 @@
 #include "send/plan/tree_reader.hpp"
 
-#include <grp.h>
-#include <pwd.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -9,36 +7,16 @@
 
 #include <atomic>
 #include <cerrno>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
 #include "core/io/sys_error.hpp"
+#include "core/session/chown_spec.hpp"
+#include "send/plan/owner_names.hpp"
 
 namespace sluice {
 
 namespace {
-
-// Names of ids, looked up once each: a tree has few owners and NSS lookups are not cheap.
-// A walk runs on one thread, but the cache is shared by walks: guarded.
-const std::string& name_of(bool group, uint32_t id) {
-    static std::mutex mu;
-    static std::unordered_map<uint64_t, std::string> cache;
-    std::lock_guard lk(mu);
-    const uint64_t key = (uint64_t{group} << 32) | id;
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-    std::string name;
-    std::vector<char> buf(16384);
-    if (group) {
-        struct group g {}, *res = nullptr;
-        if (::getgrgid_r(id, &g, buf.data(), buf.size(), &res) == 0 && res) name = g.gr_name;
-    } else {
-        struct passwd p {}, *res = nullptr;
-        if (::getpwuid_r(id, &p, buf.data(), buf.size(), &res) == 0 && res) name = p.pw_name;
-    }
-    if (name.size() > 255) name.clear(); // the wire's limit; the id still travels
-    return cache.emplace(key, std::move(name)).first->second;
-}
 
 bool wanted(std::string_view name, const TreeOptions& o) {
     const bool acl = name == "system.posix_acl_access" || name == "system.posix_acl_default";
@@ -108,6 +86,16 @@ TreeOptions tree_options_of(const SendOptions& o) {
     for (const std::string& r : o.filters) t.filters.add_rule(r);
     t.usermap = o.usermap;
     t.groupmap = o.groupmap;
+    if (!o.chown.empty()) {
+        // rsync's --chown: the maps '*:USER' / '*:GROUP', and -o / -g for the parts given.
+        const ChownMaps maps = chown_maps(o.chown, o.usermap, o.groupmap);
+        t.user_chown = maps.usermap != o.usermap;
+        t.group_chown = maps.groupmap != o.groupmap;
+        t.owner = t.owner || t.user_chown;
+        t.group = t.group || t.group_chown;
+        t.usermap = maps.usermap;
+        t.groupmap = maps.groupmap;
+    }
     return t;
 }
 
@@ -118,12 +106,12 @@ std::optional<wire::EntryMeta> read_entry_meta(const std::string& path, const st
     if (opts.owner) {
         m.flags |= wire::EntryMeta::kHasOwner;
         m.uid = st.st_uid;
-        if (st.st_uid != 0) m.user = name_of(false, st.st_uid); // 0 is never mapped by name (rsync's rule)
+        if (st.st_uid != 0) m.user = owner_name(false, st.st_uid); // 0 is never mapped by name (rsync's rule)
     }
     if (opts.group) {
         m.flags |= wire::EntryMeta::kHasGroup;
         m.gid = st.st_gid;
-        if (st.st_gid != 0) m.group = name_of(true, st.st_gid);
+        if (st.st_gid != 0) m.group = owner_name(true, st.st_gid);
     }
     if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) m.rdev = st.st_rdev;
     if (opts.xattrs || opts.acls) read_xattrs(path, at, opts, m);

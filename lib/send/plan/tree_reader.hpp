@@ -26,6 +26,7 @@ struct TreeOptions {
     bool specials = true;   // fifos, sockets and devices re-created instead of skipped
     FilterRules filters;
     std::string usermap, groupmap; // for the receiver (TREE_OPTIONS)
+    bool user_chown = false, group_chown = false; // that map is --chown's (TREE_OPTIONS bits 3, 4)
     bool any_meta() const { return owner || group || xattrs || acls; }
 };
 

@@ -35,7 +35,9 @@ std::optional<wire::Bytes> ReceiverFit::tree_options(const TreeOptions& tree, bo
     wire::encode_tree_options(out, wire::TreeOptionsFrame{
                                        .flags = (delete_extraneous ? wire::TreeOptionsFrame::kDelete : 0u) |
                                                 (dry_run ? wire::TreeOptionsFrame::kDryRun : 0u) |
-                                                (maps ? wire::TreeOptionsFrame::kOwnerMaps : 0u),
+                                                (maps ? wire::TreeOptionsFrame::kOwnerMaps : 0u) |
+                                                (tree.user_chown ? wire::TreeOptionsFrame::kUserChown : 0u) |
+                                                (tree.group_chown ? wire::TreeOptionsFrame::kGroupChown : 0u),
                                        .rules = tree.filters.texts(),
                                        .usermap = tree.usermap,
                                        .groupmap = tree.groupmap});
