@@ -233,3 +233,45 @@ def test_pipe_mode_in_certificate_mode(tmp_path, pki):
         if rx.poll() is None:
             rx.kill()
             rx.communicate()
+
+
+def big_tree(tmp_path):
+    """Enough data that four data streams are busy when a refusal arrives, if they were opened."""
+    src = tmp_path / "src"
+    src.mkdir()
+    write_random(src / "big.bin", 16 << 20, 11)
+    return src
+
+
+@pytest.mark.parametrize("check,why", [("pin", "matches no --pin"), ("ca", "did not verify against --ca")])
+def test_the_receiver_refuses_the_senders_certificate(tmp_path, receiver_factory, pki, check, why):
+    """In TLS 1.3 the receiver judges the sender's certificate after the sender's handshake has
+    ended: the sender must wait for that verdict before its data streams start, and report the
+    refusal (exit 3, the reason) instead of a data stream's end of file or the receiver gone."""
+    src = big_tree(tmp_path)
+    judge = ["--pin", pin_of(pki["self"])] if check == "pin" else ["--ca", pki["other_ca"]]
+    rx = receiver_factory(mkd(tmp_path / "dst"), "--cert", pki["self"], "--key", pki["self_key"], *judge)
+    r = run_sluice("send", src, rx.url, "--pin", pin_of(pki["self"]), "--cert", pki["sender"], "--key",
+                   pki["sender_key"], "--streams", "4")
+    rc, _, err = rx.wait()
+    assert rc == 3, err
+    assert why in err
+    assert r.returncode == 3, r.stderr
+    assert "refused this side's certificate" in r.stderr and "--pin or --ca" in r.stderr, r.stderr
+    assert not (tmp_path / "dst" / "src" / "big.bin").exists()
+
+
+def test_the_sender_refuses_the_receivers_certificate_in_mutual_tls(tmp_path, receiver_factory, pki):
+    """The other direction, with both sides holding certificates: the sender's own check fails
+    its handshake, and the receiver hears why from its alert."""
+    src = big_tree(tmp_path)
+    rx = receiver_factory(mkd(tmp_path / "dst"), "--cert", pki["self"], "--key", pki["self_key"],
+                          "--pin", pin_of(pki["sender"]))
+    r = run_sluice("send", src, rx.url, "--pin", pin_of(pki["sender"]), "--cert", pki["sender"], "--key",
+                   pki["sender_key"], "--streams", "4")
+    assert r.returncode == 3, r.stderr
+    assert "matches no --pin" in r.stderr and pin_of(pki["self"]) in r.stderr, r.stderr
+    rc, _, err = rx.wait()
+    assert rc == 3, err
+    assert "refused this side's certificate" in err
+    assert not (tmp_path / "dst" / "src" / "big.bin").exists()

@@ -147,6 +147,15 @@ TEST_CASE("control frames round trip") {
     CHECK_THROWS_AS(decode_frame_header(Span(out).first(8)), sluice::Error);
 
     out.clear();
+    encode_certificate_accepted(out);
+    CHECK(out.size() == kFrameHeaderBytes);
+    CHECK(out[0] == 0x06);
+    CHECK(decode_frame_header(Span(out).first(8)).type == static_cast<uint8_t>(FrameType::certificate_accepted));
+    CHECK(std::string(frame_type_name(0x06)) == "CERTIFICATE_ACCEPTED");
+    out[4] = 1; // no payload either: the sender reads the header alone (send/session/handshake.cpp)
+    CHECK_THROWS_AS(decode_frame_header(Span(out).first(8)), sluice::Error);
+
+    out.clear();
     encode_transfer_end(out, {16, 99, 1ull << 33});
     auto t = decode_transfer_end(payload_of(out));
     CHECK(t.data_streams == 16);

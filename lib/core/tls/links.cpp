@@ -28,6 +28,11 @@ void Links::stop() {
     session_cv_.notify_all();
 }
 
+bool Links::certificates() const {
+    std::lock_guard lk(mu_);
+    return certs_ != nullptr;
+}
+
 void Links::await_session(const std::string& who) {
     std::unique_lock lk(mu_);
     const bool ready = session_cv_.wait_for(lk, std::chrono::milliseconds(wait_ms_),
@@ -36,7 +41,11 @@ void Links::await_session(const std::string& who) {
     if (!ready)
         throw Error(ErrorCode::network, "TLS handshake with " + who + ": the control connection's certificate handshake "
                                         "did not end within " + std::to_string(wait_ms_ / 1000) + " s", ErrorCause::timed_out);
-    throw Error(ErrorCode::network, "TLS handshake with " + who + ": the control connection's certificate handshake failed");
+    if (control_failed_)
+        throw Error(control_failed_->code(), "TLS handshake with " + who + ": the control connection's certificate handshake "
+                                             "failed: " + control_failed_->what(), control_failed_->cause());
+    throw Error(ErrorCode::network, "TLS handshake with " + who + ": stopped before the control connection's certificate "
+                                    "handshake ended");
 }
 
 LinkKeys Links::shake(int tcp, Side side, const Psk& psk, const std::string& peer, unsigned index) {
@@ -53,6 +62,11 @@ LinkKeys Links::shake(int tcp, Side side, const Psk& psk, const std::string& pee
         return k;
     }
     if (index == 0) {
+        auto failed = [this](Error e) {
+            std::lock_guard lk(mu_);
+            control_failed_ = std::move(e);
+            session_cv_.notify_all();
+        };
         try {
             CertOutcome r = certs->handshake(tcp, host_, who);
             std::lock_guard lk(mu_);
@@ -62,10 +76,11 @@ LinkKeys Links::shake(int tcp, Side side, const Psk& psk, const std::string& pee
             ++full_;
             session_cv_.notify_all();
             return r.keys;
+        } catch (const Error& e) {
+            failed(e);
+            throw;
         } catch (...) {
-            std::lock_guard lk(mu_);
-            control_failed_ = true;
-            session_cv_.notify_all();
+            failed(Error(ErrorCode::internal, "an unexpected failure"));
             throw;
         }
     }

@@ -34,6 +34,8 @@ public:
     void use_certificates(std::shared_ptr<const CertContext> certs, std::string host, int wait_ms);
     // Wakes data streams waiting for the control connection's session: they fail.
     void stop();
+    // In certificate mode (use_certificates() was called).
+    bool certificates() const;
     // Runs the handshake on tcp (which stays the caller's: shutting it down ends the link too)
     // and returns the fd the session reads and writes plain frames on from now on: tcp itself
     // under kTLS, else the session's end of a relay. index: 0 for the control connection,
@@ -70,7 +72,11 @@ private:
     std::string host_;
     int wait_ms_ = 0;
     std::optional<std::pair<Secret, Psk>> session_; // the control's exporter secret and hello PSK
-    bool control_failed_ = false, stopped_ = false;
+    // Why the control connection's certificate handshake failed: a data stream waiting for its
+    // session fails with the same reason (and code), so whichever thread reports first, the
+    // session reports the refusal, not a data stream's consequence of it.
+    std::optional<Error> control_failed_;
+    bool stopped_ = false;
     unsigned full_ = 0, resumed_ = 0, psk_ = 0;
     std::string peer_spki_;
     std::vector<std::unique_ptr<Relay>> relays_;

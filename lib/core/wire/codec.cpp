@@ -41,6 +41,7 @@ const char* frame_type_name(uint8_t type) {
     case FrameType::files_done: return "FILES_DONE";
     case FrameType::dry_run_items: return "DRY_RUN_ITEMS";
     case FrameType::dry_run_deleted: return "DRY_RUN_DELETED";
+    case FrameType::certificate_accepted: return "CERTIFICATE_ACCEPTED";
     }
     return "unknown";
 }
@@ -76,6 +77,7 @@ FrameHeader decode_frame_header(Span in) {
     case FrameType::stream_resume: limit = kStreamResumeBytes; break;
     case FrameType::files_done: limit = kFilesDoneBytes; break;
     case FrameType::working: limit = 0; break; // no payload
+    case FrameType::certificate_accepted: limit = 0; break;
     default:
         bad("frame header: unknown frame type 0x" + [&] {
             char b[8];

@@ -57,6 +57,9 @@ StreamResume decode_stream_resume(Span payload);
 // Issue 19's announce window (codec_window.cpp).
 void encode_files_done(Bytes& out, const FilesDone& d);
 FilesDone decode_files_done(Span payload);
+// Issue 18's certificate mode (codec_certificate.cpp): the receiver's verdict on the sender's
+// certificate, which TLS 1.3 gives after the sender's handshake has ended.
+void encode_certificate_accepted(Bytes& out);
 UpdateParams decode_update_params(Span payload);
 BlockSums decode_block_sums(Span payload);
 Reuse decode_reuse(Span payload);

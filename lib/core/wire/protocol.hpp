@@ -68,6 +68,7 @@ enum class FrameType : uint8_t {
     abort = 0x3f,        // either way: the transfer is over, with a reason
     stream_resume = 0x50, // R->S data: a reopened stream; what the broken connection delivered (issue 16)
     files_done = 0x70,    // R->S control: how many announced files are complete (issue 19, announce window)
+    certificate_accepted = 0x06, // R->S control, certificate mode: the receiver's handshake passed (empty; issue 18)
 };
 const char* frame_type_name(uint8_t type);
 

@@ -12,6 +12,7 @@
 #include "core/ring/ring.hpp"
 #include "core/session/session_stats.hpp"
 #include "core/tls/policy.hpp"
+#include "core/wire/codec.hpp"
 #include "recv/session/finishing.hpp"
 
 namespace sluice {
@@ -185,6 +186,13 @@ void RecvSession::control_main() {
         if (psk_[0]) {
             control_.attach(secure(control_tcp_.get(), 0));
             log_.verbose_line("encryption: " + links_.path() + " (" + links_.why() + ")");
+            // TLS 1.3 ends the sender's handshake before ours has judged its certificate: the
+            // sender opens its data streams only after this verdict (send/session/connect.cpp).
+            if (links_.certificates()) {
+                wire::Bytes out;
+                wire::encode_certificate_accepted(out);
+                control_.write(out, "accepting the sender's certificate handshake");
+            }
         }
         control_side_.serve(stream_count_);
         acceptor_.wake(); // the verdict is out: wait() can return

@@ -3,10 +3,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <memory>
+
 #include "core/io/mptcp.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/io/tcp_tuning.hpp"
+#include "core/session/failure_latch.hpp"
 #include "core/tls/policy.hpp"
 #include "send/session/handshake.hpp"
 #include "core/wire/auth.hpp"
@@ -73,7 +76,16 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     SendOptions scaled = opts;
     scaled.connect_timeout_ms = c.deadlines.connect_ms;
     scaled.idle_timeout_ms = c.deadlines.idle_ms;
-    if (c.encrypted) c.control = links.secure(c.control.get(), tls::Side::client, r.psk, peer, 0, on_fail);
+    if (c.encrypted) {
+        // What the control connection's relay failed with, first: a refusal's reason.
+        auto relay_error = std::make_shared<FailureLatch>();
+        c.control = links.secure(c.control.get(), tls::Side::client, r.psk, peer, 0, [relay_error, on_fail](const Error& e) {
+            relay_error->fail(e);
+            on_fail(e);
+        });
+        if (links.certificates())
+            await_certificate_verdict(c.control.get(), c.deadlines.idle_ms, peer, [relay_error] { return relay_error->error(); });
+    }
     // The timeouts stay: a write to a receiver that stopped reading, and a frame that stops
     // halfway, fail after the idle timeout. Waiting for the next frame is the control reader's
     // own deadline (send_core.cpp), which counts only while the receiver owes an answer.

@@ -1,6 +1,13 @@
 #include "send/session/handshake.hpp"
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+
 #include "core/io/socket.hpp"
+#include "core/io/sys_error.hpp"
 #include "core/tls/policy.hpp"
 #include "sluice/error.hpp"
 #include "core/wire/auth.hpp"
@@ -47,6 +54,40 @@ HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello
     if (we_encrypt != bool(server.features & wire::kFeatureEncryption))
         throw Error(ErrorCode::auth, tls::mismatch_text_for_sender(peer, we_encrypt));
     return HelloResult{.psk = tls::hello_psk(token, server.nonce, server.features, hello), .features = hello.features};
+}
+
+void await_certificate_verdict(int fd, int wait_ms, const std::string& peer,
+                               const std::function<std::optional<Error>()>& relay_error) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    const std::string what = "waiting for " + peer + " to accept the certificate handshake";
+    // The frame header byte by byte as it comes, every wait under the one deadline: the plain
+    // fd (a relay's end) has no timeouts of its own, and a receiver may stop mid-frame.
+    unsigned char h[wire::kFrameHeaderBytes];
+    size_t got = 0;
+    try {
+        while (got < sizeof h) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0)
+                throw Error(ErrorCode::network,
+                            peer + " did not answer the certificate handshake within " + timeout_text(wait_ms) +
+                                " (a receiver older than CERTIFICATE_ACCEPTED, docs/protocol.md, never does)",
+                            ErrorCause::timed_out);
+            pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue; // EINTR, or the deadline
+            const ssize_t n = ::recv(fd, h + got, sizeof h - got, MSG_DONTWAIT);
+            if (n == 0) throw Error(ErrorCode::network, peer + " closed the control connection while " + what, ErrorCause::peer_closed);
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (n < 0) throw_errno(ErrorCode::network, what.c_str());
+            got += static_cast<size_t>(n);
+        }
+        const wire::FrameHeader f = wire::decode_frame_header(h);
+        if (static_cast<wire::FrameType>(f.type) != wire::FrameType::certificate_accepted)
+            throw Error(ErrorCode::protocol, peer + " sent " + wire::frame_type_name(f.type) +
+                                                 " where CERTIFICATE_ACCEPTED was due (certificate mode)");
+    } catch (const Error&) {
+        if (std::optional<Error> why = relay_error()) throw *why;
+        throw;
+    }
 }
 
 } // namespace sluice

@@ -1,9 +1,12 @@
 #pragma once
 // Opening of every connection (docs/protocol.md, "Handshake").
 #include <array>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "core/io/unique_fd.hpp"
+#include "sluice/error.hpp"
 #include "core/wire/protocol.hpp"
 
 namespace sluice {
@@ -20,5 +23,14 @@ struct HelloResult {
     uint8_t features = 0;
 };
 HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer);
+
+// Certificate mode, on the control connection's plain fd once its TLS handshake has ended:
+// waits at most wait_ms for the receiver's CERTIFICATE_ACCEPTED. In TLS 1.3 a receiver judges
+// the sender's certificate after the sender's handshake has ended, so without this wait the
+// data streams raced its refusal. A refusal arrives as a TLS alert, which the control
+// connection's relay reports (relay_error) before it ends the plain fd: that reason is thrown,
+// not the end of file it causes.
+void await_certificate_verdict(int fd, int wait_ms, const std::string& peer,
+                               const std::function<std::optional<Error>()>& relay_error);
 
 } // namespace sluice
