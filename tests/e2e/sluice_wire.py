@@ -22,6 +22,7 @@ AUTH_ENCRYPTION_MISMATCH = 0x40
 # (issue 19, docs/protocol.md "Announce window")
 FILES_DONE = 0x70
 FEATURE_ANNOUNCE_WINDOW = 1 << 7
+FEATURE_CERTIFICATE_VERDICT = 1 << 6  # bit 6: CERTIFICATE_ACCEPTED negotiated (docs/protocol.md, "Certificate mode")
 
 
 def recv_exact(s, n):

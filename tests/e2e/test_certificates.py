@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+import sluice_wire as w
 from conftest import SLUICE, run_sluice, write_random
 
 
@@ -103,7 +104,16 @@ def test_a_pinned_receiver_and_resumed_data_streams(tmp_path, receiver_factory, 
     assert t["peer_certificate"] == ""  # the receiver did not ask the sender for one
     assert pin_of(pki["self"]) in err  # -v: the receiver says the pin to give
     assert "1 full handshake" in r.stderr and "3 resumed" in r.stderr
+    # Both sides know CERTIFICATE_ACCEPTED: the sender waited for it, so -v has no warning.
+    assert "predates CERTIFICATE_ACCEPTED" not in r.stderr
     assert_copied(src, tmp_path / "dst" / "src")
+
+
+def test_the_receiver_offers_the_certificate_verdict(tmp_path, receiver_factory, pki):
+    """Hello feature bit 6 negotiates CERTIFICATE_ACCEPTED: a receiver offers it, so a sender
+    from before it (which never sets the bit) is never sent a frame it does not know."""
+    rx = receiver_factory(mkd(tmp_path / "dst"), "--cert", pki["self"], "--key", pki["self_key"])
+    assert w.server_features("127.0.0.1", rx.port) & w.FEATURE_CERTIFICATE_VERDICT
 
 
 def test_the_token_mode_counts_psk_handshakes(tmp_path, receiver_factory):

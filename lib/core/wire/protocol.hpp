@@ -264,6 +264,12 @@ struct BlockPrefix {
 // "Stream reconnect"); the receiver then waits for it instead of failing the transfer.
 inline constexpr uint8_t kFeatureStreamReconnect = 1u << 4;
 
+// ClientHello::features bit 6 (issue 18, docs/protocol.md "Certificate mode"): in certificate
+// mode the receiver's first control frame is CERTIFICATE_ACCEPTED and the sender opens no data
+// stream before it. Negotiated, so neither side waits for or refuses a frame an older peer
+// never sends or does not know.
+inline constexpr uint8_t kFeatureCertificateVerdict = 1u << 6;
+
 // ClientHello::features bit 7 (issue 19, docs/protocol.md "Announce window"): the receiver
 // reports how many announced files are complete (FILES_DONE) and frees what completed files
 // held; the sender keeps at most a window of files announced but not complete, so neither

@@ -115,6 +115,7 @@ void RecvSession::start_transfer(const wire::ClientHello& h, UniqueFd control) {
     transfer_id_ = h.transfer_id;
     stream_count_ = h.stream_count;
     reconnect_ = (h.features & wire::kFeatureStreamReconnect) != 0;
+    certificate_verdict_ = (h.features & wire::kFeatureCertificateVerdict) != 0;
     control_side_.set_sender_features(h.features);
     if (h.features & wire::kFeatureAnnounceWindow) {
         control_side_.use_announce_window();
@@ -188,7 +189,7 @@ void RecvSession::control_main() {
             log_.verbose_line("encryption: " + links_.path() + " (" + links_.why() + ")");
             // TLS 1.3 ends the sender's handshake before ours has judged its certificate: the
             // sender opens its data streams only after this verdict (send/session/connect.cpp).
-            if (links_.certificates()) {
+            if (links_.certificates() && certificate_verdict_) {
                 wire::Bytes out;
                 wire::encode_certificate_accepted(out);
                 control_.write(out, "accepting the sender's certificate handshake");

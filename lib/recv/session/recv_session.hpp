@@ -95,6 +95,7 @@ private:
     std::array<unsigned char, wire::kTransferIdBytes> transfer_id_{};
     uint16_t stream_count_ = 0;
     std::vector<bool> stream_seen_; // by stream index (from 1)
+    bool certificate_verdict_ = false; // the sender waits for CERTIFICATE_ACCEPTED (kFeatureCertificateVerdict)
     bool reconnect_ = false;        // the sender reopens broken data streams (kFeatureStreamReconnect)
     BrokenStreams broken_;
     Clock::time_point t0_;

@@ -65,6 +65,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     // Owners, xattrs, ACLs, hard links, special files and --delete, where the receiver offers them.
     hello.features |= wire::kFeatureTreeMeta;
     if (opts.announce_window > 0) hello.features |= wire::kFeatureAnnounceWindow;
+    if (links.certificates()) hello.features |= wire::kFeatureCertificateVerdict;
     hello.role = wire::Role::control;
     HelloResult r = client_handshake(c.control.get(), to.token, hello, peer);
     hello.features = r.features;
@@ -83,7 +84,8 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
             relay_error->fail(e);
             on_fail(e);
         });
-        if (links.certificates())
+        // A receiver from before the verdict (no bit 6) never sends one: send_core.cpp says so in -v.
+        if (links.certificates() && (c.features & wire::kFeatureCertificateVerdict))
             await_certificate_verdict(c.control.get(), c.deadlines.idle_ms, peer, [relay_error] { return relay_error->error(); });
     }
     // The timeouts stay: a write to a receiver that stopped reading, and a frame that stops

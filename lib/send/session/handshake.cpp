@@ -69,8 +69,7 @@ void await_certificate_verdict(int fd, int wait_ms, const std::string& peer,
             const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
             if (left.count() <= 0)
                 throw Error(ErrorCode::network,
-                            peer + " did not answer the certificate handshake within " + timeout_text(wait_ms) +
-                                " (a receiver older than CERTIFICATE_ACCEPTED, docs/protocol.md, never does)",
+                            peer + " did not answer the certificate handshake within " + timeout_text(wait_ms),
                             ErrorCause::timed_out);
             pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
             if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue; // EINTR, or the deadline

@@ -69,6 +69,9 @@ void SendCore::connect(const std::string& how, bool all_streams) {
     log_.verbose_line("connected to " + peer_ + how + "; opening " + std::to_string(data_.size()) + " data streams, " +
                       std::to_string(kParallelOpens) + " at a time, each sending once it is open");
     log_.verbose_line(links_.path().empty() ? "encryption: off" : "encryption: " + links_.path() + " (" + links_.why() + ")");
+    if (links_.certificates() && !(features_ & wire::kFeatureCertificateVerdict))
+        log_.verbose_line("warning: the receiver predates CERTIFICATE_ACCEPTED: data streams open without its verdict on "
+                          "this side's certificate, so a refusal may show as a data stream's failure");
     // Sealed in user space, a block is read, hashed and sealed in the stream's record slots
     // before its prefix (which carries the checksum) and then all of it is sent: at the default
     // 8 MiB the send copy found the block out of the cache (perf, 2 GiB over loopback: a
