@@ -288,7 +288,7 @@ private:
             } else {
                 throw Error(ErrorCode::internal, "a block retired after its file was closed");
             }
-            if (b.kept) small_.let_go();
+            if (b.kept) small_.let_go(b.file->entry.size);
         }
     }
 
