@@ -267,6 +267,8 @@ def main():
     ap.add_argument("--delete-quiet", type=float, default=40.0, metavar="S",
                     help="when the disk cannot keep a received tree until the end, delete it and start the "
                          "next run S seconds later (ext4's recently-deleted window; default 40)")
+    ap.add_argument("--keep-at-most", type=float, default=float("inf"), metavar="GB",
+                    help="keep at most this many GB of received trees until the end (default: what the disk holds)")
     ap.add_argument("--no-check-source", dest="check_source", action="store_false",
                     help="skip the source check (a call after the first on the same tree: it reads the whole set)")
     a = ap.parse_args()
@@ -275,7 +277,7 @@ def main():
     if not TIME:
         raise SystemExit("cost-vs-size: needs GNU time (/usr/bin/time; Debian package 'time')")
     a.data_for = dict(x.split("=", 1) for x in a.data_for)
-    a.trash = measure.Trash(quiet_s=a.delete_quiet)
+    a.trash = measure.Trash(quiet_s=a.delete_quiet, keep_bytes=a.keep_at_most * 1e9)
     for s in a.scales.split(","):
         fractions.Fraction(s)  # refuse a malformed scale before any work
     a.sluice = os.path.abspath(a.sluice)

@@ -196,17 +196,22 @@ class Trash:
     settle() makes the next run wait until `quiet_s` have passed since that delete. Every wait is
     logged by the caller (settle() returns the seconds waited)."""
 
-    def __init__(self, quiet_s=40.0, reserve=5e9):
+    def __init__(self, quiet_s=40.0, reserve=5e9, keep_bytes=float("inf")):
         self.quiet_s = quiet_s
         self.reserve = reserve
+        self.keep_bytes = keep_bytes  # at most this much kept (a helper's disk budget)
         self.kept = []
+        self.kept_bytes = 0
         self.deleted_at = None
 
     def put(self, path, next_bytes):
-        """path: a tree just received; next_bytes: what the next run writes beside it."""
+        """path: a tree just received, of about next_bytes; next_bytes: also what the next run
+        writes beside it."""
         st = os.statvfs(os.path.dirname(os.path.abspath(path)))
-        if st.f_bavail * st.f_frsize >= next_bytes + self.reserve:
+        if (st.f_bavail * st.f_frsize >= next_bytes + self.reserve
+                and self.kept_bytes + next_bytes <= self.keep_bytes):
             self.kept.append(path)
+            self.kept_bytes += next_bytes
             return
         shutil.rmtree(path, ignore_errors=True)
         self.deleted_at = time.monotonic()
@@ -223,3 +228,4 @@ class Trash:
         for p in self.kept:
             shutil.rmtree(p, ignore_errors=True)
         self.kept = []
+        self.kept_bytes = 0
