@@ -110,32 +110,6 @@ def test_receiver_writes_whole_small_files_with_o_direct(tmp_path, receiver_fact
     assert not [n for n in os.listdir(got) if not n.endswith(".bin")]  # no temporary names left
 
 
-def test_receiver_drops_the_last_partial_page_of_small_files(tmp_path, receiver_factory):
-    # A small file's bytes past its last whole page go through the page cache (the rest with
-    # O_DIRECT); once its block retires the file goes to a write-back window that drops that page
-    # a window later. Without it every file keeps one page cached. One stream, 600 files of a page
-    # and 904 bytes: at most the window's last 128 files (WritebackWindow::kMaxFiles) and the
-    # file still open may keep theirs.
-    src = tmp_path / "src" / "set"
-    src.mkdir(parents=True)
-    n, size = 600, PAGE + 904
-    for i in range(n):
-        write_random(src / f"t{i:04d}.bin", size, seed=5000 + i)
-    dst = tmp_path / "dst"
-    dst.mkdir()
-    r = receiver_factory(dst)
-    res = run_sluice("send", src, r.url, "--streams", "1", timeout=300)
-    assert res.returncode == 0, res.stderr
-    rc, out, err = r.wait(timeout=300)
-    assert rc == 0, err
-    assert json.loads(out.splitlines()[-1])["bytes_written_direct"] == n * PAGE
-    got = dst / "set"
-    cached = [i for i in range(n) if cached_bytes(got / f"t{i:04d}.bin")]
-    assert len(cached) <= 128 + 1, f"{len(cached)} of {n} files still have a page cached"
-    for i in (0, n // 2, n - 1):
-        assert (got / f"t{i:04d}.bin").read_bytes() == (src / f"t{i:04d}.bin").read_bytes()
-
-
 def test_receiver_with_verify_writes_small_files_through_the_page_cache(tmp_path, receiver_factory):
     # --verify reads each file back by its temporary name, so small files keep the buffered
     # path: nothing counted as written direct.

@@ -288,7 +288,7 @@ private:
             } else {
                 throw Error(ErrorCode::internal, "a block retired after its file was closed");
             }
-            if (b.kept && (pending_.empty() || pending_.front().fd != b.fd)) small_.let_go(b.file->entry.size);
+            if (b.kept && (pending_.empty() || pending_.front().fd != b.fd)) small_.let_go();
         }
     }
 

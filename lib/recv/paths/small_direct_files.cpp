@@ -48,13 +48,6 @@ size_t SmallDirectFiles::write_tail(const RecvFile& f, int fd, const unsigned ch
     return 0;
 }
 
-void SmallDirectFiles::let_go(uint64_t size) {
-    if (in_flight_.empty()) return;
-    UniqueFd fd = std::move(in_flight_.front());
-    in_flight_.pop_front();
-    if (const uint64_t tail = size % direct_layout::kAlign) tails_.add(std::move(fd), tail);
-}
-
 std::string SmallDirectFiles::fallback() const {
     if (refused_.empty()) return {};
     return "direct: " + refused_ + ": small files written through the page cache";

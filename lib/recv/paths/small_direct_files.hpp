@@ -21,7 +21,6 @@
 #include <string>
 
 #include "core/io/unique_fd.hpp"
-#include "recv/paths/writeback_window.hpp"
 
 namespace sluice {
 
@@ -46,14 +45,15 @@ public:
     // was written here, and the stream stops trying: said in fallback()).
     size_t write_tail(const RecvFile& f, int fd, const unsigned char* data, size_t size);
 
-    // The fd of a file whose O_DIRECT write is still in flight as the stream moves on; let go by
+    // The fd of a file whose O_DIRECT write is still in flight as the stream moves on; closed by
     // let_go() once that file's block retires (files retire in the order they were kept).
+    // Its last partial page stays cached (clean once written back, reclaimable): dropping it
+    // through a write-back window per file cost 8% of the minor set's files/s and 15% more
+    // CPU per GB (docs/benchmarks.md, "Issue 19 (h19g, session 13)").
     void keep(UniqueFd fd) { in_flight_.push_back(std::move(fd)); }
-    // The oldest kept file, of `size` bytes, is written. Its bytes past the last whole page went
-    // through the page cache; left there, one page per file stays cached (~200 MB at half the
-    // minor set, up to 4 GB at 1M tiny files): its fd goes to a write-back window, which starts
-    // writing that page back now and drops it a window later (writeback_window.hpp).
-    void let_go(uint64_t size);
+    void let_go() {
+        if (!in_flight_.empty()) in_flight_.pop_front();
+    }
 
     uint64_t files() const noexcept { return files_; }
     uint64_t bytes() const noexcept { return bytes_; }
@@ -65,7 +65,6 @@ private:
     std::string refused_; // why this stream went back to buffered small files
     uint64_t files_ = 0, bytes_ = 0;
     std::deque<UniqueFd> in_flight_;
-    WritebackWindow tails_; // files whose last partial page is still cached
 };
 
 } // namespace sluice
