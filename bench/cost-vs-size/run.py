@@ -120,9 +120,12 @@ def one(a, tool, scale, root, manifest, run_no, rx):
         env["SB_STREAMS"] = str(a.streams)
     rec = {"tool": tool, "scale": scale, "run": run_no, "files": manifest["count"], "bytes": manifest["bytes"],
            "ok": False}
-    # Every tool starts alike: caches dropped after the previous run's writes are on disk, then
-    # a pause for ext4's recently-deleted window (docs/bench-wdt-report.md) is not needed: the
-    # receive directory is new, under a TOPDIR parent.
+    # Every tool starts alike: caches dropped after the previous run's writes are on disk, in a
+    # receive directory never used before (under a TOPDIR parent), and no tree deleted in ext4's
+    # recently-deleted window (measure.Trash; docs/bench-wdt-report.md).
+    waited = a.trash.settle()
+    if waited:
+        log(f"{tag}: waited {waited:.0f} s after deleting the previous tree (ext4's recently-deleted window)")
     os.sync()
     measure.drop_caches()
     recv = send = None
@@ -181,12 +184,37 @@ def one(a, tool, scale, root, manifest, run_no, rx):
         for p in (send, recv):
             if p:
                 p.close()
-        shutil.rmtree(dst, ignore_errors=True)
+        a.trash.put(dst, manifest["bytes"])
         shutil.rmtree(work, ignore_errors=True)
     if rec["ok"]:
         log(f"{tag}: {rec['files_s']:,.0f} files/s, {rec['mb_s']} MB/s, CPU s/GB send {rec.get('cpu_send_s_per_gb')} "
             f"recv {rec.get('cpu_recv_s_per_gb')} machine {rec['cpu_machine_s_per_gb']}, RSS MiB send "
             f"{rec.get('rss_send_mib')} recv {rec.get('rss_recv_mib')}")
+    return rec
+
+
+def could_not_bind(a, tool, scale, run_no):
+    """Whether the receiver of that run failed to bind its ports: WDT listens on the chosen
+    port and the next streams - 1, and free_port() checks only the first."""
+    tag = f"{scale.replace('/', '_')}-{tool}-{run_no}"
+    try:
+        with open(os.path.join(a.out, "logs", f"{tag}.recv.err"), errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return False
+    return "could not bind" in text.lower()
+
+
+def one_bound(a, tool, scale, root, manifest, run_no, rx, tries=3):
+    """one(), run again on new ports (at most `tries` times in all) when its receiver could not
+    bind them: a port clash is not the tool's result. Every attempt is said in the log and the
+    record counts them (`bind_retries`)."""
+    for attempt in range(tries):
+        rec = one(a, tool, scale, root, manifest, run_no, rx)
+        if rec["ok"] or not could_not_bind(a, tool, scale, run_no):
+            break
+        log(f"{tool} run {run_no}: the receiver could not bind its ports; again on new ports")
+    rec["bind_retries"] = attempt
     return rec
 
 
@@ -236,6 +264,11 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--set", default="minor", choices=["minor", "small", "large", "mixed"],
                     help="the wdt-report set to move (default minor)")
+    ap.add_argument("--delete-quiet", type=float, default=40.0, metavar="S",
+                    help="when the disk cannot keep a received tree until the end, delete it and start the "
+                         "next run S seconds later (ext4's recently-deleted window; default 40)")
+    ap.add_argument("--keep-at-most", type=float, default=float("inf"), metavar="GB",
+                    help="keep at most this many GB of received trees until the end (default: what the disk holds)")
     ap.add_argument("--no-check-source", dest="check_source", action="store_false",
                     help="skip the source check (a call after the first on the same tree: it reads the whole set)")
     a = ap.parse_args()
@@ -244,6 +277,7 @@ def main():
     if not TIME:
         raise SystemExit("cost-vs-size: needs GNU time (/usr/bin/time; Debian package 'time')")
     a.data_for = dict(x.split("=", 1) for x in a.data_for)
+    a.trash = measure.Trash(quiet_s=a.delete_quiet, keep_bytes=a.keep_at_most * 1e9)
     for s in a.scales.split(","):
         fractions.Fraction(s)  # refuse a malformed scale before any work
     a.sluice = os.path.abspath(a.sluice)
@@ -270,8 +304,9 @@ def main():
             root, manifest = data_for(a, scale)
             for r in range(1, a.runs + 1):
                 for t in tools:  # round robin: drifts spread over all tools
-                    results["runs"].append(one(a, t, scale, root, manifest, r, a.rx))
+                    results["runs"].append(one_bound(a, t, scale, root, manifest, r, a.rx))
     finally:
+        a.trash.close()
         results["summary"] = summarize(results["runs"])
         with open(os.path.join(a.out, "results.json"), "w") as f:
             json.dump(results, f, indent=1)

@@ -267,9 +267,11 @@ def main():
                             for p in peers:
                                 b.one(link, s, manifests[s], p, r, cold=cold, prefault=pf)
             if a.one_set:
+                b.trash.close()  # the received trees too: the next set is generated in their room
                 shutil.rmtree(a.data, ignore_errors=True)  # mixed/ links into small/ and minor/: all of it
                 log(f"set {s}: data deleted")
     finally:
+        b.trash.close()
         netns("down")
         results = {"meta": meta, "skipped": skipped, "failures": b.failures,
                    "sets": {s: {"files": m["count"], "bytes": m["bytes"]} for s, m in manifests.items()},

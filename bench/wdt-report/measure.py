@@ -3,6 +3,7 @@ kills, whole-machine busy time from /proc/stat and per-process rusage of reaped 
 import os
 import resource
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -182,3 +183,49 @@ def prefault(path, nbytes, chunk=8 << 20):
         while left > 0:
             left -= f.write(buf[:min(left, chunk)])
     os.unlink(path)
+
+
+class Trash:
+    """Receive trees, removed where their deletion cannot slow the next run's file creates.
+
+    On this journal-less ext4 an inode allocation skips every free inode of its group deleted in
+    the last ~35 s (find_inode_bit -> recently_deleted(), docs/bench-wdt-report.md): a tree
+    deleted right before a run makes that run's creates slower, and the figure measures the
+    delete. So a received tree is kept until the end of the call (close()) while the disk can hold
+    it and the next run's tree beside `reserve` bytes; when it cannot, the tree goes at once and
+    settle() makes the next run wait until `quiet_s` have passed since that delete. Every wait is
+    logged by the caller (settle() returns the seconds waited)."""
+
+    def __init__(self, quiet_s=40.0, reserve=5e9, keep_bytes=float("inf")):
+        self.quiet_s = quiet_s
+        self.reserve = reserve
+        self.keep_bytes = keep_bytes  # at most this much kept (a helper's disk budget)
+        self.kept = []
+        self.kept_bytes = 0
+        self.deleted_at = None
+
+    def put(self, path, next_bytes):
+        """path: a tree just received, of about next_bytes; next_bytes: also what the next run
+        writes beside it."""
+        st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+        if (st.f_bavail * st.f_frsize >= next_bytes + self.reserve
+                and self.kept_bytes + next_bytes <= self.keep_bytes):
+            self.kept.append(path)
+            self.kept_bytes += next_bytes
+            return
+        shutil.rmtree(path, ignore_errors=True)
+        self.deleted_at = time.monotonic()
+
+    def settle(self):
+        if self.deleted_at is None:
+            return 0.0
+        wait = self.deleted_at + self.quiet_s - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        return max(wait, 0.0)
+
+    def close(self):
+        for p in self.kept:
+            shutil.rmtree(p, ignore_errors=True)
+        self.kept = []
+        self.kept_bytes = 0

@@ -61,6 +61,7 @@ class Bench:
         self.rx = os.path.join(a.work, "rx")
         self.rx_count = 0
         self.dst = os.path.join(self.rx, "dst")
+        self.trash = measure.Trash()
         self.tmp = os.path.join(a.work, "tmp")
         self.logs = os.path.join(a.out, "logs")
         os.makedirs(self.logs, exist_ok=True)
@@ -73,7 +74,11 @@ class Bench:
         # allocator then skips each recently deleted inode (ext4 recently_deleted()) on every
         # create: 6,400 creates took 2.8 s of CPU there against 0.14 s in a fresh group, for
         # every tool alike. docs/bench-wdt-report.md, "What limits figures".
-        shutil.rmtree(self.dst, ignore_errors=True)
+        # The previous run's tree went to self.trash: deleted at the end, or now if the disk
+        # cannot hold it, and then the next run waits out the window (measure.Trash).
+        waited = self.trash.settle()
+        if waited:
+            log(f"waited {waited:.0f} s after deleting the previous tree (ext4's recently-deleted window)")
         if not self.rx_count:
             os.makedirs(self.rx, exist_ok=True)
             r = subprocess.run(["chattr", "+T", self.rx], capture_output=True, text=True)
@@ -231,7 +236,7 @@ class Bench:
                 if p:
                     p.close()
             kill_leftovers([self.ns["NS_SND"], self.ns["NS_RCV"]])
-            shutil.rmtree(self.dst, ignore_errors=True)
+            self.trash.put(self.dst, manifest["bytes"])
         if rec["ok"]:
             log(f"{tag}: {rec['mb_s']} MB/s, {rec['seconds']} s, CPU {rec['cpu_s_per_gb']} s/GB"
                 + (", verified" if peer.tree else ""))

@@ -58,3 +58,38 @@ def test_without_retry_the_reset_fails_the_transfer_and_names_the_stream(tmp_pat
     assert r.returncode != 0 and code != 0, (r.stderr, err)
     assert "data stream" in r.stderr + err
     assert not (dest / "f.bin").exists()
+
+
+def test_a_block_cut_after_its_first_o_direct_writes_is_written_again_whole(tmp_path):
+    # The direct path writes a large file's block with O_DIRECT 2 MiB at a time as it arrives.
+    # With 8 MiB blocks and the reset 5 MiB into the first data stream to pass it, that stream's
+    # first block has two such writes on disk when its connection breaks; the block goes out again
+    # and is written again over them. The size is not a multiple of a page: the file's last page
+    # is written padded and cut back.
+    size = (40 << 20) + 777
+    src = tmp_path / "f.bin"
+    write_random(src, size, 19)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = Receiver(dest, "--recv-path", "direct", token="reconnect")
+    # Closed, not reset: a reset would throw away what the receiver had not yet read, and with it
+    # maybe the writes this test is about; a close lets it read all 5 MiB before the end.
+    proxy = CorruptingProxy(rx.port, at=(5 << 20) + 12345, cut=True)
+    try:
+        r = run_sluice("send", src, "--to", f"127.0.0.1:{proxy.port}", "--token", "reconnect", "--block-size", "8M",
+                       "--streams", "2", "--json")
+        code, out, err = rx.wait()
+    finally:
+        proxy.close()
+        rx.kill()
+    assert proxy.flipped
+    assert r.returncode == 0, r.stderr
+    assert code == 0, err
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    got = json.loads(out.strip().splitlines()[-1])
+    assert s["streams_reopened"] == 1, r.stderr
+    assert s["bytes_resent_after_break"] >= 8 << 20, s
+    # Written with O_DIRECT: the whole file once (its last page padded) and, before the break,
+    # at least the first 4 MiB of the block that was cut: that block's range was written twice.
+    assert got["bytes_written_direct"] >= size + (4 << 20), got
+    assert (dest / "f.bin").read_bytes() == src.read_bytes()

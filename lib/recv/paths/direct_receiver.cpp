@@ -49,7 +49,7 @@ class DirectReceiver final : public StreamReceiver {
         int writes_left;
         bool received; // all buffers submitted
         int fd;        // the file's fd when it was received
-        bool kept;     // that fd is in small_ until the block retires
+        bool kept;     // that fd is in small_ until the file's last pending block retires
     };
 
     struct BufferWrite {
@@ -156,7 +156,6 @@ public:
     }
 
 private:
-
     // A block's part of a page it shares with another block, which another stream may be
     // writing at this moment: a buffered write changes only these bytes (the page cache
     // merges the two parts under its page lock), where an O_DIRECT write of the whole page
@@ -187,11 +186,12 @@ private:
         pending_.back().writes_left++;
     }
 
-    // Writes in flight use the current fd: they finish before it is closed, but a small file's
-    // fd is kept by small_ until its block retires, while the stream receives the next file.
+    // Writes in flight use the current fd. An O_DIRECT file's fd is kept by small_ until its last
+    // pending block retires, while the stream receives the next file: waiting for the writes at
+    // every file stopped the stream for a write's latency per file (the WDT report's small set).
     void switch_file(RecvFile& f, bool whole) {
-        if (small_open_ && !pending_.empty() && pending_.back().fd == fd_.get()) {
-            pending_.back().kept = true;
+        if ((small_open_ || direct_) && !pending_.empty() && pending_.back().fd == fd_.get()) {
+            for (auto b = pending_.rbegin(); b != pending_.rend() && b->fd == fd_.get(); ++b) b->kept = true;
             small_.keep(std::move(fd_));
         } else {
             drain();
@@ -288,7 +288,7 @@ private:
             } else {
                 throw Error(ErrorCode::internal, "a block retired after its file was closed");
             }
-            if (b.kept) small_.let_go();
+            if (b.kept && (pending_.empty() || pending_.front().fd != b.fd)) small_.let_go();
         }
     }
 

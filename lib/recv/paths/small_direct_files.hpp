@@ -47,6 +47,9 @@ public:
 
     // The fd of a file whose O_DIRECT write is still in flight as the stream moves on; closed by
     // let_go() once that file's block retires (files retire in the order they were kept).
+    // Its last partial page stays cached (clean once written back, reclaimable): dropping it
+    // through a write-back window per file cost 8% of the minor set's files/s and 15% more
+    // CPU per GB (docs/benchmarks.md, "Issue 19 (h19g, session 13)").
     void keep(UniqueFd fd) { in_flight_.push_back(std::move(fd)); }
     void let_go() {
         if (!in_flight_.empty()) in_flight_.pop_front();
