@@ -56,6 +56,12 @@ def start(w, a, tool, binary, token_file):
     return send, recv, port
 
 
+def open_streams(w, port):
+    """Established connections from A to port (data streams plus the control connection)."""
+    r = w.ex("a", ["ss", "-Htn", "state", "established", f"( dport = :{port} )"], check=False)
+    return max(0, len(r.stdout.strip().splitlines()) - 1)
+
+
 def perf_counts(text):
     out = {}
     for line in text.splitlines():
@@ -68,6 +74,11 @@ def perf_counts(text):
 def measure(w, a, tool, binary, token_file, rtt):
     send, recv, port = start(w, a, tool, binary, token_file)
     try:
+        # iperf3 opens its streams one after another (64 x 150 ms is ~10 s): warm up from the
+        # moment all are open, so that both tools are measured in the same state.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and open_streams(w, port) < int(a.streams):
+            time.sleep(0.2)
         time.sleep(a.warm)
         pids = f"{send.pid},{recv.pid}"
         c0 = [run.cpu_seconds(p.pid) for p in (send, recv)]
