@@ -104,6 +104,9 @@ void RingSession::read_link(Link& l) {
     constexpr size_t kCap = wire::kFrameHeaderBytes + (64u << 10);
     for (;;) {
         if (l.st == Link::St::hello && l.in.size() >= wire::kServerHelloBytes) {
+            // A data stream's hello only after the control connection's is accepted: the
+            // receiver takes a transfer's streams only once it knows the transfer.
+            if (l.index != 0 && links_[0]->st != Link::St::ready) return;
             on_hello_bytes(l);
             if (ended_) return;
             continue;
@@ -178,7 +181,11 @@ void RingSession::on_hello_bytes(Link& l) {
         if (!wire::macs_equal(auth.mac, wire::server_auth_mac(s_.receiver_token, l.nonce, l.server_nonce)))
             return fail(ErrorCode::auth, "the client's receiver could not prove it holds the request's token (" + who + ")");
         l.st = Link::St::ready;
-        if (l.index == 0) send_manifest(l);
+        if (l.index == 0) {
+            send_manifest(l);
+            for (size_t i = 1; i < links_.size() && !ended_; ++i) // their hellos waited for this one
+                if (links_[i]->st == Link::St::hello) read_link(*links_[i]);
+        }
     } catch (const Error& e) {
         fail(ErrorCode::protocol, "the client's " + who + " is not a sluice receiver: " + e.what());
     }
