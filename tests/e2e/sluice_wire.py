@@ -224,3 +224,35 @@ def parse_owner_names(payload):
         at += 8 + ln
     assert at == len(payload)
     return out
+
+
+# The client's side of a get session on the sluice port (issue 15, h15g): a request, the
+# attached connections, and the receiver's handshake on them, to play a stalling, leaving or
+# hostile `sluice get` against the real server.
+def get_request(streams, path, nonce, receiver_token, reply_port=0):
+    """GET_REQUEST to a --public server (its MAC is zeros)."""
+    tok, p = receiver_token.encode(), path.encode()
+    body = (struct.pack("<HBHH", VERSION, FEATURE_GET_SESSIONS, streams, reply_port) + nonce + struct.pack("<H", len(tok)) + tok
+            + struct.pack("<H", len(p)) + p + bytes(32))
+    return frame(GET_REQUEST, body)
+
+
+def get_attach(nonce):
+    return frame(GET_ATTACH, nonce)
+
+
+def read_get_frame(s, expected):
+    ftype, _, _, length = struct.unpack("<BBHI", recv_exact(s, 8))
+    assert ftype == expected, (hex(ftype), hex(expected))
+    return recv_exact(s, length)
+
+
+def receiver_hello(s, token, features=0):
+    """The receiver's side of the handshake on a connection the client opened (GET_ATTACH):
+    ServerHello, the sender's ClientHello read, ServerAuth ok with the MAC. Returns the hello."""
+    nonce_r = os.urandom(16)
+    s.sendall(MAGIC + struct.pack("<HHI", VERSION, features, 0) + nonce_r)
+    hello = recv_exact(s, 80)
+    mac = hmac.new(token.encode(), b"sluice-v1 server auth" + hello[32:48] + nonce_r, hashlib.sha256).digest()
+    s.sendall(bytes(8) + mac)
+    return hello

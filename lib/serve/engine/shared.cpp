@@ -64,6 +64,9 @@ ServeStats Shared::snapshot() {
     s.accept_path = accept_path;
     s.cold_check = cold_check_text;
     s.ring_mode = ring_mode;
+    s.get_sessions_ring = get_ring.load();
+    s.get_sessions_thread = get_thread.load();
+    s.get_path = get_path;
     return s;
 }
 
@@ -119,6 +122,9 @@ std::string ServeStats::to_json() const {
     str("accept_path", accept_path);
     str("cold_check", cold_check);
     str("ring_mode", ring_mode);
+    num("get_sessions_ring", get_sessions_ring);
+    num("get_sessions_thread", get_sessions_thread);
+    str("get_path", get_path);
     o.back() = '}';
     return o;
 }

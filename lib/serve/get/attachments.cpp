@@ -1,5 +1,7 @@
 #include "serve/get/attachments.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 
 #include "sluice/error.hpp"
@@ -23,11 +25,17 @@ bool Attachments::attach(const GetNonce& n, UniqueFd fd, const std::string& host
         if (it == waiting_.end()) return false;
         w = it->second;
     }
-    std::lock_guard lock(w->mu);
-    if (w->left == 0 || host != w->host) return false;
-    --w->left;
-    w->fds.push_back(std::move(fd));
-    w->cv.notify_one();
+    {
+        std::lock_guard lock(w->mu);
+        if (w->left == 0 || host != w->host) return false;
+        --w->left;
+        w->fds.push_back(std::move(fd));
+        w->cv.notify_one();
+    }
+    if (notify_ >= 0) {
+        uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = ::write(notify_, &one, sizeof one);
+    }
     return true;
 }
 
@@ -52,6 +60,14 @@ int Attachments::Slot::take(int timeout_ms, const std::atomic<bool>& cancel) {
     UniqueFd fd = std::move(w_->fds.front());
     w_->fds.pop_front();
     return fd.release();
+}
+
+UniqueFd Attachments::Slot::try_take() {
+    std::lock_guard lock(w_->mu);
+    if (w_->fds.empty()) return UniqueFd();
+    UniqueFd fd = std::move(w_->fds.front());
+    w_->fds.pop_front();
+    return fd;
 }
 
 } // namespace sluice::serve

@@ -7,12 +7,14 @@
 
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
+#include "serve/get/ring_gets.hpp"
 
 namespace sluice::serve {
 
 GetPort::GetPort(Shared& sh) : sh_(sh) {
     listen_ = listen_tcp(sh.opt.bind_address, sh.opt.port, {.backlog = 1024, .mptcp = sh.opt.get_mptcp});
     port_ = local_port(listen_.get());
+    ring_ = std::make_unique<RingGets>(sh, attachments_);
 }
 
 GetPort::~GetPort() { reap(true); }
@@ -31,6 +33,15 @@ void GetPort::reap(bool all) {
 }
 
 void GetPort::run() {
+    std::thread ring_thread([this] { ring_->run(); });
+    struct Join {
+        std::atomic<bool>& stopping;
+        std::thread& t;
+        ~Join() { // the ring ends once it sees stopping and its sessions have ended
+            stopping.store(true);
+            t.join();
+        }
+    } join{sh_.stopping, ring_thread};
     // A poll with a short tick, so stop() is seen without a wake-up fd: this port carries
     // one connection per get, not per request, so the tick costs nothing that matters.
     while (!sh_.stopping.load()) {
@@ -56,7 +67,7 @@ void GetPort::run() {
         Session* raw = s.get();
         sessions_.push_back(std::move(s));
         raw->thread = std::thread([this, raw, busy, c = std::move(conn)]() mutable {
-            serve_get_session(sh_, attachments_, std::move(c), raw->cancel, busy);
+            serve_get_session(sh_, attachments_, ring_.get(), std::move(c), raw->cancel, busy);
             raw->done.store(true);
         });
     }

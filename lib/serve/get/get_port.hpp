@@ -1,7 +1,8 @@
 #pragma once
-// The sluice port of `sluice serve`: accepts get sessions (codec_get.hpp) and runs each one's
-// transfer with the public send() on a thread of its own, at most max_get_sessions at once.
-// Not on the rings yet: a session is a sender like `sluice send`'s (N stream threads).
+// The sluice port of `sluice serve`: accepts get sessions (codec_get.hpp), at most
+// max_get_sessions at once. A thread per session reads the request; a single file then goes
+// to the get ring (ring_gets.hpp: one thread for every such transfer), anything else is sent
+// with the public send() on the session's thread (N stream threads, as `sluice send`).
 #include <atomic>
 #include <cstdint>
 #include <list>
@@ -13,6 +14,8 @@
 #include "serve/get/attachments.hpp"
 
 namespace sluice::serve {
+
+class RingGets;
 
 class GetPort {
 public:
@@ -37,11 +40,14 @@ private:
     uint16_t port_ = 0;
     std::list<std::unique_ptr<Session>> sessions_;
     Attachments attachments_; // the sessions using it are joined in ~GetPort's body, before it goes
+    std::unique_ptr<RingGets> ring_; // after attachments_: goes first (its sessions hold slots)
 };
 
 // One connection to the sluice port: a get session (hello, request, reply, transfer,
 // GET_DONE), or a GET_ATTACH handing the connection to a waiting get's transfer. Never
 // throws; counts sessions in sh's get counters.
-void serve_get_session(Shared& sh, Attachments& att, UniqueFd conn, const std::atomic<bool>& cancel, bool busy);
+// Single files go to the get ring (ring, when not null) after the reply; the rest is sent here.
+void serve_get_session(Shared& sh, Attachments& att, RingGets* ring, UniqueFd conn, const std::atomic<bool>& cancel,
+                       bool busy);
 
 } // namespace sluice::serve

@@ -2,7 +2,9 @@
 // server's token over our nonce), GET_REPLY, the transfer to the client's receiver by the
 // public send(), GET_DONE. Every read has the request deadline until the transfer starts;
 // the transfer has send()'s own deadlines.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <netdb.h>
 #include <sys/socket.h>
 
@@ -15,6 +17,7 @@
 #include "core/wire/codec_get.hpp"
 #include "serve/get/attachments.hpp"
 #include "serve/get/get_port.hpp"
+#include "serve/get/ring_gets.hpp"
 #include "serve/get/sources.hpp"
 
 namespace sluice::serve {
@@ -58,6 +61,51 @@ void reply(int fd, GetStatus status, const std::string& message, const wire::Mac
 }
 
 uint32_t done_status(ErrorCode c) { return 1 + static_cast<uint32_t>(c); }
+
+bool loopback(const std::string& host) {
+    in_addr a4{};
+    if (::inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    return host == "::1";
+}
+
+// Why this get's transfer is not for the get ring ("" when it is): the ring sends one whole
+// regular file in clear text over the connections the client attached. Said in -v and counted
+// in stats (get_sessions_thread), never a silent fallback.
+std::string not_on_ring(Shared& sh, RingGets* ring, const wire::GetRequest& q, const GetSources& src, const std::string& host) {
+    if (!ring || !ring->accepting()) return "the get ring is not running";
+    if (q.reply_port != 0) return "--connect-back (the server connects out)";
+    if (src.list.size() != 1 || src.files != 1) return "a tree (not on the get ring yet)";
+    if (!loopback(host)) return "a remote client (its receiver encrypts; the get ring sends clear text only)";
+    if (sh.opt.get_rate_limit) return "--get-rate-limit (not on the get ring yet)";
+    return "";
+}
+
+bool to_ring(Shared& sh, RingGets& ring, int fd, std::unique_ptr<Attachments::Slot>& slot, const wire::GetRequest& q,
+             const GetSources& src, const std::string& host, uint32_t rtt_us) {
+    const FdSource& f = src.list[0];
+    struct stat st{};
+    if (::fstat(f.fd, &st) != 0) return false;
+    RingStart s;
+    s.request.reset(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    s.file.reset(::fcntl(f.fd, F_DUPFD_CLOEXEC, 0));
+    if (!s.request || !s.file) return false;
+    s.slot = std::move(slot);
+    s.size = f.length;
+    s.mtime_ns = f.mtime_ns >= 0 ? f.mtime_ns : int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+    s.mode = f.mode;
+    s.name = f.name;
+    s.label = "'" + q.path + "' by " + host;
+    s.streams = q.streams;
+    s.receiver_token = q.receiver_token;
+    s.attach_wait_ms = rtt_scaled_ms(SendOptions{}.connect_timeout_ms, rtt_us);
+    s.idle_ms = sh.opt.send_timeout_ms;
+    if (!ring.offer(s)) {
+        slot = std::move(s.slot);
+        return false;
+    }
+    sh.get_ring.fetch_add(1);
+    return true;
+}
 
 // After a refusal: our reply is sent, but the client may have sent more than we read (an
 // HTTP request on the wrong port). Closing with unread bytes makes the kernel send a reset,
@@ -124,7 +172,7 @@ std::optional<wire::GetRequest> first_frame(Shared& sh, Attachments& att, int fd
     }
 }
 
-void session(Shared& sh, Attachments& att, int fd, const std::atomic<bool>& cancel, bool busy) {
+void session(Shared& sh, Attachments& att, RingGets* ring, int fd, const std::atomic<bool>& cancel, bool busy) {
     // Scaled with the round trip the connection's TCP handshake measured: a far client's
     // request and attachments take more of them (core/io/rtt_deadlines.hpp).
     const uint32_t rtt_us = smoothed_rtt_us(fd);
@@ -205,6 +253,14 @@ void session(Shared& sh, Attachments& att, int fd, const std::atomic<bool>& canc
                                          " symlinks leading out of the tree; fifos, sockets, devices)"
                                    : "";
     reply(fd, GetStatus::ok, said, mac, src.files, src.bytes);
+    const std::string why = not_on_ring(sh, ring, q, src, host);
+    if (why.empty() && to_ring(sh, *ring, fd, slot, q, src, host, rtt_us)) {
+        counted.ok = true; // the ring counts it from here, and sends GET_DONE
+        return;
+    }
+    sh.get_thread.fetch_add(1);
+    if (sh.opt.verbose && sh.opt.log)
+        sh.opt.log("get '" + q.path + "' by " + host + ": sent by a session thread: " + (why.empty() ? "the server is stopping" : why));
 
     SendOptions so;
     so.streams = q.streams;
@@ -242,9 +298,10 @@ void session(Shared& sh, Attachments& att, int fd, const std::atomic<bool>& canc
 
 } // namespace
 
-void serve_get_session(Shared& sh, Attachments& att, UniqueFd conn, const std::atomic<bool>& cancel, bool busy) {
+void serve_get_session(Shared& sh, Attachments& att, RingGets* ring, UniqueFd conn, const std::atomic<bool>& cancel,
+                       bool busy) {
     try {
-        session(sh, att, conn.get(), cancel, busy);
+        session(sh, att, ring, conn.get(), cancel, busy);
     } catch (const Error& e) {
         // The client went away or broke the protocol before the transfer: nothing to tell it.
         if (sh.opt.verbose && sh.opt.log) sh.opt.log(std::string("get session: ") + e.what());

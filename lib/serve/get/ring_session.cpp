@@ -1,0 +1,323 @@
+// A get session's transfer on the ring: connections, handshakes, writing and the end
+// (ring_session.hpp). Every socket is non-blocking; a call that would wait arms a one-shot
+// poll instead, and the session goes on when it completes.
+#include "serve/get/ring_session.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/wire/auth.hpp"
+#include "core/wire/codec.hpp"
+#include "core/wire/codec_get.hpp"
+#include "serve/engine/shared.hpp"
+
+namespace sluice::serve {
+
+namespace {
+
+bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
+
+ErrorCause cause_of(int e) { return e == ECONNRESET || e == EPIPE ? ErrorCause::peer_reset : ErrorCause::none; }
+
+} // namespace
+
+RingSession::RingSession(RingStart s, Shared& sh, Ring& ring, SumPool& pool, uint32_t slot, uint32_t gen, int64_t now_ms)
+    : sh_(sh), ring_(ring), pool_(pool), s_(std::move(s)), slot_(slot), gen_(gen),
+      tag_base_(static_cast<uint64_t>(slot) << kTagBits), now_ms_(now_ms), req_c_(tag_base_ | kRequestTag) {
+    deadline_ms_ = now_ms + s_.attach_wait_ms;
+    wire::random_bytes(transfer_id_);
+    sh_.get_open.fetch_add(1);
+    counted_open_ = true;
+    watch_request();
+    on_attach(now_ms);
+}
+
+RingSession::~RingSession() {
+    if (counted_open_) sh_.get_open.fetch_sub(1);
+}
+
+bool RingSession::finished() const {
+    if (!ended_ || sums_in_flight_ > 0 || req_c_.busy()) return false;
+    for (const auto& l : links_)
+        if (l->rd_c.busy() || l->wr_c.busy()) return false;
+    return true;
+}
+
+// The client sends nothing more on its request connection: an end of it before the transfer's
+// end is the client gone (it closes it once its receiver has finished, so not after that).
+void RingSession::watch_request() { ring_.poll(req_c_, s_.request.get(), POLLIN | POLLRDHUP); }
+
+void RingSession::on_attach(int64_t now_ms) {
+    now_ms_ = now_ms;
+    if (ended_ || !s_.slot) return;
+    while (s_.slot) { // reset once every connection asked for is in
+        UniqueFd fd = s_.slot->try_take();
+        if (!fd) break;
+        add_link(std::move(fd));
+        if (ended_) return;
+    }
+    drive();
+}
+
+void RingSession::add_link(UniqueFd fd) {
+    const int fl = ::fcntl(fd.get(), F_GETFL);
+    if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl | O_NONBLOCK) < 0) return fail(ErrorCode::network, "fcntl O_NONBLOCK failed");
+    auto l = std::make_unique<Link>(tag_base_ | (2 * links_.size()));
+    l->fd = std::move(fd);
+    l->index = static_cast<uint16_t>(links_.size());
+    links_.push_back(std::move(l));
+    deadline_ms_ = now_ms_ + (links_.size() < 1u + s_.streams ? s_.attach_wait_ms : s_.idle_ms);
+    if (links_.size() == 1u + s_.streams) s_.slot.reset(); // all in: the nonce is free again
+    read_link(*links_.back());
+}
+
+void RingSession::on_completion(uint64_t low, Completion& c, int64_t now_ms) {
+    now_ms_ = now_ms;
+    if (ended_) return;
+    if (low == kRequestTag) {
+        if (c.outcome() == Completion::Outcome::cancelled) return;
+        if (transfer_end_) return; // the client's receiver is done; it closes this connection
+        char b;
+        ssize_t n = ::recv(s_.request.get(), &b, 1, MSG_DONTWAIT | MSG_PEEK);
+        if (n < 0 && would_block(errno)) return watch_request();
+        if (n > 0) return fail(ErrorCode::protocol, "the client sent more on its request connection after GET_REQUEST");
+        return fail(ErrorCode::network, "the client closed its request connection mid-transfer", ErrorCause::peer_closed);
+    }
+    const size_t li = low / 2;
+    if (li >= links_.size()) return;
+    Link& l = *links_[li];
+    if (c.outcome() == Completion::Outcome::cancelled) return;
+    if (low % 2 == 0)
+        read_link(l);
+    if (!ended_) drive();
+}
+
+void RingSession::read_link(Link& l) {
+    // Data streams read only their handshake; control reads until the end, a frame of at most
+    // 64 KiB at a time. Never past what the current step takes: a later step's bytes wait.
+    constexpr size_t kCap = wire::kFrameHeaderBytes + (64u << 10);
+    for (;;) {
+        if (l.st == Link::St::hello && l.in.size() >= wire::kServerHelloBytes) {
+            // A data stream's hello only after the control connection's is accepted: the
+            // receiver takes a transfer's streams only once it knows the transfer.
+            if (l.index != 0 && links_[0]->st != Link::St::ready) return;
+            on_hello_bytes(l);
+            if (ended_) return;
+            continue;
+        }
+        if (l.st == Link::St::auth && l.in.size() >= wire::kServerAuthBytes) {
+            on_hello_bytes(l);
+            if (ended_) return;
+            continue;
+        }
+        if (l.st == Link::St::ready) {
+            if (l.index != 0) return;
+            on_control_bytes(l); // takes every whole frame
+            if (ended_) return;
+        }
+        const size_t step = l.st == Link::St::hello ? wire::kServerHelloBytes
+                            : l.st == Link::St::auth ? wire::kServerAuthBytes
+                                                     : kCap;
+        if (l.in.size() >= step) return fail(ErrorCode::protocol, "the receiver's control frame is over 64 KiB");
+        unsigned char buf[4096];
+        ssize_t n = ::recv(l.fd.get(), buf, std::min(sizeof buf, step - l.in.size()), MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && would_block(errno)) {
+            if (!l.rd_c.busy()) ring_.poll(l.rd_c, l.fd.get(), POLLIN);
+            return;
+        }
+        if (n <= 0) {
+            const int e = n < 0 ? errno : 0;
+            return fail(ErrorCode::network,
+                        "the client's " + std::string(l.index ? "data stream " + std::to_string(l.index) : "control connection") +
+                            (n == 0 ? " closed" : std::string(" failed: ") + std::strerror(e)) + " before the transfer ended",
+                        n == 0 ? ErrorCause::peer_closed : cause_of(e));
+        }
+        deadline_ms_ = now_ms_ + s_.idle_ms;
+        l.in.insert(l.in.end(), buf, buf + n);
+    }
+}
+
+void RingSession::on_hello_bytes(Link& l) {
+    const std::string who = l.index ? "data stream " + std::to_string(l.index) : std::string("control connection");
+    try {
+        if (l.st == Link::St::hello) {
+            wire::ServerHello server = wire::decode_server_hello(wire::Span(l.in.data(), wire::kServerHelloBytes));
+            l.in.erase(l.in.begin(), l.in.begin() + wire::kServerHelloBytes);
+            if (server.version != wire::kVersion)
+                return fail(ErrorCode::protocol, "the client's receiver speaks protocol version " + std::to_string(server.version));
+            // Chosen for the ring only where the receiver does not encrypt (a loopback peer):
+            // one that does is refused here rather than sent clear text it would not take.
+            if (server.features & wire::kFeatureEncryption)
+                return fail(ErrorCode::auth, "the client's receiver encrypts its " + who +
+                                                 "; gets on the serve ring are clear text only (this server routes only loopback clients there)");
+            l.server_nonce = server.nonce;
+            wire::ClientHello h;
+            h.role = l.index ? wire::Role::data : wire::Role::control;
+            h.stream_index = l.index;
+            h.stream_count = s_.streams;
+            h.features = 0; // no reconnect (attached streams cannot be reopened), no window, no updates
+            h.transfer_id = transfer_id_;
+            wire::random_bytes(h.nonce);
+            l.nonce = h.nonce;
+            const size_t at = l.out.size();
+            wire::encode_client_hello(l.out, h);
+            auto mac = wire::client_hello_mac(s_.receiver_token, server.nonce,
+                                              wire::client_hello_signed_part(wire::Span(l.out.data() + at, l.out.size() - at)));
+            std::copy(mac.begin(), mac.end(), l.out.end() - wire::kMacBytes);
+            l.st = Link::St::auth;
+            return;
+        }
+        wire::ServerAuth auth = wire::decode_server_auth(wire::Span(l.in.data(), wire::kServerAuthBytes));
+        l.in.erase(l.in.begin(), l.in.begin() + wire::kServerAuthBytes);
+        if (auth.status != wire::AuthStatus::ok)
+            return fail(ErrorCode::auth, "the client's receiver refused the " + who + ": " + wire::auth_status_text(auth.status));
+        if (!wire::macs_equal(auth.mac, wire::server_auth_mac(s_.receiver_token, l.nonce, l.server_nonce)))
+            return fail(ErrorCode::auth, "the client's receiver could not prove it holds the request's token (" + who + ")");
+        l.st = Link::St::ready;
+        if (l.index == 0) {
+            send_manifest(l);
+            for (size_t i = 1; i < links_.size() && !ended_; ++i) // their hellos waited for this one
+                if (links_[i]->st == Link::St::hello) read_link(*links_[i]);
+        }
+    } catch (const Error& e) {
+        fail(ErrorCode::protocol, "the client's " + who + " is not a sluice receiver: " + e.what());
+    }
+}
+
+bool RingSession::flush(Link& l) {
+    if (l.wr_c.busy()) return false;
+    while (l.out_off < l.out.size() || l.has_block) {
+        ssize_t n;
+        if (l.out_off < l.out.size()) {
+            n = ::send(l.fd.get(), l.out.data() + l.out_off, l.out.size() - l.out_off,
+                       MSG_DONTWAIT | MSG_NOSIGNAL | (l.has_block ? MSG_MORE : 0));
+            if (n > 0) l.out_off += static_cast<size_t>(n);
+        } else {
+            off_t off = static_cast<off_t>(l.blk_off);
+            n = ::sendfile(l.fd.get(), s_.file.get(), &off, static_cast<size_t>(std::min<uint64_t>(l.blk_end - l.blk_off, 1u << 30)));
+            if (n > 0) {
+                l.blk_off += static_cast<uint64_t>(n);
+                sent_bytes_ += static_cast<uint64_t>(n);
+            }
+            if (n == 0) return fail(ErrorCode::source, "'" + s_.name + "' got shorter while it was sent"), false;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && would_block(errno)) {
+            ring_.poll(l.wr_c, l.fd.get(), POLLOUT);
+            return false;
+        }
+        if (n < 0) {
+            const int e = errno;
+            fail(ErrorCode::network, "sending to the client's " + (l.index ? "data stream " + std::to_string(l.index) : std::string("control connection")) +
+                                         ": " + std::strerror(e), cause_of(e));
+            return false;
+        }
+        deadline_ms_ = now_ms_ + s_.idle_ms;
+        if (l.out_off == l.out.size()) {
+            l.out.clear();
+            l.out_off = 0;
+        }
+        if (l.has_block && l.out.empty() && l.blk_off == l.blk_end) {
+            l.has_block = false;
+            ++l.blocks;
+        }
+    }
+    return true;
+}
+
+void RingSession::drive() {
+    queue_sums();
+    uint64_t blocks = 0, bytes = 0;
+    bool streams_ended = true;
+    for (size_t i = 1; i < links_.size() && !ended_; ++i) {
+        Link& l = *links_[i];
+        while (!ended_ && l.st == Link::St::ready && flush(l)) {
+            if (!ready_.empty()) { // the next summed block goes to the first idle stream
+                const Block b = ready_.front();
+                ready_.pop_front();
+                unsigned char pre[wire::kFrameHeaderBytes + wire::kBlockPrefixBytes];
+                wire::encode_block_prefix(pre, wire::BlockPrefix{0, b.off, b.sum}, static_cast<uint32_t>(b.len));
+                l.out.insert(l.out.end(), pre, pre + sizeof pre);
+                l.has_block = true;
+                l.blk_off = b.off;
+                l.blk_end = b.off + b.len;
+                l.bytes += b.len;
+                queue_sums();
+            } else if (all_verified_ && !l.end_queued) {
+                wire::encode_stream_end(l.out, wire::StreamEnd{l.blocks, l.bytes});
+                l.end_queued = true;
+            } else {
+                break;
+            }
+        }
+        blocks += l.blocks;
+        bytes += l.bytes;
+        streams_ended = streams_ended && l.end_queued && l.out.empty();
+    }
+    if (ended_ || links_.empty()) return;
+    Link& ctl = *links_[0];
+    if (all_verified_ && !transfer_end_ && streams_ended && links_.size() == 1u + s_.streams) {
+        wire::encode_transfer_end(ctl.out, wire::TransferEnd{s_.streams, blocks, bytes});
+        transfer_end_ = true;
+    }
+    if (ctl.st == Link::St::ready || ctl.st == Link::St::auth) flush(ctl);
+    for (size_t i = 1; i < links_.size() && !ended_; ++i)
+        if (links_[i]->st == Link::St::auth) flush(*links_[i]);
+}
+
+void RingSession::tick(int64_t now_ms) {
+    now_ms_ = now_ms;
+    if (ended_ || now_ms < deadline_ms_ || sums_in_flight_ > 0) return; // a read of the disk: its own bound
+    if (links_.size() < 1u + s_.streams)
+        return fail(ErrorCode::network,
+                    "the client did not connect its next stream within " + std::to_string(s_.attach_wait_ms / 1000) +
+                        " s (a get without connect-back: the client connects out with GET_ATTACH)",
+                    ErrorCause::timed_out);
+    fail(ErrorCode::network, "the client made no progress for " + std::to_string(s_.idle_ms / 1000) + " s", ErrorCause::timed_out);
+}
+
+void RingSession::cancel() {
+    if (!ended_) fail(ErrorCode::cancelled, "the server is stopping");
+}
+
+void RingSession::fail(ErrorCode code, const std::string& why, ErrorCause) {
+    if (ended_) return;
+    if (!links_.empty() && links_[0]->st == Link::St::ready && !links_[0]->wr_c.busy()) {
+        wire::Bytes a; // best effort: the receiver hears why, if its socket has room
+        wire::encode_abort(a, wire::Abort{1, why});
+        [[maybe_unused]] ssize_t n = ::send(links_[0]->fd.get(), a.data(), a.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    finish(1 + static_cast<uint32_t>(code), why);
+}
+
+void RingSession::finish(uint32_t status, const std::string& message) {
+    ended_ = true;
+    ok_ = status == 0;
+    wire::GetDone done{status, message};
+    wire::Bytes out;
+    wire::encode_get_done(out, done);
+    // A few dozen bytes into a socket that has carried only the reply: it has the room.
+    [[maybe_unused]] ssize_t n = ::send(s_.request.get(), out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::shutdown(s_.request.get(), SHUT_WR);
+    ring_.cancel(req_c_);
+    for (auto& l : links_) {
+        if (!ok_) ::shutdown(l->fd.get(), SHUT_RDWR);
+        ring_.cancel(l->rd_c);
+        ring_.cancel(l->wr_c);
+    }
+    s_.slot.reset();
+    sh_.get_bytes.fetch_add(sent_bytes_);
+    if (!ok_) sh_.get_failed.fetch_add(1);
+    sh_.get_open.fetch_sub(1);
+    counted_open_ = false;
+    if (sh_.opt.verbose && sh_.opt.log) sh_.opt.log("get " + s_.label + " (on the get ring): " + (ok_ ? std::string("sent") : message));
+}
+
+} // namespace sluice::serve

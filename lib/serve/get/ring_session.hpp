@@ -1,0 +1,125 @@
+#pragma once
+// One get session's transfer on the get ring (serve/get/ring_gets): a single regular file in
+// clear text to the client's receiver over the connections it attached (GET_ATTACH), as the
+// public send() would send it, but as a state machine driven by poll completions: no thread
+// of its own, and nothing on the ring thread that waits (checksums on the SumPool; sockets
+// non-blocking; file data by sendfile from pages the pool's read just brought in).
+//   link 0: control: hello, MANIFEST + MANIFEST_END, then MANIFEST_ACK (resume ranges),
+//           RESEND, ALL_VERIFIED, FINAL_STATUS; TRANSFER_END once every stream has ended
+//   links 1..streams: data: hello, then BLOCK frames (prefix sent, data by sendfile), STREAM_END
+// Bounded: at most streams + 1 blocks summed ahead, a control frame of at most 64 KiB, one
+// deadline renewed by progress (the attach wait first, then the server's send timeout).
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/io/unique_fd.hpp"
+#include "core/ring/ring.hpp"
+#include "core/wire/codec.hpp"
+#include "serve/get/attachments.hpp"
+#include "serve/get/sum_pool.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice::serve {
+
+struct Shared;
+
+// What the session thread hands to the ring after its GET_REPLY ok.
+struct RingStart {
+    UniqueFd request;                        // GET_DONE goes here at the end
+    std::unique_ptr<Attachments::Slot> slot; // the connections the client attaches
+    UniqueFd file;
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    uint32_t mode = 0644;
+    std::string name;  // as it lands at the client
+    std::string label; // "'path' by host", for -v
+    uint16_t streams = 1;
+    std::string receiver_token;
+    int attach_wait_ms = 10000;
+    int idle_ms = 60000;
+};
+
+class RingSession {
+public:
+    // Completion tags: slot << kTagBits | link * 2 + (0 read, 1 write); the request's read is kRequestTag.
+    static constexpr unsigned kTagBits = 9;
+    static constexpr uint64_t kRequestTag = 2 * (wire::kMaxStreams + 1);
+
+    RingSession(RingStart s, Shared& sh, Ring& ring, SumPool& pool, uint32_t slot, uint32_t gen, int64_t now_ms);
+    ~RingSession();
+    RingSession(const RingSession&) = delete;
+    RingSession& operator=(const RingSession&) = delete;
+
+    void on_completion(uint64_t low_tag, Completion& c, int64_t now_ms);
+    void on_attach(int64_t now_ms); // the Attachments may hold a new connection for this get
+    void on_sum(const SumJob& j, int64_t now_ms);
+    void tick(int64_t now_ms); // the deadline
+    void cancel();             // the server stops
+    bool finished() const;     // ended, and nothing of the ring or the pool names it: may go
+    uint32_t gen() const { return gen_; }
+
+private:
+    struct Link {
+        explicit Link(uint64_t tag_base) : rd_c(tag_base), wr_c(tag_base + 1) {}
+        UniqueFd fd;
+        uint16_t index = 0;
+        enum class St : uint8_t { hello, auth, ready } st = St::hello;
+        std::vector<unsigned char> in;
+        wire::Bytes out;
+        size_t out_off = 0;
+        std::array<unsigned char, wire::kNonceBytes> nonce{}; // ours, for ServerAuth's MAC
+        std::array<unsigned char, wire::kNonceBytes> server_nonce{};
+        bool has_block = false;
+        uint64_t blk_off = 0, blk_end = 0; // file bytes owed once out is sent
+        uint64_t blocks = 0, bytes = 0;    // whole blocks this stream carried (STREAM_END)
+        bool end_queued = false;
+        Completion rd_c, wr_c;
+    };
+    struct Block {
+        uint64_t off = 0, len = 0, sum = 0;
+    };
+
+    // ring_session.cpp: connections, handshakes, writing, the end
+    void add_link(UniqueFd fd);
+    void read_link(Link& l);
+    void on_hello_bytes(Link& l);
+    bool flush(Link& l); // false: the socket is full (POLLOUT armed) or the session failed
+    void drive();        // hands blocks to idle streams, ends streams, writes what is owed
+    void fail(ErrorCode code, const std::string& why, ErrorCause cause = ErrorCause::none);
+    void finish(uint32_t status, const std::string& message);
+    void watch_request();
+    // ring_session_frames.cpp: the control connection's frames, and which bytes to send
+    void send_manifest(Link& l);
+    void on_control_bytes(Link& l);
+    void on_frame(uint8_t type, wire::Span payload);
+    void plan(const std::vector<wire::ByteRange>& verified);
+    void queue_sums();
+
+    Shared& sh_;
+    Ring& ring_;
+    SumPool& pool_;
+    RingStart s_;
+    uint32_t slot_, gen_;
+    uint64_t tag_base_;
+    int64_t now_ms_ = 0, deadline_ms_ = 0;
+    std::vector<std::unique_ptr<Link>> links_; // in the order attached: 0 control, then data 1..
+    Completion req_c_;
+    unsigned char req_byte_ = 0;
+    std::array<unsigned char, wire::kTransferIdBytes> transfer_id_{};
+    // What to send: needed_ (after the resume ranges) from cursor_, then resend_; summed ahead in ready_.
+    std::vector<std::pair<uint64_t, uint64_t>> needed_; // [off, end)
+    size_t cursor_ = 0;
+    uint64_t cursor_off_ = 0;
+    std::deque<std::pair<uint64_t, uint64_t>> resend_;
+    std::deque<Block> ready_;
+    unsigned sums_in_flight_ = 0;
+    bool manifest_sent_ = false, acked_ = false, all_verified_ = false, transfer_end_ = false;
+    bool ended_ = false, ok_ = false, counted_open_ = false;
+    uint64_t sent_bytes_ = 0;
+};
+
+} // namespace sluice::serve

@@ -1,0 +1,95 @@
+#include "serve/get/sum_pool.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+
+#include "core/io/sys_error.hpp"
+
+namespace sluice::serve {
+
+namespace {
+
+constexpr size_t kChunk = 1 << 20; // one scratch buffer per thread, whatever the block size
+
+void hash_range(SumJob& j, unsigned char* buf) {
+    XXH3_state_t* st = XXH3_createState();
+    if (!st) {
+        j.err = ENOMEM;
+        return;
+    }
+    XXH3_64bits_reset(st);
+    uint64_t off = j.offset;
+    const uint64_t end = j.offset + j.length;
+    while (off < end) {
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, end - off));
+        ssize_t n = ::pread(j.fd, buf, want, static_cast<off_t>(off));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            j.err = n < 0 ? errno : EIO; // 0: the file got shorter than the manifest says
+            break;
+        }
+        XXH3_64bits_update(st, buf, static_cast<size_t>(n));
+        off += static_cast<uint64_t>(n);
+    }
+    j.sum = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+}
+
+} // namespace
+
+SumPool::SumPool(unsigned threads) {
+    efd_.reset(::eventfd(0, EFD_CLOEXEC));
+    if (!efd_) throw_errno(ErrorCode::internal, "eventfd for the get sessions' checksum pool");
+    for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { work(); });
+}
+
+SumPool::~SumPool() {
+    {
+        std::lock_guard lock(mu_);
+        ending_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+}
+
+void SumPool::push(const SumJob& j) {
+    {
+        std::lock_guard lock(mu_);
+        todo_.push_back(j);
+    }
+    cv_.notify_one();
+}
+
+void SumPool::take(std::vector<SumJob>& out) {
+    std::lock_guard lock(mu_);
+    out.swap(done_);
+    done_.clear();
+}
+
+void SumPool::work() {
+    auto buf = std::make_unique<unsigned char[]>(kChunk);
+    for (;;) {
+        SumJob j;
+        {
+            std::unique_lock lock(mu_);
+            cv_.wait(lock, [&] { return ending_ || !todo_.empty(); });
+            if (ending_) return;
+            j = todo_.front();
+            todo_.pop_front();
+        }
+        hash_range(j, buf.get());
+        {
+            std::lock_guard lock(mu_);
+            done_.push_back(j);
+        }
+        uint64_t one = 1;
+        [[maybe_unused]] ssize_t w = ::write(efd_.get(), &one, sizeof one);
+    }
+}
+
+} // namespace sluice::serve
