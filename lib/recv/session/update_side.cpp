@@ -59,14 +59,12 @@ std::optional<wire::BlockSums> UpdateSide::offer(const DestTree& tree, const Rec
         return s;
     }
     ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-    BlockSumsResult r = block_sums_mapped(fd.get(), 0, size, b, hash_threads_for(blocks), working);
-    if (r.status == BlockSumsResult::Status::no_mmap) {
-        if (!mapped_refused_) {
-            mapped_refused_ = true;
-            fallback_ += std::string(fallback_.empty() ? "" : "; ") +
-                         "update: an old version could not be mapped to hash it: hashed through pread (slower)";
-        }
-        r = block_sums_pread(fd.get(), 0, size, b, working);
+    bool refused = false;
+    BlockSumsResult r = block_sums(fd.get(), 0, size, b, hash_threads_for(blocks), working, refused);
+    if (refused && !mapped_refused_) {
+        mapped_refused_ = true;
+        fallback_ += std::string(fallback_.empty() ? "" : "; ") +
+                     "update: an old version could not be mapped to hash it: hashed through pread (slower)";
     }
     if (r.status != BlockSumsResult::Status::hashed) return std::nullopt; // shortened meanwhile: sent whole instead
     ++sums_hashed_;
