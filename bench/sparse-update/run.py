@@ -214,7 +214,9 @@ def bench_update(data, rounds, src_dir=None, rsync_inplace=False, rate=None, ref
     rsync_args = ["-a", "--no-whole-file"] + (["--inplace"] if rsync_inplace else [])
     rows = {"sluice full send": [], "sluice update": [], "sluice update (no cache)": [], "rsync " + " ".join(rsync_args[1:]): []}
     rsync_name = list(rows)[-1]
-    seed = 100
+    # A new seed per run: the source file is kept between runs, and blocks rewritten with a seed
+    # an earlier run used would rewrite the same bytes (no change to send).
+    seed = first_seed = int(time.time())
     try:
         for r in range(rounds):
             shutil.rmtree(dest_root, ignore_errors=True)
@@ -259,7 +261,7 @@ def bench_update(data, rounds, src_dir=None, rsync_inplace=False, rate=None, ref
         shutil.rmtree(reflinked, ignore_errors=True)
     res = summarize(rows, {"file": "4 GiB, 5 of 512 8 MiB blocks rewritten per update", "net": rate or "loopback",
                            "full send from": src_dir, "updates from": reflinked if reflink_source else src_dir,
-                           "rsync": rsync_args})
+                           "rsync": rsync_args, "first_seed": first_seed})
     for tool in ("sluice update", "sluice update (no cache)"):
         res["tools"][tool]["sums_cached"] = [x.get("sums_cached") for x in rows[tool]]
         res["tools"][tool]["sums_hashed"] = [x.get("sums_hashed") for x in rows[tool]]

@@ -161,3 +161,31 @@ def test_no_sums_cache_keeps_nothing(tmp_path, receiver_factory):
     assert file_hash(dest / "src" / "f.bin") == file_hash(src / "f.bin")
     bad = run_sluice("recv", dest, "--sums-cache", tmp_path / "c", "--no-sums-cache")
     assert bad.returncode != 0 and "contradict" in bad.stderr
+
+
+def test_an_encrypted_transfer_caches_in_the_block_size_it_plans_with(tmp_path, receiver_factory):
+    """Sealed in user space, a transfer plans 1 MiB blocks whatever --block-size's default; its
+    UPDATE_PARAMS names that size, so each received block's checksum is one of the sums."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f.bin").write_bytes(random.Random(3).randbytes(SIZE))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    args = ("--sums-cache", str(tmp_path / "cache"), "--encrypt")
+
+    def send_enc():
+        rx = receiver_factory(dest, *args)
+        out = run_sluice("send", src, rx.url, "--json", "--encrypt")
+        assert out.returncode == 0, out.stderr
+        rc, rout, err = rx.wait()
+        assert rc == 0, err
+        return json.loads(out.stdout.splitlines()[-1]), json.loads(rout.splitlines()[-1])
+
+    s, r = send_enc()
+    assert s["encryption_streams"] == "records" and s["block_size"] == MiB, s
+    assert r["files_sums_stored"] == 1, r
+    rewrite(src / "f.bin", 11 * MiB + 7, 30)
+    s, r = send_enc()
+    assert r["files_sums_cached"] == 1 and r["files_sums_hashed"] == 0, r
+    assert s["bytes_sent"] == MiB and s["bytes_reused"] == SIZE - MiB, s
+    assert file_hash(dest / "src" / "f.bin") == file_hash(src / "f.bin")
