@@ -17,12 +17,23 @@ MiB = 1 << 20
 SIZE = 24 * MiB  # 24 blocks of 1 MiB: at least the 16 blocks a file needs to be cached
 
 
-def send(src, rx, *args):
-    out = run_sluice("send", src, rx.url, "--json", "--block-size", "1M", *args)
+def send(src, rx, *args, block_size=("--block-size", "1M")):
+    """`sluice send SRC` to rx (1 MiB blocks unless block_size says otherwise): both sides' stats."""
+    out = run_sluice("send", src, rx.url, "--json", *block_size, *args)
     assert out.returncode == 0, out.stderr
     rc, rout, err = rx.wait()
     assert rc == 0, err
     return json.loads(out.stdout.splitlines()[-1]), json.loads(rout.splitlines()[-1])
+
+
+def source_and_dest(tmp_path, seed):
+    """src/f.bin of SIZE random bytes and an empty dest."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f.bin").write_bytes(random.Random(seed).randbytes(SIZE))
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    return src, dest
 
 
 def rewrite(path, offset, seed, length=4096):
@@ -38,11 +49,7 @@ def entries(cache):
 @pytest.fixture
 def copied(tmp_path, receiver_factory):
     """A 24 MiB file sent into an empty destination with a cache: (src file, dest file, cache, rx args)."""
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "f.bin").write_bytes(random.Random(1).randbytes(SIZE))
-    dest = tmp_path / "dest"
-    dest.mkdir()
+    src, dest = source_and_dest(tmp_path, 1)
     cache = tmp_path / "cache"
     args = ("--sums-cache", str(cache))
     s, r = send(src, receiver_factory(dest, *args))
@@ -148,11 +155,7 @@ def test_the_entry_format(copied):
 
 
 def test_no_sums_cache_keeps_nothing(tmp_path, receiver_factory):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "f.bin").write_bytes(random.Random(2).randbytes(SIZE))
-    dest = tmp_path / "dest"
-    dest.mkdir()
+    src, dest = source_and_dest(tmp_path, 2)
     s, r = send(src, receiver_factory(dest, "--no-sums-cache"))
     assert r["files_sums_stored"] == 0, r
     rewrite(src / "f.bin", MiB, 23)
@@ -166,20 +169,11 @@ def test_no_sums_cache_keeps_nothing(tmp_path, receiver_factory):
 def test_an_encrypted_transfer_caches_in_the_block_size_it_plans_with(tmp_path, receiver_factory):
     """Sealed in user space, a transfer plans 1 MiB blocks whatever --block-size's default; its
     UPDATE_PARAMS names that size, so each received block's checksum is one of the sums."""
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "f.bin").write_bytes(random.Random(3).randbytes(SIZE))
-    dest = tmp_path / "dest"
-    dest.mkdir()
+    src, dest = source_and_dest(tmp_path, 3)
     args = ("--sums-cache", str(tmp_path / "cache"), "--encrypt")
 
-    def send_enc():
-        rx = receiver_factory(dest, *args)
-        out = run_sluice("send", src, rx.url, "--json", "--encrypt")
-        assert out.returncode == 0, out.stderr
-        rc, rout, err = rx.wait()
-        assert rc == 0, err
-        return json.loads(out.stdout.splitlines()[-1]), json.loads(rout.splitlines()[-1])
+    def send_enc():  # no --block-size: the sealed size is the sender's to choose
+        return send(src, receiver_factory(dest, *args), "--encrypt", block_size=())
 
     s, r = send_enc()
     assert s["encryption_streams"] == "records" and s["block_size"] == MiB, s
