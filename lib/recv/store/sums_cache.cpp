@@ -79,7 +79,10 @@ bool fine_grained_ctime(int fd) {
     struct statfs s {};
     if (!kernel_has_multigrain() || ::fstatfs(fd, &s) != 0) return false;
     switch (static_cast<unsigned long>(s.f_type)) {
-    case EXT4_SUPER_MAGIC: // ext2/3/4 share it; all three run through ext4 with FS_MGTIME
+    // ext2 and ext3 share ext4's magic: mounted by the ext4 driver (the usual way) they have
+    // multigrain ctime too; a kernel's separate ext2 driver does not, and cannot be told
+    // apart here (docs/guarantees.md names it).
+    case EXT4_SUPER_MAGIC:
     case XFS_SUPER_MAGIC:
     case BTRFS_SUPER_MAGIC:
     case TMPFS_MAGIC: return true;
