@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli_args.hpp"
@@ -43,6 +44,10 @@ options:
   --sync               fsync files and directories before reporting success
   --verify             before renaming a file into place, read it back from disk (O_DIRECT)
                        and check every block received in this run against the sender's checksum
+  --sums-cache DIR     keep the block sums of large files received here in DIR, so the next
+                       update of one does not read it whole (default $XDG_CACHE_HOME/sluice/
+                       block-sums, else ~/.cache/sluice/block-sums; docs/guarantees.md)
+  --no-sums-cache      keep none: every update reads the receiver's old version to hash it
   --max-files N        refuse manifests with more entries (default 10000000)
   --max-manifest-bytes SIZE  refuse a manifest needing more receiver memory (default: 1/4 of RAM)
   --usermap FROM:TO,...   map the sender's users to ours, as rsync's --usermap: FROM a name,
@@ -103,13 +108,31 @@ int receive_pipe(const Args& a, RecvOptions& o, bool show_token) {
     return 0;
 }
 
+// --sums-cache DIR, --no-sums-cache, else the user's cache directory (XDG), else none.
+std::string sums_cache_option(const Args& a) {
+    if (a.flag("--no-sums-cache")) {
+        if (a.value("--sums-cache")) throw Error(ErrorCode::usage, "--sums-cache and --no-sums-cache contradict each other");
+        return {};
+    }
+    if (auto v = a.value("--sums-cache")) {
+        if (v->empty()) throw Error(ErrorCode::usage, "--sums-cache: expected a directory");
+        return *v;
+    }
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    if (xdg && xdg[0] == '/') return std::string(xdg) + "/sluice/block-sums";
+    const char* home = std::getenv("HOME");
+    if (home && home[0] == '/') return std::string(home) + "/.cache/sluice/block-sums";
+    return {};
+}
+
 } // namespace
 
 int cmd_recv(int argc, char** argv) {
     Args a(argc, argv,
            {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
-            "--max-files", "--max-manifest-bytes", "--cc", "--usermap", "--groupmap", "--cert", "--key", "--ca", "--pin", "--chown"},
-           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids", "--encrypt", "--no-encrypt", "--mptcp"});
+            "--max-files", "--max-manifest-bytes", "--cc", "--usermap", "--groupmap", "--cert", "--key", "--ca", "--pin", "--chown", "--sums-cache"},
+           {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids", "--encrypt", "--no-encrypt", "--mptcp",
+            "--no-sums-cache"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kRecvHelp, stdout);
         return 0;
@@ -147,6 +170,7 @@ int cmd_recv(int argc, char** argv) {
     }
     o.sync = a.flag("--sync");
     o.verify = a.flag("--verify");
+    o.sums_cache = sums_cache_option(a);
     o.max_files = a.uint_value("--max-files", 10'000'000, 1, 1'000'000'000);
     if (auto v = a.value("--max-manifest-bytes"); v && !(o.max_manifest_bytes = parse_size(*v, "--max-manifest-bytes")))
         throw Error(ErrorCode::usage, "--max-manifest-bytes must be more than 0");

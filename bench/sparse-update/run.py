@@ -11,12 +11,23 @@ allocated at the receiver (st_blocks * 512), and whether the received bytes equa
 (cmp). Medians over the rounds. Take the bench lock (/work/brief/bin/bench-lock) around it.
 
 update: a 4 GiB file of random data. Each round: a full `sluice send` into an empty directory
-(timed), then twice: 1% of the file's 8 MiB blocks (5 of 512, at random) rewritten in the
-source, and the destination brought up to date, once by `sluice send` (changed blocks) and once
-by `rsync -a --no-whole-file` (its delta transfer), the two in alternating order. Each update
-starts from a destination equal to the source but for those 5 blocks. Needs ~12 GiB of disk.
-DATA_DIR's file system decides how the receiver keeps the unchanged blocks: a reflink on XFS or
-btrfs, a copy on ext4 (the receiver's `fallbacks` in the output say which).
+(timed), then three updates, each after 1% of the file's 8 MiB blocks (5 of 512, at random) were
+rewritten in the source: `sluice send` with the receiver's block-sums cache (first, right after
+the full send, whose receiver stored the sums), then in alternating order `sluice send` with
+`sluice recv --no-sums-cache` (the receiver hashes its old version, as before session 14) and
+`rsync -a --no-whole-file` (its delta transfer). Each update starts from a destination equal to
+the source but for those 5 blocks. Needs ~12 GiB of disk (--src elsewhere and --rsync-inplace:
+~4 GiB). DATA_DIR's file system decides how the receiver keeps the unchanged blocks: a reflink
+on XFS or btrfs, a copy on ext4 (the receiver's `fallbacks` in the output say which).
+  --src DIR          where the 4 GiB source file lives (default DATA_DIR/update-src)
+  --rsync-inplace    rsync also with --inplace: it rewrites the changed blocks in place instead
+                     of writing a whole new copy (less work for rsync; needs no second 4 GiB)
+  --reflink-source   the updates' source is a reflink copy (cp --reflink) of the full send's result
+                     on DATA_DIR (XFS, btrfs), made after the full send: the full send reads --src
+                     (e.g. tmpfs), the updates a file of the same file system kind as a user's,
+                     and the disk holds one 4 GiB copy, not two
+  --net 1gbit        both tools between two network namespaces joined by a veth pair with a
+                     1 Gbit/s tbf on each end (bench/testbed/netns.sh), instead of loopback
 
 minor: the WDT report's "minor" set at --scale (default 1/32: ~3,200 files of 1-400 KiB) from
 bench/datasets/gen.py, first copied whole; then per round, twice: 1% of the files get 4 KiB
@@ -65,20 +76,22 @@ def read_all(path):
 
 
 class RsyncDaemon:
-    def __init__(self, root):
+    def __init__(self, root, net=None):
+        self.net = net or LOOPBACK
         self.port = free_port()
         self.conf = os.path.join(root, "rsyncd.conf")
         with open(self.conf, "w") as f:
             f.write(f"use chroot = false\nuid = root\ngid = root\n[m]\npath = {root}\nread only = false\n")
-        self.proc = subprocess.Popen(["rsync", "--daemon", "--no-detach", f"--config={self.conf}", f"--port={self.port}",
-                                      "--address=127.0.0.1"], stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(self.net.wrap("rcv", ["rsync", "--daemon", "--no-detach", f"--config={self.conf}",
+                                                           f"--port={self.port}", f"--address={self.net.ip}"]),
+                                     stderr=subprocess.PIPE, env=NS_ENV)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            probe = self.net.wrap("snd", [sys.executable, "-c", "import socket,sys; socket.create_connection((sys.argv[1], "
+                                          "int(sys.argv[2])), timeout=1).close()", self.net.ip, str(self.port)])
+            if subprocess.run(probe, env=NS_ENV, capture_output=True).returncode == 0:
                 return
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         raise RuntimeError("rsync daemon did not start")
 
     def stop(self):
@@ -86,15 +99,42 @@ class RsyncDaemon:
         self.proc.wait(timeout=10)
 
 
-def sluice_run(src, dest, send_args=(), recv_args=(), binary=None):
-    """One `sluice send SRC` into DEST over loopback: (seconds, sender stats, receiver stats)."""
+NETNS = os.path.join(ROOT, "bench", "testbed", "netns.sh")
+NS_ENV = dict(os.environ, SB_NS_SND="sl17-bench-snd", SB_NS_RCV="sl17-bench-rcv", SB_IP_SND="10.217.7.1",
+              SB_IP_RCV="10.217.7.2")
+
+
+class Net:
+    """Where the two sides run: loopback, or the two namespaces of bench/testbed/netns.sh."""
+
+    def __init__(self, rate=None):
+        self.rate = rate
+        self.ip = NS_ENV["SB_IP_RCV"] if rate else "127.0.0.1"
+        if rate:
+            subprocess.run([NETNS, "up", rate], env=NS_ENV, check=True, capture_output=True)
+
+    def wrap(self, side, cmd):
+        return [NETNS, "exec", side, *cmd] if self.rate else cmd
+
+    def down(self):
+        if self.rate:
+            subprocess.run([NETNS, "down"], env=NS_ENV, capture_output=True)
+
+
+LOOPBACK = Net()
+
+
+def sluice_run(src, dest, send_args=(), recv_args=(), binary=None, net=LOOPBACK):
+    """One `sluice send SRC` into DEST: (seconds, sender stats, receiver stats)."""
     port = free_port()
     binary = binary or SLUICE
-    rx = subprocess.Popen([binary, "recv", dest, "--bind", "127.0.0.1", "--port", str(port), "--token", "b", "--json",
-                           *recv_args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rx = subprocess.Popen(net.wrap("rcv", [binary, "recv", dest, "--bind", net.ip, "--port", str(port), "--token", "b",
+                                           "--json", *recv_args]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=NS_ENV)
     url = rx.stdout.readline().strip()
     t0 = time.monotonic()
-    tx = subprocess.run([binary, "send", src, url, "--json", *send_args], capture_output=True, text=True, timeout=600)
+    tx = subprocess.run(net.wrap("snd", [binary, "send", src, url, "--json", *send_args]), capture_output=True, text=True,
+                        timeout=600, env=NS_ENV)
     out, err = rx.communicate(timeout=120)
     secs = time.monotonic() - t0
     if tx.returncode or rx.returncode:
@@ -104,8 +144,8 @@ def sluice_run(src, dest, send_args=(), recv_args=(), binary=None):
 
 def rsync_run(daemon, src, rel_dest, *args):
     t0 = time.monotonic()
-    r = subprocess.run(["rsync", *args, src, f"rsync://127.0.0.1:{daemon.port}/m/{rel_dest}/"], capture_output=True,
-                       text=True, timeout=900)
+    r = subprocess.run(daemon.net.wrap("snd", ["rsync", *args, src, f"rsync://{daemon.net.ip}:{daemon.port}/m/{rel_dest}/"]),
+                       capture_output=True, text=True, timeout=900, env=NS_ENV)
     secs = time.monotonic() - t0
     if r.returncode:
         raise RuntimeError(f"rsync {args}: exit {r.returncode}: {r.stderr.strip()}")
@@ -160,46 +200,76 @@ def rewrite_blocks(path, count, block, seed):
     return picks
 
 
-def bench_update(data, rounds):
-    src_dir = os.path.join(data, "update-src")
+def bench_update(data, rounds, src_dir=None, rsync_inplace=False, rate=None, reflink_source=False):
+    src_dir = src_dir or os.path.join(data, "update-src")
     os.makedirs(src_dir, exist_ok=True)
-    src = os.path.join(src_dir, "big.bin")
+    full_src = src = os.path.join(src_dir, "big.bin")
     if not os.path.exists(src) or os.path.getsize(src) != 4 * GiB:
         subprocess.run(["dd", "if=/dev/urandom", f"of={src}", "bs=8M", "count=512", "status=none"], check=True)
     dest_root = os.path.join(data, "update-dest")
-    daemon = RsyncDaemon(data)
-    rows = {"sluice full send": [], "sluice update": [], "rsync --no-whole-file": []}
-    seed = 100
+    cache = os.path.join(data, "sums-cache")
+    reflinked = os.path.join(data, "update-src-reflink")
+    net = Net(rate)
+    daemon = RsyncDaemon(data, net)
+    rsync_args = ["-a", "--no-whole-file"] + (["--inplace"] if rsync_inplace else [])
+    rows = {"sluice full send": [], "sluice update": [], "sluice update (no cache)": [], "rsync " + " ".join(rsync_args[1:]): []}
+    rsync_name = list(rows)[-1]
+    # A new seed per run: the source file is kept between runs, and blocks rewritten with a seed
+    # an earlier run used would rewrite the same bytes (no change to send).
+    seed = first_seed = int(time.time())
     try:
         for r in range(rounds):
             shutil.rmtree(dest_root, ignore_errors=True)
+            shutil.rmtree(cache, ignore_errors=True)
+            shutil.rmtree(reflinked, ignore_errors=True)
             os.makedirs(dest_root)
-            read_all(src)
-            secs, s, _ = sluice_run(src, dest_root)
-            rows["sluice full send"].append({"seconds": secs, "bytes_sent": s["bytes_sent"]})
-            order = ["sluice update", "rsync --no-whole-file"]
+            read_all(full_src)
+            secs, s, rx = sluice_run(full_src, dest_root, recv_args=("--sums-cache", cache), net=net)
+            rows["sluice full send"].append({"seconds": secs, "bytes_sent": s["bytes_sent"],
+                                             "sums_stored": rx.get("files_sums_stored")})
+            if reflink_source:
+                os.makedirs(reflinked)
+                src = os.path.join(reflinked, "big.bin")
+                subprocess.run(["cp", "--reflink=always", "-p", os.path.join(dest_root, "big.bin"), src], check=True)
+            # The cached update right after the send that stored the sums; the other two after it,
+            # alternating (each replaces the file, so the entry no longer fits it afterwards).
+            order = ["sluice update (no cache)", rsync_name]
             if r % 2:
                 order.reverse()
-            for tool in order:
+            for tool in ["sluice update"] + order:
                 seed += 1
                 rewrite_blocks(src, 5, 8 * MiB, seed)
                 read_all(src)
                 got = os.path.join(dest_root, "big.bin")
                 read_all(got)
-                fallbacks = None
-                if tool == "sluice update":
-                    secs, s, rx = sluice_run(src, dest_root)
-                    sent = s["bytes_sent"]
-                    fallbacks = rx.get("fallbacks", [])  # says whether the unchanged blocks were copied
+                row = {}
+                if tool.startswith("sluice"):
+                    cache_args = ("--no-sums-cache",) if tool.endswith("(no cache)") else ("--sums-cache", cache)
+                    secs, s, rx = sluice_run(src, dest_root, recv_args=cache_args, net=net)
+                    row = {"bytes_sent": s["bytes_sent"], "fallbacks": rx.get("fallbacks", []),
+                           "sums_cached": rx.get("files_sums_cached"), "sums_hashed": rx.get("files_sums_hashed"),
+                           "sender_seconds": s.get("seconds"), "receiver_seconds": rx.get("seconds")}
                 else:
-                    secs = rsync_run(daemon, src, "update-dest", "-a", "--no-whole-file")
-                    sent = None
-                rows[tool].append({"seconds": secs, "bytes_sent": sent, "equal": same_bytes(src, got),
-                                   "fallbacks": fallbacks})
+                    secs = rsync_run(daemon, src, "update-dest", *rsync_args)
+                row.update(seconds=secs, equal=same_bytes(src, got))
+                rows[tool].append(row)
     finally:
         daemon.stop()
+        net.down()
         shutil.rmtree(dest_root, ignore_errors=True)
-    return summarize(rows, {"file": "4 GiB, 5 of 512 8 MiB blocks rewritten per update"})
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(reflinked, ignore_errors=True)
+    res = summarize(rows, {"file": "4 GiB, 5 of 512 8 MiB blocks rewritten per update", "net": rate or "loopback",
+                           "full send from": src_dir, "updates from": reflinked if reflink_source else src_dir,
+                           "rsync": rsync_args, "first_seed": first_seed})
+    for tool in ("sluice update", "sluice update (no cache)"):
+        res["tools"][tool]["sums_cached"] = [x.get("sums_cached") for x in rows[tool]]
+        res["tools"][tool]["sums_hashed"] = [x.get("sums_hashed") for x in rows[tool]]
+    med = {t: v["median_seconds"] for t, v in res["tools"].items()}
+    res["ratios"] = {"full send / update": med["sluice full send"] / med["sluice update"],
+                     "rsync / update": med[rsync_name] / med["sluice update"],
+                     "update (no cache) / update": med["sluice update (no cache)"] / med["sluice update"]}
+    return res
 
 
 def touch_files(root, fraction, seed):
@@ -269,11 +339,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out")
     ap.add_argument("--old", help="minor: another sluice binary, run as a third tool")
+    ap.add_argument("--src", help="update: the directory of the 4 GiB source file")
+    ap.add_argument("--rsync-inplace", action="store_true", help="update: rsync with --inplace")
+    ap.add_argument("--reflink-source", action="store_true", help="update: update from a reflink of the full send's result")
+    ap.add_argument("--net", choices=["1gbit"], help="update: between two namespaces through tbf at this rate")
     a = ap.parse_args()
     if a.what == "sparse":
         res = bench_sparse(a.data, a.rounds)
     elif a.what == "update":
-        res = bench_update(a.data, a.rounds)
+        res = bench_update(a.data, a.rounds, a.src, a.rsync_inplace, a.net, a.reflink_source)
     else:
         res = bench_minor(a.data, a.rounds, a.scale, a.old)
     text = json.dumps(res, indent=1)

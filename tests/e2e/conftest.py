@@ -44,6 +44,24 @@ class Receiver:
         kill_process(self.proc)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sums_cache_home():
+    """Receivers keep block sums under $XDG_CACHE_HOME (sluice recv --sums-cache's default): a
+    directory of this run's own, removed at its end, not the user's ~/.cache."""
+    import shutil
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="sluice-e2e-cache-")
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = d
+    yield d
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
+    shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.fixture
 def receiver_factory():
     made = []

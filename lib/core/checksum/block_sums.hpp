@@ -36,6 +36,24 @@ BlockSumsResult block_sums_mapped(int fd, uint64_t base, uint64_t length, uint64
 BlockSumsResult block_sums_pread(int fd, uint64_t base, uint64_t length, uint64_t block_size,
                                  const std::function<void()>& working);
 
+// The same through pread into an L2-sized buffer per thread (kHashReadBytes), on `threads`
+// threads: for files whose pages are mapped expensively (below).
+BlockSumsResult block_sums_read(int fd, uint64_t base, uint64_t length, uint64_t block_size, unsigned threads,
+                                const std::function<void()>& working);
+
+// Which of the two is faster for this file. Measured on this VM (2 vCPUs, Linux 6.18, a cached
+// 4 GiB file, 2 threads, docs/benchmarks.md "Issue 17 (h17i, session 14)"): through mappings
+// 0.12-0.13 s on ext4 and XFS (their page cache holds large folios, mapped many pages at a
+// time), 1.0-1.6 s on tmpfs (4 KiB pages, one fault or populate step each), where pread takes
+// 0.28 s (0.15-0.21 s on ext4/XFS). So: pread on tmpfs and ramfs, mappings elsewhere.
+enum class HashRead { mapped, read };
+HashRead hash_read_for(int fd);
+
+// The blocks' sums the faster way for fd (hash_read_for); a file that cannot be mapped is read
+// instead and mapped_refused set (for the stats' fallbacks).
+BlockSumsResult block_sums(int fd, uint64_t base, uint64_t length, uint64_t block_size, unsigned threads,
+                           const std::function<void()>& working, bool& mapped_refused);
+
 // How many threads to hash a file of this many blocks with: one for small files (a thread is
 // not worth its start), else the CPUs this process may run on, at most 4.
 unsigned hash_threads_for(uint64_t blocks);

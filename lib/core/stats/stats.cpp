@@ -51,6 +51,9 @@ std::string Stats::to_json() const {
     field("bytes_skipped", std::to_string(bytes_skipped));
     field("bytes_holes", std::to_string(bytes_holes));
     field("bytes_reused", std::to_string(bytes_reused));
+    field("files_sums_cached", std::to_string(files_sums_cached));
+    field("files_sums_hashed", std::to_string(files_sums_hashed));
+    field("files_sums_stored", std::to_string(files_sums_stored));
     field("bytes_read_direct", std::to_string(bytes_read_direct));
     field("files", std::to_string(files));
     field("dirs", std::to_string(dirs));

@@ -179,6 +179,10 @@ struct RecvOptions {
     RecvPath path = RecvPath::direct;
     bool sync = false;   // fsync files and directories before reporting success
     bool verify = false; // re-read each file from disk (O_DIRECT) and check every block before renaming it
+    // Where the block sums of files this receiver writes are kept for the next update of them
+    // (docs/guarantees.md, "The block-sums cache"); empty: none kept. The CLI's default is
+    // $XDG_CACHE_HOME/sluice/block-sums (else ~/.cache/sluice/block-sums).
+    std::string sums_cache;
     uint64_t max_files = 10'000'000;
     // The most memory the receiver may hold for the manifest (entries, names, symlink targets,
     // verified ranges); a manifest needing more is refused. 0: a quarter of physical memory

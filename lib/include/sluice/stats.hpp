@@ -52,6 +52,11 @@ struct Stats {
     uint64_t bytes_skipped = 0; // already verified at the receiver (resume)
     uint64_t bytes_holes = 0;   // holes of sparse files: described, never sent (docs/protocol.md)
     uint64_t bytes_reused = 0;  // unchanged blocks of files the receiver had in another version
+    // Receiver, updates: old versions whose block sums came from the block-sums cache, old
+    // versions hashed (read whole) instead, and files whose sums were stored in the cache.
+    uint64_t files_sums_cached = 0;
+    uint64_t files_sums_hashed = 0;
+    uint64_t files_sums_stored = 0;
     // Sender: bytes read with O_DIRECT because they were not in the page cache (sent from the
     // buffer they were read into); the rest of bytes_sent came through the page cache.
     uint64_t bytes_read_direct = 0;

@@ -12,6 +12,7 @@
 #include "sluice/sluice.hpp"
 #include "recv/store/dest_tree.hpp"
 #include "recv/store/file_table.hpp"
+#include "recv/store/sums_cache.hpp"
 #include "core/tls/keys.hpp"
 #include "core/wire/protocol.hpp"
 
@@ -68,6 +69,8 @@ struct RecvContext {
     const AnswerClock* answers = nullptr;
     // Bytes a stream wrote with O_DIRECT (the direct path): stats' bytes_written_direct.
     std::atomic<uint64_t>* bytes_written_direct = nullptr;
+    // Where a complete file with keep_sums leaves its block sums (recv/store/sums_cache.hpp).
+    SumsCache* sums_cache = nullptr;
 };
 
 // A data stream heard nothing for the idle timeout: true if that is the receiver's own doing

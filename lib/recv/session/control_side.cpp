@@ -219,7 +219,12 @@ void ControlSide::register_file(RecvFile& f, std::vector<wire::ByteRange>& alrea
             if (p) p->files_done += 1;
             return;
         }
-        if (r.bytes == 0) offer_old_version(f);
+        if (r.bytes == 0) {
+            // Nothing resumed: every block will be received or reused whole, so its sums can be
+            // kept (a resumed file's journal blocks may have another size).
+            f.keep_sums = !f.entry.sparse && sums_cache_.wants(f.entry.size);
+            offer_old_version(f);
+        }
     }
     if (f.entry.sparse) {
         Holes h = mark_holes(files_, f);
@@ -354,6 +359,8 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
             deleted_ = mirror_->delete_extraneous(target_.tree(), files_, working);
             for (const std::string& d : deleted_) log_.verbose_line("deleted '" + d + "'");
         }
+        // Last: the entries' ctime must be read after every change we make to the files.
+        counts_.sums_stored = sums_cache_.flush(target_.tree(), working, sums_note_);
     }
     wire::Bytes out;
     wire::encode_final_status(out, wire::FinalStatus{.files_ok = tally_.files_completed.load(),

@@ -37,11 +37,13 @@ public:
         uint64_t bytes_skipped = 0; // verified by an earlier run
         uint64_t bytes_holes = 0;   // holes of sparse files (never sent)
         uint64_t bytes_reused = 0;  // copied from the old version of an updated file
+        uint64_t sums_stored = 0;   // files whose block sums went into the cache
     };
 
     ControlSide(const RecvOptions& opts, RecvTarget& target, FileTable& files, RecvTally& tally, ControlChannel& control,
                 SessionLog& log, FailureLatch& latch)
-        : opts_(opts), target_(target), files_(files), tally_(tally), control_(control), log_(log), latch_(latch) {}
+        : opts_(opts), target_(target), files_(files), tally_(tally), control_(control), log_(log), latch_(latch),
+          sums_cache_(opts.sums_cache), update_(sums_cache_) {}
 
     // The sender's ClientHello features: without kFeatureTreeMeta, entry kinds 5-9, metadata
     // trailers and TREE_OPTIONS are refused as a protocol error (it announced none of them).
@@ -78,6 +80,11 @@ public:
     uint64_t checksum_failures() const { return resends_.failures(); }
 
     const std::string& update_fallback() const { return update_.fallback(); }
+    // The block-sums cache (sums_cache.hpp): the data streams leave complete files' sums in it.
+    SumsCache& sums_cache() { return sums_cache_; }
+    const std::string& sums_cache_note() const { return sums_note_; }
+    uint64_t sums_cached() const { return update_.sums_cached(); }
+    uint64_t sums_hashed() const { return update_.sums_hashed(); }
 
 private:
     void on_manifest(wire::ManifestPage&& page);
@@ -114,6 +121,8 @@ private:
     SessionLog& log_;
     FailureLatch& latch_;
     ResendPolicy resends_;
+    SumsCache sums_cache_;
+    std::string sums_note_; // why the cache stored nothing, if it could not
     UpdateSide update_; // control thread only
     AnswerClock answers_;
     bool silence_reported_ = false; // await_frame() threw: its message says it all

@@ -58,7 +58,8 @@ RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
            .file_completed = [this] { control_side_.file_completed(); },
            .still_working = [this] { control_side_.still_working(); },
            .answers = &control_side_.answers(),
-           .bytes_written_direct = &tally_.bytes_written_direct},
+           .bytes_written_direct = &tally_.bytes_written_direct,
+           .sums_cache = &control_side_.sums_cache()},
       acceptor_(opts_, log_), host_(advertised_host(opts_)) {
     if (opts_.certificates.any()) {
         auto certs = std::make_shared<const tls::CertContext>(opts_.certificates, tls::Side::server);
@@ -300,6 +301,9 @@ Stats RecvSession::stats() {
         .bytes_skipped = c.bytes_skipped,
         .bytes_holes = c.bytes_holes,
         .bytes_reused = c.bytes_reused,
+        .files_sums_cached = control_side_.sums_cached(),
+        .files_sums_hashed = control_side_.sums_hashed(),
+        .files_sums_stored = c.sums_stored,
         .files = c.files,
         .dirs = c.dirs,
         .symlinks = c.links,
@@ -317,6 +321,7 @@ Stats RecvSession::stats() {
     s.congestion_control = acceptor_.congestion_control();
     s.deleted = control_side_.deleted();
     if (!control_side_.update_fallback().empty()) s.fallbacks.push_back(control_side_.update_fallback());
+    if (!control_side_.sums_cache_note().empty()) s.fallbacks.push_back(control_side_.sums_cache_note());
     links_.fill(s);
     if (!links_.path().empty()) {
         log_.verbose_line(links_.handshakes_line());

@@ -20,8 +20,6 @@ namespace sluice {
 
 namespace {
 
-int64_t mtime_of(const struct stat& st) { return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec; }
-
 UniqueFd open_old(const DestTree& tree, const RecvFile& f, struct stat& st) {
     UniqueFd dir = tree.open_dir(f.parent);
     UniqueFd fd(::openat(dir.get(), f.name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
@@ -34,6 +32,7 @@ UniqueFd open_old(const DestTree& tree, const RecvFile& f, struct stat& st) {
 void UpdateSide::set_params(const wire::UpdateParams& p) {
     if (active()) throw Error(ErrorCode::protocol, "UPDATE_PARAMS sent twice");
     params_ = p;
+    cache_.set_block_size(p.block_size);
 }
 
 std::optional<wire::BlockSums> UpdateSide::offer(const DestTree& tree, const RecvFile& f, const std::function<void()>& working) {
@@ -50,20 +49,28 @@ std::optional<wire::BlockSums> UpdateSide::offer(const DestTree& tree, const Rec
     const uint64_t blocks = (size + b - 1) / b;
     // One frame: 24 bytes and 8 per block (8 TiB of old file at 8 MiB blocks).
     if (24 + blocks * 8 > wire::kMaxControlPayload) return std::nullopt;
-    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     wire::BlockSums s{.file_id = f.entry.file_id, .old_size = size, .sums = {}};
-    BlockSumsResult r = block_sums_mapped(fd.get(), 0, size, b, hash_threads_for(blocks), working);
-    if (r.status == BlockSumsResult::Status::no_mmap) {
-        if (!mapped_refused_) {
-            mapped_refused_ = true;
-            fallback_ += std::string(fallback_.empty() ? "" : "; ") +
-                         "update: an old version could not be mapped to hash it: hashed through pread (slower)";
-        }
-        r = block_sums_pread(fd.get(), 0, size, b, working);
+    Old old{size, ns_of(st.st_mtim), st.st_ino, {}};
+    if (auto cached = params_.checksum ? std::nullopt : cache_.load(st, b)) {
+        ++sums_cached_;
+        s.sums = std::move(*cached);
+        if (f.keep_sums) old.sums = s.sums;
+        offered_[f.entry.file_id] = std::move(old);
+        return s;
+    }
+    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+    bool refused = false;
+    BlockSumsResult r = block_sums(fd.get(), 0, size, b, hash_threads_for(blocks), working, refused);
+    if (refused && !mapped_refused_) {
+        mapped_refused_ = true;
+        fallback_ += std::string(fallback_.empty() ? "" : "; ") +
+                     "update: an old version could not be mapped to hash it: hashed through pread (slower)";
     }
     if (r.status != BlockSumsResult::Status::hashed) return std::nullopt; // shortened meanwhile: sent whole instead
+    ++sums_hashed_;
     s.sums = std::move(r.sums);
-    offered_[f.entry.file_id] = Old{size, mtime_of(st), st.st_ino};
+    if (f.keep_sums) old.sums = s.sums;
+    offered_[f.entry.file_id] = std::move(old);
     return s;
 }
 
@@ -115,12 +122,22 @@ void UpdateSide::write_all(int fd, const unsigned char* p, size_t n, uint64_t at
     }
 }
 
+void UpdateSide::record_reused(FileTable& files, RecvFile& f, const Old& old, uint64_t offset, uint64_t length, uint64_t block) {
+    if (!f.keep_sums || old.sums.empty()) return;
+    // REUSE ranges are whole blocks (the sender merges equal blocks), the last one maybe short.
+    for (uint64_t off = offset; off < offset + length; off += block) {
+        const uint64_t i = off / block;
+        if (off % block != 0 || i >= old.sums.size()) return; // not a whole-block layout: keep() will not store it
+        files.record_checksum(f, off, std::min(block, offset + length - off), old.sums[i]);
+    }
+}
+
 UpdateSide::Applied UpdateSide::apply(const DestTree& tree, FileTable& files, const wire::Reuse& r, bool sync) {
     RecvFile* f = files.find(r.file_id);
     auto it = offered_.find(r.file_id);
     if (!f || it == offered_.end())
         throw Error(ErrorCode::protocol, "REUSE for file id " + std::to_string(r.file_id) + ", whose old version was not offered");
-    const Old old = it->second;
+    const Old old = std::move(it->second);
     offered_.erase(it);
     const std::string& path = f->entry.path;
     const uint64_t limit = std::min(old.size, f->entry.size);
@@ -130,7 +147,7 @@ UpdateSide::Applied UpdateSide::apply(const DestTree& tree, FileTable& files, co
                                                  ") of '" + path + "' lies past its old or new size");
     struct stat st {};
     UniqueFd from = open_old(tree, *f, st);
-    if (!from || static_cast<uint64_t>(st.st_size) != old.size || mtime_of(st) != old.mtime_ns || st.st_ino != old.ino)
+    if (!from || static_cast<uint64_t>(st.st_size) != old.size || ns_of(st.st_mtim) != old.mtime_ns || st.st_ino != old.ino)
         throw Error(ErrorCode::destination, "'" + path + "' changed at the receiver during its update; send it again");
     ParentDirCache dirs(tree);
     Applied a;
@@ -142,7 +159,9 @@ UpdateSide::Applied UpdateSide::apply(const DestTree& tree, FileTable& files, co
         if (::futimens(from.get(), FileTimes(f->entry.mtime_ns).t) != 0)
             throw_errno(ErrorCode::destination, "cannot set the mtime of '" + path + "'");
         if (sync && ::fsync(from.get()) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + path + "'");
+        record_reused(files, *f, old, 0, f->entry.size, params_.block_size);
         files.mark_verified(*f, 0, f->entry.size);
+        if (f->keep_sums) cache_.keep(*f);
         files.set_complete(*f);
         return {.bytes = f->entry.size, .complete = true};
     }
@@ -151,12 +170,14 @@ UpdateSide::Applied UpdateSide::apply(const DestTree& tree, FileTable& files, co
     UniqueFd direct(::openat(dirs.get(f->parent), f->temp.c_str(), O_WRONLY | O_DIRECT | O_NOFOLLOW | O_CLOEXEC));
     for (const wire::Extent& x : r.ranges) {
         a.bytes += copy_range(from.get(), to.get(), direct.get(), x.offset, x.length, path);
+        record_reused(files, *f, old, x.offset, x.length, params_.block_size);
         // Marked once copied: the stream whose block completes the file renames it at once.
         if (files.mark_verified(*f, x.offset, x.length)) a.complete = true;
     }
     if (a.complete) {
         finish_file(dirs, *f, to.get(), sync, &files.reaper());
         if (f->journaled) journal::remove(dirs.get(f->parent), f->temp); // blocks that arrived before
+        if (f->keep_sums) cache_.keep(*f);
         files.set_complete(*f);
     }
     return a;

@@ -16,11 +16,16 @@
 #include "core/wire/protocol.hpp"
 #include "recv/store/dest_tree.hpp"
 #include "recv/store/file_table.hpp"
+#include "recv/store/sums_cache.hpp"
 
 namespace sluice {
 
 class UpdateSide {
 public:
+    // The receiver's block-sums cache: offer() takes an old version's sums from it when its
+    // entry matches, and files completed here (apply) leave theirs in it.
+    explicit UpdateSide(SumsCache& cache) : cache_(cache) {}
+
     // UPDATE_PARAMS: once, before the first page.
     void set_params(const wire::UpdateParams& p);
     bool active() const { return params_.block_size != 0; }
@@ -29,7 +34,9 @@ public:
 
     // f (registered, nothing resumed) and its old version under the final name: the sums to
     // send, or nothing (no old version, not a regular file, empty, too many blocks for one
-    // frame). `working` runs between blocks (the hash of a large file takes a while).
+    // frame). `working` runs between blocks (the hash of a large file takes a while). The
+    // sums come from the cache when it holds them for this very inode (not with --checksum,
+    // which asks for the content to be read).
     std::optional<wire::BlockSums> offer(const DestTree& tree, const RecvFile& f, const std::function<void()>& working);
 
     struct Applied {
@@ -46,18 +53,26 @@ public:
 
     // The slower path taken (no reflink: the unchanged blocks were copied), for the stats.
     const std::string& fallback() const { return fallback_; }
+    // Old versions offered with sums from the cache, and hashed.
+    uint64_t sums_cached() const { return sums_cached_; }
+    uint64_t sums_hashed() const { return sums_hashed_; }
 
 private:
     struct Old {
         uint64_t size = 0;
         int64_t mtime_ns = 0;
         uint64_t ino = 0;
+        std::vector<uint64_t> sums; // kept for a file whose sums go to the cache (keep_sums)
     };
+    // Records the sums of the reused blocks in [offset, offset + length) for the cache.
+    static void record_reused(FileTable& files, RecvFile& f, const Old& old, uint64_t offset, uint64_t length, uint64_t block);
     uint64_t copy_range(int from, int to, int to_direct, uint64_t offset, uint64_t length, const std::string& path);
     static void write_all(int fd, const unsigned char* p, size_t n, uint64_t at, const std::string& path);
     static constexpr size_t kCopyBytes = 4u << 20; // one read and one O_DIRECT write per step
 
+    SumsCache& cache_;
     wire::UpdateParams params_;
+    uint64_t sums_cached_ = 0, sums_hashed_ = 0;
     std::unordered_map<uint64_t, Old> offered_; // file id -> the version whose sums were sent
     std::string fallback_;
     bool mapped_refused_ = false;

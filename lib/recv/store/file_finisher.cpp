@@ -138,7 +138,7 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
                     uint64_t checksum) {
     bool complete;
     // Recorded before the range is marked, so whoever completes the file sees every checksum.
-    if (ctx.verify && fd >= 0) ctx.files.record_checksum(f, offset, length, checksum);
+    if ((ctx.verify || f.keep_sums) && fd >= 0) ctx.files.record_checksum(f, offset, length, checksum);
     if (fd < 0) {
         complete = ctx.files.mark_verified(f, offset, length);
     } else {
@@ -160,6 +160,7 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
         finish_file(dirs, f, fd, ctx.sync, &ctx.files.reaper());
         if (f.journaled) journal::remove(dirs.get(f.parent), f.temp);
         if (ctx.still_working) ctx.still_working();
+        if (f.keep_sums && ctx.sums_cache) ctx.sums_cache->keep(f);
     }
     ctx.files.set_complete(f);
     ctx.files_completed.fetch_add(1, std::memory_order_relaxed);

@@ -43,7 +43,11 @@ struct RecvFile {
     // The quick check found an older regular file with blocks under the final name: its inode
     // is kept open across the rename and closed by the table's reaper (inode_reaper.hpp).
     bool replaces = false;
-    // With --verify: every block's (offset, length, checksum), re-checked from disk at the end.
+    // Its block sums go into the receiver's cache when it completes (sums_cache.hpp): every
+    // block's checksum is recorded in `sums`, received or reused.
+    bool keep_sums = false;
+    // With --verify or keep_sums: every block's (offset, length, checksum); --verify re-checks
+    // them from disk at the end.
     std::vector<std::array<uint64_t, 3>> sums;
 };
 

@@ -33,12 +33,8 @@ std::vector<wire::Extent> unchanged_ranges(const SourceFile& f, const wire::Bloc
     if (comparable == 0) return same;
     UniqueFd fd(::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | (f.is_operand() ? 0 : O_NOFOLLOW)));
     if (!fd) throw_errno(ErrorCode::source, "cannot open '" + f.path + "'");
-    BlockSumsResult mine = block_sums_mapped(fd.get(), f.file_offset(0), compared_bytes, block_size,
-                                             hash_threads_for(comparable), nullptr);
-    if (mine.status == BlockSumsResult::Status::no_mmap) {
-        mapped_refused = true;
-        mine = block_sums_pread(fd.get(), f.file_offset(0), compared_bytes, block_size, nullptr);
-    }
+    BlockSumsResult mine = block_sums(fd.get(), f.file_offset(0), compared_bytes, block_size, hash_threads_for(comparable),
+                                      nullptr, mapped_refused);
     if (mine.status == BlockSumsResult::Status::unreadable) throw_errno(ErrorCode::source, "cannot read '" + f.path + "'", mine.error);
     if (mine.status == BlockSumsResult::Status::shrank)
         throw Error(ErrorCode::source, "'" + f.path + "' became shorter while it was being sent (" + std::to_string(f.size) +

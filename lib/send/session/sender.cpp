@@ -142,9 +142,9 @@ public:
 private:
     void walk_and_announce() {
         if (features_ & wire::kFeatureUpdate) {
-            // Before the first page: the receiver hashes old versions in our block size.
+            update_.set_block_size(block_size()); // the size we plan with: what UPDATE_PARAMS names
             wire::Bytes out;
-            wire::encode_update_params(out, wire::UpdateParams{.block_size = opts_.block_size, .checksum = opts_.checksum});
+            wire::encode_update_params(out, wire::UpdateParams{.block_size = block_size(), .checksum = opts_.checksum});
             control_.write(out, "sending the update parameters");
         }
         wire::ManifestPage page;

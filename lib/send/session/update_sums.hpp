@@ -18,6 +18,10 @@ namespace sluice {
 class UpdateSums {
 public:
     explicit UpdateSums(uint64_t block_size) : block_size_(block_size) {}
+    // The block size the planner uses, named in UPDATE_PARAMS (--block-size, or 1 MiB when
+    // records are sealed in user space): the receiver's sums, its cache and our REUSE ranges
+    // are in it, and a received block's checksum can stand for one of its sums only then.
+    void set_block_size(uint64_t b) { block_size_ = b; }
 
     // The control reader: the old version of a file of a page not acknowledged yet (the
     // receiver sends them before the page's ack). `known` says whether the id is a file of
