@@ -30,6 +30,15 @@ EVENTS = ["raw_syscalls:sys_enter", "context-switches", "io_uring:io_uring_submi
           "io_uring:io_uring_queue_async_work", "io_uring:io_uring_complete"]
 
 
+def send_options(tool):
+    """A tool spec's sluice send options: 'sluice+send-path=sendfile+pace' is --send-path sendfile --pace."""
+    out = []
+    for o in tool.split("+")[1:]:
+        k, _, v = o.partition("=")
+        out += [f"--{k}", v] if v else [f"--{k}"]
+    return out
+
+
 def start(w, a, tool, binary, token_file, recv_path):
     """Both ends of one transfer: (sender, receiver, port), the receiver listening."""
     if tool == "iperf3":
@@ -53,7 +62,7 @@ def start(w, a, tool, binary, token_file, recv_path):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     else:
         send = w.popen("a", [binary, "send", "--streams", a.streams, "--cc", a.cc, "--no-encrypt", "--to",
-                             f"{wan.ADDR_B}:{port}", "--token-file", token_file, a.file],
+                             f"{wan.ADDR_B}:{port}", "--token-file", token_file, *send_options(tool), a.file],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return send, recv, port
 
@@ -138,7 +147,8 @@ def main():
     ap.add_argument("--loss", type=float, default=0.0, help="random loss A->B, percent")
     ap.add_argument("--streams", default="64")
     ap.add_argument("--cc", default="bbr")
-    ap.add_argument("--tools", default="sluice,iperf3")
+    ap.add_argument("--tools", default="sluice,iperf3",
+                    help="sluice, base, iperf3; sluice's and base's may carry send options: sluice+send-path=sendfile+pace")
     ap.add_argument("--recv-paths", default="null",
                     help="sluice's receive paths, each in turn: null (discard), direct (the default, to "
                          "--data-dir/rx on disk), recv_write")
@@ -171,7 +181,7 @@ def main():
         with w:
             print(f"profile: ping {w.ping_rtt_ms():.2f} ms (set {rtt})", flush=True)
             for tool in a.tools.split(","):
-                binary = {"sluice": a.sluice, "base": a.base}.get(tool)
+                binary = {"sluice": a.sluice, "base": a.base}.get(tool.split("+")[0])
                 for path in (a.recv_paths.split(",") if tool != "iperf3" else [""]):
                     res = measure(w, a, tool, binary, str(token_file), rtt, path)
                     if res and out:

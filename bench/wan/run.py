@@ -75,7 +75,7 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                 break
             time.sleep(0.05)
         t0 = time.monotonic()
-        verbose = ["-v"] if streams == "auto" else []  # what auto chose and why, even for a partial run
+        verbose = ["-v"]  # what auto and the pacer chose and why, even for a partial run
         send = w.popen("a", [binary, "send", "--streams", streams, "--cc", cc, "--json", *a.encrypt, "--to",
                              f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, *verbose, *extra, *shlex.split(a.send_args),
                              a.file],
@@ -101,7 +101,8 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                 return {"complete": False, "seconds": elapsed, "bytes": acked, "retrans_bytes": retrans,
                         **traced(tr),
                         "cpu_s": cpu, "note": "partial: measured from ss and /proc at the time bound",
-                        "auto": [l for l in err.splitlines() if "streams auto" in l]}
+                        "auto": [l for l in err.splitlines() if "streams auto" in l],
+                        "pacing_lines": [l for l in err.splitlines() if "pacing:" in l]}
         if send.returncode != 0:
             return {"error": f"sluice send exit {send.returncode}: {err.strip()[-300:]}"}
         s = last_json(out)
