@@ -194,7 +194,7 @@ void StreamPacer::run() {
         if (refused_)
             summary_ += "; " + std::to_string(refused_) + " of " + std::to_string(fds_.size()) +
                         " streams refused the cap (SO_MAX_PACING_RATE; MPTCP sockets do)";
-        verbose_("pacing: " + summary_);
+        if (rounds) verbose_("pacing: " + summary_); // never capped: said when it was decided
         cap(0);
     }
 }
