@@ -70,6 +70,7 @@ std::string Stats::to_json() const {
         field("streams_used", std::to_string(streams_used));
         field("streams_choice", json_string(streams_choice));
         field("pacing", json_string(pacing));
+        field("pacing_choice", json_string(pacing_choice));
         field("streams_reopened", std::to_string(streams_reopened));
         field("bytes_resent_after_break", std::to_string(bytes_resent_after_break));
     }

@@ -77,6 +77,7 @@ struct Stats {
     unsigned streams_used = 0;  // sender: streams that took work at the end (--streams auto can use fewer)
     std::string streams_choice; // sender with --streams auto: the count chosen, each step measured, and why
     std::string pacing;         // sender: how its streams were paced together (send/session/stream_pacer.hpp); "" if not
+    std::string pacing_choice;  // sender: whether they were to be paced together, and why (SendOptions::pacing)
     unsigned streams_reopened = 0;       // sender: data stream connections that broke and were reopened
     uint64_t bytes_resent_after_break = 0; // sender: what those connections had not delivered, sent again
     uint64_t block_size = 0;

@@ -236,6 +236,11 @@ void SendCore::abort_peer(std::thread& reader, uint32_t code) {
 }
 
 void SendCore::start_pacer() {
+    // The control connection's: set like every data stream's before it connected, where a
+    // data stream may still be opening (stream_opener.hpp) with the system's.
+    pacing_choice_ = pacing_choice(opts_.pacing, data_.empty() ? std::string() : congestion_control_of(control_.fd()), opts_.streams_auto);
+    log_.verbose_line("pacing: " + pacing_choice_);
+    if (pacing_choice_.starts_with("off")) return;
     pacer_.emplace(tcp_fds(), [this](const std::string& l) { log_.verbose_line(l); });
     pacer_->start();
 }
@@ -264,6 +269,7 @@ Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
         pacer_->join();
         s.pacing = pacer_->summary();
     }
+    s.pacing_choice = pacing_choice_;
     s.streams = static_cast<unsigned>(data_.size());
     if (s.streams_used == 0) s.streams_used = s.streams; // fixed counts: every stream took work
     // The sockets are still open: what TCP_INFO says now covers the whole transfer.
