@@ -32,10 +32,6 @@ bool Attachments::attach(const GetNonce& n, UniqueFd fd, const std::string& host
         w->fds.push_back(std::move(fd));
         w->cv.notify_one();
     }
-    if (notify_ >= 0) {
-        uint64_t one = 1;
-        [[maybe_unused]] ssize_t n = ::write(notify_, &one, sizeof one);
-    }
     return true;
 }
 

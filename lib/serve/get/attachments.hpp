@@ -53,14 +53,10 @@ public:
     // Hands fd to the waiting get; false (fd closed) when none waits for it, it came from
     // another address, or the get has all it asked for.
     bool attach(const GetNonce& n, UniqueFd fd, const std::string& host);
-    // An eventfd written after each connection handed over: the get ring, which never
-    // waits on a Slot, looks at its sessions' slots then (-1: none). Set before any attach.
-    void set_notify(int eventfd) { notify_ = eventfd; }
 
 private:
     std::mutex mu_;
     std::map<GetNonce, std::shared_ptr<Waiting>> waiting_;
-    int notify_ = -1;
 };
 
 } // namespace sluice::serve
