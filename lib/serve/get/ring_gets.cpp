@@ -31,9 +31,10 @@ RingGets::RingGets(Shared& sh, Attachments& att, UniqueFd listen)
     : sh_(sh), att_(att), listen_(std::move(listen)), pool_(std::max(1u, sh.opt.cold_read_threads)), threads_(sh, att),
       accept_c_(kAcceptTag) {
     std::lock_guard lock(sh_.paths_mu);
-    sh_.get_path = "get ring: every request read, attach and refusal; single files in clear text from loopback clients "
-                   "that attach (no thread per connection or session); session threads: trees, --connect-back, remote "
-                   "clients (encryption), --get-rate-limit";
+    sh_.get_path = "get ring: every request read, attach and refusal; single files to clients that attach, in clear or "
+                   "encrypted as the client's receiver asks (TLS 1.3 handshake stepped on the ring, records sealed on the "
+                   "checksum pool), with no thread per connection or session; session threads: trees, --connect-back, "
+                   "--get-rate-limit";
 }
 
 RingGets::~RingGets() = default;
@@ -84,7 +85,6 @@ size_t RingGets::active() const {
 // (get_sessions_thread), never a silent fallback. A tree is found once the path is looked at.
 std::string RingGets::not_on_ring(const Asked& a) const {
     if (a.q.reply_port != 0) return "--connect-back (the server connects out)";
-    if (!loopback_host(a.host)) return "a remote client (its receiver encrypts; the get ring sends clear text only)";
     if (sh_.opt.get_rate_limit) return "--get-rate-limit (not on the get ring yet)";
     return "";
 }
