@@ -64,6 +64,9 @@ void session(Shared& sh, Attachments& att, Asked& a, const std::atomic<bool>& ca
     SendOptions so;
     so.streams = q.streams;
     so.rate_limit = sh.opt.get_rate_limit;
+    // The client's receiver said what it does (GET_REQUEST bits 0 and 1); a client from before
+    // decides by address, as automatic does here.
+    so.encrypt = q.features & wire::kGetEncrypted ? Encrypt::on : q.features & wire::kGetClear ? Encrypt::off : Encrypt::automatic;
     so.idle_timeout_ms = sh.opt.send_timeout_ms;
     so.cancel = &cancel;
     if (j.slot) {
