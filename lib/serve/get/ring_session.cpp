@@ -130,23 +130,45 @@ void RingSession::read_link(Link& l) {
                             : l.st == Link::St::auth ? wire::kServerAuthBytes
                                                      : kCap;
         if (l.in.size() >= step) return fail(ErrorCode::protocol, "the receiver's control frame is over 64 KiB");
-        unsigned char buf[4096];
-        ssize_t n = ::recv(l.fd.get(), buf, std::min(sizeof buf, step - l.in.size()), MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && would_block(errno)) {
-            if (!l.rd_c.busy()) ring_.poll(l.rd_c, l.fd.get(), POLLIN);
-            return;
-        }
-        if (n <= 0) {
-            const int e = n < 0 ? errno : 0;
-            return fail(ErrorCode::network,
-                        "the client's " + std::string(l.index ? "data stream " + std::to_string(l.index) : "control connection") +
-                            (n == 0 ? " closed" : std::string(" failed: ") + std::strerror(e)) + " before the transfer ended",
-                        n == 0 ? ErrorCause::peer_closed : cause_of(e));
-        }
-        deadline_ms_ = now_ms_ + s_.idle_ms;
-        l.in.insert(l.in.end(), buf, buf + n);
+        if (!receive(l, step - l.in.size())) return;
     }
+}
+
+bool RingSession::sent(Link& l, ssize_t n) {
+    if (n < 0 && errno == EINTR) return true;
+    if (n < 0 && would_block(errno)) {
+        ring_.poll(l.wr_c, l.fd.get(), POLLOUT);
+        return false;
+    }
+    if (n < 0) {
+        const int e = errno;
+        fail(ErrorCode::network, "sending to the client's " + who(l) + ": " + std::strerror(e), cause_of(e));
+        return false;
+    }
+    deadline_ms_ = now_ms_ + s_.idle_ms;
+    return true;
+}
+
+bool RingSession::receive(Link& l, size_t most) {
+    unsigned char buf[4096];
+    ssize_t n;
+    do {
+        n = ::recv(l.fd.get(), buf, std::min(sizeof buf, most), MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && would_block(errno)) {
+        if (!l.rd_c.busy()) ring_.poll(l.rd_c, l.fd.get(), POLLIN);
+        return false;
+    }
+    if (n <= 0) {
+        const int e = n < 0 ? errno : 0;
+        fail(ErrorCode::network,
+             "the client's " + who(l) + (n == 0 ? " closed" : std::string(" failed: ") + std::strerror(e)) + " before the transfer ended",
+             n == 0 ? ErrorCause::peer_closed : cause_of(e));
+        return false;
+    }
+    deadline_ms_ = now_ms_ + s_.idle_ms;
+    l.in.insert(l.in.end(), buf, buf + n);
+    return true;
 }
 
 void RingSession::on_hello_bytes(Link& l) {
@@ -222,18 +244,7 @@ bool RingSession::flush(Link& l) {
             }
             if (n == 0) return fail(ErrorCode::source, "'" + s_.name + "' got shorter while it was sent"), false;
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && would_block(errno)) {
-            ring_.poll(l.wr_c, l.fd.get(), POLLOUT);
-            return false;
-        }
-        if (n < 0) {
-            const int e = errno;
-            fail(ErrorCode::network, "sending to the client's " + (l.index ? "data stream " + std::to_string(l.index) : std::string("control connection")) +
-                                         ": " + std::strerror(e), cause_of(e));
-            return false;
-        }
-        deadline_ms_ = now_ms_ + s_.idle_ms;
+        if (!sent(l, n)) return false;
         if (l.out_off == l.out.size()) {
             l.out.clear();
             l.out_off = 0;

@@ -104,6 +104,12 @@ private:
     // ring_session.cpp: connections, handshakes, writing, the end
     void add_link(UniqueFd fd);
     void read_link(Link& l);
+    // Up to `most` more bytes into l.in: false when none came now (a poll is armed) or the
+    // session failed (the client closed, or the connection broke).
+    bool receive(Link& l, size_t most);
+    // After a send on l returned n: true to go on (bytes went, or EINTR), false when the
+    // socket is full (POLLOUT armed) or the session failed.
+    bool sent(Link& l, ssize_t n);
     void on_hello_bytes(Link& l);
     bool flush(Link& l); // false: the socket is full (POLLOUT armed) or the session failed
     void drive();        // hands blocks to idle streams, ends streams, writes what is owed

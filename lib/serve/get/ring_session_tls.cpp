@@ -17,10 +17,6 @@ namespace sluice::serve {
 
 namespace {
 
-bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
-
-ErrorCause cause_of(int e) { return e == ECONNRESET || e == EPIPE ? ErrorCause::peer_reset : ErrorCause::none; }
-
 // The most the control connection holds unopened: two records the peer may make as large as
 // TLS allows.
 constexpr size_t kMaxSealedIn = 2 * (tls::kHeaderBytes + tls::kMaxCiphertext);
@@ -91,22 +87,7 @@ void RingSession::read_records(Link& l) {
         on_control_bytes(l.plain);
         if (ended_) return;
         if (l.plain.size() >= kCap) return fail(ErrorCode::protocol, "the receiver's control frame is over 64 KiB");
-        unsigned char buf[4096];
-        ssize_t n = ::recv(l.fd.get(), buf, std::min(sizeof buf, kMaxSealedIn - l.in.size()), MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && would_block(errno)) {
-            if (!l.rd_c.busy()) ring_.poll(l.rd_c, l.fd.get(), POLLIN);
-            return;
-        }
-        if (n <= 0) {
-            const int e = n < 0 ? errno : 0;
-            return fail(ErrorCode::network,
-                        "the client's control connection " + (n == 0 ? std::string("closed") : std::string("failed: ") + std::strerror(e)) +
-                            " before the transfer ended",
-                        n == 0 ? ErrorCause::peer_closed : cause_of(e));
-        }
-        deadline_ms_ = now_ms_ + s_.idle_ms;
-        l.in.insert(l.in.end(), buf, buf + n);
+        if (!receive(l, kMaxSealedIn - l.in.size())) return;
     }
 }
 
@@ -136,17 +117,7 @@ bool RingSession::flush_tls(Link& l) {
             if (!l.sealed->pending()) return true;
             n = l.sealed->send_some(l.fd.get());
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && would_block(errno)) {
-            ring_.poll(l.wr_c, l.fd.get(), POLLOUT);
-            return false;
-        }
-        if (n < 0) {
-            const int e = errno;
-            fail(ErrorCode::network, "sending to the client's " + who(l) + ": " + std::strerror(e), cause_of(e));
-            return false;
-        }
-        deadline_ms_ = now_ms_ + s_.idle_ms;
+        if (!sent(l, n)) return false;
     }
 }
 
