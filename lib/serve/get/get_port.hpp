@@ -1,12 +1,13 @@
 #pragma once
 // The sluice port of `sluice serve`: get sessions (codec_get.hpp), at most max_get_sessions
-// sending at once. Everything on it is the get ring's (ring_gets.hpp: one thread with its own
-// io_uring accepts, reads every request and attach, and sends single files); a get the ring
-// does not send goes to a session thread (session_threads.hpp) once its request is read.
+// sending at once. Everything on it is the get rings' (ring_gets.hpp: one thread with its own
+// io_uring and its own listening socket per --threads, SO_REUSEPORT; each accepts, reads every
+// request and attach, and sends single files); a get no ring sends goes to a session thread
+// (session_threads.hpp) once its request is read.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
-#include "core/io/unique_fd.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/get/attachments.hpp"
 
@@ -16,17 +17,20 @@ class RingGets;
 
 class GetPort {
 public:
-    // Listens on sh.opt.bind_address:sh.opt.port; throws a network Error naming the port.
+    // Listens on sh.opt.bind_address:sh.opt.port, once per ring; throws a network Error naming the port.
     explicit GetPort(Shared& sh);
     ~GetPort();
     uint16_t port() const { return port_; }
-    // The get ring, on the caller's thread: until sh.stopping, then until every session has ended.
+    // The get rings, one on the caller's thread and the others on threads of their own: until
+    // sh.stopping, then until every session has ended. A ring that fails stops the server
+    // (sh.stopping) and its error is thrown here once all have ended.
     void run();
 
 private:
+    Shared& sh_;
     uint16_t port_ = 0;
-    Attachments attachments_;        // the sessions using it end in run(), before it goes
-    std::unique_ptr<RingGets> ring_; // after attachments_: goes first (its sessions hold slots)
+    Attachments attachments_;                   // the sessions using it end in run(), before it goes
+    std::vector<std::unique_ptr<RingGets>> rings_; // after attachments_: go first (their sessions hold slots)
 };
 
 } // namespace sluice::serve

@@ -57,7 +57,7 @@ bool is_directory(int root_fd, const std::string& rel) {
 
 } // namespace
 
-Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ring) {
+Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ring, int notify) {
     const wire::GetRequest& q = a.q;
     if (busy) return refuse(GetStatus::busy, "the server is sending " + std::to_string(sh.opt.max_get_sessions) + " gets; try again later");
     if (q.version != wire::kVersion)
@@ -89,7 +89,7 @@ Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ri
     if (a.host.empty()) return refuse(GetStatus::bad_request, "the client's address is unknown (getpeername failed)", mac);
     // reply_port 0: the client connects the transfer's connections out to this port.
     if (q.reply_port == 0) {
-        j.slot = att.open(q.nonce, 1 + q.streams, a.host);
+        j.slot = att.open(q.nonce, 1 + q.streams, a.host, notify);
         if (!j.slot) return refuse(GetStatus::bad_request, "a get with this request's nonce is already running", mac);
     }
     j.reply.mac = mac;

@@ -7,6 +7,7 @@
 
 #include "core/io/unique_fd.hpp"
 #include "core/wire/codec_get.hpp"
+#include "serve/get/admission.hpp"
 #include "serve/get/attachments.hpp"
 #include "serve/get/sources.hpp"
 
@@ -24,6 +25,7 @@ struct Asked {
     uint16_t peer_port = 0;
     uint32_t rtt_us = 0;  // the TCP handshake's round trip: deadlines scale with it
     std::string why_thread; // why a session thread sends it (said in -v); empty on the ring
+    Admission admission;    // a session thread's place under --max-gets, given back with it
 };
 
 struct Judged {
@@ -45,7 +47,8 @@ bool loopback_host(const std::string& host);
 // a directory is not opened (a tree's walk would hold the ring): tree is set instead, and
 // nothing else. Never throws for the client's faults (they are the reply); may throw for the
 // server's own (an fd table full while opening): the caller closes the connection then.
-Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ring);
+// notify: the eventfd of the ring that will run the get (-1 for a session thread).
+Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ring, int notify = -1);
 
 wire::Bytes encode_reply(const wire::GetReply& r);
 

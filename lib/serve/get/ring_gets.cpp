@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +19,7 @@ namespace sluice::serve {
 namespace {
 
 constexpr int kTickMs = 200;
-constexpr uint64_t kAcceptTag = ~0ull - 2, kSumTag = ~0ull - 1;
+constexpr uint64_t kAcceptTag = ~0ull - 2, kSumTag = ~0ull - 1, kWakeTag = ~0ull - 3;
 // Tags of requests: this bit, the slot, then read (0) or write (1).
 constexpr uint64_t kRequestBit = 1ull << 62;
 // Connections that have not sent their first frame yet: beyond this many, one more is closed
@@ -27,14 +28,10 @@ constexpr size_t kMaxWaiting = 1024;
 
 } // namespace
 
-RingGets::RingGets(Shared& sh, Attachments& att, UniqueFd listen)
-    : sh_(sh), att_(att), listen_(std::move(listen)), pool_(std::max(1u, sh.opt.cold_read_threads)), threads_(sh, att),
+RingGets::RingGets(Shared& sh, Attachments& att, UniqueFd listen, unsigned pool_threads)
+    : sh_(sh), att_(att), listen_(std::move(listen)), efd_(::eventfd(0, EFD_CLOEXEC)), pool_(pool_threads), threads_(sh, att),
       accept_c_(kAcceptTag) {
-    std::lock_guard lock(sh_.paths_mu);
-    sh_.get_path = "get ring: every request read, attach and refusal; single files to clients that attach, in clear or "
-                   "encrypted as the client's receiver asks (TLS 1.3 handshake stepped on the ring, records sealed on the "
-                   "checksum pool), with no thread per connection or session; session threads: trees, --connect-back, "
-                   "--get-rate-limit";
+    if (!efd_) throw_errno(ErrorCode::internal, "eventfd for a get ring");
 }
 
 RingGets::~RingGets() = default;
@@ -73,14 +70,6 @@ void RingGets::on_accept(Completion& c, int64_t now) {
         arm_accept();
 }
 
-size_t RingGets::active() const {
-    size_t n = threads_.running();
-    for (const auto& s : sessions_) n += s != nullptr;
-    for (const auto& r : requests_)
-        if (r && (r->state() == RingRequest::St::ready || (r->state() == RingRequest::St::replying && r->start.file))) ++n;
-    return n;
-}
-
 // Why this get is not for the get ring ("" when it may be): said in -v and counted in stats
 // (get_sessions_thread), never a silent fallback. A tree is found once the path is looked at.
 std::string RingGets::not_on_ring(const Asked& a) const {
@@ -91,16 +80,17 @@ std::string RingGets::not_on_ring(const Asked& a) const {
 
 void RingGets::on_request(RingRequest& r) {
     Asked& a = r.asked();
-    threads_.reap(); // a session that has just ended no longer counts against --max-gets
     if (sh_.opt.get_mptcp && sh_.opt.verbose && sh_.opt.log) {
         const ConnectionMptcp m = mptcp_of(a.fd.get(), 0, true, true);
         sh_.opt.log("get session from " + a.host + ": the request came over " + (m.mptcp ? "MPTCP" : "plain TCP: " + m.why));
     }
     std::string why = not_on_ring(a);
-    const bool busy = active() >= sh_.opt.max_get_sessions;
+    // A place under --max-gets, over every ring and session thread (attached connections take none).
+    Admission admission = Admission::take(sh_.get_admitted, sh_.opt.max_get_sessions);
+    const bool busy = !admission;
     Judged j;
     if (why.empty() || busy) {
-        j = judge(sh_, att_, a, busy, true);
+        j = judge(sh_, att_, a, busy, true, efd_.get());
         if (j.tree) why = "a tree (not on the get ring yet)";
         if (!j.tree && j.reply.status == wire::GetStatus::ok && (j.src.list.size() != 1 || j.src.files != 1)) {
             why = "a tree (not on the get ring yet)"; // it became one since it was looked at
@@ -109,6 +99,7 @@ void RingGets::on_request(RingRequest& r) {
     }
     if (!why.empty() && !busy) {
         a.why_thread = why;
+        a.admission = std::move(admission);
         if (!threads_.start(a)) sh_.get_failed.fetch_add(1);
         r.take();
         return;
@@ -133,6 +124,7 @@ void RingGets::on_request(RingRequest& r) {
     s.receiver_token = a.q.receiver_token;
     s.attach_wait_ms = rtt_scaled_ms(SendOptions{}.connect_timeout_ms, a.rtt_us);
     s.idle_ms = sh_.opt.send_timeout_ms;
+    s.admission = std::move(admission);
     r.reply(j.reply);
 }
 
@@ -158,11 +150,9 @@ void RingGets::after(uint32_t slot, int64_t now) {
         const int fl = ::fcntl(fd.get(), F_GETFL);
         if (fl >= 0) ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK); // as accepted: a session thread may take it
         set_io_timeout(fd.get(), 0);                                // the sender sets its own deadlines
-        if (!att_.attach(r.nonce(), std::move(fd), host) &&
-            sh_.opt.verbose && sh_.opt.log)
+        // The ring running that get hears of it through its eventfd (this one's too).
+        if (!att_.attach(r.nonce(), std::move(fd), host) && sh_.opt.verbose && sh_.opt.log)
             sh_.opt.log("get session: a GET_ATTACH for no waiting get (unknown, from another address, or one too many): closed");
-        for (auto& s : sessions_)
-            if (s) s->on_attach(now);
     }
     if (r.state() == St::ready) {
         RingStart s = std::move(r.start);
@@ -185,10 +175,11 @@ void RingGets::run() {
     std::unique_ptr<Ring> made = std::make_unique<Ring>(256); // made on this thread: SINGLE_ISSUER ties it here
     Ring& ring = *made;
     ring_ = &ring;
-    Completion sum_c(kSumTag);
-    uint64_t sum_v = 0;
+    Completion sum_c(kSumTag), wake_c(kWakeTag);
+    uint64_t sum_v = 0, wake_v = 0;
     arm_accept();
     ring.read(sum_c, pool_.wake_fd(), &sum_v, sizeof sum_v, 0);
+    ring.read(wake_c, efd_.get(), &wake_v, sizeof wake_v, 0);
     std::vector<SumJob> sums;
     int64_t now = monotonic_ms(), next_tick = now + kTickMs;
     for (;;) {
@@ -196,6 +187,10 @@ void RingGets::run() {
         now = monotonic_ms();
         if (c == &accept_c_) {
             on_accept(*c, now);
+        } else if (c == &wake_c) {
+            for (auto& s : sessions_)
+                if (s) s->on_attach(now);
+            ring.read(wake_c, efd_.get(), &wake_v, sizeof wake_v, 0);
         } else if (c == &sum_c) {
             pool_.take(sums);
             for (const SumJob& j : sums)

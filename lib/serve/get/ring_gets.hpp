@@ -1,11 +1,13 @@
 #pragma once
-// The get ring: one thread with its own io_uring for the whole sluice port of `sluice serve`.
+// A get ring: one thread with its own io_uring and its own listening socket on the sluice port
+// of `sluice serve` (one ring per --threads, SO_REUSEPORT: the kernel spreads connections).
 // It accepts (multishot), reads each connection's first frame (RingRequest: no thread per
-// connection), hands attached connections to the get waiting for them, answers requests, and
-// runs the transfers of the gets it sends itself (RingSession: single files), all at once, with
-// no thread per session. A get it does not send (a tree, --connect-back, --get-rate-limit, ...)
-// goes to a session thread (SessionThreads) once its request is read, said in -v and counted.
-// A finished checksum wakes the ring through the pool's eventfd.
+// connection), hands attached connections to the get waiting for them (on whichever ring:
+// Attachments wakes that ring's eventfd), answers requests, and runs the transfers of the gets
+// it sends itself (RingSession: single files), all at once, with no thread per session. A get it
+// does not send (a tree, --connect-back, --get-rate-limit) goes to a session thread
+// (SessionThreads) once its request is read, said in -v and counted. A finished checksum wakes
+// the ring through its pool's eventfd.
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,7 +24,7 @@ namespace sluice::serve {
 
 class RingGets {
 public:
-    RingGets(Shared& sh, Attachments& att, UniqueFd listen);
+    RingGets(Shared& sh, Attachments& att, UniqueFd listen, unsigned pool_threads);
     ~RingGets();
     // On the caller's thread: until sh.stopping, then until every session (ring and threads) has ended.
     void run();
@@ -34,11 +36,11 @@ private:
     void on_request(RingRequest& r); // a request read: refused, to the ring once replied, or to a thread
     void start_session(RingStart s, int64_t now);
     std::string not_on_ring(const Asked& a) const;
-    size_t active() const; // get sessions sending or about to: the --max-gets bound
 
     Shared& sh_;
     Attachments& att_;
     UniqueFd listen_;
+    UniqueFd efd_; // written by Attachments when a connection for one of this ring's gets came in
     SumPool pool_;
     SessionThreads threads_;
     std::vector<std::unique_ptr<RingSession>> sessions_; // by slot; null: free

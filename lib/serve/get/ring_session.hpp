@@ -26,6 +26,7 @@
 #include "core/tls/handshake.hpp"
 #include "core/tls/record.hpp"
 #include "core/wire/codec.hpp"
+#include "serve/get/admission.hpp"
 #include "serve/get/attachments.hpp"
 #include "serve/get/sum_pool.hpp"
 #include "sluice/error.hpp"
@@ -48,6 +49,7 @@ struct RingStart {
     std::string receiver_token;
     int attach_wait_ms = 10000;
     int idle_ms = 60000;
+    Admission admission; // the place under --max-gets, given back when the session goes
 };
 
 class RingSession {

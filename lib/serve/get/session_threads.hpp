@@ -24,9 +24,8 @@ public:
 
     // False when no thread could be made: a's connection is closed then (the caller counts it failed).
     bool start(Asked& a);
-    void reap();                                 // joins the threads that have ended
-    size_t running() const { return list_.size(); } // after reap(): sessions still on a thread
-    void stop();                                 // cancels every transfer and joins
+    void reap(); // joins the threads that have ended
+    void stop(); // cancels every transfer and joins
 
 private:
     struct One {
