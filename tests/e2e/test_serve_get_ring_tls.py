@@ -144,6 +144,7 @@ def test_encrypt_on_loopback_the_ring_seals_and_a_tree_follows_the_request(root,
         st = stats(s)
         assert st["get_sessions_ring"] == 3 and st["get_sessions_ring_encrypted"] == 2 and st["get_sessions_thread"] == 1, st
         assert "encrypted as the client's receiver asks" in st["get_path"]
+        assert st["get_path"].startswith("2 get rings"), st["get_path"]  # Server(): --threads 2
         _, _, err = s.stop()
         assert err.count("(on the get ring, encrypted: TLS 1.3 records sealed on the pool): sent") == 2, err
         assert "get 'tree' by 127.0.0.1: sent by a session thread: a tree" in err, err
