@@ -152,6 +152,24 @@ def test_encrypt_on_loopback_the_ring_seals_and_a_tree_follows_the_request(root,
         s.kill()
 
 
+def test_a_cold_file_is_sealed_on_the_pool_and_arrives_whole(root, tmp_path):
+    """Blocks in the page cache are sealed on the ring; a file dropped from the cache is read,
+    hashed and sealed on the pool instead (the ring never waits for the disk)."""
+    s = Server(root, "--port", "0", public=True)
+    try:
+        path = root / "big.bin"
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        r = get(s, "big.bin", tmp_path, "--encrypt", "--streams", "2")
+        assert r.returncode == 0, r.stderr
+        assert last_json(r.stdout)["encryption"].startswith("tls13")
+        assert file_hash(tmp_path / "big.bin") == file_hash(path)
+        assert stats(s)["get_sessions_ring_encrypted"] == 1
+    finally:
+        s.kill()
+
+
 def test_max_gets_n_admits_n_clients_at_once(root, tmp_path):
     """Attached connections hold no session slot (each held one while a thread handed it
     over, so N clients at once could be told busy)."""

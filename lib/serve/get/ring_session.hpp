@@ -133,6 +133,7 @@ private:
     bool flush_tls(Link& l);
     void drive_sealed(Link& l);
     void on_sealed(const SumJob& j);
+    bool sealed(Link& l, const SumJob& j); // a block is in l's records: counted (false: the read failed)
     std::string who(const Link& l) const;
 
     Shared& sh_;

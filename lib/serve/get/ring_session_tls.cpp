@@ -11,6 +11,8 @@
 #include <cstring>
 
 #include "core/wire/codec.hpp"
+#include "serve/engine/cold_reads.hpp"
+#include "serve/engine/shared.hpp"
 #include "serve/get/ring_session.hpp"
 
 namespace sluice::serve {
@@ -129,6 +131,14 @@ void RingSession::drive_sealed(Link& l) {
         if (acked_ && next_range(SealedBlock::kMaxData, j.offset, j.length)) {
             j.seal = l.sealed.get();
             j.link = l.index;
+            if (sh_.cold_check && range_cached(j.fd, j.offset, j.length)) {
+                // In the page cache: read, hashed and sealed here, and sent at once (the loop's
+                // flush) while the block is in this core's cache; sealed on the pool, it came
+                // back to the ring after other blocks and was sent from memory.
+                j.err = l.sealed->fill(j.fd, j.offset, j.length, &j.sum);
+                if (!sealed(l, j)) return;
+                continue;
+            }
             l.sealing = true;
             ++sums_in_flight_;
             pool_.push(j);
@@ -142,16 +152,19 @@ void RingSession::drive_sealed(Link& l) {
     }
 }
 
-void RingSession::on_sealed(const SumJob& j) {
-    Link& l = *links_[j.link];
-    l.sealing = false;
-    if (ended_) return;
-    if (j.err) return fail(ErrorCode::source, "reading '" + s_.name + "' to send it: " + std::strerror(j.err));
+bool RingSession::sealed(Link& l, const SumJob& j) {
+    if (j.err) return fail(ErrorCode::source, "reading '" + s_.name + "' to send it: " + std::strerror(j.err)), false;
     ++l.blocks;
     l.bytes += j.length;
     sent_bytes_ += j.length;
     deadline_ms_ = std::max(deadline_ms_, now_ms_ + s_.idle_ms); // the disk's time is not the client's
-    drive();
+    return true;
+}
+
+void RingSession::on_sealed(const SumJob& j) {
+    Link& l = *links_[j.link];
+    l.sealing = false;
+    if (!ended_ && sealed(l, j)) drive();
 }
 
 } // namespace sluice::serve
