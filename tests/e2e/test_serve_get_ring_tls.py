@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import select
 import shutil
 import socket
@@ -146,7 +147,8 @@ def test_encrypt_on_loopback_the_ring_seals_and_a_tree_follows_the_request(root,
         assert "encrypted as the client's receiver asks" in st["get_path"]
         assert st["get_path"].startswith("2 get rings"), st["get_path"]  # Server(): --threads 2
         _, _, err = s.stop()
-        assert err.count("(on the get ring, encrypted: TLS 1.3 records sealed on the pool): sent") == 2, err
+        assert len(re.findall(r"\(on the get ring, encrypted: TLS 1\.3; blocks sealed on the ring \d+, on the pool "
+                              r"\(not in the page cache\) \d+\): sent", err)) == 2, err
         assert "get 'tree' by 127.0.0.1: sent by a session thread: a tree" in err, err
     finally:
         s.kill()
@@ -155,7 +157,7 @@ def test_encrypt_on_loopback_the_ring_seals_and_a_tree_follows_the_request(root,
 def test_a_cold_file_is_sealed_on_the_pool_and_arrives_whole(root, tmp_path):
     """Blocks in the page cache are sealed on the ring; a file dropped from the cache is read,
     hashed and sealed on the pool instead (the ring never waits for the disk)."""
-    s = Server(root, "--port", "0", public=True)
+    s = Server(root, "--port", "0", "-v", public=True)
     try:
         path = root / "big.bin"
         with open(path, "rb") as f:
@@ -166,6 +168,9 @@ def test_a_cold_file_is_sealed_on_the_pool_and_arrives_whole(root, tmp_path):
         assert last_json(r.stdout)["encryption"].startswith("tls13")
         assert file_hash(tmp_path / "big.bin") == file_hash(path)
         assert stats(s)["get_sessions_ring_encrypted"] == 1
+        _, _, err = s.stop()
+        pooled = re.search(r"on the pool \(not in the page cache\) (\d+)\): sent", err)
+        assert pooled and int(pooled.group(1)) >= 1, err
     finally:
         s.kill()
 
@@ -256,7 +261,8 @@ def test_clients_in_another_namespace_are_served_by_the_ring_encrypted(root, tmp
         assert st["get_sessions_thread"] == 1 and st["get_sessions_failed"] == 0, st
         server.terminate()
         _, err = server.communicate(timeout=60)
-        assert err.count("by 10.215.9.1 (on the get ring, encrypted: TLS 1.3 records sealed on the pool): sent") == 3, err
+        assert len(re.findall(r"by 10\.215\.9\.1 \(on the get ring, encrypted: TLS 1\.3; blocks sealed on the ring \d+, "
+                              r"on the pool \(not in the page cache\) \d+\): sent", err)) == 3, err
     finally:
         if server and server.poll() is None:
             server.kill()

@@ -23,7 +23,7 @@ GetPort::GetPort(Shared& sh) : sh_(sh) {
     sh_.get_path = std::to_string(n) + " get ring" + (n > 1 ? "s" : "") +
                    " (one thread each, SO_REUSEPORT): every request read, attach and refusal; single files to clients "
                    "that attach, in clear or encrypted as the client's receiver asks (TLS 1.3 handshake stepped on the "
-                   "ring, records sealed on the checksum pool), with no thread per connection or session; session "
+                   "ring, records sealed on the ring, or on the pool for blocks not in the page cache), with no thread per connection or session; session "
                    "threads: trees, --connect-back, --get-rate-limit";
 }
 

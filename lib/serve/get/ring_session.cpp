@@ -363,8 +363,10 @@ void RingSession::finish(uint32_t status, const std::string& message) {
     sh_.get_open.fetch_sub(1);
     counted_open_ = false;
     if (sh_.opt.verbose && sh_.opt.log)
-        sh_.opt.log("get " + s_.label + (encrypted_ ? " (on the get ring, encrypted: TLS 1.3 records sealed on the pool): "
-                                                    : " (on the get ring): ") +
+        sh_.opt.log("get " + s_.label +
+                    (encrypted_ ? " (on the get ring, encrypted: TLS 1.3; blocks sealed on the ring " + std::to_string(ring_sealed_) +
+                                      ", on the pool (not in the page cache) " + std::to_string(pool_sealed_) + "): "
+                                : " (on the get ring): ") +
                     (ok_ ? std::string("sent") : message));
 }
 

@@ -10,8 +10,9 @@
 // pages the pool's read just brought in. Encrypted (the receiver's hello says so: every
 // client not on loopback), each connection runs the TLS 1.3 PSK handshake after the hello,
 // stepped on its non-blocking socket (tls::SteppedHandshake); control frames are then sealed
-// and opened here, and each data stream's blocks are read, summed and sealed on the pool into
-// the stream's own record buffer (SealedBlock), which the ring sends (ring_session_tls.cpp).
+// and opened here, and each data stream's blocks are read, summed and sealed into the stream's
+// own record buffer (SealedBlock: on the ring where the block is in the page cache, else on the
+// pool), which the ring sends (ring_session_tls.cpp).
 // Bounded: at most streams + 1 blocks summed ahead, a control frame of at most 64 KiB, one
 // deadline renewed by progress (the attach wait first, then the server's send timeout).
 #include <array>
@@ -157,6 +158,7 @@ private:
     bool manifest_sent_ = false, acked_ = false, all_verified_ = false, transfer_end_ = false;
     bool ended_ = false, ok_ = false, counted_open_ = false, encrypted_ = false;
     uint64_t sent_bytes_ = 0;
+    uint64_t ring_sealed_ = 0, pool_sealed_ = 0; // encrypted: where each block was sealed (-v)
 };
 
 } // namespace sluice::serve

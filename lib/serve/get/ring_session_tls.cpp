@@ -1,7 +1,7 @@
 // An encrypted get session on the ring (ring_session.hpp): each connection's TLS 1.3 PSK
 // handshake stepped on its non-blocking socket, the control connection's frames sealed and
-// opened here, and each data stream's blocks sealed on the pool (SealedBlock) and sent from
-// there. The records are those of the session threads' tls_records path (core/tls/record.hpp):
+// opened here, and each data stream's blocks sealed into its SealedBlock (here where the block
+// is in the page cache, else on the pool) and sent from there. The records are those of the session threads' tls_records path (core/tls/record.hpp):
 // the client's receiver cannot tell which path sent them.
 #include <poll.h>
 #include <sys/socket.h>
@@ -137,6 +137,7 @@ void RingSession::drive_sealed(Link& l) {
                 // back to the ring after other blocks and was sent from memory.
                 j.err = l.sealed->fill(j.fd, j.offset, j.length, &j.sum);
                 if (!sealed(l, j)) return;
+                ++ring_sealed_;
                 continue;
             }
             l.sealing = true;
@@ -164,6 +165,7 @@ bool RingSession::sealed(Link& l, const SumJob& j) {
 void RingSession::on_sealed(const SumJob& j) {
     Link& l = *links_[j.link];
     l.sealing = false;
+    ++pool_sealed_;
     if (!ended_ && sealed(l, j)) drive();
 }
 
