@@ -131,6 +131,22 @@ LinkKeys run_handshake(SSL* ssl, int fd, Side side, Call& call, const std::strin
         if ((err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) && saved == EINTR) continue;
         fail(ssl, call, rc, saved, peer);
     }
+    return handshake_keys(ssl, side, call, peer);
+}
+
+int step_handshake(SSL* ssl, Side side, Call& call, const std::string& peer) {
+    ERR_clear_error();
+    errno = 0;
+    int rc = side == Side::client ? SSL_connect(ssl) : SSL_accept(ssl);
+    if (rc == 1) return 1;
+    const int saved = errno;
+    const int err = SSL_get_error(ssl, rc);
+    // On a non-blocking socket, "want" is the socket having nothing (or no room) now.
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return err;
+    fail(ssl, call, rc, saved, peer);
+}
+
+LinkKeys handshake_keys(SSL* ssl, Side side, Call& call, const std::string& peer) {
     // Without read-ahead OpenSSL reads record by record and the peer sends nothing before it
     // has finished its side: anything buffered here would be lost to the next record layer.
     if (SSL_has_pending(ssl))
