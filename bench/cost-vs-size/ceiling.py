@@ -14,7 +14,10 @@ buffered fd. Buffers are 2 MiB aligned with MADV_HUGEPAGE, like sluice's Aligned
 pages each page is one segment of the request and this VM's virtio disk splits requests at ~512
 KiB, which cut the cold read rate of the small set from 3.3 GB/s to 1.1 GB/s (--small-pages shows
 it). Cold: sync and caches dropped first; the copy goes to a fresh directory under RX (TOPDIR) and
-is deleted after (then wait 40 s before the next run: ext4's recently-deleted window).
+is deleted after (then wait 40 s before the next run: ext4's recently-deleted window). A run
+killed before its end (SIGTERM from `timeout`, SIGKILL) leaves its copy under RX: delete it. The
+reads are one file per reader at a time, so for sets of small files (minor: ~200 KiB each) this
+is no ceiling at a few readers: give it as many readers as the tool keeps reads in flight.
 Prints one JSON line: seconds, MB/s, files/s and the disk's own counters for the run
 (/proc/diskstats of SRC's device: MB/s, mean request KiB and latency per direction, mean queue
 depth, utilisation)."""
