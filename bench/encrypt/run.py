@@ -13,7 +13,10 @@ sluice: `sluice recv DST --bind IP --token T --json [--encrypt]`, `sluice send S
 Time: from the sender's start until both ends exited. CPU: whole-machine busy CPU seconds
 (/proc/stat) over that time, per GB moved. Page cache warm (sources read first), dst removed
 and `sync` before every run. Rounds alternate the tools; medians are printed. Each sluice
-row records the send_path and recv_path of its stats (tls_records / tls_direct when encrypted).
+row records the send_path and recv_path of its stats (tls_records / tls_direct when encrypted)
+and who sealed its records (tls_record_engine: ipsec-mb or openssl). A tool name ending in
+"-openssl" runs sluice with SLUICE_RECORD_ENGINE=openssl on both sides (the records on
+OpenSSL's EVP instead of intel-ipsec-mb), for a before/after in the same run.
 """
 import argparse
 import json
@@ -53,6 +56,9 @@ def ns(side, cmd, ns_on):
 
 
 def one(tool, src, dst, ip, ns_on, extra):
+    env = dict(ENV)
+    if tool.endswith("-openssl"):
+        env["SLUICE_RECORD_ENGINE"] = "openssl"
     shutil.rmtree(dst, ignore_errors=True)
     dst.mkdir(parents=True)
     subprocess.run(["sync"])
@@ -68,7 +74,7 @@ def one(tool, src, dst, ip, ns_on, extra):
         rcmd = [WDT, "-directory", str(dst), "-start_port", "0", "-num_ports", "8", "-transfer_id", "bench", "-ipv4"] + extra
     else:  # iperf3
         rcmd = ["iperf3", "-s", "-1", "-B", ip, "-p", "5218"]
-    rx = subprocess.Popen(ns("rcv", rcmd, ns_on), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rx = subprocess.Popen(ns("rcv", rcmd, ns_on), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if tool.startswith("iperf3"):
         time.sleep(0.5)
         url = None
@@ -83,7 +89,7 @@ def one(tool, src, dst, ip, ns_on, extra):
     else:
         scmd = ["iperf3", "-c", ip, "-p", "5218", "-n", str(tree_bytes(src)), "-C", "bbr"]
     c0, t0 = busy_seconds(), time.monotonic()
-    tx = subprocess.run(ns("snd", scmd, ns_on), env=ENV, capture_output=True, text=True, timeout=300)
+    tx = subprocess.run(ns("snd", scmd, ns_on), env=env, capture_output=True, text=True, timeout=300)
     out, err = rx.communicate(timeout=120)
     t1, c1 = time.monotonic(), busy_seconds()
     if tx.returncode != 0 or rx.returncode != 0:
@@ -100,14 +106,17 @@ def one(tool, src, dst, ip, ns_on, extra):
         rec["send_path"] = s.get("send_path", "")
         # Which receive path ran (tls_direct, tls_records, direct, ...): a run that fell back
         # to a slower one must not be read as the same case (note11).
-        rec["recv_path"] = json.loads(out.strip().splitlines()[-1]).get("recv_path", "")
+        got = json.loads(out.strip().splitlines()[-1])
+        rec["recv_path"] = got.get("recv_path", "")
+        rec["tls_cipher"] = s.get("tls_cipher", "")
+        rec["tls_record_engine"] = f"{s.get('tls_record_engine', '')} / {got.get('tls_record_engine', '')}"
     return rec
 
 
 def table(results, title):
     print(f"\n### {title}\n")
-    print("| tool | MB/s (median) | CPU s/GB (median) | runs MB/s | send / receive path |")
-    print("|---|---|---|---|---|")
+    print("| tool | MB/s (median) | CPU s/GB (median) | runs MB/s | send / receive path | record engine (send / receive) |")
+    print("|---|---|---|---|---|---|")
     med = {}
     for tool in dict.fromkeys(r["tool"] for r in results):
         rs = [r for r in results if r["tool"] == tool]
@@ -115,7 +124,8 @@ def table(results, title):
         med[tool] = (m, c)
         runs = ", ".join(f"{r['mb_s']:,.0f}" for r in rs)
         paths = ", ".join(dict.fromkeys(f"{r['send_path']} / {r['recv_path']}" for r in rs if "recv_path" in r)) or "-"
-        print(f"| {tool} | {m:,.0f} | {c:.2f} | {runs} | {paths} |", flush=True)
+        engines = ", ".join(dict.fromkeys(r["tls_record_engine"] for r in rs if r.get("tls_record_engine", " / ") != " / ")) or "-"
+        print(f"| {tool} | {m:,.0f} | {c:.2f} | {runs} | {paths} | {engines} |", flush=True)
     return med
 
 
@@ -126,8 +136,10 @@ def main():
     ap.add_argument("--sets", help="veth, 1gbit: gen.py's --out")
     ap.add_argument("--work", default="/work/data/h18/bench")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tools", default="sluice-enc,wdt-enc,sluice-clear,wdt-clear",
-                    help="loopback: which of sluice-enc, wdt-enc, sluice-clear, wdt-clear run (one bench-lock call stays short)")
+    ap.add_argument("--tools", default="",
+                    help="loopback: which of sluice-enc, sluice-enc-openssl, wdt-enc, sluice-clear, wdt-clear run "
+                         "(default: all but sluice-enc-openssl); veth: which of sluice (encrypted), sluice-openssl, "
+                         "wdt-enc, sluice-clear, wdt-clear (default: sluice, wdt-enc); one bench-lock call stays short")
     ap.add_argument("--set-names", default="large,minor", help="veth, 1gbit: which sets")
     ap.add_argument("--out", default="/work/data/h18/bench/results.jsonl")
     a = ap.parse_args()
@@ -136,8 +148,10 @@ def main():
     results = []
     if a.case == "loopback":
         warm(a.src)
-        tools = [("sluice-enc", ["--encrypt"]), ("wdt-enc", []), ("sluice-clear", []), ("wdt-clear", ["-encryption_type", "none"])]
-        tools = [t for t in tools if t[0] in a.tools.split(",")]
+        tools = [("sluice-enc", ["--encrypt"]), ("sluice-enc-openssl", ["--encrypt"]), ("wdt-enc", []), ("sluice-clear", []),
+                 ("wdt-clear", ["-encryption_type", "none"])]
+        want = a.tools.split(",") if a.tools else ["sluice-enc", "wdt-enc", "sluice-clear", "wdt-clear"]
+        tools = [t for t in tools if t[0] in want]
         for _ in range(a.rounds):
             for tool, extra in tools:
                 results.append(one(tool, Path(a.src), work / "dst", "127.0.0.1", False, extra))
@@ -151,7 +165,13 @@ def main():
             for set_name in a.set_names.split(","):
                 src = Path(a.sets) / set_name
                 warm(src)
-                tools = [("sluice", []), ("wdt-enc", [])] if a.case == "veth" else [("iperf3", []), ("sluice", [])]
+                if a.case == "veth":
+                    tools = [("sluice", []), ("sluice-openssl", []), ("wdt-enc", []), ("sluice-clear", ["--no-encrypt"]),
+                             ("wdt-clear", ["-encryption_type", "none"])]
+                    want = a.tools.split(",") if a.tools else ["sluice", "wdt-enc"]
+                    tools = [t for t in tools if t[0] in want]
+                else:
+                    tools = [("iperf3", []), ("sluice", [])]
                 rs = []
                 for _ in range(a.rounds):
                     for tool, extra in tools:
