@@ -11,7 +11,9 @@ sluice: `sluice recv DST --bind IP --token T --json [--encrypt]`, `sluice send S
 `wdt -directory DST -start_port 0 -num_ports 8 -transfer_id T -ipv4` and `wdt -directory SRC
 -connection_url URL` (its default encryption; `-encryption_type none` for the clear reference).
 Time: from the sender's start until both ends exited. CPU: whole-machine busy CPU seconds
-(/proc/stat) over that time, per GB moved. Page cache warm (sources read first), dst removed
+(/proc/stat) over that time, per GB moved; and the tools' own (getrusage of the finished
+sender and receiver, user + system: softirq work the kernel charged to them, not what
+ksoftirqd or other users ran), which other users' load does not inflate. Page cache warm (sources read first), dst removed
 and `sync` before every run. Rounds alternate the tools; medians are printed. Each sluice
 row records the send_path and recv_path of its stats (tls_records / tls_direct when encrypted)
 and who sealed its records (tls_record_engine: ipsec-mb or openssl). A tool name ending in
@@ -21,6 +23,7 @@ OpenSSL's EVP instead of intel-ipsec-mb), for a before/after in the same run.
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -112,6 +115,9 @@ def one(tool, src, dst, ip, ns_on, extra):
         rcmd = [WDT, "-directory", str(dst), "-start_port", "0", "-num_ports", "8", "-transfer_id", "bench", "-ipv4"] + extra
     else:  # iperf3
         rcmd = ["iperf3", "-s", "-1", "-B", ip, "-p", "5218"]
+    # The tools' own CPU (both processes and what they ran, user + system), beside the whole
+    # machine's: on a machine shared with other users the latter carries their work too.
+    u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     rx = subprocess.Popen(ns("rcv", rcmd, ns_on), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if tool.startswith("iperf3"):
         time.sleep(0.5)
@@ -130,13 +136,16 @@ def one(tool, src, dst, ip, ns_on, extra):
     tx = subprocess.run(ns("snd", scmd, ns_on), env=env, capture_output=True, text=True, timeout=300)
     out, err = rx.communicate(timeout=120)
     t1, c1 = time.monotonic(), busy_seconds()
+    u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tool_cpu = (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
     if tx.returncode != 0 or rx.returncode != 0:
         sys.exit(f"{tool}: sender {tx.returncode} {tx.stderr[-800:]}\nreceiver {rx.returncode} {err[-800:]}")
     size = tree_bytes(src)
     if not tool.startswith("iperf3"):
         got = tree_bytes(dst)
         assert got == size, f"{tool}: received {got} of {size} bytes"
-    rec = {"tool": tool, "bytes": size, "seconds": t1 - t0, "mb_s": size / (t1 - t0) / 1e6, "cpu_s_per_gb": (c1 - c0) / (size / 1e9)}
+    rec = {"tool": tool, "bytes": size, "seconds": t1 - t0, "mb_s": size / (t1 - t0) / 1e6, "cpu_s_per_gb": (c1 - c0) / (size / 1e9),
+           "tool_cpu_s_per_gb": tool_cpu / (size / 1e9), "loadavg": os.getloadavg()[0]}
     if tool.startswith("sluice"):
         s = json.loads(tx.stdout.strip().splitlines()[-1])
         rec["encryption"] = s["encryption"]
@@ -153,17 +162,18 @@ def one(tool, src, dst, ip, ns_on, extra):
 
 def table(results, title):
     print(f"\n### {title}\n")
-    print("| tool | MB/s (median) | CPU s/GB (median) | runs MB/s | send / receive path | record engine (send / receive) |")
-    print("|---|---|---|---|---|---|")
+    print("| tool | MB/s (median) | CPU s/GB (median) | tools' own CPU s/GB | runs MB/s | send / receive path | record engine (send / receive) |")
+    print("|---|---|---|---|---|---|---|")
     med = {}
     for tool in dict.fromkeys(r["tool"] for r in results):
         rs = [r for r in results if r["tool"] == tool]
         m, c = statistics.median(r["mb_s"] for r in rs), statistics.median(r["cpu_s_per_gb"] for r in rs)
-        med[tool] = (m, c)
+        own = statistics.median(r["tool_cpu_s_per_gb"] for r in rs)
+        med[tool] = (m, c, own)
         runs = ", ".join(f"{r['mb_s']:,.0f}" for r in rs)
         paths = ", ".join(dict.fromkeys(f"{r['send_path']} / {r['recv_path']}" for r in rs if "recv_path" in r)) or "-"
         engines = ", ".join(dict.fromkeys(r["tls_record_engine"] for r in rs if r.get("tls_record_engine", " / ") != " / ")) or "-"
-        print(f"| {tool} | {m:,.0f} | {c:.2f} | {runs} | {paths} | {engines} |", flush=True)
+        print(f"| {tool} | {m:,.0f} | {c:.2f} | {own:.2f} | {runs} | {paths} | {engines} |", flush=True)
     return med
 
 
@@ -210,7 +220,8 @@ def run_cases(a, work, results):
         med = table(results, "loopback, file to file")
         if "sluice-enc" in med and "wdt-enc" in med:
             print(f"\nsluice-enc / wdt-enc: {med['sluice-enc'][0] / med['wdt-enc'][0]:.2f}x MB/s, "
-                  f"{med['sluice-enc'][1] / med['wdt-enc'][1]:.2f}x CPU/GB")
+                  f"{med['sluice-enc'][1] / med['wdt-enc'][1]:.2f}x CPU/GB, "
+                  f"{med['sluice-enc'][2] / med['wdt-enc'][2]:.2f}x the tools' own CPU/GB")
     else:
         subprocess.run([str(NETNS), "up"] + (["1gbit"] if a.case == "1gbit" else []), env=ENV, check=True, capture_output=True)
         try:
@@ -231,7 +242,8 @@ def run_cases(a, work, results):
                 med = table(rs, f"{a.case}, set {set_name}")
                 other = "wdt-enc" if a.case == "veth" else "iperf3"
                 print(f"\nsluice / {other}: {med['sluice'][0] / med[other][0]:.2f}x MB/s, "
-                      f"{med['sluice'][1] / med[other][1]:.2f}x CPU/GB")
+                      f"{med['sluice'][1] / med[other][1]:.2f}x CPU/GB, "
+                      f"{med['sluice'][2] / med[other][2]:.2f}x the tools' own CPU/GB")
                 results += rs
         finally:
             subprocess.run([str(NETNS), "down"], env=ENV, capture_output=True)
