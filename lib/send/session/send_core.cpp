@@ -69,6 +69,7 @@ void SendCore::connect(const std::string& how, bool all_streams) {
     log_.verbose_line("connected to " + peer_ + how + "; opening " + std::to_string(data_.size()) + " data streams, " +
                       std::to_string(kParallelOpens) + " at a time, each sending once it is open");
     log_.verbose_line(links_.path().empty() ? "encryption: off" : "encryption: " + links_.path() + " (" + links_.why() + ")");
+    if (!links_.path().empty()) log_.verbose_line(links_.records_line());
     if (links_.certificates() && !(features_ & wire::kFeatureCertificateVerdict))
         log_.verbose_line("warning: the receiver predates CERTIFICATE_ACCEPTED: data streams open without its verdict on "
                           "this side's certificate, so a refusal may show as a data stream's failure");
