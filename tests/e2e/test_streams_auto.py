@@ -24,7 +24,7 @@ def test_auto_opens_16_streams_and_reports_the_count_it_used_and_why(tmp_path):
     assert s["streams"] == 16
     assert 1 <= s["streams_used"] <= 16
     assert s["streams_choice"].startswith(f"auto: {s['streams_used']} of 16 streams (")
-    assert "streams auto: starting with 2 of 16 open streams" in r.stderr
+    assert "streams auto: starting with 4 of 16 open streams" in r.stderr
     assert "sluice: streams auto: " + s["streams_choice"][len("auto: "):] in r.stderr
     assert (dest / "f.bin").read_bytes() == src.read_bytes()
 

@@ -129,7 +129,8 @@ protected:
     }
     // Paces the data streams together until closing_stats() (stream_pacer.hpp). After tcp_
     // and data_: stopped before they close.
-    void start_pacer();
+    // settled: --streams auto's StreamGovernor::settled (empty: a fixed count).
+    void start_pacer(std::function<bool()> settled = {});
     std::optional<StreamPacer> pacer_;
     std::string pacing_choice_; // Stats::pacing_choice
     // Encrypted with records (the file sender): writers_[i] seals what data stream i + 1

@@ -12,12 +12,14 @@ namespace sluice {
 StreamGovernor::StreamGovernor(std::vector<int> fds, bool automatic, std::function<void(const std::string&)> verbose)
     : fds_(std::move(fds)), automatic_(automatic), verbose_(std::move(verbose)),
       active_(automatic ? std::min<unsigned>(kStartStreams, static_cast<unsigned>(fds_.size()))
-                        : static_cast<unsigned>(fds_.size())) {}
+                        : static_cast<unsigned>(fds_.size())),
+      settled_(std::make_shared<std::atomic<bool>>(!automatic)) {}
 
 void StreamGovernor::start() {
     if (!automatic_) return;
     if (active_ >= fds_.size()) {
-    choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(fds_.size()) + " streams (no more opened)";
+        settled_->store(true);
+        choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(fds_.size()) + " streams (no more opened)";
         return;
     }
     verbose_("streams auto: starting with " + std::to_string(active_) + " of " + std::to_string(fds_.size()) +
@@ -108,6 +110,7 @@ void StreamGovernor::search() {
         }
     }
     std::lock_guard lk(mu_);
+    settled_->store(true);
     choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(opened) + " streams (" + why + ")" +
               (s.steps().empty() ? "" : "; measured: " + s.steps());
     verbose_("streams " + choice_);

@@ -8,18 +8,25 @@
 // One search per transfer, then the count holds: a search is several round trips long and
 // the streams it adds start in slow start, so re-probing would cost more than it finds.
 // Every step and the reason for the choice go to -v and to Stats::streams_choice.
+#include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "sluice/sluice.hpp"
+
 namespace sluice {
 
 class StreamGovernor {
 public:
-    static constexpr unsigned kStartStreams = 2;
+    // As many as a fixed count's default (kDefaultStreams): a search takes 2 periods (>= 0.5 s)
+    // per step, so a transfer shorter than that runs on the starting count, and starting at 2
+    // lost to 4 fixed streams on short LAN transfers (h16j: the wdt-report sets at 1/64 scale).
+    static constexpr unsigned kStartStreams = kDefaultStreams;
 
     // fixed (automatic false): every stream may send, no thread runs. fds[i] is stream i + 1,
     // borrowed: they must stay open until join() has returned.
@@ -30,6 +37,12 @@ public:
 
     // Starts the search (automatic only), once the streams are open.
     void start();
+    // Whether the count holds from now on: fixed, or the search is over (or never began).
+    // The pacer waits for it (stream_pacer.hpp): caps set while streams are still being
+    // added held auto's ramp back (h16i).
+    bool settled() const { return settled_->load(); }
+    // The same, for a thread that may outlive this governor (the pacer's, on an error path).
+    std::shared_ptr<const std::atomic<bool>> settled_flag() const { return settled_; }
     // Whether stream i (from 0) may take work now.
     bool may_take(size_t i);
     // Blocks stream i while it may not take work; returns at once after stop().
@@ -61,6 +74,7 @@ private:
     std::condition_variable cv_;
     unsigned active_;
     bool stopped_ = false;
+    std::shared_ptr<std::atomic<bool>> settled_;
     std::string choice_;
     std::thread thread_;
 };

@@ -11,8 +11,9 @@
 
 namespace sluice {
 
-StreamPacer::StreamPacer(std::vector<int> fds, std::function<void(const std::string&)> verbose)
-    : fds_(std::move(fds)), verbose_(std::move(verbose)) {}
+StreamPacer::StreamPacer(std::vector<int> fds, std::function<void(const std::string&)> verbose,
+                         std::function<bool()> settled)
+    : fds_(std::move(fds)), verbose_(std::move(verbose)), settled_(std::move(settled)) {}
 
 void StreamPacer::start() {
     if (fds_.size() < 2) return; // one stream has nobody to share the path with
@@ -45,10 +46,11 @@ std::string pacing_choice(Pacing asked, const std::string& cc, bool streams_auto
     // Measured at 80 ms on a 100 Mbit/s bottleneck without random loss (docs/benchmarks.md,
     // h16i): 8 BBR streams retransmitted 11-15% of their bytes unpaced and 0.4-0.8% paced at the
     // same rate; CUBIC's 0.2-1.0% unpaced. With --streams auto the caps held the ramp back
-    // (57-65 Mbit/s against 85-86 unpaced in three of four runs).
+    // (57-65 Mbit/s against 85-86 unpaced) while they were set during the search, so there
+    // the pacer begins once the count is settled (h16j).
     if (cc == "bbr" && streams_auto)
-        return "off (default with --streams auto: caps set while streams are still being added held the ramp back; "
-               "--pace turns it on)";
+        return "on (default with bbr: BBR streams that probe one by one overfill a shared bottleneck; with "
+               "--streams auto from when the count is settled; --no-pace turns it off)";
     if (cc == "bbr")
         return "on (default with bbr: BBR streams that probe one by one overfill a shared bottleneck; "
                "--no-pace turns it off)";
@@ -78,6 +80,11 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
             sent_window_.clear();
             return 0;
         }
+    }
+    if (seed_) {
+        seed_ = false;
+        plateau_ = rate;
+        return 0;
     }
     if (!full_) {
         if (rate >= plateau_ * kGrowth) {
@@ -119,7 +126,8 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
 // the round: a stream without work (--streams auto's idle ones, the last blocks of a
 // transfer) leaves its share to the others from the next round on.
 void StreamPacer::run() {
-    PaceModel model;
+    PaceModel model(static_cast<bool>(settled_));
+    bool waited = false; // rounds skipped while --streams auto searched
     unsigned rounds = 0;
     bool short_said = false;
     std::vector<uint64_t> prev(fds_.size()), prev_sent(fds_.size()), prev_retrans(fds_.size());
@@ -146,6 +154,7 @@ void StreamPacer::run() {
             short_said = true;
             continue;
         }
+        const bool search_on = settled_ && !settled_();
         uint64_t moved = 0, sent = 0, retrans = 0;
         unsigned moving = 0;
         // A reopened stream's counters start again from 0: its first round counts from there.
@@ -168,6 +177,15 @@ void StreamPacer::run() {
         const auto t = std::chrono::steady_clock::now();
         const double rate = static_cast<double>(moved) / std::chrono::duration<double>(t - t_prev).count();
         t_prev = t;
+        if (search_on) { // counters kept current: the first round after counts from here
+            waited = true;
+            continue;
+        }
+        if (waited) {
+            waited = false;
+            verbose_("pacing: --streams auto settled its count; the pacer begins at " + mbit(rate) + " over " +
+                     std::to_string(moving) + " streams");
+        }
         const uint64_t per = model.round(rate, moving, sent, retrans);
         if (model.lifted()) {
             char share[32];

@@ -72,6 +72,11 @@ public:
     // to stop growing again. sent and retrans: the streams' bytes sent in the round (retransmitted
     // included) and of those retransmitted; 0 and 0 when unknown (never lifts).
     uint64_t round(double rate, unsigned moving, uint64_t sent = 0, uint64_t retrans = 0);
+    // Begun after --streams auto settled its count (StreamPacer's settled): the streams have
+    // been moving for seconds, so the first round is where the rate is, not growth from
+    // nothing, and what it retransmitted is the unpaced streams' own overshoot (BBR: 11-13% at
+    // 100 Mbit/s, h16i), not the path's loss: it seeds the growth test and counts for neither.
+    explicit PaceModel(bool after_search = false) : seed_(after_search) {}
     bool full() const { return full_; }
     // The caps were lifted: the path lost lost_share() of what was sent while they held.
     bool lifted() const { return lifted_; }
@@ -84,6 +89,7 @@ private:
     unsigned most_moving_ = 0; // the most streams that moved in one round so far
     uint64_t growth_sent_ = 0, growth_retrans_ = 0; // in the rounds the aggregate grew
     bool full_ = false;
+    bool seed_ = false; // the next round with moving streams seeds plateau_ (after_search)
     unsigned capped_rounds_ = 0;
     std::deque<std::pair<uint64_t, uint64_t>> sent_window_; // sent, retransmitted per capped round
     bool lifted_ = false;
@@ -102,7 +108,10 @@ public:
     // loaded host would hold a fast local transfer back until probing lifted it.
     static constexpr uint32_t kMinRttUs = 2000;
     // fds[i] is stream i + 1, borrowed (open until join() returns); verbose gets what it does.
-    StreamPacer(std::vector<int> fds, std::function<void(const std::string&)> verbose);
+    // settled (--streams auto: StreamGovernor::settled) holds the pacer back until the stream
+    // count stops changing; empty: the count is fixed.
+    StreamPacer(std::vector<int> fds, std::function<void(const std::string&)> verbose,
+                std::function<bool()> settled = {});
     ~StreamPacer() { join(); }
     StreamPacer(const StreamPacer&) = delete;
     StreamPacer& operator=(const StreamPacer&) = delete;
@@ -119,6 +128,7 @@ private:
 
     std::vector<int> fds_;
     std::function<void(const std::string&)> verbose_;
+    std::function<bool()> settled_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool stopped_ = false;
