@@ -5,7 +5,7 @@
 //
 //   delayline --a DEV --b DEV [--delay-ab MS] [--delay-ba MS] [--jitter MS]
 //             [--loss-ab PCT] [--loss-ba PCT] [--ge-ab P,R,LOSS_BAD] [--ge-ba ...]
-//             [--queue FRAMES] [--seed N] --stats FILE
+//             [--queue FRAMES] [--rcvbuf BYTES] [--seed N] --stats FILE
 //
 // Direction ab is what arrives on --a (from the sending end) and leaves by --b. Jitter adds
 // a uniform 0..MS to each frame's delay but never lets a frame overtake the one before it
@@ -87,6 +87,8 @@ static uint64_t rng_next(void) {
 
 static double rng_unit(void) { return (double)(rng_next() >> 11) / (double)(1ull << 53); }
 
+static int g_rcvbuf = 16 << 20; // --rcvbuf: each input socket's buffer (the kernel doubles it)
+
 static int open_port(const char* dev) {
     int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_ALL));
     if (fd < 0) {
@@ -111,7 +113,7 @@ static int open_port(const char* dev) {
     struct packet_mreq mr = {.mr_ifindex = (int)idx, .mr_type = PACKET_MR_PROMISC};
     setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr);
     int buf = 16 << 20; // bursts of a 1 Gbit/s path must not overflow the socket before we read
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &g_rcvbuf, sizeof g_rcvbuf);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf);
     return fd;
 }
@@ -222,7 +224,7 @@ static int parse_ge(const char* s, struct ge_model* g) {
 static void usage(const char* why) {
     fprintf(stderr, "delayline: %s\nusage: delayline --a DEV --b DEV [--delay-ab MS] [--delay-ba MS] [--jitter MS] "
                     "[--loss-ab PCT] [--loss-ba PCT] [--ge-ab P,R,LOSS_BAD] [--ge-ba P,R,LOSS_BAD] [--queue FRAMES] "
-                    "[--seed N] --stats FILE\n",
+                    "[--rcvbuf BYTES] [--seed N] --stats FILE\n",
             why);
     exit(2);
 }
@@ -253,6 +255,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(k, "--loss-ba") && x <= 100) loss_ba = x;
         else if (!strcmp(k, "--queue") && x >= 16 && x <= 1 << 20) cap = (size_t)x;
         else if (!strcmp(k, "--seed")) g_rng = (uint64_t)x | 1;
+        else if (!strcmp(k, "--rcvbuf") && x >= 1 << 16 && x <= 1 << 30) g_rcvbuf = (int)x;
         else usage("unknown option or value out of range");
     }
     if (!dev_a || !dev_b || !stats) usage("--a, --b and --stats are required");
