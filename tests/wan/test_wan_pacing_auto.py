@@ -57,6 +57,7 @@ def test_auto_with_bbr_is_paced_once_the_count_is_settled(tmp_path):
     lines = send.stderr.splitlines()
     chosen = [i for i, l in enumerate(lines) if l.startswith("sluice: streams auto: ") and " of 16 streams (" in l]
     assert len(chosen) == 1, send.stderr  # the governor's last word: the count and why
+    assert "sluice: streams auto: starting with 4 of 16 open streams" in lines  # 20 ms: a search
     begun = [i for i, l in enumerate(lines) if "pacing: --streams auto settled its count" in l]
     capped = [i for i, l in enumerate(lines) if "pacing: the pipe is full" in l or "pacing: not capped" in l]
     assert len(begun) <= 1

@@ -52,6 +52,12 @@ void SendCore::connect(const std::string& how, bool all_streams) {
         mode_ == Mode::files, DataStreams{.data = data_, .tcp = tcp_, .keys = keys_}, opener_,
         [this] { return latch_.stopped() || cancelled(); });
     control_.attach(std::move(c.control));
+    if (!c.auto_fixed.empty()) {
+        opts_.streams_auto = false;
+        opts_.streams = c.streams;
+        auto_fixed_ = c.auto_fixed;
+        log_.verbose_line("streams " + auto_fixed_);
+    }
     hello_ = c.hello;
     features_ = c.features;
     control_mptcp_ = c.control_mptcp;

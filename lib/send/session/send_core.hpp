@@ -133,6 +133,7 @@ protected:
     void start_pacer(std::function<bool()> settled = {});
     std::optional<StreamPacer> pacer_;
     std::string pacing_choice_; // Stats::pacing_choice
+    std::string auto_fixed_;    // Stats::streams_choice where --streams auto met a LAN (connect.hpp)
     // Encrypted with records (the file sender): writers_[i] seals what data stream i + 1
     // sends (its send paths and STREAM_END), made by the stream's thread once it is open;
     // empty otherwise (or a null where kTLS took over).

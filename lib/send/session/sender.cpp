@@ -126,7 +126,7 @@ public:
                 .files_held_peak = window_.peak(),
                 .checksum_failures = resent_.load(),
                 .streams_used = governor_->used(),
-                .streams_choice = governor_->choice(),
+                .streams_choice = auto_fixed_.empty() ? governor_->choice() : auto_fixed_,
                 .streams_reopened = work_->reopened(),
                 .bytes_resent_after_break = work_->resent_after_break(),
                 .block_size = block_size(),

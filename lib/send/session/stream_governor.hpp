@@ -10,6 +10,7 @@
 // Every step and the reason for the choice go to -v and to Stats::streams_choice.
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,12 @@ public:
     // per step, so a transfer shorter than that runs on the starting count, and starting at 2
     // lost to 4 fixed streams on short LAN transfers (h16j: the wdt-report sets at 1/64 scale).
     static constexpr unsigned kStartStreams = kDefaultStreams;
+    // Below this round trip (the control connection's lowest, tcpi_min_rtt) --streams auto opens
+    // kDefaultStreams and does not search (connect.cpp): on a LAN or loopback more streams do
+    // not add rate here, and opening 16 (each with its TLS handshake off loopback) and
+    // searching made 0.3-0.7 s LAN transfers 5-28% slower than 4 fixed streams (h16j, the
+    // wdt-report sets at 1/64 scale). The pacer's threshold (StreamPacer::kMinRttUs) too.
+    static constexpr uint32_t kMinRttUs = 2000;
 
     // fixed (automatic false): every stream may send, no thread runs. fds[i] is stream i + 1,
     // borrowed: they must stay open until join() has returned.
