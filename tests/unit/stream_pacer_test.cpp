@@ -128,6 +128,38 @@ TEST_CASE("begun after --streams auto settled, the first round seeds the growth 
     CHECK(g.lost_share() == doctest::Approx(0.05));
 }
 
+TEST_CASE("caps that hold the rate under kHeldBack of where they began are lifted; a smaller fall or fewer streams keep them") {
+    // h16j: 16 streams capped right after --streams auto added 12 fell from 96 to 48-58 Mbit/s.
+    auto capped = [](PaceModel& m) {
+        grow(m, 0);
+        CHECK(steady(m, 3, 0) > 0); // full at 100e6 over 8 streams: capped
+    };
+    SUBCASE("held at 60%: lifted once a judged window is all under 80%") {
+        PaceModel m;
+        capped(m);
+        uint64_t last = 1;
+        unsigned rounds = 0;
+        while (last != 0 && rounds < 50) last = m.round(60e6, 8, 1'000'000, 0), ++rounds;
+        CHECK(last == 0);
+        CHECK(m.lifted());
+        CHECK(m.held_back());
+        CHECK(m.held_share() == doctest::Approx(0.6));
+        CHECK(rounds == PaceModel::kSettleRounds + PaceModel::kJudgeRounds - 1); // the full round was the first capped
+    }
+    SUBCASE("85%: held") {
+        PaceModel m;
+        capped(m);
+        for (int i = 0; i < 40; ++i) CHECK(m.round(85e6, 8, 1'000'000, 0) > 0);
+        CHECK_FALSE(m.lifted());
+    }
+    SUBCASE("fewer streams moving (the last blocks): held") {
+        PaceModel m;
+        capped(m);
+        for (int i = 0; i < 40; ++i) CHECK(m.round(30e6, 3, 1'000'000, 0) > 0);
+        CHECK_FALSE(m.lifted());
+    }
+}
+
 TEST_CASE("pacing is on by default with bbr, with --streams auto too, and the choice says why") {
     CHECK(pacing_choice(Pacing::by_congestion_control, "bbr", false).starts_with("on (default with bbr"));
     CHECK(pacing_choice(Pacing::by_congestion_control, "bbr", true).starts_with("on (default with bbr"));

@@ -78,6 +78,7 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
             phase_ = 0;
             capped_rounds_ = 0;
             sent_window_.clear();
+            rate_window_.clear();
             return 0;
         }
     }
@@ -101,6 +102,8 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
             lost_share_ = static_cast<double>(growth_retrans_) / static_cast<double>(growth_sent_);
             return 0;
         }
+        capped_at_ = *std::max_element(window_.begin(), window_.end());
+        capped_moving_ = moving;
     }
     // Judged only after the caps have held a few rounds: the first still repair what slow
     // start's overshoot lost.
@@ -112,6 +115,16 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
         if (sent_window_.size() == kJudgeRounds && s > 0 && static_cast<double>(r) >= kPathLoss * static_cast<double>(s)) {
             lifted_ = true;
             lost_share_ = static_cast<double>(r) / static_cast<double>(s);
+            return 0;
+        }
+        // Fewer streams moving (the transfer's last blocks) is no sign of caps holding back.
+        if (moving < capped_moving_) rate_window_.clear();
+        else rate_window_.push_back(rate);
+        if (rate_window_.size() > kJudgeRounds) rate_window_.pop_front();
+        const double top = rate_window_.empty() ? 0 : *std::max_element(rate_window_.begin(), rate_window_.end());
+        if (rate_window_.size() == kJudgeRounds && top < kHeldBack * capped_at_) {
+            lifted_ = held_back_ = true;
+            held_share_ = top / capped_at_;
             return 0;
         }
     }
@@ -187,6 +200,15 @@ void StreamPacer::run() {
                      std::to_string(moving) + " streams");
         }
         const uint64_t per = model.round(rate, moving, sent, retrans);
+        if (model.held_back()) {
+            char share[32];
+            std::snprintf(share, sizeof share, "%.0f%%", 100 * model.held_share());
+            lifted_ = "caps lifted after " + std::to_string(rounds) + " rounds: they held the streams' rate to " + share +
+                      " of what it was when they began (streams whose own estimate is under their share leave it unused)";
+            verbose_("pacing: " + lifted_);
+            cap(0);
+            break;
+        }
         if (model.lifted()) {
             char share[32];
             std::snprintf(share, sizeof share, "%.2f%%", 100 * model.lost_share());

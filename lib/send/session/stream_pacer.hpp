@@ -60,6 +60,15 @@ public:
     // raised so, start-up's repairs made a path without random loss look lossy (4.5%, h16i).
     static constexpr unsigned kSettleRounds = 6, kJudgeRounds = 6;
     static constexpr double kPathLoss = 0.005;
+    // Nor kept where they hold the streams back: kJudgeRounds judged rounds in a row, with as
+    // many streams moving as when the caps began, all under kHeldBack of the aggregate they
+    // began at. Measured at 80 ms, 100 Mbit/s without random loss (h16j): capped after
+    // --streams auto had added 12 streams in the last 1.3 s, 16 streams fell from 96 to 48-58
+    // Mbit/s and stayed there: the streams added last had a small estimate of their own, left
+    // their share unused, and the best of the window, and with it every cap, fell each round.
+    // Cruising caps keep 0.95 of the aggregate and a path that got slower is followed within
+    // kWindowRounds, so this only lifts caps that cost a fifth of the rate.
+    static constexpr double kHeldBack = 0.8;
     // Nor capped at all when the rounds in which the aggregate still grew lost that share:
     // without random loss nothing is lost before the pipe is full (slow start's overshoot comes
     // with the end of the growth), and on a lossy path BBR's ramp stalls and grows again, so
@@ -81,6 +90,10 @@ public:
     // The caps were lifted: the path lost lost_share() of what was sent while they held.
     bool lifted() const { return lifted_; }
     double lost_share() const { return lost_share_; }
+    // Lifted because the caps held the rate under kHeldBack (lost_share() then 0): the best
+    // judged round's share of the aggregate the caps began at.
+    bool held_back() const { return held_back_; }
+    double held_share() const { return held_share_; }
 
 private:
     std::deque<double> window_; // aggregate rate of the last kWindowRounds rounds
@@ -94,6 +107,11 @@ private:
     std::deque<std::pair<uint64_t, uint64_t>> sent_window_; // sent, retransmitted per capped round
     bool lifted_ = false;
     double lost_share_ = 0;
+    double capped_at_ = 0;      // the best aggregate when the caps began
+    unsigned capped_moving_ = 0; // streams moving then
+    std::deque<double> rate_window_; // judged rounds' aggregate, kJudgeRounds at most
+    bool held_back_ = false;
+    double held_share_ = 0;
 };
 
 // Whether to pace, and why, for Stats::pacing_choice and -v ("on ..." or "off ..."): asked,
