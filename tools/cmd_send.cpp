@@ -29,7 +29,8 @@ the others gives one); a URL token and an option that differ are refused.
 
 options:
   --streams N|auto     TCP data streams (default 4, 1-128); auto: open 16, send on 4 and double
-                       while the rate grows (-v and --json say the count chosen and why)
+                       while the rate grows; a path under 2 ms round trip keeps 4 (-v and
+                       --json say the count chosen and why)
   --block-size SIZE    bytes per block of a large file (default 8M; 64K-64M)
   -c, --checksum       compare content even where size and mtime match (a file the
                        receiver has in another version is always updated by changed blocks)
