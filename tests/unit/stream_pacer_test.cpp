@@ -160,6 +160,14 @@ TEST_CASE("caps that hold the rate under kHeldBack of where they began are lifte
     }
 }
 
+TEST_CASE("with --streams auto the pacer waits for the search and for the streams given back to finish their blocks") {
+    CHECK_FALSE(pacer_waits(false, 0, 8)); // a fixed count: never
+    CHECK(pacer_waits(true, 0, 4));        // searching
+    CHECK(pacer_waits(true, 4, 8));        // settled on 4, the 4 given back still finish a block
+    CHECK_FALSE(pacer_waits(true, 4, 4));
+    CHECK_FALSE(pacer_waits(true, 8, 3)); // fewer moving (the last blocks): paced as they are
+}
+
 TEST_CASE("pacing is on by default with bbr, with --streams auto too, and the choice says why") {
     CHECK(pacing_choice(Pacing::by_congestion_control, "bbr", false).starts_with("on (default with bbr"));
     CHECK(pacing_choice(Pacing::by_congestion_control, "bbr", true).starts_with("on (default with bbr"));

@@ -241,14 +241,14 @@ void SendCore::abort_peer(std::thread& reader, uint32_t code) {
     latch_.rethrow();
 }
 
-void SendCore::start_pacer(std::function<bool()> settled) {
+void SendCore::start_pacer(std::function<unsigned()> settled) {
     // The control connection's: set like every data stream's before it connected, where a
     // data stream may still be opening (stream_opener.hpp) with the system's.
     pacing_choice_ = pacing_choice(opts_.pacing, data_.empty() ? std::string() : congestion_control_of(control_.fd()), opts_.streams_auto);
     log_.verbose_line("pacing: " + pacing_choice_);
     if (pacing_choice_.starts_with("off")) return;
     pacer_.emplace(tcp_fds(), [this](const std::string& l) { log_.verbose_line(l); },
-                   opts_.streams_auto ? std::move(settled) : std::function<bool()>());
+                   opts_.streams_auto ? std::move(settled) : std::function<unsigned()>());
     pacer_->start();
 }
 

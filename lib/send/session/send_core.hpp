@@ -129,8 +129,8 @@ protected:
     }
     // Paces the data streams together until closing_stats() (stream_pacer.hpp). After tcp_
     // and data_: stopped before they close.
-    // settled: --streams auto's StreamGovernor::settled (empty: a fixed count).
-    void start_pacer(std::function<bool()> settled = {});
+    // settled: --streams auto's settled count (StreamGovernor::settled_flag; empty: a fixed count).
+    void start_pacer(std::function<unsigned()> settled = {});
     std::optional<StreamPacer> pacer_;
     std::string pacing_choice_; // Stats::pacing_choice
     std::string auto_fixed_;    // Stats::streams_choice where --streams auto met a LAN (connect.hpp)

@@ -13,12 +13,12 @@ StreamGovernor::StreamGovernor(std::vector<int> fds, bool automatic, std::functi
     : fds_(std::move(fds)), automatic_(automatic), verbose_(std::move(verbose)),
       active_(automatic ? std::min<unsigned>(kStartStreams, static_cast<unsigned>(fds_.size()))
                         : static_cast<unsigned>(fds_.size())),
-      settled_(std::make_shared<std::atomic<bool>>(!automatic)) {}
+      settled_(std::make_shared<std::atomic<unsigned>>(automatic ? 0 : active_)) {}
 
 void StreamGovernor::start() {
     if (!automatic_) return;
     if (active_ >= fds_.size()) {
-        settled_->store(true);
+        settled_->store(active_);
         choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(fds_.size()) + " streams (no more opened)";
         return;
     }
@@ -124,7 +124,7 @@ void StreamGovernor::search() {
         }
     }
     std::lock_guard lk(mu_);
-    settled_->store(true);
+    settled_->store(std::max(active_, 1u));
     choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(opened) + " streams (" + why + ")" +
               (s.steps().empty() ? "" : "; measured: " + s.steps());
     verbose_("streams " + choice_);

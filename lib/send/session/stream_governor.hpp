@@ -47,9 +47,10 @@ public:
     // Whether the count holds from now on: fixed, or the search is over (or never began).
     // The pacer waits for it (stream_pacer.hpp): caps set while streams are still being
     // added held auto's ramp back (h16i).
-    bool settled() const { return settled_->load(); }
-    // The same, for a thread that may outlive this governor (the pacer's, on an error path).
-    std::shared_ptr<const std::atomic<bool>> settled_flag() const { return settled_; }
+    bool settled() const { return settled_->load() != 0; }
+    // The count settled (0 while the search goes on), for a thread that may outlive this
+    // governor (the pacer's, on an error path).
+    std::shared_ptr<const std::atomic<unsigned>> settled_flag() const { return settled_; }
     // Whether stream i (from 0) may take work now.
     bool may_take(size_t i);
     // Blocks stream i while it may not take work; returns at once after stop().
@@ -81,7 +82,7 @@ private:
     std::condition_variable cv_;
     unsigned active_;
     bool stopped_ = false;
-    std::shared_ptr<std::atomic<bool>> settled_;
+    std::shared_ptr<std::atomic<unsigned>> settled_;
     std::string choice_;
     std::thread thread_;
 };
