@@ -15,6 +15,9 @@ run (VmHWM minus VmRSS at start) per session.
       main use of a server.
   --tree FILES (h15j): the clients get a tree of FILES files of the minor set's sizes (1-400
       KiB, seeded) in a few directories instead of one file; files/s is reported too.
+  --cold (h15j): the file (or tree) is dropped from the page cache before each run, so the
+      ring's blocks are read by the pool, and sessions meet blocks another one is still reading
+      (-v's counts per get are summed: sealed on the ring, on the pool, of these still being read).
 Which path each get took is counted from the server's -v (ring_gets / thread_gets): a tree
 goes to session threads until the ring sends trees, whatever the mode.
   /work/brief/bin/bench-lock timeout 470 python3 bench/serve/get_ring.py --net ns --out /tmp/get_ring.json
@@ -68,8 +71,20 @@ def minor_tree(root, files, seed=15):
     return total
 
 
-def one_run(binary, root, name, clients, streams, mode, net):
-    paths = {}
+def drop_cache(path):
+    for f in ([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]):
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def one_run(binary, root, name, clients, streams, mode, net, cold=False):
+    if cold:
+        drop_cache(root / name)
+    paths = {"cold": cold}
     run = measured(binary, root, name, clients, streams, mode, net, paths)
     return {**run, **paths}
 
@@ -122,6 +137,10 @@ def measured(binary, root, name, clients, streams, mode, net, paths):
             print(f"server exit {srv.returncode}: {err[-300:]}", flush=True)
         paths["ring_gets"] = err.count("(on the get ring")
         paths["thread_gets"] = err.count("sent by a session thread")
+        import re
+        for key, rx in (("ring_sealed", r"blocks sealed on the ring (\d+)"), ("pool_sealed", r"on the pool \(not in the page cache\) (\d+)"),
+                        ("pool_still_read", r"in the cache but still being read (\d+)")):
+            paths[key] = sum(int(m) for m in re.findall(rx, err))
 
 
 def main():
@@ -133,6 +152,7 @@ def main():
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--streams", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--cold", action="store_true", help="drop the file(s) from the page cache before each run")
     ap.add_argument("--tree", type=int, default=0, help="get a tree of this many minor-sized files instead")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -153,7 +173,7 @@ def main():
         runs = []
         for r in range(a.rounds):
             for mode in (["ring", "thread"] if r % 2 == 0 else ["thread", "ring"]):
-                runs.append(one_run(a.sluice, root, name, a.clients, a.streams, mode, a.net))
+                runs.append(one_run(a.sluice, root, name, a.clients, a.streams, mode, a.net, a.cold))
                 print(json.dumps(runs[-1]), flush=True)
         if a.out:
             Path(a.out).write_text(json.dumps(runs, indent=1))
