@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from get import big_file, cpu_seconds, last_json
+from large import drop_file
 
 HERE = Path(__file__).resolve().parent
 NETNS = HERE.parent / "testbed" / "netns.sh"
@@ -73,12 +74,7 @@ def minor_tree(root, files, seed=15):
 
 def drop_cache(path):
     for f in ([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]):
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        drop_file(f)
 
 
 def one_run(binary, root, name, clients, streams, mode, net, cold=False):
