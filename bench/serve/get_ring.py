@@ -25,6 +25,7 @@ Bounded: fixed rounds, a timeout on every command; the file lives under --data, 
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -133,7 +134,6 @@ def measured(binary, root, name, clients, streams, mode, net, paths):
             print(f"server exit {srv.returncode}: {err[-300:]}", flush=True)
         paths["ring_gets"] = err.count("(on the get ring")
         paths["thread_gets"] = err.count("sent by a session thread")
-        import re
         for key, rx in (("ring_sealed", r"blocks sealed on the ring (\d+)"), ("pool_sealed", r"on the pool \(not in the page cache\) (\d+)"),
                         ("pool_still_read", r"in the cache but still being read (\d+)")):
             paths[key] = sum(int(m) for m in re.findall(rx, err))
