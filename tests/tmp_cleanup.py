@@ -3,8 +3,8 @@
 pytest 7.2 (Debian 12, CI) keeps every test's trees until the next run of the same file and has no
 retention policy. e2e-transfer left 5.2 GB in /tmp per build dir (its module-scoped 1.1 GB source
 included), python-roundtrip 334 MB, and build dirs of removed worktrees filled the shared disk
-(68 GB once). Imported by the conftests of tests/e2e and tests/python: pytest registers the hook
-functions a conftest module holds, imported ones included."""
+(68 GB once). Imported by the conftests of tests/e2e, tests/python and tests/wan: pytest
+registers the hook functions a conftest module holds, imported ones included."""
 import shutil
 
 import pytest

@@ -28,8 +28,9 @@ The token comes from the URL, --token-file, --token or SLUICE_TOKEN (used only w
 the others gives one); a URL token and an option that differ are refused.
 
 options:
-  --streams N|auto     TCP data streams (default 4, 1-128); auto: open 16, send on 2 and double
-                       while the rate grows (-v and --json say the count chosen and why)
+  --streams N|auto     TCP data streams (default 4, 1-128); auto: open 16, send on 4 and double
+                       while the rate grows; a path under 2 ms round trip keeps 4 (-v and
+                       --json say the count chosen and why)
   --block-size SIZE    bytes per block of a large file (default 8M; 64K-64M)
   -c, --checksum       compare content even where size and mtime match (a file the
                        receiver has in another version is always updated by changed blocks)
@@ -59,8 +60,9 @@ options:
   --pace, --no-pace    pace the data streams together: once the link is full, cap each
                        stream's pacing rate at its share of the total, lifted for good if
                        the path loses packets on its own (paths of 2 ms round trip or more;
-                       default: on when the streams run bbr, off otherwise; -v and --json
-                       "pacing_choice" say which and why)
+                       default: on when the streams run bbr, with --streams auto once
+                       the count is settled, off otherwise; -v and --json "pacing_choice"
+                       say which and why)
   --encrypt            TLS 1.3 (AES-128-GCM) even to a receiver on a loopback address
                        (by default every peer not on loopback is encrypted)
   --no-encrypt         send in clear, also to a receiver not on loopback; the receiver

@@ -9,6 +9,11 @@ usage: run.py SRC ROUNDS VARIANT... [--out DIR]
   run.py /data/2g.bin 8 /tmp/sluice-old /tmp/sluice-new
   run.py /data/2g.bin 8 'build/tools/sluice|--send-path splice' 'build/tools/sluice|--send-path sendfile'
   run.py /data/2g.bin 8 /tmp/sluice-old /tmp/sluice-new --pipe
+  run.py /data/2g 3 'build/tools/sluice|--streams auto' wdt   # beside WDT (a directory SRC)
+
+VARIANT 'wdt' (or 'wdt:N' for N connections) is WDT as bench/peers/wdt.sh runs it: its defaults
+(8 connections) with encryption off; the binary is $SB_WDT, else wdt on PATH, else
+/work/data/wdt/bin/wdt. Its CPU is each side's wait4 rusage. SRC must be a directory for it.
 
 --pipe: pipe mode instead of files: `cat SRC | sluice send - URL` into
 `sluice recv --stdout PORT > /dev/null` (SRC a file); CPU is the two sluice processes' own.
@@ -78,7 +83,49 @@ def one_pipe_run(variant, src):
     return secs, js["cpu_user_s"] + js["cpu_sys_s"], jr["cpu_user_s"] + jr["cpu_sys_s"]
 
 
+def wait_rusage(proc, timeout):
+    """Waits for proc (bounded) and returns its CPU seconds (user + system) from wait4."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return ru.ru_utime + ru.ru_stime
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"{proc.args[0]} did not exit within {timeout} s")
+        time.sleep(0.005)
+
+
+def one_wdt_run(variant, src, dst):
+    """The peer (issue 16, h16j): WDT with its defaults (8 connections) but encryption off, as
+    bench/peers/wdt.sh runs it; 'wdt:N' uses N connections. CPU from each side's wait4 rusage."""
+    binary = os.environ.get("SB_WDT") or shutil.which("wdt") or "/work/data/wdt/bin/wdt"
+    ports = int(variant.partition(":")[2] or 8)
+    port = free_port()
+    common = ["-start_port", str(port), "-num_ports", str(ports), "-transfer_id", "ab", "-encryption_type", "none",
+              "-ipv4", "-treat_fewer_port_as_error"]
+    logs = open(os.path.join(dst, "..", f"wdt-{port}.log"), "w")
+    rx = subprocess.Popen([binary, "-directory", dst, *common], stdout=logs, stderr=subprocess.STDOUT)
+    for _ in range(300):  # listening on the first port: WDT prints nothing useful first
+        if subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout.strip():
+            break
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    tx = subprocess.Popen([binary, "-directory", src, "-destination", "127.0.0.1", *common], stdout=logs,
+                          stderr=subprocess.STDOUT)
+    cs = wait_rusage(tx, 600)
+    cr = wait_rusage(rx, 60)
+    secs = time.monotonic() - t0
+    logs.close()
+    if tx.returncode or rx.returncode:
+        raise RuntimeError(f"{variant}: send exit {tx.returncode}, recv exit {rx.returncode} (log {logs.name})")
+    return secs, cs, cr
+
+
 def one_run(variant, src, dst):
+    if variant.split(":")[0] == "wdt":
+        return one_wdt_run(variant, src, dst)
     binary, send_args, recv_args = parse_variant(variant)
     port = free_port()
     rx = subprocess.Popen([binary, "recv", dst, "--bind", "127.0.0.1", "--port", str(port), "--token", "ab", "--json", *recv_args],

@@ -13,11 +13,19 @@ run (VmHWM minus VmRSS at start) per session.
       joined by a veth (bench/testbed/netns.sh, names of our own): the clients' receivers see
       a server not on loopback and encrypt (TLS 1.3, user-space records: no kTLS here), the
       main use of a server.
+  --tree FILES (h15j): the clients get a tree of FILES files of the minor set's sizes (1-400
+      KiB, seeded) in a few directories instead of one file; files/s is reported too.
+  --cold (h15j): the file (or tree) is dropped from the page cache before each run, so the
+      ring's blocks are read by the pool, and sessions meet blocks another one is still reading
+      (-v's counts per get are summed: sealed on the ring, on the pool, of these still being read).
+Which path each get took is counted from the server's -v (ring_gets / thread_gets): a tree
+goes to session threads until the ring sends trees, whatever the mode.
   /work/brief/bin/bench-lock timeout 470 python3 bench/serve/get_ring.py --net ns --out /tmp/get_ring.json
 Bounded: fixed rounds, a timeout on every command; the file lives under --data, deleted at the end."""
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -25,11 +33,12 @@ import time
 from pathlib import Path
 
 from get import big_file, cpu_seconds, last_json
+from large import drop_file
 
 HERE = Path(__file__).resolve().parent
 NETNS = HERE.parent / "testbed" / "netns.sh"
-ENV = dict(os.environ, SLUICE_TOKEN="benchtoken", SB_NS_SND="h15i-gr-cli", SB_NS_RCV="h15i-gr-srv", SB_IP_SND="10.213.35.1",
-           SB_IP_RCV="10.213.35.2")
+ENV = dict(os.environ, SLUICE_TOKEN="benchtoken", SB_NS_SND="h15j-gr-cli", SB_NS_RCV="h15j-gr-srv", SB_IP_SND="10.213.37.1",
+           SB_IP_RCV="10.213.37.2")
 
 
 def placed(net, side, cmd):
@@ -47,12 +56,42 @@ def status_kb(pid, key):
     return 0
 
 
-def one_run(binary, root, name, clients, streams, mode, net):
+def minor_tree(root, files, seed=15):
+    """files files of 1-400 KiB (the minor set's range) in 16 directories of 4 parents,
+    incompressible; returns their total bytes."""
+    import random
+    rng = random.Random(seed)
+    pattern = rng.randbytes(1 << 20)
+    total = 0
+    for i in range(files):
+        d = root / f"d{i % 4}" / f"e{i % 16}"
+        d.mkdir(parents=True, exist_ok=True)
+        size = rng.randint(1 << 10, 400 << 10)
+        k = rng.randrange(len(pattern) - size)
+        (d / f"f{i:05d}.bin").write_bytes(pattern[k:k + size])
+        total += size
+    return total
+
+
+def drop_cache(path):
+    for f in ([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]):
+        drop_file(f)
+
+
+def one_run(binary, root, name, clients, streams, mode, net, cold=False):
+    if cold:
+        drop_cache(root / name)
+    paths = {"cold": cold}
+    run = measured(binary, root, name, clients, streams, mode, net, paths)
+    return {**run, **paths}
+
+
+def measured(binary, root, name, clients, streams, mode, net, paths):
     extra = ["--get-rate-limit", "1000G"] if mode == "thread" else []
     bind = "127.0.0.1" if net == "loopback" else ENV["SB_IP_RCV"]
     # --max-gets exactly the clients: attached connections hold no session slot (since h15i).
     srv = subprocess.Popen(placed(net, "srv", [binary, "serve", str(root), "--port", "0", "--bind", bind, "--threads", "2",
-                                               "--max-gets", str(clients), *extra]),
+                                               "--max-gets", str(clients), "-v", *extra]),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         srv.stdout.readline()
@@ -83,39 +122,54 @@ def one_run(binary, root, name, clients, streams, mode, net):
         if bad:
             raise RuntimeError(f"{mode}: {bad}")
         total = sum(last_json(o)["bytes"] for o, _ in outs)
+        files = sum(last_json(o).get("files", 0) for o, _ in outs)
         encryption = sorted({last_json(o)["encryption"] for o, _ in outs})
         return {"mode": mode, "net": net, "encryption": encryption, "clients": clients, "streams": streams, "bytes": total, "seconds": wall,
-                "mb_s": total / wall / 1e6, "server_cpu_s": cpu, "cpu_s_per_gb": cpu / (total / 1e9),
+                "mb_s": total / wall / 1e6, "files": files, "files_s": files / wall, "server_cpu_s": cpu, "cpu_s_per_gb": cpu / (total / 1e9),
                 "peak_threads": peak_threads[0], "rss_growth_kib_per_session": (hwm - rss0) / clients}
     finally:
         srv.terminate()
         _, err = srv.communicate(timeout=60)
         if srv.returncode not in (0, -15):
             print(f"server exit {srv.returncode}: {err[-300:]}", flush=True)
+        paths["ring_gets"] = err.count("(on the get ring")
+        paths["thread_gets"] = err.count("sent by a session thread")
+        for key, rx in (("ring_sealed", r"blocks sealed on the ring (\d+)"), ("pool_sealed", r"on the pool \(not in the page cache\) (\d+)"),
+                        ("pool_still_read", r"in the cache but still being read (\d+)")):
+            paths[key] = sum(int(m) for m in re.findall(rx, err))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sluice", default=str(HERE.parents[1] / "build" / "tools" / "sluice"))
-    ap.add_argument("--data", default="/work/data/h15i/get-ring")
+    ap.add_argument("--data", default="/work/data/h15j/get-ring")
     ap.add_argument("--net", choices=["loopback", "ns"], default="loopback")
     ap.add_argument("--size-mib", type=int, default=512)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--streams", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--cold", action="store_true", help="drop the file(s) from the page cache before each run")
+    ap.add_argument("--tree", type=int, default=0, help="get a tree of this many minor-sized files instead")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     root = Path(a.data)
     root.mkdir(parents=True, exist_ok=True)
     try:
-        big_file(root / "one.bin", a.size_mib << 20)
-        subprocess.run(["cat", str(root / "one.bin")], stdout=subprocess.DEVNULL, check=True, timeout=120)  # cached
+        if a.tree:
+            name = "tree"
+            if not (root / name).is_dir():
+                print(f"tree: {a.tree} files, {minor_tree(root / name, a.tree) / 1e6:.1f} MB", flush=True)
+            subprocess.run(f"cat $(find {root / name} -type f) >/dev/null", shell=True, check=True, timeout=120)  # cached
+        else:
+            name = "one.bin"
+            big_file(root / name, a.size_mib << 20)
+            subprocess.run(["cat", str(root / name)], stdout=subprocess.DEVNULL, check=True, timeout=120)  # cached
         if a.net == "ns":
             subprocess.run([NETNS, "up"], check=True, env=ENV, capture_output=True)
         runs = []
         for r in range(a.rounds):
             for mode in (["ring", "thread"] if r % 2 == 0 else ["thread", "ring"]):
-                runs.append(one_run(a.sluice, root, "one.bin", a.clients, a.streams, mode, a.net))
+                runs.append(one_run(a.sluice, root, name, a.clients, a.streams, mode, a.net, a.cold))
                 print(json.dumps(runs[-1]), flush=True)
         if a.out:
             Path(a.out).write_text(json.dumps(runs, indent=1))

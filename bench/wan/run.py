@@ -205,7 +205,8 @@ def run_matrix(a):
                             print(json.dumps(res), flush=True)
                             out.write(json.dumps(res) + "\n")
                             out.flush()
-    Path(a.file).unlink(missing_ok=True)
+    if not a.keep_file:
+        Path(a.file).unlink(missing_ok=True)
 
 
 def stream_key(n):
@@ -319,6 +320,8 @@ def main():
     ap.add_argument("--report", help="print the markdown table of a results file instead of running")
     ap.add_argument("--plot", help="with --report: write a plot (PNG)")
     ap.add_argument("--send-args", default="", help="extra sluice send arguments (e.g. '--block-size 1048576')")
+    ap.add_argument("--keep-file", action="store_true",
+                    help="keep the 1 GiB source for the next call (writing it takes 10-30 s of the bench lock)")
     ap.add_argument("--no-validate", dest="validate", action="store_false",
                     help="skip the emulator's validation (diagnostic runs only; recorded in every row)")
     ap.add_argument("--trace", type=float, default=0,

@@ -142,6 +142,7 @@ class Wan:
                 "--loss-ba", self.loss_ba * 100, "--stats", self.stats_path]
         if self.ge_ab:
             args += ["--ge-ab", ",".join(str(x) for x in self.ge_ab)]
+        args += os.environ.get("SLUICE_DELAYLINE_ARGS", "").split()  # e.g. --rcvbuf 268435456
         Path(self.stats_path).unlink(missing_ok=True)
         self.line = self.popen("r", args, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 5

@@ -96,6 +96,34 @@ def evict(paths):
             os.close(fd)
 
 
+def cached_pages(path):
+    """How many of the file's pages are in the page cache (cachestat(2), Linux 6.5+), or None
+    where the kernel does not say."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    rng = (ctypes.c_uint64 * 2)(0, 0)  # the whole file
+    out = (ctypes.c_uint64 * 5)()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.syscall(451, fd, rng, out, 0) != 0:  # __NR_cachestat: the generic table's number
+            return None
+    finally:
+        os.close(fd)
+    return out[0]
+
+
+def make_cold(path, tries=100):
+    """Drops the file from the page cache and checks that it is gone: a test of the cold path
+    must not pass through the warm one because a drop did not take (a page still locked for
+    writeback, or in another CPU's LRU batch, is skipped by the kernel: asked again, bounded)."""
+    for _ in range(tries):
+        evict([path])
+        if cached_pages(path) in (0, None):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path}: still {cached_pages(path)} pages in the page cache after {tries} drops")
+
+
 def write_random(path, size, seed):
     """Incompressible content, fast: a random 1 MiB pattern rotated per MiB."""
     rng = random.Random(seed)

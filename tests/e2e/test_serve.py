@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import write_random
+from conftest import make_cold, write_random
 from serve_client import Reader, Server, connect, request
 
 
@@ -181,11 +181,10 @@ def test_a_range_not_in_the_page_cache_is_read_by_the_pool(server, root):
     # Dropped from the page cache, the file is read in by the cold-read pool (counted in
     # /_stats) and then sent from the cache: the bytes are the file's either way.
     path = root / "big.bin"
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())  # dirty pages are not dropped
-        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    want = path.read_bytes()
+    make_cold(path)
     before = json.loads(curl(server.url("/_stats")).stdout)["cold_reads"]
-    assert curl(server.url("/big.bin")).stdout == path.read_bytes()
+    assert curl(server.url("/big.bin")).stdout == want
     after = json.loads(curl(server.url("/_stats")).stdout)
     assert after["cold_check"].startswith("cachestat")
     assert after["cold_reads"] > before
@@ -230,15 +229,17 @@ def test_many_clients_of_one_cold_file_get_its_bytes(root):
     # another client's pool read is still filling are waited for on the pool (cold_waits),
     # reads ahead run while the read-in part is sent; every client gets the file's bytes and
     # at least one range went through the pool.
+    # Nothing but the server reads the file between the drop and the clients: the expected
+    # hash is taken first (read after the clients started, it raced them and, on a busy
+    # machine, brought the whole file back into the cache before the server looked: no range
+    # was cold, cold_reads stayed 0).
     s = Server(root, "--threads", "1")
     try:
         path = root / "big.bin"
-        with open(path, "rb") as f:
-            os.fsync(f.fileno())
-            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        want = hashlib.sha256(path.read_bytes()).digest()
+        make_cold(path)
         procs = [subprocess.Popen(["curl", "-s", "-S", "--max-time", "120", s.url("/big.bin")], stdout=subprocess.PIPE)
                  for _ in range(8)]
-        want = hashlib.sha256(path.read_bytes()).digest()
         for p in procs:
             out, _ = p.communicate(timeout=180)
             assert p.returncode == 0 and hashlib.sha256(out).digest() == want

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import sluice_wire as w
-from conftest import SLUICE, file_hash, run_sluice, wait_for, write_random
+from conftest import SLUICE, file_hash, make_cold, run_sluice, wait_for, write_random
 from corrupting_proxy import CorruptingProxy
 from serve_client import Server
 from test_serve_get_ring import fds, get_done, settled_fds, start, stats, threads
@@ -148,7 +148,7 @@ def test_encrypt_on_loopback_the_ring_seals_and_a_tree_follows_the_request(root,
         assert st["get_path"].startswith("2 get rings"), st["get_path"]  # Server(): --threads 2
         _, _, err = s.stop()
         assert len(re.findall(r"\(on the get ring, encrypted: TLS 1\.3; blocks sealed on the ring \d+, on the pool "
-                              r"\(not in the page cache\) \d+\): sent", err)) == 2, err
+                              r"\(not in the page cache\) \d+; of these, in the cache but still being read \d+\): sent", err)) == 2, err
         assert "get 'tree' by 127.0.0.1: sent by a session thread: a tree" in err, err
     finally:
         s.kill()
@@ -160,16 +160,14 @@ def test_a_cold_file_is_sealed_on_the_pool_and_arrives_whole(root, tmp_path):
     s = Server(root, "--port", "0", "-v", public=True)
     try:
         path = root / "big.bin"
-        with open(path, "rb") as f:
-            os.fsync(f.fileno())
-            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        make_cold(path)
         r = get(s, "big.bin", tmp_path, "--encrypt", "--streams", "2")
         assert r.returncode == 0, r.stderr
         assert last_json(r.stdout)["encryption"].startswith("tls13")
         assert file_hash(tmp_path / "big.bin") == file_hash(path)
         assert stats(s)["get_sessions_ring_encrypted"] == 1
         _, _, err = s.stop()
-        pooled = re.search(r"on the pool \(not in the page cache\) (\d+)\): sent", err)
+        pooled = re.search(r"on the pool \(not in the page cache\) (\d+); of these, in the cache but still being read \d+\): sent", err)
         assert pooled and int(pooled.group(1)) >= 1, err
     finally:
         s.kill()
@@ -262,7 +260,7 @@ def test_clients_in_another_namespace_are_served_by_the_ring_encrypted(root, tmp
         server.terminate()
         _, err = server.communicate(timeout=60)
         assert len(re.findall(r"by 10\.215\.9\.1 \(on the get ring, encrypted: TLS 1\.3; blocks sealed on the ring \d+, "
-                              r"on the pool \(not in the page cache\) \d+\): sent", err)) == 3, err
+                              r"on the pool \(not in the page cache\) \d+; of these, in the cache but still being read \d+\): sent", err)) == 3, err
     finally:
         if server and server.poll() is None:
             server.kill()

@@ -55,3 +55,13 @@ TEST_CASE("a start above the streams opened is clamped; one stream is its own an
     StreamSearch one(2, 1);
     CHECK(one.current() == 1);
 }
+
+TEST_CASE("a count is measured again while its rate still grows, and judged once it stops or after kRampPeriods") {
+    // 4 BBR streams at 80 ms: 36 Mbit/s in their first period (start-up), 96 in the next.
+    CHECK(StreamSearch::still_ramping(0, 4.5e6, 1));      // one period: nothing to compare with yet
+    CHECK(StreamSearch::still_ramping(4.5e6, 12e6, 2));   // grew 2.7x: still in start-up
+    CHECK_FALSE(StreamSearch::still_ramping(12e6, 12.2e6, 3)); // +2%: out of it, judged on this one
+    CHECK_FALSE(StreamSearch::still_ramping(12e6, 11e6, 2));
+    // a lossy path whose rate keeps creeping up is judged after kRampPeriods periods all the same
+    CHECK_FALSE(StreamSearch::still_ramping(1e6, 2e6, StreamSearch::kRampPeriods));
+}

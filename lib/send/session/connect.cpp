@@ -12,6 +12,7 @@
 #include "core/session/failure_latch.hpp"
 #include "core/tls/policy.hpp"
 #include "send/session/handshake.hpp"
+#include "send/session/stream_governor.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec.hpp"
 
@@ -48,8 +49,18 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     Connections c;
     wire::ClientHello hello;
     wire::random_bytes(hello.transfer_id);
-    hello.stream_count = static_cast<uint16_t>(opts.streams);
     c.control = open_connection(to, opts);
+    // --streams auto on a LAN or loopback: the default count, no search (StreamGovernor::kMinRttUs).
+    // The connect's SYN and SYN-ACK gave the path's first round trip, before the hello names
+    // the stream count.
+    const uint32_t path_us = min_rtt_us(c.control.get());
+    c.streams = opts.streams;
+    if (opts.streams_auto && path_us < StreamGovernor::kMinRttUs) {
+        c.streams = std::min(opts.streams, kDefaultStreams);
+        c.auto_fixed = "auto: " + std::to_string(c.streams) + " streams, no search: a path of " + std::to_string(path_us) +
+                       " us round trip (under 2 ms, a LAN, where more streams only cost CPU)";
+    }
+    hello.stream_count = static_cast<uint16_t>(c.streams);
     c.control_mptcp = mptcp_of(c.control.get(), 0, opts.mptcp, false);
     set_nodelay(c.control.get());
     // Set before our first byte is written: the handshake frames already go under the chosen algorithm.
@@ -93,15 +104,15 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     // halfway, fail after the idle timeout. Waiting for the next frame is the control reader's
     // own deadline (send_core.cpp), which counts only while the receiver owes an answer.
     out.data.clear();
-    for (unsigned i = 0; i < opts.streams; ++i) out.data.push_back(placeholder());
+    for (unsigned i = 0; i < c.streams; ++i) out.data.push_back(placeholder());
     const bool relay = c.encrypted && !records;
-    out.keys.assign(c.encrypted && records ? opts.streams : 0, std::nullopt);
+    out.keys.assign(c.encrypted && records ? c.streams : 0, std::nullopt);
     out.tcp.clear();
-    out.tcp.resize(relay ? opts.streams : 0);
-    if (opts.progress) opts.progress->stream_count = opts.streams;
+    out.tcp.resize(relay ? c.streams : 0);
+    if (opts.progress) opts.progress->stream_count = c.streams;
     const bool encrypted = c.encrypted;
     // Side by side, in the background: one after the other cost ~2.5 round trips each.
-    opener.start(opts.streams, kParallelOpens, [=, &links, opts = scaled](unsigned i) {
+    opener.start(c.streams, kParallelOpens, [=, &links, opts = scaled](unsigned i) {
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
         const int slot = out.data[i - 1].get();
         UniqueFd fd = open_connection(to, opts);

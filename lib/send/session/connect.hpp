@@ -29,6 +29,10 @@ struct Connections {
     // The idle and connect deadlines scaled by the control connection's round trip, measured
     // by its handshake (core/io/rtt_deadlines.hpp); the data streams open under them.
     RttDeadlines deadlines;
+    // The data streams opened: opts.streams, or kDefaultStreams where --streams auto met a path
+    // under StreamGovernor::kMinRttUs; then auto_fixed says so (Stats::streams_choice).
+    unsigned streams = 0;
+    std::string auto_fixed;
 };
 
 // One connection to the receiver: SendOptions::connection when set (a socket handed in by

@@ -52,6 +52,12 @@ void SendCore::connect(const std::string& how, bool all_streams) {
         mode_ == Mode::files, DataStreams{.data = data_, .tcp = tcp_, .keys = keys_}, opener_,
         [this] { return latch_.stopped() || cancelled(); });
     control_.attach(std::move(c.control));
+    if (!c.auto_fixed.empty()) {
+        opts_.streams_auto = false;
+        opts_.streams = c.streams;
+        auto_fixed_ = c.auto_fixed;
+        log_.verbose_line("streams " + auto_fixed_);
+    }
     hello_ = c.hello;
     features_ = c.features;
     control_mptcp_ = c.control_mptcp;
@@ -237,13 +243,14 @@ void SendCore::abort_peer(std::thread& reader, uint32_t code) {
     latch_.rethrow();
 }
 
-void SendCore::start_pacer() {
+void SendCore::start_pacer(std::function<unsigned()> settled) {
     // The control connection's (connect.hpp), not a data stream's: one may still be opening
     // (stream_opener.hpp) on a placeholder socket with the system's.
     pacing_choice_ = pacing_choice(opts_.pacing, data_.empty() ? std::string() : control_cc_, opts_.streams_auto);
     log_.verbose_line("pacing: " + pacing_choice_);
     if (pacing_choice_.starts_with("off")) return;
-    pacer_.emplace(tcp_fds(), [this](const std::string& l) { log_.verbose_line(l); });
+    pacer_.emplace(tcp_fds(), [this](const std::string& l) { log_.verbose_line(l); },
+                   opts_.streams_auto ? std::move(settled) : std::function<unsigned()>());
     pacer_->start();
 }
 

@@ -129,9 +129,11 @@ protected:
     }
     // Paces the data streams together until closing_stats() (stream_pacer.hpp). After tcp_
     // and data_: stopped before they close.
-    void start_pacer();
+    // settled: --streams auto's settled count (StreamGovernor::settled_flag; empty: a fixed count).
+    void start_pacer(std::function<unsigned()> settled = {});
     std::optional<StreamPacer> pacer_;
     std::string pacing_choice_; // Stats::pacing_choice
+    std::string auto_fixed_;    // Stats::streams_choice where --streams auto met a LAN (connect.hpp)
     // Encrypted with records (the file sender): writers_[i] seals what data stream i + 1
     // sends (its send paths and STREAM_END), made by the stream's thread once it is open;
     // empty otherwise (or a null where kTLS took over).

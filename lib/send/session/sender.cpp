@@ -63,7 +63,7 @@ public:
         log_.verbose_line("announce window: " + (window_.limit() ? std::to_string(window_.limit()) + " files" : std::string("off")));
         governor_.emplace(tcp_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
         governor_->start();
-        start_pacer(); // or not: SendOptions::pacing
+        start_pacer([f = governor_->settled_flag()] { return f->load(); }); // or not: SendOptions::pacing
         work_.emplace(StreamWork::Session{
             .queue = queue_, .governor = *governor_, .limiter = limiter_, .log = log_, .opts = opts_, .to = to_, .hello = hello_,
             .busy = [this](bool on) { stream_busy(on); },
@@ -126,7 +126,7 @@ public:
                 .files_held_peak = window_.peak(),
                 .checksum_failures = resent_.load(),
                 .streams_used = governor_->used(),
-                .streams_choice = governor_->choice(),
+                .streams_choice = auto_fixed_.empty() ? governor_->choice() : auto_fixed_,
                 .streams_reopened = work_->reopened(),
                 .bytes_resent_after_break = work_->resent_after_break(),
                 .block_size = block_size(),

@@ -12,12 +12,14 @@ namespace sluice {
 StreamGovernor::StreamGovernor(std::vector<int> fds, bool automatic, std::function<void(const std::string&)> verbose)
     : fds_(std::move(fds)), automatic_(automatic), verbose_(std::move(verbose)),
       active_(automatic ? std::min<unsigned>(kStartStreams, static_cast<unsigned>(fds_.size()))
-                        : static_cast<unsigned>(fds_.size())) {}
+                        : static_cast<unsigned>(fds_.size())),
+      settled_(std::make_shared<std::atomic<unsigned>>(automatic ? 0 : active_)) {}
 
 void StreamGovernor::start() {
     if (!automatic_) return;
     if (active_ >= fds_.size()) {
-    choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(fds_.size()) + " streams (no more opened)";
+        settled_->store(active_);
+        choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(fds_.size()) + " streams (no more opened)";
         return;
     }
     verbose_("streams auto: starting with " + std::to_string(active_) + " of " + std::to_string(fds_.size()) +
@@ -74,8 +76,9 @@ StreamGovernor::Sample StreamGovernor::sample() const {
     return s;
 }
 
-// Runs on its own thread until stop(). Each step: one period for the streams just added to
-// leave slow start, then one period measured. The period is 8 smoothed round trips of the
+// Runs on its own thread until stop(). Each step: periods measured until one grows by less
+// than StreamSearch::kGrowth over the one before (the streams just added have left start-up),
+// at least two, at most StreamSearch::kRampPeriods. The period is 8 smoothed round trips of the
 // first stream (at least 250 ms, at most 2 s): long enough to hold several congestion
 // windows' worth of acknowledgements, short enough that a search ends within seconds.
 void StreamGovernor::search() {
@@ -87,17 +90,30 @@ void StreamGovernor::search() {
                           std::chrono::milliseconds(2000));
     };
     std::string why = "the transfer ended before the search did";
+    bool stopped = false;
     for (;;) {
-        if (!sleep_for(period())) break; // the streams just added ramp up
+        double rate = 0, retrans = 0, before = 0;
+        unsigned periods = 0;
         Sample a = sample();
-        const auto t0 = std::chrono::steady_clock::now();
-        if (!sleep_for(period())) break;
-        Sample b = sample();
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (b.acked == a.acked) continue; // no work yet (the manifest's first answer): measure again
-        const double rate = static_cast<double>(b.acked - a.acked) / secs;
-        const double retrans =
-            b.sent > a.sent ? static_cast<double>(b.retrans - a.retrans) / static_cast<double>(b.sent - a.sent) : 0;
+        auto t0 = std::chrono::steady_clock::now();
+        do {
+            before = rate;
+            if (!sleep_for(period())) {
+                stopped = true;
+                break;
+            }
+            const Sample b = sample();
+            const auto t1 = std::chrono::steady_clock::now();
+            if (b.acked == a.acked) { // no work yet (the manifest's first answer): measure again
+                a = b, t0 = t1;
+                continue;
+            }
+            rate = static_cast<double>(b.acked - a.acked) / std::chrono::duration<double>(t1 - t0).count();
+            retrans = b.sent > a.sent ? static_cast<double>(b.retrans - a.retrans) / static_cast<double>(b.sent - a.sent) : 0;
+            a = b, t0 = t1;
+            ++periods;
+        } while (periods == 0 || StreamSearch::still_ramping(before, rate, periods));
+        if (stopped) break;
         StreamSearch::Step step = s.measured(rate, retrans);
         verbose_("streams auto: " + s.steps().substr(s.steps().rfind("; ") == std::string::npos ? 0 : s.steps().rfind("; ") + 2) +
                  (step.done ? "" : " -> trying " + std::to_string(step.count)));
@@ -108,6 +124,7 @@ void StreamGovernor::search() {
         }
     }
     std::lock_guard lk(mu_);
+    settled_->store(std::max(active_, 1u));
     choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(opened) + " streams (" + why + ")" +
               (s.steps().empty() ? "" : "; measured: " + s.steps());
     verbose_("streams " + choice_);

@@ -2,24 +2,38 @@
 // `--streams auto` (issue 16): the sender opens up to SendOptions::streams data streams but
 // lets only some of them take work, and chooses how many from what TCP reports on the link.
 // It starts with kStartStreams and (stream_search.hpp) doubles the count while the aggregate rate (bytes the
-// receiver's TCP acknowledged, summed over every stream, per period) grows by at least 10%
-// per doubling; when a doubling brings less, it keeps the smaller count if the larger one
+// receiver's TCP acknowledged, summed over every stream, per period, once it has stopped
+// growing with the count in place) grows by at least 10% per doubling; when a doubling brings less, it keeps the smaller count if the larger one
 // only added retransmits (its retransmitted share of the bytes rose), else the faster one.
 // One search per transfer, then the count holds: a search is several round trips long and
 // the streams it adds start in slow start, so re-probing would cost more than it finds.
 // Every step and the reason for the choice go to -v and to Stats::streams_choice.
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "sluice/sluice.hpp"
+
 namespace sluice {
 
 class StreamGovernor {
 public:
-    static constexpr unsigned kStartStreams = 2;
+    // As many as a fixed count's default (kDefaultStreams): a search takes 2 periods (>= 0.5 s)
+    // per step, so a transfer shorter than that runs on the starting count, and starting at 2
+    // lost to 4 fixed streams on short LAN transfers (h16j: the wdt-report sets at 1/64 scale).
+    static constexpr unsigned kStartStreams = kDefaultStreams;
+    // Below this round trip (the control connection's lowest, tcpi_min_rtt) --streams auto opens
+    // kDefaultStreams and does not search (connect.cpp): on a LAN or loopback more streams do
+    // not add rate here, and opening 16 (each with its TLS handshake off loopback) and
+    // searching made 0.3-0.7 s LAN transfers 5-28% slower than 4 fixed streams (h16j, the
+    // wdt-report sets at 1/64 scale). The pacer's threshold (StreamPacer::kMinRttUs) too.
+    static constexpr uint32_t kMinRttUs = 2000;
 
     // fixed (automatic false): every stream may send, no thread runs. fds[i] is stream i + 1,
     // borrowed: they must stay open until join() has returned.
@@ -30,6 +44,13 @@ public:
 
     // Starts the search (automatic only), once the streams are open.
     void start();
+    // Whether the count holds from now on: fixed, or the search is over (or never began).
+    // The pacer waits for it (stream_pacer.hpp): caps set while streams are still being
+    // added held auto's ramp back (h16i).
+    bool settled() const { return settled_->load() != 0; }
+    // The count settled (0 while the search goes on), for a thread that may outlive this
+    // governor (the pacer's, on an error path).
+    std::shared_ptr<const std::atomic<unsigned>> settled_flag() const { return settled_; }
     // Whether stream i (from 0) may take work now.
     bool may_take(size_t i);
     // Blocks stream i while it may not take work; returns at once after stop().
@@ -61,6 +82,7 @@ private:
     std::condition_variable cv_;
     unsigned active_;
     bool stopped_ = false;
+    std::shared_ptr<std::atomic<unsigned>> settled_;
     std::string choice_;
     std::thread thread_;
 };

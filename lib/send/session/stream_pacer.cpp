@@ -6,13 +6,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
+#include <numeric>
 
 #include <sys/socket.h>
 
 namespace sluice {
 
-StreamPacer::StreamPacer(std::vector<int> fds, std::function<void(const std::string&)> verbose)
-    : fds_(std::move(fds)), verbose_(std::move(verbose)) {}
+StreamPacer::StreamPacer(std::vector<int> fds, std::function<void(const std::string&)> verbose,
+                         std::function<unsigned()> settled)
+    : fds_(std::move(fds)), verbose_(std::move(verbose)), settled_(std::move(settled)) {}
 
 void StreamPacer::start() {
     if (fds_.size() < 2) return; // one stream has nobody to share the path with
@@ -39,16 +41,21 @@ void StreamPacer::cap(uint64_t per_stream) {
     if (per_stream) last_cap_ = per_stream;
 }
 
+bool pacer_waits(bool automatic, unsigned settled, unsigned moving) {
+    return automatic && (settled == 0 || moving > settled);
+}
+
 std::string pacing_choice(Pacing asked, const std::string& cc, bool streams_auto) {
     if (asked == Pacing::on) return "on (asked: --pace)";
     if (asked == Pacing::off) return "off (asked: --no-pace)";
     // Measured at 80 ms on a 100 Mbit/s bottleneck without random loss (docs/benchmarks.md,
     // h16i): 8 BBR streams retransmitted 11-15% of their bytes unpaced and 0.4-0.8% paced at the
     // same rate; CUBIC's 0.2-1.0% unpaced. With --streams auto the caps held the ramp back
-    // (57-65 Mbit/s against 85-86 unpaced in three of four runs).
+    // (57-65 Mbit/s against 85-86 unpaced) while they were set during the search, so there
+    // the pacer begins once the count is settled (h16j).
     if (cc == "bbr" && streams_auto)
-        return "off (default with --streams auto: caps set while streams are still being added held the ramp back; "
-               "--pace turns it on)";
+        return "on (default with bbr: BBR streams that probe one by one overfill a shared bottleneck; with "
+               "--streams auto from when the count is settled; --no-pace turns it off)";
     if (cc == "bbr")
         return "on (default with bbr: BBR streams that probe one by one overfill a shared bottleneck; "
                "--no-pace turns it off)";
@@ -76,8 +83,14 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
             phase_ = 0;
             capped_rounds_ = 0;
             sent_window_.clear();
+            rate_window_.clear();
             return 0;
         }
+    }
+    if (seed_) {
+        seed_ = false;
+        plateau_ = rate;
+        return 0;
     }
     if (!full_) {
         if (rate >= plateau_ * kGrowth) {
@@ -94,6 +107,10 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
             lost_share_ = static_cast<double>(growth_retrans_) / static_cast<double>(growth_sent_);
             return 0;
         }
+        // The flat rounds that found the pipe full, averaged: one round of 80 ms at 600 Mbit/s
+        // read anywhere from 280 to 550 (h16j), its maximum a burst, not a rate.
+        capped_at_ = std::accumulate(window_.end() - kFlatRounds, window_.end(), 0.0) / kFlatRounds;
+        capped_moving_ = moving;
     }
     // Judged only after the caps have held a few rounds: the first still repair what slow
     // start's overshoot lost.
@@ -105,6 +122,16 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
         if (sent_window_.size() == kJudgeRounds && s > 0 && static_cast<double>(r) >= kPathLoss * static_cast<double>(s)) {
             lifted_ = true;
             lost_share_ = static_cast<double>(r) / static_cast<double>(s);
+            return 0;
+        }
+        // Fewer streams moving (the transfer's last blocks) is no sign of caps holding back.
+        if (moving < capped_moving_) rate_window_.clear();
+        else rate_window_.push_back(rate);
+        if (rate_window_.size() > kJudgeRounds) rate_window_.pop_front();
+        const double mean = std::accumulate(rate_window_.begin(), rate_window_.end(), 0.0) / kJudgeRounds;
+        if (rate_window_.size() == kJudgeRounds && mean < kHeldBack * capped_at_) {
+            lifted_ = held_back_ = true;
+            held_share_ = mean / capped_at_;
             return 0;
         }
     }
@@ -119,7 +146,8 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
 // the round: a stream without work (--streams auto's idle ones, the last blocks of a
 // transfer) leaves its share to the others from the next round on.
 void StreamPacer::run() {
-    PaceModel model;
+    PaceModel model(static_cast<bool>(settled_));
+    bool waited = false; // rounds skipped while --streams auto searched
     unsigned rounds = 0;
     bool short_said = false;
     std::vector<uint64_t> prev(fds_.size()), prev_sent(fds_.size()), prev_retrans(fds_.size());
@@ -146,6 +174,7 @@ void StreamPacer::run() {
             short_said = true;
             continue;
         }
+        const unsigned settled_count = settled_ ? settled_() : 0;
         uint64_t moved = 0, sent = 0, retrans = 0;
         unsigned moving = 0;
         // A reopened stream's counters start again from 0: its first round counts from there.
@@ -168,7 +197,25 @@ void StreamPacer::run() {
         const auto t = std::chrono::steady_clock::now();
         const double rate = static_cast<double>(moved) / std::chrono::duration<double>(t - t_prev).count();
         t_prev = t;
+        if (pacer_waits(static_cast<bool>(settled_), settled_count, moving)) { // counters kept current
+            waited = true;
+            continue;
+        }
+        if (waited) {
+            waited = false;
+            verbose_("pacing: --streams auto settled its count; the pacer begins at " + mbit(rate) + " over " +
+                     std::to_string(moving) + " streams");
+        }
         const uint64_t per = model.round(rate, moving, sent, retrans);
+        if (model.held_back()) {
+            char share[32];
+            std::snprintf(share, sizeof share, "%.0f%%", 100 * model.held_share());
+            lifted_ = "caps lifted after " + std::to_string(rounds) + " rounds: they held the streams' rate to " + share +
+                      " of what it was when they began (streams whose own estimate is under their share leave it unused)";
+            verbose_("pacing: " + lifted_);
+            cap(0);
+            break;
+        }
         if (model.lifted()) {
             char share[32];
             std::snprintf(share, sizeof share, "%.2f%%", 100 * model.lost_share());

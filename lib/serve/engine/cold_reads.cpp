@@ -116,6 +116,12 @@ bool ColdReads::reading_joined(const FileKey& file, uint64_t offset, uint64_t le
     return r != nullptr;
 }
 
+bool ColdReads::reading(const FileKey& file, uint64_t offset, uint64_t length) {
+    if (reading_count_.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard lock(mu_);
+    return overlapping(file, offset, length) != nullptr;
+}
+
 void ColdReads::ended(const ColdJob& job, int err) {
     std::vector<Waiter> waiters;
     {

@@ -63,6 +63,9 @@ public:
     // (back, conn, gen) is woken when that read ends, as if it were its own (true).
     bool reading_joined(const FileKey& file, uint64_t offset, uint64_t length, WakeQueue* back, uint32_t conn,
                         uint32_t gen);
+    // Whether that range overlaps a read in flight, without waiting for it (a get ring seals
+    // such a block on its own pool instead of reading it on the ring).
+    bool reading(const FileKey& file, uint64_t offset, uint64_t length);
 
 private:
     struct Waiter {

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -32,6 +33,12 @@ RingSession::RingSession(RingStart s, Shared& sh, Ring& ring, SumPool& pool, uin
     : sh_(sh), ring_(ring), pool_(pool), s_(std::move(s)), slot_(slot), gen_(gen),
       tag_base_(static_cast<uint64_t>(slot) << kTagBits), now_ms_(now_ms), req_c_(tag_base_ | kRequestTag) {
     deadline_ms_ = now_ms + s_.attach_wait_ms;
+    struct stat st {};
+    if (::fstat(s_.file.get(), &st) == 0) key_ = FileKey{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+    // As the HTTP engine's fds (file_cache.cpp): the kernel's readahead would bring pages in
+    // past the pool's read, which cachestat counts while they are still read (the ring would
+    // then wait for the disk sealing them); the pool asks for each block whole instead.
+    if (sh_.cold_check) ::posix_fadvise(s_.file.get(), 0, 0, POSIX_FADV_RANDOM); // advice: a refusal only costs a wait
     wire::random_bytes(transfer_id_);
     sh_.get_open.fetch_add(1);
     counted_open_ = true;
@@ -365,7 +372,8 @@ void RingSession::finish(uint32_t status, const std::string& message) {
     if (sh_.opt.verbose && sh_.opt.log)
         sh_.opt.log("get " + s_.label +
                     (encrypted_ ? " (on the get ring, encrypted: TLS 1.3; blocks sealed on the ring " + std::to_string(ring_sealed_) +
-                                      ", on the pool (not in the page cache) " + std::to_string(pool_sealed_) + "): "
+                                      ", on the pool (not in the page cache) " + std::to_string(pool_sealed_) +
+                                      "; of these, in the cache but still being read " + std::to_string(in_flight_) + "): "
                                 : " (on the get ring): ") +
                     (ok_ ? std::string("sent") : message));
 }

@@ -27,6 +27,7 @@
 #include "core/tls/handshake.hpp"
 #include "core/tls/record.hpp"
 #include "core/wire/codec.hpp"
+#include "serve/engine/cold_reads.hpp"
 #include "serve/get/admission.hpp"
 #include "serve/get/attachments.hpp"
 #include "serve/get/sum_pool.hpp"
@@ -135,12 +136,14 @@ private:
     void drive_sealed(Link& l);
     void on_sealed(const SumJob& j);
     bool sealed(Link& l, const SumJob& j); // a block is in l's records: counted (false: the read failed)
+    bool cached(const SumJob& j);          // the block may be read on the ring: in the page cache, no read of it in flight
     std::string who(const Link& l) const;
 
     Shared& sh_;
     Ring& ring_;
     SumPool& pool_;
     RingStart s_;
+    FileKey key_{}; // s_.file's: which of the pools' reads in flight are of it
     uint32_t slot_, gen_;
     uint64_t tag_base_;
     int64_t now_ms_ = 0, deadline_ms_ = 0;
@@ -159,6 +162,7 @@ private:
     bool ended_ = false, ok_ = false, counted_open_ = false, encrypted_ = false;
     uint64_t sent_bytes_ = 0;
     uint64_t ring_sealed_ = 0, pool_sealed_ = 0; // encrypted: where each block was sealed (-v)
+    uint64_t in_flight_ = 0; // of pool_sealed_: counted cached, but a pool read of it was in flight (-v)
 };
 
 } // namespace sluice::serve

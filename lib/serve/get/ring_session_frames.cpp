@@ -138,7 +138,7 @@ bool RingSession::next_range(uint64_t most, uint64_t& off, uint64_t& len) {
 void RingSession::queue_sums() {
     if (!acked_ || ended_ || encrypted_) return;
     while (ready_.size() + sums_in_flight_ < 1u + s_.streams) {
-        SumJob j{slot_, gen_, s_.file.get(), 0, 0, 0, 0};
+        SumJob j{slot_, gen_, s_.file.get(), key_, 0, 0, 0, 0};
         if (!next_range(kBlock, j.offset, j.length)) return;
         ++sums_in_flight_;
         pool_.push(j);

@@ -127,11 +127,11 @@ bool RingSession::flush_tls(Link& l) {
 // into the stream's buffer; once everything is verified, STREAM_END.
 void RingSession::drive_sealed(Link& l) {
     while (!ended_ && l.st == Link::St::ready && !l.sealing && flush(l)) {
-        SumJob j{slot_, gen_, s_.file.get(), 0, 0, 0, 0};
+        SumJob j{slot_, gen_, s_.file.get(), key_, 0, 0, 0, 0};
         if (acked_ && next_range(SealedBlock::kMaxData, j.offset, j.length)) {
             j.seal = l.sealed.get();
             j.link = l.index;
-            if (sh_.cold_check && range_cached(j.fd, j.offset, j.length)) {
+            if (cached(j)) {
                 // In the page cache: read, hashed and sealed here, and sent at once (the loop's
                 // flush) while the block is in this core's cache; sealed on the pool, it came
                 // back to the ring after other blocks and was sent from memory.
@@ -151,6 +151,19 @@ void RingSession::drive_sealed(Link& l) {
         l.sealed->seal_frame(end.data(), end.size());
         l.end_queued = true;
     }
+}
+
+// cachestat first, the reads in flight after: a page cachestat counted that a pool read is
+// still filling belongs to a read registered before that page existed (cold_reads.hpp). A
+// block another session's (or the HTTP engine's) pool read still fills goes to the pool too,
+// which waits for it there. Reads by other processes are not seen.
+bool RingSession::cached(const SumJob& j) {
+    if (!sh_.cold_check || !range_cached(j.fd, j.offset, j.length)) return false;
+    if (pool_.reading(key_, j.offset, j.length) || (sh_.cold && sh_.cold->reading(key_, j.offset, j.length))) {
+        ++in_flight_;
+        return false;
+    }
+    return true;
 }
 
 bool RingSession::sealed(Link& l, const SumJob& j) {

@@ -1,5 +1,6 @@
 #include "serve/get/sum_pool.hpp"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -42,6 +43,21 @@ void hash_range(SumJob& j, unsigned char* buf) {
 
 } // namespace
 
+void ReadsInFlight::remove(const FileKey& file, uint64_t offset, uint64_t length) {
+    for (auto it = r_.begin(); it != r_.end(); ++it) {
+        if (it->file == file && it->offset == offset && it->end == offset + length) {
+            r_.erase(it); // one of equal ranges: either is the same to overlaps()
+            return;
+        }
+    }
+}
+
+bool ReadsInFlight::overlaps(const FileKey& file, uint64_t offset, uint64_t length) const {
+    for (const Range& r : r_)
+        if (r.file == file && offset < r.end && r.offset < offset + length) return true;
+    return false;
+}
+
 SumPool::SumPool(unsigned threads) {
     efd_.reset(::eventfd(0, EFD_CLOEXEC));
     if (!efd_) throw_errno(ErrorCode::internal, "eventfd for the get sessions' checksum pool");
@@ -61,8 +77,16 @@ void SumPool::push(const SumJob& j) {
     {
         std::lock_guard lock(mu_);
         todo_.push_back(j);
+        reading_.add(j.file, j.offset, j.length);
+        reading_count_.store(reading_.size(), std::memory_order_release);
     }
     cv_.notify_one();
+}
+
+bool SumPool::reading(const FileKey& file, uint64_t offset, uint64_t length) {
+    if (reading_count_.load(std::memory_order_acquire) == 0) return false; // nothing read: no lock
+    std::lock_guard lock(mu_);
+    return reading_.overlaps(file, offset, length);
 }
 
 void SumPool::take(std::vector<SumJob>& out) {
@@ -82,6 +106,10 @@ void SumPool::work() {
             j = todo_.front();
             todo_.pop_front();
         }
+        // The fds read here read no further ahead than asked (POSIX_FADV_RANDOM: a ring's
+        // cachestat would count pages readahead is still filling, which no registry knows of):
+        // the whole block is asked for at once, so the disk gets it as one batch.
+        ::posix_fadvise(j.fd, static_cast<off_t>(j.offset), static_cast<off_t>(j.length), POSIX_FADV_WILLNEED);
         if (j.seal)
             j.err = j.seal->fill(j.fd, j.offset, j.length, &j.sum);
         else
@@ -89,6 +117,8 @@ void SumPool::work() {
         {
             std::lock_guard lock(mu_);
             done_.push_back(j);
+            reading_.remove(j.file, j.offset, j.length);
+            reading_count_.store(reading_.size(), std::memory_order_release);
         }
         uint64_t one = 1;
         [[maybe_unused]] ssize_t w = ::write(efd_.get(), &one, sizeof one);

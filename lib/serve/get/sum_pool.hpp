@@ -5,6 +5,7 @@
 // ring thread. Reading the block here also brings it into the page cache, so the ring's
 // sendfile of it afterwards finds it there. A finished job is queued and the ring woken
 // through an eventfd it reads.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "serve/engine/cold_reads.hpp"
 #include "serve/get/sealed_block.hpp"
 
 namespace sluice::serve {
@@ -21,6 +23,7 @@ struct SumJob {
     uint32_t session = 0; // the ring's slot and its generation: a late result for a freed one is dropped
     uint32_t gen = 0;
     int fd = -1;          // borrowed: the session waits for its jobs before it closes the file
+    FileKey file{};       // which file fd is: the range is known to reading() while it is read
     uint64_t offset = 0, length = 0;
     uint64_t sum = 0;     // out: XXH3-64 of the bytes
     int err = 0;          // out: errno of a failed read, or EIO for a file that got shorter
@@ -29,6 +32,22 @@ struct SumJob {
     // it frees the buffer.
     SealedBlock* seal = nullptr;
     uint16_t link = 0; // which of the session's connections it is for
+};
+
+// The ranges of files being read (not thread-safe: the SumPool's lock guards it).
+class ReadsInFlight {
+public:
+    void add(const FileKey& file, uint64_t offset, uint64_t length) { r_.push_back(Range{file, offset, offset + length}); }
+    void remove(const FileKey& file, uint64_t offset, uint64_t length); // one of the equal ranges added
+    bool overlaps(const FileKey& file, uint64_t offset, uint64_t length) const;
+    size_t size() const { return r_.size(); }
+
+private:
+    struct Range {
+        FileKey file;
+        uint64_t offset, end;
+    };
+    std::vector<Range> r_; // at most one per data stream of the ring's sessions: a scan is short
 };
 
 class SumPool {
@@ -40,6 +59,8 @@ public:
     int wake_fd() const { return efd_.get(); }
     void push(const SumJob& j);
     void take(std::vector<SumJob>& out); // finished jobs, in any order
+    // Whether [offset, offset+length) of file overlaps a job pushed and not yet finished.
+    bool reading(const FileKey& file, uint64_t offset, uint64_t length);
 
 private:
     void work();
@@ -48,6 +69,8 @@ private:
     std::condition_variable cv_;
     std::deque<SumJob> todo_;
     std::vector<SumJob> done_;
+    ReadsInFlight reading_;                  // pushed, not yet finished
+    std::atomic<size_t> reading_count_{0};   // lets a ring's cached block skip the lock
     bool ending_ = false;
     std::vector<std::thread> threads_;
 };
