@@ -69,6 +69,7 @@ Certificates certificates_option(const Args& a) {
     c.cert_file = a.value("--cert").value_or("");
     c.key_file = a.value("--key").value_or("");
     c.ca_file = a.value("--ca").value_or("");
+    c.crl_file = a.value("--crl").value_or("");
     for (const auto& [name, value] : a.in_order())
         if (name == "--pin") c.pins.push_back(value);
     return c;

@@ -33,7 +33,7 @@ private:
 // --encrypt / --no-encrypt (at most one of them).
 Encrypt encrypt_option(const Args& a);
 
-// --cert, --key, --ca and --pin (repeatable): certificate mode, checked by the library.
+// --cert, --key, --ca, --crl and --pin (repeatable): certificate mode, checked by the library.
 Certificates certificates_option(const Args& a);
 
 } // namespace sluice::cli

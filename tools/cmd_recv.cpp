@@ -69,6 +69,9 @@ options:
                        the control connection instead of the token's key; senders need --ca
                        or --pin (docs/guarantees.md, "Certificates")
   --ca FILE            certificate mode: require a sender certificate chaining to a CA in FILE
+  --crl FILE           certificate mode, with --ca: refuse a sender whose chain holds a
+                       certificate revoked by the CRLs (PEM) in FILE (each CA below the
+                       trust anchor needs its CRL there)
   --pin sha256:HEX     certificate mode: require a sender certificate with this key; repeatable
   --json               print final stats as one JSON object (last line of stdout)
   -v, --verbose        say which data path is used and every refused connection
@@ -130,7 +133,7 @@ std::string sums_cache_option(const Args& a) {
 int cmd_recv(int argc, char** argv) {
     Args a(argc, argv,
            {"--port", "--bind", "--host", "--token", "--token-file", "--url-file", "--recv-path", "--sink", "--idle-timeout",
-            "--max-files", "--max-manifest-bytes", "--cc", "--usermap", "--groupmap", "--cert", "--key", "--ca", "--pin", "--chown", "--sums-cache"},
+            "--max-files", "--max-manifest-bytes", "--cc", "--usermap", "--groupmap", "--cert", "--key", "--ca", "--crl", "--pin", "--chown", "--sums-cache"},
            {"--json", "--sync", "--verify", "--verbose", "-v", "--help", "-h", "--stdout", "--numeric-ids", "--encrypt", "--no-encrypt", "--mptcp",
             "--no-sums-cache"});
     if (a.flag("--help") || a.flag("-h")) {

@@ -69,6 +69,9 @@ options:
                        must be told the same, or the transfer is refused
   --ca FILE            certificate mode: the receiver's certificate must chain to a CA in
                        FILE (PEM) and name the host dialled (docs/guarantees.md, "Certificates")
+  --crl FILE           certificate mode, with --ca: refuse a receiver whose chain holds a
+                       certificate revoked by the CRLs (PEM) in FILE; each CA below the
+                       trust anchor needs its CRL there
   --pin sha256:HEX     certificate mode: accept the receiver whose public key (SHA-256 of its
                        SubjectPublicKeyInfo) is HEX, without a CA; repeatable (any one matches)
   --cert FILE, --key FILE  certificate mode: this sender's certificate and key (PEM), for a
@@ -103,7 +106,7 @@ filters (rsync's rules, a subset: docs/guarantees.md "Filters"; first match wins
 int cmd_send(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--block-size", "--rate-limit", "--send-path", "--to", "--token", "--token-file", "--connect-timeout",
-            "--idle-timeout", "--cc", "--retry-for", "--cert", "--key", "--ca", "--pin", "--announce-window", "--exclude", "--include",
+            "--idle-timeout", "--cc", "--retry-for", "--cert", "--key", "--ca", "--crl", "--pin", "--announce-window", "--exclude", "--include",
             "--exclude-from", "--usermap", "--groupmap", "--chown"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",

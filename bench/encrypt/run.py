@@ -18,7 +18,11 @@ and `sync` before every run. Rounds alternate the tools; medians are printed. Ea
 row records the send_path and recv_path of its stats (tls_records / tls_direct when encrypted)
 and who sealed its records (tls_record_engine: ipsec-mb or openssl). A tool name ending in
 "-openssl" runs sluice with SLUICE_RECORD_ENGINE=openssl on both sides (the records on
-OpenSSL's EVP instead of intel-ipsec-mb), for a before/after in the same run.
+OpenSSL's EVP instead of intel-ipsec-mb), for a before/after in the same run. A tool name
+starting "sluice-old" (sluice-old, sluice-old-enc, ...) runs the binary given by --old-sluice
+(an earlier build) the same way: a before/after of a change in the same run. Each sluice row
+also records the receiver's and the sender's own CPU per GB from their JSON (cpu_user_s +
+cpu_sys_s), the two sides apart.
 """
 import argparse
 import json
@@ -95,9 +99,16 @@ def remove_copies(work):
         (work / ".removed_at").write_text(f"{time.time()}\n")
 
 
+OLD = {"sluice": None}
+
+
 def one(tool, src, dst, ip, ns_on, extra):
     dst = fresh(dst)
     env = dict(ENV)
+    binary = SLUICE
+    if tool.startswith("sluice-old"):
+        binary = OLD["sluice"]
+        assert binary, f"{tool}: give --old-sluice BINARY"
     if tool.endswith("-openssl"):
         env["SLUICE_RECORD_ENGINE"] = "openssl"
     shutil.rmtree(dst, ignore_errors=True)
@@ -110,7 +121,7 @@ def one(tool, src, dst, ip, ns_on, extra):
     # alone or first (2026-11-24, lead).
     warm(src)
     if tool.startswith("sluice"):
-        rcmd = [SLUICE, "recv", str(dst), "--bind", ip, "--port", "0", "--token", "bench", "--json"] + extra
+        rcmd = [binary, "recv", str(dst), "--bind", ip, "--port", "0", "--token", "bench", "--json"] + extra
     elif tool.startswith("wdt"):
         rcmd = [WDT, "-directory", str(dst), "-start_port", "0", "-num_ports", "8", "-transfer_id", "bench", "-ipv4"] + extra
     else:  # iperf3
@@ -126,7 +137,7 @@ def one(tool, src, dst, ip, ns_on, extra):
         url = rx.stdout.readline().strip()
         assert url, rx.stderr.read()
     if tool.startswith("sluice"):
-        scmd = [SLUICE, "send", str(src), url, "--json"] + extra
+        scmd = [binary, "send", str(src), url, "--json"] + extra
     elif tool.startswith("wdt"):
         host = url.split("://", 1)[1].split("?", 1)[0]
         scmd = [WDT, "-directory", str(src), "-connection_url", url.replace("://" + host, "://" + ip, 1)] + extra
@@ -157,13 +168,15 @@ def one(tool, src, dst, ip, ns_on, extra):
         rec["recv_path"] = got.get("recv_path", "")
         rec["tls_cipher"] = s.get("tls_cipher", "")
         rec["tls_record_engine"] = f"{s.get('tls_record_engine', '')} / {got.get('tls_record_engine', '')}"
+        rec["send_cpu_s_per_gb"] = (s.get("cpu_user_s", 0) + s.get("cpu_sys_s", 0)) / (size / 1e9)
+        rec["recv_cpu_s_per_gb"] = (got.get("cpu_user_s", 0) + got.get("cpu_sys_s", 0)) / (size / 1e9)
     return rec
 
 
 def table(results, title):
     print(f"\n### {title}\n")
-    print("| tool | MB/s (median) | CPU s/GB (median) | tools' own CPU s/GB | runs MB/s | send / receive path | record engine (send / receive) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| tool | MB/s (median) | CPU s/GB (median) | tools' own CPU s/GB | sender / receiver CPU s/GB | runs MB/s | send / receive path | record engine (send / receive) |")
+    print("|---|---|---|---|---|---|---|---|")
     med = {}
     for tool in dict.fromkeys(r["tool"] for r in results):
         rs = [r for r in results if r["tool"] == tool]
@@ -173,7 +186,11 @@ def table(results, title):
         runs = ", ".join(f"{r['mb_s']:,.0f}" for r in rs)
         paths = ", ".join(dict.fromkeys(f"{r['send_path']} / {r['recv_path']}" for r in rs if "recv_path" in r)) or "-"
         engines = ", ".join(dict.fromkeys(r["tls_record_engine"] for r in rs if r.get("tls_record_engine", " / ") != " / ")) or "-"
-        print(f"| {tool} | {m:,.0f} | {c:.2f} | {own:.2f} | {runs} | {paths} | {engines} |", flush=True)
+        sides = "-"
+        if all("recv_cpu_s_per_gb" in r for r in rs):
+            sides = (f"{statistics.median(r['send_cpu_s_per_gb'] for r in rs):.2f} / "
+                     f"{statistics.median(r['recv_cpu_s_per_gb'] for r in rs):.2f}")
+        print(f"| {tool} | {m:,.0f} | {c:.2f} | {own:.2f} | {sides} | {runs} | {paths} | {engines} |", flush=True)
     return med
 
 
@@ -185,15 +202,18 @@ def main():
     ap.add_argument("--work", default="/work/data/h18/bench")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tools", default="",
-                    help="loopback: which of sluice-enc, sluice-enc-openssl, wdt-enc, sluice-clear, wdt-clear run "
-                         "(default: all but sluice-enc-openssl); veth: which of sluice (encrypted), sluice-openssl, "
+                    help="loopback: which of sluice-enc, sluice-old-enc, sluice-enc-openssl, wdt-enc, sluice-clear, "
+                         "wdt-clear run (default: sluice-enc, wdt-enc and the clear ones); veth: which of sluice "
+                         "(encrypted), sluice-old, sluice-openssl, "
                          "wdt-enc, sluice-clear, wdt-clear (default: sluice, wdt-enc); one bench-lock call stays short")
+    ap.add_argument("--old-sluice", help="the binary the sluice-old* tools run (an earlier build, for a before/after)")
     ap.add_argument("--set-names", default="large,minor", help="veth, 1gbit: which sets")
     ap.add_argument("--out", default="/work/data/h18/bench/results.jsonl")
     ap.add_argument("--fresh-dst", action="store_true",
                     help="each run into a new directory, removed when the call ends (no ext4 recently-deleted scan)")
     a = ap.parse_args()
     FRESH["on"] = a.fresh_dst
+    OLD["sluice"] = a.old_sluice
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     settle_after_removals(work)
@@ -210,8 +230,8 @@ def main():
 def run_cases(a, work, results):
     if a.case == "loopback":
         warm(a.src)
-        tools = [("sluice-enc", ["--encrypt"]), ("sluice-enc-openssl", ["--encrypt"]), ("wdt-enc", []), ("sluice-clear", []),
-                 ("wdt-clear", ["-encryption_type", "none"])]
+        tools = [("sluice-enc", ["--encrypt"]), ("sluice-old-enc", ["--encrypt"]), ("sluice-enc-openssl", ["--encrypt"]),
+                 ("wdt-enc", []), ("sluice-clear", []), ("wdt-clear", ["-encryption_type", "none"])]
         want = a.tools.split(",") if a.tools else ["sluice-enc", "wdt-enc", "sluice-clear", "wdt-clear"]
         tools = [t for t in tools if t[0] in want]
         for _ in range(a.rounds):
@@ -229,8 +249,8 @@ def run_cases(a, work, results):
                 src = Path(a.sets) / set_name
                 warm(src)
                 if a.case == "veth":
-                    tools = [("sluice", []), ("sluice-openssl", []), ("wdt-enc", []), ("sluice-clear", ["--no-encrypt"]),
-                             ("wdt-clear", ["-encryption_type", "none"])]
+                    tools = [("sluice", []), ("sluice-old", []), ("sluice-openssl", []), ("wdt-enc", []),
+                             ("sluice-clear", ["--no-encrypt"]), ("wdt-clear", ["-encryption_type", "none"])]
                     want = a.tools.split(",") if a.tools else ["sluice", "wdt-enc"]
                     tools = [t for t in tools if t[0] in want]
                 else:

@@ -32,7 +32,7 @@ __all__ = [
 def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_BLOCK_SIZE,
          rate_limit=0, send_path="splice", connect_timeout=10.0, idle_timeout=60.0,
          verbose=False, log=None, progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None, mptcp=False,
-         cert=None, key=None, ca=None, pin=None,
+         cert=None, key=None, ca=None, pin=None, crl=None,
          checksum=False, delete=False, filters=None, exclude=None, hard_links=True, owner=True, group=True,
          xattrs=True, acls=True, specials=True, announce_window=16384, dry_run=False, usermap="", groupmap=""):
     """Send files, directories (recursively) and symlinks to the receiver at ``url``
@@ -57,8 +57,10 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
     cert, key, ca, pin: certificate mode (``--cert`` ... ``--pin``; docs/guarantees.md,
     "Certificates"): ca, a PEM file of CAs the receiver's certificate must chain to (and name
     the host); pin, "sha256:HEX" of the receiver's public key (SPKI), or a list of them; cert
-    and key, this sender's certificate for a receiver that verifies senders. The token still
-    authorizes the transfer. The stats' tls_mode and tls_*_handshakes say what ran.
+    and key, this sender's certificate for a receiver that verifies senders; crl (with ca),
+    a PEM file of CRLs: a receiver whose chain holds a certificate they revoke is refused
+    (AuthError naming its subject and serial; a bad file is a UsageError naming it). The token
+    still authorizes the transfer. The stats' tls_mode and tls_*_handshakes say what ran.
     streams: an int, or "auto" (open 16, use as many as the link rewards; the stats'
     streams_used and streams_choice say how many and why).
     An exception raised by progress or log, or Ctrl-C, cancels the transfer and is re-raised.
@@ -87,7 +89,7 @@ def send(paths, url, *, token=None, streams=DEFAULT_STREAMS, block_size=DEFAULT_
                          verbose=verbose, log=log, progress=progress,
                          progress_interval=progress_interval, cancel=cancel, cc=cc,
                          encrypt=encrypt, mptcp=mptcp,
-                         certificates=_certificates(cert, key, ca, pin))
+                         certificates=_certificates(cert, key, ca, pin, crl))
     if isinstance(announce_window, bool) or not isinstance(announce_window, int) \
             or not 0 <= announce_window <= 1 << 30:
         raise UsageError(f"announce_window={announce_window!r}: expected a count of files from 0 (no window) "
@@ -120,7 +122,7 @@ def send_pipe(source, url, *, token=None, streams=DEFAULT_STREAMS,
               block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
               connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
               progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None, mptcp=False,
-              cert=None, key=None, ca=None, pin=None):
+              cert=None, key=None, ca=None, pin=None, crl=None):
     """Pipe mode (the ``producer | nc`` replacement): send what can be read from ``source``
     (an fd, or a file object, pipe or socket with fileno()) until end of file, in order over
     all streams, to a receiver writing to an fd or a sink (``Receiver(fd=...)``,
@@ -136,7 +138,7 @@ def send_pipe(source, url, *, token=None, streams=DEFAULT_STREAMS,
                          verbose=verbose, log=log, progress=progress,
                          progress_interval=progress_interval, cancel=cancel, cc=cc,
                          encrypt=encrypt, mptcp=mptcp,
-                         certificates=_certificates(cert, key, ca, pin))
+                         certificates=_certificates(cert, key, ca, pin, crl))
     return _sluice.send_pipe(fd, url, opts)
 
 
@@ -164,7 +166,7 @@ def send_fds(sources, url, *, token=None, streams=DEFAULT_STREAMS,
              block_size=DEFAULT_BLOCK_SIZE, rate_limit=0, send_path="splice",
              connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None,
              progress=None, progress_interval=0.2, cancel=None, cc=None, encrypt=None, mptcp=False,
-             cert=None, key=None, ca=None, pin=None):
+             cert=None, key=None, ca=None, pin=None, crl=None):
     """Send ranges of open files (a list of ``FdSource``), each stored under its name; the
     same guarantees, options, return value and errors as ``send``."""
     rows = []
@@ -186,7 +188,7 @@ def send_fds(sources, url, *, token=None, streams=DEFAULT_STREAMS,
                          verbose=verbose, log=log, progress=progress,
                          progress_interval=progress_interval, cancel=cancel, cc=cc,
                          encrypt=encrypt, mptcp=mptcp,
-                         certificates=_certificates(cert, key, ca, pin))
+                         certificates=_certificates(cert, key, ca, pin, crl))
     return _sluice.send_fds(rows, url, opts)
 
 
@@ -217,13 +219,14 @@ class Receiver:
     encrypt: None (TLS 1.3 with any sender not on a loopback address), True or False; the
     sender must agree.
     cert, key: certificate mode (PEM files; ``--cert``/``--key``): the sender must give ca or
-    pin; ca, pin (as send's): also require a certificate from the sender.
+    pin; ca, pin (as send's): also require a certificate from the sender; crl (with ca, as
+    send's): refuse a sender whose chain holds a revoked certificate.
     """
 
     def __init__(self, dir=None, *, fd=None, sink=None, port=0, token=None, bind_address="", advertise_host="",
                  recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
                  verbose=False, log=None, max_manifest_bytes=0, cc=None, numeric_ids=False, encrypt=None,
-                 mptcp=False, usermap="", groupmap="", cert=None, key=None, ca=None, pin=None):
+                 mptcp=False, usermap="", groupmap="", cert=None, key=None, ca=None, pin=None, crl=None):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise UsageError(f"port={port!r}: expected an int from 0 to 65535")
         opts = {
@@ -242,7 +245,7 @@ class Receiver:
             "usermap": _text(usermap, "usermap"),
             "groupmap": _text(groupmap, "groupmap"),
             "encrypt": _encrypt(encrypt),
-            "certificates": _certificates(cert, key, ca, pin),
+            "certificates": _certificates(cert, key, ca, pin, crl),
             "verbose": bool(verbose),
             "log": _callable_or_none(log, "log"),
         }

@@ -60,8 +60,8 @@ def _text(value, name):
     return value
 
 
-def _certificates(cert, key, ca, pin):
-    """Certificate mode's files and pins (sluice.send's cert, key, ca, pin), checked by the library."""
+def _certificates(cert, key, ca, pin, crl=None):
+    """Certificate mode's files and pins (sluice.send's cert, key, ca, pin, crl), checked by the library."""
     def path(value, name):
         if value is None:
             return ""
@@ -71,7 +71,8 @@ def _certificates(cert, key, ca, pin):
     pins = [pin] if isinstance(pin, str) else list(pin or [])
     if not all(isinstance(p, str) for p in pins):
         raise UsageError(f"pin={pin!r}: expected 'sha256:HEX' or a list of them")
-    return {"cert": path(cert, "cert"), "key": path(key, "key"), "ca": path(ca, "ca"), "pins": pins}
+    return {"cert": path(cert, "cert"), "key": path(key, "key"), "ca": path(ca, "ca"), "pins": pins,
+            "crl": path(crl, "crl")}
 
 
 def _flag(value, name):

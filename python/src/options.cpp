@@ -36,7 +36,7 @@ Encrypt encrypt_of(const py::dict& o) {
     throw Error(ErrorCode::usage, "encrypt=" + v + ": expected True, False or None");
 }
 
-// {"cert", "key", "ca", "pins"} (sluice/_options.py's _certificates); absent: none.
+// {"cert", "key", "ca", "pins", "crl"} (sluice/_options.py's _certificates); absent: none.
 Certificates certificates_of(const py::dict& o) {
     Certificates c;
     if (!o.contains("certificates")) return c;
@@ -45,6 +45,7 @@ Certificates certificates_of(const py::dict& o) {
     c.key_file = d["key"].cast<std::string>();
     c.ca_file = d["ca"].cast<std::string>();
     c.pins = d["pins"].cast<std::vector<std::string>>();
+    if (d.contains("crl")) c.crl_file = d["crl"].cast<std::string>();
     return c;
 }
 

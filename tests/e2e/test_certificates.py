@@ -5,7 +5,11 @@ Certificates are made here with openssl at run time (never committed). What must
 or CA-verified receiver is accepted and every data stream runs a resumed (PSK) handshake, not a
 full one; a wrong pin, an unknown CA, an expired certificate, a missing sender certificate and a
 peer in the other mode are refused as auth errors (exit 3) naming what to change; a key that is
-not the certificate's and an unreadable file are usage errors (exit 2) naming the file."""
+not the certificate's and an unreadable file are usage errors (exit 2) naming the file.
+--crl (CRLs made by `openssl ca` here): a revoked receiver or sender is refused (exit 3) by the
+side holding the CRL, naming its subject, serial and the CRL file, and the other side says it
+was refused as revoked; a chain whose CA has no CRL in the file is refused (fail closed); a
+CRL file that is missing, not a CRL, expired or not signed by its CA is a usage error."""
 import json
 import subprocess
 
@@ -285,3 +289,136 @@ def test_the_sender_refuses_the_receivers_certificate_in_mutual_tls(tmp_path, re
     assert rc == 3, err
     assert "refused this side's certificate" in err
     assert not (tmp_path / "dst" / "src" / "big.bin").exists()
+
+
+# --crl (h18j): certificate revocation lists made here by `openssl ca` at run time.
+CA_CONF = """[ ca ]
+default_ca = here
+[ here ]
+database = index.txt
+crlnumber = crlnumber
+default_md = sha256
+default_crl_days = 2
+certificate = {ca}.pem
+private_key = {ca}.key
+"""
+
+
+def ca_db(d, ca):
+    """An `openssl ca` database in d for the CA ca (its .pem and .key in d)."""
+    (d / "index.txt").write_text("")
+    (d / "crlnumber").write_text("01\n")
+    (d / "ca.cnf").write_text(CA_CONF.format(ca=ca))
+
+
+def gencrl(d, out, *extra):
+    openssl("ca", "-config", "ca.cnf", "-gencrl", "-out", out, *extra, cwd=d)
+    return d / out
+
+
+def serial_of(cert):
+    out = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-serial"], check=True, capture_output=True,
+                         text=True).stdout
+    return out.strip().split("=", 1)[1]
+
+
+@pytest.fixture(scope="module")
+def crls(tmp_path_factory, pki):
+    """CRLs of pki's CA: none revoked, two revoked (a receiver's and a sender's certificate
+    made for it), one past its next update; one of another CA; one that names pki's CA as
+    its issuer but is signed by another key."""
+    d = pki["ca"].parent
+    out = {}
+    out["recv"], out["recv_key"] = signed(d, "revokedrecv", "ca")
+    out["sender"], out["sender_key"] = signed(d, "revokedsender", "ca")
+    out["good_sender"], out["good_sender_key"] = signed(d, "goodsender", "ca")
+    ca_db(d, "ca")
+    out["none"] = gencrl(d, "crl-none.pem")
+    for c in ("revokedrecv", "revokedsender"):
+        openssl("ca", "-config", "ca.cnf", "-revoke", f"{c}.pem", cwd=d)
+    out["revoked"] = gencrl(d, "crl-revoked.pem")
+    out["expired"] = gencrl(d, "crl-expired.pem", "-crl_lastupdate", "20200101000000Z", "-crl_nextupdate",
+                            "20200102000000Z")
+    o = tmp_path_factory.mktemp("otherpki")
+    self_signed(o, "otherca")
+    ca_db(o, "otherca")
+    out["other"] = gencrl(o, "crl-other.pem")
+    f = tmp_path_factory.mktemp("forgedpki")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+            "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=ca", cwd=f)  # pki's CA's name, another key
+    ca_db(f, "ca")
+    out["forged"] = gencrl(f, "crl-forged.pem")
+    return out
+
+
+def test_the_sender_refuses_a_revoked_receiver(tmp_path, receiver_factory, pki, crls):
+    """A CRL that revokes nothing lets the receiver through; one revoking its certificate
+    refuses it (exit 3) naming the certificate's subject and serial, and nothing is written."""
+    src = tree(tmp_path)
+    rx = receiver_factory(mkd(tmp_path / "dst"), "--cert", pki["recv"], "--key", pki["recv_key"])
+    r = run_sluice("send", src, rx.url, "--ca", pki["ca"], "--crl", crls["revoked"])
+    assert r.returncode == 0, r.stderr  # recv.pem is not on the list
+    assert rx.wait()[0] == 0
+    assert_copied(src, tmp_path / "dst" / "src")
+
+    rx = receiver_factory(mkd(tmp_path / "dst2"), "--cert", crls["recv"], "--key", crls["recv_key"])
+    r = run_sluice("send", src, rx.url, "--ca", pki["ca"], "--crl", crls["none"])
+    assert r.returncode == 0, r.stderr  # not revoked yet when that CRL was made
+    assert rx.wait()[0] == 0
+
+    rx = receiver_factory(mkd(tmp_path / "dst3"), "--cert", crls["recv"], "--key", crls["recv_key"])
+    r = run_sluice("send", src, rx.url, "--ca", pki["ca"], "--crl", crls["revoked"])
+    assert r.returncode == 3, r.stderr
+    assert f"(/CN=revokedrecv, serial {serial_of(crls['recv'])}) is revoked by --crl {crls['revoked']}" in r.stderr
+    rc, _, err = rx.wait()
+    assert rc == 3 and "a CRL of its --crl lists it" in err, err
+    assert not (tmp_path / "dst3" / "src").exists()
+
+
+def test_the_receiver_refuses_a_revoked_sender(tmp_path, receiver_factory, pki, crls):
+    src = big_tree(tmp_path)
+    judge = ["--cert", pki["recv"], "--key", pki["recv_key"], "--ca", pki["ca"], "--crl", crls["revoked"]]
+    rx = receiver_factory(mkd(tmp_path / "dst"), *judge)
+    r = run_sluice("send", src, rx.url, "--ca", pki["ca"], "--cert", crls["good_sender"], "--key",
+                   crls["good_sender_key"])
+    assert r.returncode == 0, r.stderr
+    assert rx.wait()[0] == 0
+
+    rx = receiver_factory(mkd(tmp_path / "dst2"), *judge)
+    r = run_sluice("send", src, rx.url, "--ca", pki["ca"], "--cert", crls["sender"], "--key", crls["sender_key"],
+                   "--streams", "4")
+    rc, _, err = rx.wait()
+    assert rc == 3, err
+    assert f"(/CN=revokedsender, serial {serial_of(crls['sender'])}) is revoked by --crl {crls['revoked']}" in err
+    assert r.returncode == 3, r.stderr
+    assert "refused this side's certificate as revoked (a CRL of its --crl lists it)" in r.stderr, r.stderr
+    assert not (tmp_path / "dst2" / "src" / "big.bin").exists()
+
+
+def test_a_chain_without_its_cas_crl_is_refused(tmp_path, receiver_factory, pki, crls):
+    """Fail closed: a CRL file without the receiver's CA's list does not let it through."""
+    (tmp_path / "a").write_bytes(b"x" * 100)
+    rx = receiver_factory(mkd(tmp_path / "dst"), "--cert", pki["recv"], "--key", pki["recv_key"])
+    r = run_sluice("send", tmp_path / "a", rx.url, "--ca", pki["ca"], "--crl", crls["other"])
+    assert r.returncode == 3, r.stderr
+    assert f"and --crl {crls['other']}" in r.stderr and "unable to get certificate CRL" in r.stderr, r.stderr
+    assert rx.wait()[0] == 3
+
+
+def test_bad_crl_files_are_usage_errors_naming_the_file(tmp_path, pki, crls):
+    url = "sluice://127.0.0.1:9/?token=t"  # nothing listens: the refusal must come first
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a CRL\n")
+    (tmp_path / "a").write_bytes(b"x")
+    missing = tmp_path / "nope.pem"
+    for bad, why in [(missing, "cannot read it"), (garbage, "no PEM CRL"), (pki["ca"], "no PEM CRL"),
+                     (crls["expired"], "past its next update"), (crls["forged"], "is not signed by that CA of --ca")]:
+        r = run_sluice("send", tmp_path / "a", url, "--ca", pki["ca"], "--crl", bad)
+        assert r.returncode == 2, r.stderr
+        assert f"--crl {bad}" in r.stderr and why in r.stderr, r.stderr
+        r = run_sluice("recv", mkd(tmp_path / "d"), "--cert", pki["recv"], "--key", pki["recv_key"], "--ca", pki["ca"],
+                       "--crl", bad, "--port", "0")
+        assert r.returncode == 2, r.stderr
+        assert f"--crl {bad}" in r.stderr and why in r.stderr, r.stderr
+    r = run_sluice("send", tmp_path / "a", url, "--pin", pin_of(pki["self"]), "--crl", crls["none"])
+    assert r.returncode == 2 and f"--crl {crls['none']}: needs --ca FILE" in r.stderr, r.stderr

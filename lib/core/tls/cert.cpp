@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/tls/crl.hpp"
+#include "core/tls/openssl_text.hpp"
 #include "core/tls/ssl_run.hpp"
 #include "sluice/error.hpp"
 
@@ -22,14 +24,6 @@ constexpr std::string_view kExporterLabel = "EXPORTER-sluice-data-streams";
 struct SslFree {
     void operator()(SSL* s) const { SSL_free(s); }
 };
-
-std::string openssl_reason() {
-    unsigned long e = ERR_peek_last_error();
-    char text[256] = {};
-    if (e) ERR_error_string_n(e, text, sizeof text);
-    ERR_clear_error();
-    return e ? text : "no reason given";
-}
 
 // Names the option and file: the error a user sees before any connection is made.
 void check_readable(const char* option, const std::string& file) {
@@ -49,21 +43,21 @@ std::string normalized_pin(const std::string& pin) {
     return p;
 }
 
-std::string subject_of(X509* cert) {
-    char buf[256] = {};
-    if (cert) X509_NAME_oneline(X509_get_subject_name(cert), buf, sizeof buf);
-    return buf;
-}
-
 // Called by OpenSSL for each certificate of the peer's chain, root first, leaf (depth 0) last.
 int verify_peer(int ok, X509_STORE_CTX* x) {
     auto* ssl = static_cast<SSL*>(X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx()));
     Call* c = call_of(ssl);
     X509* cert = X509_STORE_CTX_get_current_cert(x);
     if (!ok && c->chain_judged) {
-        if (c->refused.empty())
-            c->refused = "its certificate (" + subject_of(cert) + ") did not verify against --ca " + c->ca_file + ": " +
-                         X509_verify_cert_error_string(X509_STORE_CTX_get_error(x));
+        const int error = X509_STORE_CTX_get_error(x);
+        if (!c->refused.empty()) return 0; // the first reason is the one said
+        if (error == X509_V_ERR_CERT_REVOKED && cert)
+            c->refused = revoked_text(cert, c->crl_file);
+        else
+            c->refused = "its certificate (" + name_text(cert ? X509_get_subject_name(cert) : nullptr) +
+                         ") did not verify against --ca " + c->ca_file +
+                         (is_revocation_error(error) ? " and --crl " + c->crl_file : std::string()) + ": " +
+                         X509_verify_cert_error_string(error);
         return 0;
     }
     // Pins only: the chain and dates are not judged (a self-signed certificate is the usual
@@ -119,7 +113,7 @@ int certificate_requested(SSL* ssl, X509**, EVP_PKEY**) {
 
 } // namespace
 
-CertContext::CertContext(const Certificates& c, Side side) : side_(side), ca_file_(c.ca_file) {
+CertContext::CertContext(const Certificates& c, Side side) : side_(side), ca_file_(c.ca_file), crl_file_(c.crl_file) {
     const bool client = side == Side::client;
     if (c.cert_file.empty() != c.key_file.empty())
         throw Error(ErrorCode::usage, "--cert and --key go together: give both (the certificate and its private key)");
@@ -128,7 +122,12 @@ CertContext::CertContext(const Certificates& c, Side side) : side_(side), ca_fil
     if (!client && c.cert_file.empty())
         throw Error(ErrorCode::usage, "certificate mode: the receiver needs --cert FILE and --key FILE (its identity)");
     for (const std::string& p : c.pins) pins_.push_back(normalized_pin(p));
-    for (auto [opt, file] : {std::pair{"--cert", &c.cert_file}, {"--key", &c.key_file}, {"--ca", &c.ca_file}})
+    // A CRL is checked on a chain verified against a CA: with pins alone no chain is judged.
+    if (!c.crl_file.empty() && c.ca_file.empty())
+        throw Error(ErrorCode::usage, "--crl " + c.crl_file + ": needs --ca FILE (a CRL is checked on the peer's chain, "
+                                      "which only a CA verifies; --pin judges the key alone)");
+    for (auto [opt, file] : {std::pair{"--cert", &c.cert_file}, {"--key", &c.key_file}, {"--ca", &c.ca_file},
+                             {"--crl", &c.crl_file}})
         if (!file->empty()) check_readable(opt, *file);
 
     ctx_ = new_tls13_ctx(side);
@@ -153,6 +152,7 @@ CertContext::CertContext(const Certificates& c, Side side) : side_(side), ca_fil
     }
     if (!c.ca_file.empty() && SSL_CTX_load_verify_locations(ctx_, c.ca_file.c_str(), nullptr) != 1)
         throw Error(ErrorCode::usage, "--ca " + c.ca_file + ": no PEM certificate in it (" + openssl_reason() + ")");
+    if (!c.crl_file.empty()) load_crls(ctx_, c.crl_file, c.ca_file);
     if (client)
         SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, verify_peer);
     else if (!c.ca_file.empty() || !pins_.empty())
@@ -184,6 +184,7 @@ CertOutcome CertContext::handshake(int fd, const std::string& host, const std::s
     call.pins = &pins_;
     call.chain_judged = !ca_file_.empty();
     call.ca_file = ca_file_;
+    call.crl_file = crl_file_;
     CertOutcome out;
     out.keys = run_handshake(ssl.get(), fd, side_, call, peer);
     if (call.certificate_requested)

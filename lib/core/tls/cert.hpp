@@ -26,7 +26,8 @@ class CertContext {
 public:
     // Loads and checks the files of c for this side (client: the sender). Throws usage naming
     // the option and file: unreadable, not PEM, a key that is not the certificate's, a pin
-    // that is not sha256:HEX, or an option this side's mode needs missing.
+    // that is not sha256:HEX, a CRL file crl.hpp refuses, or an option this side's mode
+    // needs missing (--crl without --ca).
     CertContext(const Certificates& c, Side side);
     ~CertContext();
     CertContext(const CertContext&) = delete;
@@ -45,6 +46,7 @@ private:
     Side side_;
     std::vector<std::string> pins_; // lower-case "sha256:HEX"
     std::string ca_file_;
+    std::string crl_file_;
     std::string own_spki_;
 };
 

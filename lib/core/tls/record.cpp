@@ -58,7 +58,10 @@ Error Opener::alert_error(unsigned char description) const {
     if (description == 116)
         return Error(ErrorCode::auth, head + ": it requires a certificate from this side (it has --ca or --pin): give this "
                                              "side --cert and --key");
-    if (description == 42 || description == 43 || description == 44 || description == 45 || description == 46 ||
+    if (description == 44) // certificate_revoked: the peer's --crl lists this side's certificate
+        return Error(ErrorCode::auth, head + " (44): it refused this side's certificate as revoked (a CRL of its --crl "
+                                             "lists it); this side needs a certificate that is not revoked");
+    if (description == 42 || description == 43 || description == 45 || description == 46 ||
         description == 48)
         return Error(ErrorCode::auth, head + " (" + std::to_string(description) + "): it refused this side's certificate; "
                                              "check its --pin or --ca against this side's --cert");

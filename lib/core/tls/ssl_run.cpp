@@ -67,6 +67,9 @@ std::string refusal_text(unsigned long e, bool certificates) {
     case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
         return std::string("the peer refused this side's certificate (") + said +
                "): check its --pin or --ca against this side's --cert";
+    case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+        return "the peer refused this side's certificate (" + std::string(said) +
+               "): a CRL of its --crl lists it; this side needs a certificate that is not revoked";
     case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
         return "the peer sent no certificate and this side requires one (--ca or --pin): give the peer --cert and --key";
     default:

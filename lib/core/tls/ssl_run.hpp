@@ -23,6 +23,7 @@ struct Call {
     const std::vector<std::string>* pins = nullptr;
     bool chain_judged = false; // a CA was given: the chain and dates count (else only a pin)
     std::string ca_file;
+    std::string crl_file;      // --crl: a revoked certificate is refused naming it
     std::string peer_spki;     // "sha256:HEX" of the peer's leaf certificate's key, once seen
     // Why this side refused the handshake, said by a callback (a pin that matched none, a
     // certificate that did not verify, the other side in another mode); first in the error.

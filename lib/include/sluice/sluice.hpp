@@ -59,7 +59,13 @@ struct Certificates {
     // certificate with the same key still matches). Any one matches. Without ca_file the
     // chain and dates are not judged, only the key.
     std::vector<std::string> pins;
-    bool any() const { return !cert_file.empty() || !key_file.empty() || !ca_file.empty() || !pins.empty(); }
+    // Certificate revocation lists (PEM, one or more; needs ca_file): a peer whose chain holds
+    // a certificate they revoke is refused (auth error naming its subject and serial), and so
+    // is one whose issuing CA has no CRL in the file. Read and checked before any connection.
+    std::string crl_file;
+    bool any() const {
+        return !cert_file.empty() || !key_file.empty() || !ca_file.empty() || !pins.empty() || !crl_file.empty();
+    }
 };
 
 inline constexpr unsigned kDefaultStreams = 4;
