@@ -42,6 +42,8 @@ options:
   --mptcp              Multipath TCP on every connection (the server needs --mptcp too); where
                        the kernel, server or path lacks it, plain TCP, said per connection in -v
                        and --json "mptcp_connections"
+  --encrypt            TLS 1.3 even from a server on loopback (a server elsewhere: the default)
+  --no-encrypt         receive in clear, also from a server not on loopback
   --token-file FILE    the server's token, from FILE (mode 0600 or stricter)
   --token SECRET       the server's token on the command line (visible in ps)
   --json               print final stats as one JSON object on stdout
@@ -69,7 +71,7 @@ std::pair<std::string, std::string> split_get_url(const std::string& url) {
 int cmd_get(int argc, char** argv) {
     Args a(argc, argv,
            {"--streams", "--recv-path", "--bind", "--connect-timeout", "--idle-timeout", "--token", "--token-file"},
-           {"--sync", "--verify", "--connect-back", "--json", "--verbose", "-v", "--help", "-h", "--mptcp"});
+           {"--sync", "--verify", "--connect-back", "--json", "--verbose", "-v", "--help", "-h", "--mptcp", "--encrypt", "--no-encrypt"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kGetHelp, stdout);
         return 0;
@@ -88,6 +90,7 @@ int cmd_get(int argc, char** argv) {
     if (o.bind_address.size() && !o.connect_back) throw Error(ErrorCode::usage, "--bind needs --connect-back (otherwise nothing listens)");
     o.verify = a.flag("--verify");
     o.mptcp = a.flag("--mptcp");
+    o.encrypt = encrypt_option(a);
     o.connect_timeout_ms = static_cast<int>(a.uint_value("--connect-timeout", 10, 1, 3600)) * 1000;
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     o.verbose = a.flag("--verbose") || a.flag("-v");

@@ -56,8 +56,11 @@ options:
                        kernel knows (ip mptcp endpoint), surviving the loss of one; where the
                        kernel, the receiver or the path lacks it, plain TCP, said in -v and
                        --json "mptcp_connections"
-  --pace               once the link is full, cap every data stream's pacing rate at its
-                       share of the total (paths of 2 ms round trip or more; default off)
+  --pace, --no-pace    pace the data streams together: once the link is full, cap each
+                       stream's pacing rate at its share of the total, lifted for good if
+                       the path loses packets on its own (paths of 2 ms round trip or more;
+                       default: on when the streams run bbr, off otherwise; -v and --json
+                       "pacing_choice" say which and why)
   --encrypt            TLS 1.3 (AES-128-GCM) even to a receiver on a loopback address
                        (by default every peer not on loopback is encrypted)
   --no-encrypt         send in clear, also to a receiver not on loopback; the receiver
@@ -102,7 +105,7 @@ int cmd_send(int argc, char** argv) {
             "--exclude-from", "--usermap", "--groupmap", "--chown"},
            {"--json", "--verbose", "-v", "--help", "-h", "--no-hard-links", "--hard-links", "-H", "--no-owner", "--owner",
             "-o", "--no-group", "--group", "-g", "--no-xattrs", "--xattrs", "-X", "--no-acls", "--acls", "-A",
-            "--no-specials", "--specials", "--delete", "--pace", "--mptcp", "--bounded-resend", "--checksum", "-c", "--encrypt", "--no-encrypt",
+            "--no-specials", "--specials", "--delete", "--pace", "--no-pace", "--mptcp", "--bounded-resend", "--checksum", "-c", "--encrypt", "--no-encrypt",
             "--dry-run", "-n"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kSendHelp, stdout);
@@ -141,7 +144,8 @@ int cmd_send(int argc, char** argv) {
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     if (auto v = a.value("--cc")) o.congestion_control = *v;
     o.retry_for_ms = static_cast<int>(a.uint_value("--retry-for", 120, 0, 86400)) * 1000;
-    o.pace_together = a.flag("--pace");
+    if (a.flag("--pace") && a.flag("--no-pace")) throw Error(ErrorCode::usage, "--pace and --no-pace: give one of them");
+    o.pacing = a.flag("--pace") ? Pacing::on : a.flag("--no-pace") ? Pacing::off : Pacing::by_congestion_control;
     o.mptcp = a.flag("--mptcp");
     o.bounded_resend = a.flag("--bounded-resend");
     o.announce_window = a.uint_value("--announce-window", 16384, 0, 1u << 30);

@@ -25,9 +25,10 @@ directory listings (HTML, or JSON with ?format=json or Accept: application/json)
 and POST store a file (a Content-Length or a chunked body; written to a temporary name in DIR,
 renamed into place when the whole body arrived; a client that leaves mid-body leaves nothing).
 With --port, also serves `sluice get` over sluice's protocol on PORT (N streams, checksums,
-resume; the client connects out to PORT for every connection). A single file for a client on
-a loopback address is sent by one io_uring thread for all such gets; the rest (trees, remote
-clients, --connect-back, --get-rate-limit) by a thread per get, said with -v and in /_stats.
+resume; the client connects out to PORT for every connection). Get rings (one io_uring
+thread each, as many as --threads) read every request and send every single file, in clear
+or encrypted as the client's receiver asks (TLS 1.3: every client not on loopback); the rest
+(trees, --connect-back, --get-rate-limit) goes to a thread per get, said with -v and in /_stats.
 Prints the URL on the first line of stdout (with --port, the sluice:// URL on the second);
 SIGTERM or SIGINT drains and exits 0.
 Reads need a token ("Authorization: Bearer TOKEN" or ?token=TOKEN) unless --public. The

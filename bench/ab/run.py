@@ -102,6 +102,8 @@ def main():
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--out", default="/tmp/sluice-ab")
     ap.add_argument("--pipe", action="store_true")
+    ap.add_argument("--delete-each", action="store_true",
+                    help="delete each received tree after its run (a disk budget), not all at the end")
     a = ap.parse_args()
     size = source_bytes(a.src)
     gb = size / 1e9
@@ -109,7 +111,7 @@ def main():
     subprocess.run(["chattr", "+T", a.out], capture_output=True)
     runs = {v: [] for v in a.variants}
     st = os.statvfs(a.out)
-    keep = size * a.rounds * len(a.variants) < st.f_bavail * st.f_frsize // 2
+    keep = not a.delete_each and size * a.rounds * len(a.variants) < st.f_bavail * st.f_frsize // 2
     kept = []
     n = 0
     for r in range(a.rounds):

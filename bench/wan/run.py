@@ -59,7 +59,10 @@ def last_json(text):
 
 
 def run_sluice(w, a, cc, streams, token_file, binary=None):
+    """cc may carry send options after '+': 'bbr+pace' is --cc bbr --pace, 'bbr+no-pace' --cc bbr --no-pace."""
     binary = binary or a.sluice
+    cc, *extra = cc.split("+")
+    extra = [f"--{x}" for x in extra]
     rx_dir = Path(a.data_dir) / "rx"
     rx_dir.mkdir(parents=True, exist_ok=True)
     recv = w.popen("b", [binary, "recv", "--port", PORT, "--bind", wan.ADDR_B, "--token-file", token_file,
@@ -72,9 +75,9 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                 break
             time.sleep(0.05)
         t0 = time.monotonic()
-        verbose = ["-v"] if streams == "auto" else []  # what auto chose and why, even for a partial run
+        verbose = ["-v"]  # what auto and the pacer chose and why, even for a partial run
         send = w.popen("a", [binary, "send", "--streams", streams, "--cc", cc, "--json", *a.encrypt, "--to",
-                             f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, *verbose, *shlex.split(a.send_args),
+                             f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, *verbose, *extra, *shlex.split(a.send_args),
                              a.file],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -98,7 +101,8 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                 return {"complete": False, "seconds": elapsed, "bytes": acked, "retrans_bytes": retrans,
                         **traced(tr),
                         "cpu_s": cpu, "note": "partial: measured from ss and /proc at the time bound",
-                        "auto": [l for l in err.splitlines() if "streams auto" in l]}
+                        "auto": [l for l in err.splitlines() if "streams auto" in l],
+                        "pacing_lines": [l for l in err.splitlines() if "pacing:" in l]}
         if send.returncode != 0:
             return {"error": f"sluice send exit {send.returncode}: {err.strip()[-300:]}"}
         s = last_json(out)
@@ -109,6 +113,7 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                 r.get("cpu_user_s", 0) + r.get("cpu_sys_s", 0), "cc_seen": s["congestion_control"],
                 "window_limits": s["window_limits"] + r.get("window_limits", []),
                 "streams_used": s.get("streams_used"), "streams_choice": s.get("streams_choice", ""),
+                "pacing": s.get("pacing", ""),
                 # where the streams' time went (TCP_INFO): held by the receiver's window, by the send buffer
                 "busy_us": sum(t["busy_us"] for t in s["tcp_streams"]),
                 "rwnd_limited_us": sum(t["rwnd_limited_us"] for t in s["tcp_streams"]),
@@ -170,8 +175,8 @@ def run_matrix(a):
                             c0 = w.counters()["ab"]
                             t = time.monotonic()
                             try:
-                                if tool == "iperf3" and n == "auto":
-                                    continue  # iperf3 has no automatic stream count
+                                if tool == "iperf3" and (n == "auto" or "+" in cc):
+                                    continue  # iperf3 has no automatic stream count, nor sluice's options
                                 if tool in ("tarnc", "rsync", "wdt"):
                                     if n == "auto" or (res := peers.run_peer(w, a, tool, cc, int(n))) is None:
                                         continue
@@ -301,7 +306,8 @@ def main():
     ap.add_argument("--rtts", default="20,80")
     ap.add_argument("--losses", default="0,1,5")
     ap.add_argument("--streams", default="1,4,8,16")
-    ap.add_argument("--cc", default="cubic,bbr")
+    ap.add_argument("--cc", default="cubic,bbr",
+                    help="congestion controls; sluice's may carry send options: bbr+pace, bbr+no-pace")
     ap.add_argument("--tools", default="sluice,iperf3", help="also: tarnc, rsync, wdt (bench/wan/peers.py)")
     ap.add_argument("--rate", type=float, default=600.0, help="tbf ceiling, Mbit/s (1000 overloads the delay line here)")
     ap.add_argument("--seconds", type=float, default=15.0, help="time bound of one sluice run")

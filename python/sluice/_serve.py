@@ -77,7 +77,7 @@ def serve(dir, **kwargs):
 
 def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", sync=False, verify=False,
         connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None, progress=None, progress_interval=0.2,
-        cancel=None, connect_back=False, mptcp=False):
+        cancel=None, connect_back=False, mptcp=False, encrypt=None):
     """Fetches ``sluice://HOST:PORT/PATH`` (a file or a tree, relative to the served directory)
     from a ``sluice serve --port`` into the directory ``dest``, over sluice's protocol with
     ``streams`` streams, a checksum per block, and resume (the same call again continues).
@@ -85,6 +85,8 @@ def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", s
     mptcp: Multipath TCP on every connection (``--mptcp``; the server needs it too); where the
     kernel, server or path lacks it, plain TCP: the stats' mptcp ("on"/"fallback") and
     mptcp_connections say which and why.
+    encrypt: None (TLS 1.3 unless the server is on a loopback address), True or False; the
+    server follows this side's choice. The stats' encryption fields say what ran.
     Returns the receiver's stats as a dict; options, progress, log, cancel and errors as for ``send``."""
     if not isinstance(url, str) or not url.startswith("sluice://"):
         raise UsageError(f"url={url!r}: expected a sluice://HOST:PORT/PATH string")
@@ -97,6 +99,6 @@ def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", s
     opts = _send_options(token=token, streams=streams, block_size=DEFAULT_BLOCK_SIZE, rate_limit=0,
                          send_path="splice", connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress, progress_interval=progress_interval,
-                         cancel=cancel, mptcp=mptcp)
+                         cancel=cancel, mptcp=mptcp, encrypt=encrypt)
     opts.update(recv_path=recv_path, sync=bool(sync), verify=bool(verify), connect_back=bool(connect_back))
     return _sluice.get(f"sluice://{host_port}/{query}", path, os.fsdecode(os.fspath(dest)), opts)

@@ -111,6 +111,7 @@ void bind_serve(py::module_& m) {
             g.verify = o["verify"].cast<bool>();
             g.connect_back = o["connect_back"].cast<bool>();
             g.mptcp = so.mptcp;
+            g.encrypt = so.encrypt;
             return get(from, remote_path, dest, g);
         });
     });

@@ -17,8 +17,11 @@ def shut_down(*socks):
 
 
 class CorruptingProxy:
-    def __init__(self, upstream_port, at=500_000, cut=False, reset=False):
+    def __init__(self, upstream_port, at=500_000, cut=False, reset=False, from_upstream=False):
+        """from_upstream: the bytes the upstream sends are the ones changed (a `sluice serve`
+        whose get's client connects through the proxy: the data flows back down)."""
         self.upstream = ("127.0.0.1", upstream_port)
+        self.from_upstream = from_upstream
         self.at = at
         self.cut = cut or reset
         self.reset = reset
@@ -39,8 +42,8 @@ class CorruptingProxy:
             except OSError:  # the receiver is gone: so is this connection
                 down.close()
                 continue
-            threading.Thread(target=self._pump, args=(down, up, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(up, down, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(down, up, not self.from_upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(up, down, self.from_upstream), daemon=True).start()
 
     def _pump(self, src, dst, towards_receiver):
         seen = 0

@@ -76,3 +76,41 @@ def test_unknown_cc_is_a_usage_error_naming_it_and_the_list(tmp_path, name):
     assert r.returncode == 2
     assert f"--cc '{name}'" in r.stderr and "available: " in r.stderr
     assert "sluice://" not in r.stdout  # refused before listening
+
+
+def test_pacing_default_follows_the_congestion_control_and_is_reported(tmp_path):
+    """Issue 16 (h16i): pacing the streams together is on by default with bbr at a fixed stream
+    count, off with cubic and with --streams auto; --json says which and why, -v too."""
+    if "bbr" not in AVAILABLE or "cubic" not in AVAILABLE:
+        pytest.skip("needs both bbr and cubic")
+    src = tmp_path / "src.bin"
+    write_random(src, 4 << 20, seed=17)
+    seen = {}
+    for case, args in {"bbr": ["--cc", "bbr"], "cubic": ["--cc", "cubic"], "auto": ["--cc", "bbr", "--streams", "auto"],
+                       "asked off": ["--cc", "bbr", "--no-pace"], "asked on": ["--cc", "cubic", "--pace"]}.items():
+        dest = tmp_path / case.replace(" ", "-")
+        dest.mkdir()
+        rx = Receiver(dest)
+        try:
+            r = run_sluice("send", *args, "--json", "-v", src, rx.url)
+            assert r.returncode == 0, r.stderr
+            code, _, err = rx.wait()
+            assert code == 0, err
+        finally:
+            rx.kill()
+        choice = json.loads(r.stdout.strip().splitlines()[-1])["pacing_choice"]
+        assert f"pacing: {choice}" in r.stderr  # -v says the same
+        seen[case] = choice
+    assert seen["bbr"].startswith("on (default with bbr")
+    assert seen["cubic"].startswith("off (default with cubic")
+    assert seen["auto"].startswith("off (default with --streams auto")
+    assert seen["asked off"] == "off (asked: --no-pace)"
+    assert seen["asked on"] == "on (asked: --pace)"
+
+
+def test_pace_and_no_pace_together_are_refused(tmp_path):
+    src = tmp_path / "src.bin"
+    write_random(src, 1000, seed=18)
+    r = run_sluice("send", "--pace", "--no-pace", "--to", "127.0.0.1:9", "--token", "x", src)
+    assert r.returncode == 2
+    assert "--pace and --no-pace" in r.stderr

@@ -41,8 +41,13 @@ def test_serve_http_and_get(tmp_path):
             sluice.get(f"sluice://127.0.0.1:{srv.get_port}/big.bin", dest, token="wrong")
         with pytest.raises(sluice.SourceError, match="not found"):
             sluice.get(f"sluice://127.0.0.1:{srv.get_port}/nope?token=pytok", dest)
+        sealed = tmp_path / "sealed"  # encrypted on loopback: the server's get ring follows
+        sealed.mkdir()
+        stats = sluice.get(f"sluice://127.0.0.1:{srv.get_port}/big.bin?token=pytok", sealed, encrypt=True)
+        assert stats["encryption"].startswith("tls13") and (sealed / "big.bin").read_bytes() == (src / "big.bin").read_bytes()
         st = srv.stats()
-        assert st["get_sessions"] == 4 and st["get_sessions_failed"] == 2 and st["requests"] == 2
+        assert st["get_sessions"] == 5 and st["get_sessions_failed"] == 2 and st["requests"] == 2
+        assert st["get_sessions_ring_encrypted"] == 1, st
     with pytest.raises(sluice.UsageError):
         sluice.Server(tmp_path / "www", http_port=70000)
     with pytest.raises(sluice.DestinationError):

@@ -85,6 +85,31 @@ TEST_CASE("parser knows when a stream stopped mid-frame") {
     CHECK_FALSE(p.ended());
 }
 
+TEST_CASE("parser says what the sender still owes of the frame it began, and nothing between frames") {
+    // The receive paths' low-water mark is this figure: a mark above it would wait on a pause.
+    Bytes s = stream_of({std::string(1000, 'x'), "yz"});
+    const size_t frame1 = kFrameHeaderBytes + kBlockPrefixBytes + 1000;
+    Recorder r;
+    DataFrameParser p;
+    CHECK(p.owed() == 0);
+    for (size_t i = 0; i < s.size(); ++i) {
+        CAPTURE(i);
+        p.feed(Span(s).subspan(i, 1), r);
+        const size_t fed = i + 1;
+        if (fed == frame1) {
+            CHECK(p.owed() == 0); // a block ended: the sender may pause here
+        } else if (fed < kFrameHeaderBytes) {
+            CHECK(p.owed() == kFrameHeaderBytes - fed);
+        } else if (fed < kFrameHeaderBytes + kBlockPrefixBytes) {
+            CHECK(p.owed() == kFrameHeaderBytes + kBlockPrefixBytes - fed);
+        } else if (fed < frame1) {
+            CHECK(p.owed() == frame1 - fed); // the block's data, to its last byte
+        }
+    }
+    CHECK(p.ended());
+    CHECK(p.owed() == 0);
+}
+
 namespace {
 
 // Pulls every frame of s through a DataFrameReader the way the socket paths do: header and

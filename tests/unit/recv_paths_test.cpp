@@ -1,10 +1,15 @@
 // Each receive path driven in-process over a socketpair: a hand-written sender writes frames
 // into one end, the path reads the other into a temporary directory, as receiver.cpp runs it.
 #include <doctest/doctest.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -281,4 +286,106 @@ TEST_CASE("pipe mode into an fd reads its frames through the same reader") {
         ::close(out[1]);
     }
     ::close(out[0]);
+}
+
+namespace {
+
+// A connected TCP pair over loopback: {receiver's end, sender's end}. A socketpair would not
+// do here: AF_UNIX sockets ignore SO_RCVLOWAT when polled, TCP's honour it.
+std::pair<int, int> tcp_pair() {
+    int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(l >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(l, 1) == 0);
+    REQUIRE(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    int s = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+    REQUIRE(s >= 0);
+    ::close(l);
+    return {s, c};
+}
+
+// Bytes queued on sock that its reader has not taken, and whether it waits under a mark.
+int queued(int sock) {
+    int n = 0;
+    return ::ioctl(sock, SIOCINQ, &n) == 0 ? n : -1;
+}
+int mark_of(int sock) {
+    int m = 0;
+    socklen_t len = sizeof m;
+    return ::getsockopt(sock, SOL_SOCKET, SO_RCVLOWAT, &m, &len) == 0 ? m : -1;
+}
+uint64_t received_bytes(int sock) {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    return ::getsockopt(sock, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 ? ti.tcpi_bytes_received : 0;
+}
+
+// Polls cond every millisecond for up to 20 s (the receive's idle timeout is 60 s, its mark's
+// deadline 1 s: only a wait with no deadline but the idle timeout lasts this long).
+bool within_20s(const std::function<bool()>& cond) {
+    for (int i = 0; i < 20000; ++i) {
+        if (cond()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+}
+
+} // namespace
+
+TEST_CASE("bytes below a receive's low-water mark are taken by its deadline, not left until more come") {
+    // The sender stops inside a block with fewer bytes queued than the receiver's mark and
+    // sends the rest only once those were taken: what a receive would meet if the bytes it
+    // counts as owed were late. Without the mark's deadline they would sit until the idle timeout.
+    for (RecvPath path : {RecvPath::direct, RecvPath::recv_write, RecvPath::discard}) {
+        CAPTURE(recv_path_name(path));
+        Harness h;
+        h.ctx.idle_timeout_ms = 60000;
+        const std::string data = pattern(1u << 20, 7);
+        h.add(0, "f", data.size());
+        Wire w;
+        w.block(0, 0, data).end();
+        auto [rx, tx] = tcp_pair();
+        const size_t first = wire::kFrameHeaderBytes + wire::kBlockPrefixBytes + 100'000, second = first + 1000;
+        bool waited_marked = false, taken = false;
+        std::thread writer([&, tx = tx, rx = rx] {
+            auto send_to = [&](size_t from, size_t to) {
+                for (size_t done = from; done < to;) {
+                    ssize_t n = ::send(tx, w.bytes.data() + done, to - done, MSG_NOSIGNAL);
+                    if (n <= 0) return;
+                    done += static_cast<size_t>(n);
+                }
+            };
+            send_to(0, first);
+            // All of it taken and the next receive waits under a mark (the block is owed).
+            waited_marked = within_20s([&] { return received_bytes(rx) >= first && queued(rx) == 0 && mark_of(rx) > 1000; });
+            send_to(first, second); // 1000 bytes, below the mark
+            taken = within_20s([&] { return queued(rx) == 0; });
+            send_to(second, w.bytes.size());
+            ::shutdown(tx, SHUT_WR);
+        });
+        StreamReceipt r;
+        try {
+            r = make_stream_receiver(path, rx, 1, h.ctx)->run();
+        } catch (...) {
+            ::shutdown(rx, SHUT_RDWR);
+            writer.join();
+            ::close(rx);
+            ::close(tx);
+            throw;
+        }
+        writer.join();
+        ::close(rx);
+        ::close(tx);
+        CHECK(waited_marked);
+        CHECK(taken);
+        CHECK(r.bytes == data.size());
+        CHECK(h.completed == 1);
+        if (path != RecvPath::discard) CHECK(h.read("f") == data);
+    }
 }

@@ -43,3 +43,74 @@ TEST_CASE("the share follows the streams that move and the best ages out of the 
     CHECK(last == static_cast<uint64_t>(40e6 * PaceModel::kGains[phase] / 2));
     CHECK(m.round(10e6, 0) == 0); // no stream moved: no decision
 }
+
+namespace {
+// Rounds of 100e6 B/s over 8 streams, sending 1e6 bytes each with `retrans` of them retransmitted.
+uint64_t steady(PaceModel& m, unsigned rounds, uint64_t retrans) {
+    uint64_t last = 0;
+    for (unsigned i = 0; i < rounds; ++i) last = m.round(100e6, 8, 1'000'000, retrans);
+    return last;
+}
+// Growth to a full pipe whose growth rounds lost `retrans` of every 1e6 bytes sent.
+void grow(PaceModel& m, uint64_t retrans) {
+    for (double r : {10e6, 40e6, 90e6}) CHECK(m.round(r, 8, 1'000'000, retrans) == 0); // then 100e6 is flat
+}
+} // namespace
+
+TEST_CASE("a path that loses while the rate still grows is never capped: the loss is its own") {
+    PaceModel m;
+    grow(m, 10'000); // 1% while nothing could queue
+    CHECK(steady(m, 3, 10'000) == 0);
+    CHECK(m.full());
+    CHECK(m.lifted());
+    CHECK(m.lost_share() == doctest::Approx(0.01));
+    CHECK(steady(m, 20, 0) == 0); // for good
+}
+
+TEST_CASE("caps hold where only start-up lost, and are lifted once a judged window loses 0.5%") {
+    SUBCASE("start-up's repairs, then nothing lost: capped throughout") {
+        PaceModel m;
+        grow(m, 0);
+        steady(m, 2, 0);
+        CHECK(steady(m, 1, 50'000) > 0); // the overshoot's repairs: the pipe just became full
+        CHECK(steady(m, PaceModel::kSettleRounds - 1, 30'000) > 0);
+        CHECK(steady(m, 3 * PaceModel::kJudgeRounds, 0) > 0);
+        CHECK_FALSE(m.lifted());
+    }
+    SUBCASE("the path keeps losing 1% under the caps: lifted") {
+        PaceModel m;
+        grow(m, 0);
+        steady(m, 3, 0);
+        CHECK(steady(m, PaceModel::kSettleRounds + PaceModel::kJudgeRounds - 2, 10'000) > 0);
+        CHECK(steady(m, 1, 10'000) == 0);
+        CHECK(m.lifted());
+        CHECK(m.lost_share() == doctest::Approx(0.01));
+    }
+    SUBCASE("0.4% stays under the mark") {
+        PaceModel m;
+        grow(m, 0);
+        steady(m, 3, 0);
+        CHECK(steady(m, 4 * PaceModel::kJudgeRounds, 4'000) > 0);
+        CHECK_FALSE(m.lifted());
+    }
+}
+
+TEST_CASE("more streams moving than ever before lift the caps until the aggregate stops growing again") {
+    PaceModel m;
+    for (double r : {10e6, 20e6, 20e6, 20e6, 20e6}) m.round(r, 2);
+    CHECK(m.full());
+    CHECK(m.round(20e6, 2) > 0);
+    CHECK(m.round(30e6, 4) == 0); // --streams auto added two
+    CHECK_FALSE(m.full());
+    for (double r : {60e6, 60e6, 60e6, 60e6}) m.round(r, 4);
+    CHECK(m.full());
+    CHECK(m.round(60e6, 3) > 0); // fewer moving: the caps stay
+}
+
+TEST_CASE("pacing is on by default with bbr at a fixed count, and the choice says why") {
+    CHECK(pacing_choice(Pacing::by_congestion_control, "bbr", false).starts_with("on (default with bbr"));
+    CHECK(pacing_choice(Pacing::by_congestion_control, "bbr", true).starts_with("off (default with --streams auto"));
+    CHECK(pacing_choice(Pacing::by_congestion_control, "cubic", false).starts_with("off (default with cubic"));
+    CHECK(pacing_choice(Pacing::on, "cubic", true) == "on (asked: --pace)");
+    CHECK(pacing_choice(Pacing::off, "bbr", false) == "off (asked: --no-pace)");
+}

@@ -219,6 +219,15 @@ uint64_t bytes_delivered(int fd) noexcept {
     return uint64_t{ti.tcpi_delivered} * ti.tcpi_snd_mss;
 }
 
+uint32_t min_rtt_us(int fd) noexcept {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(tcp_info, tcpi_min_rtt) + sizeof ti.tcpi_min_rtt)
+        return 0;
+    return ti.tcpi_min_rtt;
+}
+
 bool RecvLowWater::expect(size_t owed) noexcept {
     // Below 64 KiB a read completes within a few segments: not worth a system call.
     constexpr size_t kMinWorthIt = 64 << 10, kCap = 1 << 20;

@@ -51,6 +51,9 @@ uint64_t bytes_acked(int fd) noexcept;
 // took those spikes for the bottleneck's rate). An MPTCP socket: its bytes_acked (its TCP_INFO
 // is one subflow's). The counter is 32 bits of segments: it wraps after ~6 TB per connection.
 uint64_t bytes_delivered(int fd) noexcept;
+// The lowest round trip TCP has seen on fd (TCP_INFO's tcpi_min_rtt; 0 where unavailable): the
+// path's own, where the smoothed one also counts queues (a busy loopback's reached 4 ms).
+uint32_t min_rtt_us(int fd) noexcept;
 
 // Keeps a socket's SO_RCVLOWAT at the number of bytes the next read is owed (capped), so that
 // TCP wakes a waiting reader once that many have arrived instead of once per segment: on a

@@ -103,4 +103,36 @@ LinkKeys handshake(int fd, Side side, const Psk& psk, const std::string& peer) {
     return keys;
 }
 
+struct SteppedHandshake::State {
+    std::unique_ptr<SSL, SslFree> ssl;
+    Psk psk;
+    Call call; // SSL app data: its address stays (State is never moved)
+    Side side;
+    std::string peer;
+};
+
+SteppedHandshake::SteppedHandshake(int fd, Side side, const Psk& psk, std::string peer) : st_(std::make_unique<State>()) {
+    st_->ssl.reset(SSL_new(shared_ctx(side)));
+    if (!st_->ssl) throw Error(ErrorCode::internal, "OpenSSL: SSL_new failed");
+    st_->psk = psk;
+    st_->call.psk = &st_->psk;
+    st_->side = side;
+    st_->peer = std::move(peer);
+    SSL_set_app_data(st_->ssl.get(), &st_->call);
+    if (!SSL_set_fd(st_->ssl.get(), fd)) throw Error(ErrorCode::internal, "OpenSSL: SSL_set_fd failed");
+}
+
+SteppedHandshake::~SteppedHandshake() = default;
+
+SteppedHandshake::Want SteppedHandshake::step() {
+    const int r = step_handshake(st_->ssl.get(), st_->side, st_->call, st_->peer);
+    return r == 1 ? Want::done : r == SSL_ERROR_WANT_READ ? Want::read : Want::write;
+}
+
+LinkKeys SteppedHandshake::keys() {
+    if (!SSL_session_reused(st_->ssl.get()))
+        throw Error(ErrorCode::protocol, "TLS handshake with " + st_->peer + " ended without the pre-shared key");
+    return handshake_keys(st_->ssl.get(), st_->side, st_->call, st_->peer);
+}
+
 } // namespace sluice::tls

@@ -7,6 +7,7 @@
 // OpenSSL leaves the connection after the handshake; the records that follow are this
 // project's own TLS 1.3 record layer (record.hpp) or the kernel's (ktls.hpp), keyed with the
 // traffic secrets the handshake produced.
+#include <memory>
 #include <string>
 
 #include "core/tls/keys.hpp"
@@ -20,5 +21,26 @@ enum class Side { client, server };
 // a sluice hello altered in flight), network when the connection fails or times out,
 // protocol for anything else, each naming `peer`.
 LinkKeys handshake(int fd, Side side, const Psk& psk, const std::string& peer);
+
+// The same handshake on a non-blocking socket, a step at a time, for an event loop (the get
+// ring, lib/serve/get): step() runs it as far as the socket allows and says what it waits
+// for; the caller polls fd for that and calls step() again, under its own deadline.
+class SteppedHandshake {
+public:
+    enum class Want : uint8_t { done, read, write };
+    // Throws internal when OpenSSL cannot set it up.
+    SteppedHandshake(int fd, Side side, const Psk& psk, std::string peer);
+    ~SteppedHandshake();
+    SteppedHandshake(const SteppedHandshake&) = delete;
+    SteppedHandshake& operator=(const SteppedHandshake&) = delete;
+    // Throws what handshake() throws.
+    Want step();
+    // Once step() said done: the record keys (throws protocol when the handshake left data behind).
+    LinkKeys keys();
+
+private:
+    struct State;
+    std::unique_ptr<State> st_;
+};
 
 } // namespace sluice::tls

@@ -102,7 +102,7 @@ SSL_CTX* new_tls13_ctx(Side side) {
     if (!ctx) return nullptr;
     SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
     SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
-    SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256");
+    SSL_CTX_set_ciphersuites(ctx, kCipherSuite);
     SSL_CTX_set1_groups_list(ctx, "X25519");
     // No tickets (the data streams' PSKs come from our own derivation), no middlebox
     // compatibility records: after the handshake nothing of OpenSSL's may be on the wire or in
@@ -131,12 +131,34 @@ LinkKeys run_handshake(SSL* ssl, int fd, Side side, Call& call, const std::strin
         if ((err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) && saved == EINTR) continue;
         fail(ssl, call, rc, saved, peer);
     }
+    return handshake_keys(ssl, side, call, peer);
+}
+
+int step_handshake(SSL* ssl, Side side, Call& call, const std::string& peer) {
+    ERR_clear_error();
+    errno = 0;
+    int rc = side == Side::client ? SSL_connect(ssl) : SSL_accept(ssl);
+    if (rc == 1) return 1;
+    const int saved = errno;
+    const int err = SSL_get_error(ssl, rc);
+    // On a non-blocking socket, "want" is the socket having nothing (or no room) now.
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return err;
+    fail(ssl, call, rc, saved, peer);
+}
+
+LinkKeys handshake_keys(SSL* ssl, Side side, Call& call, const std::string& peer) {
     // Without read-ahead OpenSSL reads record by record and the peer sends nothing before it
     // has finished its side: anything buffered here would be lost to the next record layer.
     if (SSL_has_pending(ssl))
         throw Error(ErrorCode::protocol, "TLS handshake with " + peer + ": data arrived before the handshake ended");
     if (!call.have_client || !call.have_server)
         throw Error(ErrorCode::protocol, "TLS handshake with " + peer + " ended without its traffic secrets");
+    // The record layer and traffic_key() are AES-128-GCM's: any other suite (the context
+    // offers none) would be keyed wrongly, so it is refused here rather than trusted.
+    const SSL_CIPHER* suite = SSL_get_current_cipher(ssl);
+    if (!suite || SSL_CIPHER_get_id(suite) != TLS1_3_CK_AES_128_GCM_SHA256)
+        throw Error(ErrorCode::protocol, "TLS handshake with " + peer + " agreed on " +
+                                             (suite ? SSL_CIPHER_get_name(suite) : "no cipher suite") + ", not " + kCipherSuite);
     TrafficKey c = traffic_key(call.client_secret);
     TrafficKey s = traffic_key(call.server_secret);
     call.client_secret.fill(0);

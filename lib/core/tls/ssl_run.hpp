@@ -43,4 +43,11 @@ SSL_CTX* new_tls13_ctx(Side side);
 // keys of both directions. Throws as handshake() says, each naming peer.
 LinkKeys run_handshake(SSL* ssl, int fd, Side side, Call& call, const std::string& peer);
 
+// One step of the same handshake on a non-blocking socket (ssl's fd and app data set): 1 when
+// it has ended, SSL_ERROR_WANT_READ or SSL_ERROR_WANT_WRITE when it waits for the socket.
+// Throws as handshake() does.
+int step_handshake(SSL* ssl, Side side, Call& call, const std::string& peer);
+// Once the handshake has ended: the record keys of both directions (nothing may be buffered).
+LinkKeys handshake_keys(SSL* ssl, Side side, Call& call, const std::string& peer);
+
 } // namespace sluice::tls

@@ -21,6 +21,11 @@ inline constexpr uint8_t kGetAttach = 0x64;  // client -> server, instead of GET
 inline constexpr uint32_t kMaxGetPayload = 16384;
 inline constexpr uint16_t kFeatureGetSessions = 1u << 5; // the brief's bit 5 (both hellos)
 inline constexpr size_t kMaxReceiverTokenBytes = 128;
+// GET_REQUEST features: what the client's receiver chose about encryption (h15i), so a
+// server that sends with send() (a session thread) makes the same choice; neither bit: a
+// client from before, whose receiver decides by address (automatic) as the server does.
+inline constexpr uint8_t kGetEncrypted = 1u << 0;
+inline constexpr uint8_t kGetClear = 1u << 1;
 
 struct GetHello {
     uint16_t version = kVersion;

@@ -93,6 +93,17 @@ public:
     bool ended() const { return reader_.ended(); }
     // True between frames: a connection closing here lost no partial frame.
     bool at_frame_boundary() const { return state_ == State::header && staged_ == 0; }
+    // Bytes the sender is bound to send next: the rest of the frame it has begun, 0 between
+    // frames (where it may pause: for an answer, the pacer, --streams auto). A receiver may
+    // wait for this many at once (a low-water mark) without waiting on a pause.
+    uint64_t owed() const {
+        switch (state_) {
+        case State::header: return staged_ ? kFrameHeaderBytes - staged_ : 0;
+        case State::part: return part_ - staged_;
+        case State::data: return data_left_;
+        }
+        return 0;
+    }
     const StreamCounts& counts() const { return reader_.counts(); }
     const DataFrameReader& reader() const { return reader_; }
 

@@ -39,6 +39,9 @@ struct GetOptions {
     // listens with MPTCP. Where the kernel, the server or the path lacks it, plain TCP, said
     // per connection in Stats::mptcp ("fallback") and mptcp_connections (and with verbose).
     bool mptcp = false;
+    // The transfer's connections (ServerHello's bit 3): automatic encrypts unless the server
+    // is on a loopback address; the server follows this side's choice.
+    Encrypt encrypt = Encrypt::automatic;
     bool verbose = false;
     LogFn log;
     Progress* progress = nullptr;

@@ -104,10 +104,12 @@ struct ServeStats {
     std::string accept_path;
     std::string cold_check; // "cachestat" or why there is none
     std::string ring_mode;
-    // Get sessions (sluice protocol): transfers sent on the get ring (single files, clear
-    // text, from loopback clients that attach) and by a session thread each (the rest: trees,
-    // --connect-back, remote clients, --get-rate-limit), and which path takes which, and why.
+    // Get sessions (sluice protocol): transfers sent on the get ring (single files asked for
+    // without --connect-back or --get-rate-limit; of them encrypted: the client's receiver
+    // encrypts, as every one not on loopback does) and by a session thread each (the rest:
+    // trees, --connect-back, --get-rate-limit), and which path takes which, and why.
     uint64_t get_sessions_ring = 0;
+    uint64_t get_sessions_ring_encrypted = 0;
     uint64_t get_sessions_thread = 0;
     std::string get_path;
     SLUICE_EXPORT std::string to_json() const;

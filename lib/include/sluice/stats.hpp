@@ -77,6 +77,7 @@ struct Stats {
     unsigned streams_used = 0;  // sender: streams that took work at the end (--streams auto can use fewer)
     std::string streams_choice; // sender with --streams auto: the count chosen, each step measured, and why
     std::string pacing;         // sender: how its streams were paced together (send/session/stream_pacer.hpp); "" if not
+    std::string pacing_choice;  // sender: whether they were to be paced together, and why (SendOptions::pacing)
     unsigned streams_reopened = 0;       // sender: data stream connections that broke and were reopened
     uint64_t bytes_resent_after_break = 0; // sender: what those connections had not delivered, sent again
     uint64_t block_size = 0;
@@ -97,6 +98,12 @@ struct Stats {
     unsigned tls_resumed_handshakes = 0;
     unsigned tls_psk_handshakes = 0;
     std::string peer_certificate;         // certificate mode: "sha256:HEX" of the peer's key (SPKI), if it sent one
+    std::string tls_cipher;               // the records' cipher suite (TLS_AES_128_GCM_SHA256); empty when off
+    // Who seals and opens this side's records: "ipsec-mb" (intel-ipsec-mb's VAES path),
+    // "openssl" (its EVP) or "kernel" (kTLS); and why: the library, its version and CPU path,
+    // or why the faster engine did not run. Empty when off.
+    std::string tls_record_engine;
+    std::string tls_record_engine_why;
     double cpu_user_s = 0;
     double cpu_sys_s = 0;
     uint64_t peak_rss_kb = 0;

@@ -7,14 +7,12 @@
 // written at once with pwrite (reported). A block edge inside a 4 KiB page: that part of the
 // page goes through the page cache, so it cannot overwrite the neighbour's bytes (direct_layout.hpp).
 #include <fcntl.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cstring>
 #include <deque>
 #include <optional>
 
-#include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "recv/paths/allocate_ahead.hpp"
 #include "recv/paths/direct_buffers.hpp"
@@ -22,10 +20,10 @@
 #include "recv/paths/direct_layout.hpp"
 #include "recv/paths/small_direct_files.hpp"
 #include "recv/paths/stream_receiver.hpp"
+#include "recv/paths/stream_socket_reader.hpp"
 #include "recv/paths/writeback_window.hpp"
 #include "core/checksum/xxh3.hpp"
 #include "core/ring/ring.hpp"
-#include "core/tls/record_reader.hpp"
 #include "core/wire/data_parser.hpp"
 
 namespace sluice {
@@ -58,19 +56,18 @@ class DirectReceiver final : public StreamReceiver {
 
 public:
     DirectReceiver(int sock, unsigned index, RecvContext& ctx, const tls::LinkKeys* keys)
-        : sock_(sock), index_(index), ctx_(ctx), dirs_(ctx.tree), ring_(64) {
-        // Encrypted: records are received into their own buffer and opened into the block buffers.
-        if (keys) records_.emplace(keys->rx, "data stream " + std::to_string(index), kBufferBytes + 4 * tls::kMaxRecord);
+        : sock_(sock), index_(index), ctx_(ctx), dirs_(ctx.tree),
+          // Encrypted: records are received into their own buffer and opened into the block buffers.
+          socket_(sock, index, ctx, ring_, [this](Completion& c) { handle(c); }, keys, kBufferBytes + 4 * tls::kMaxRecord),
+          ring_(64) {
         for (int i = 0; i < kBuffers; ++i) writes_[i].tag = static_cast<uint64_t>(i);
-        timeout_.tv_sec = ctx.idle_timeout_ms / 1000;
-        timeout_.tv_nsec = (ctx.idle_timeout_ms % 1000) * 1'000'000LL;
     }
 
     StreamReceipt run() override {
-        auto read = [this](unsigned char* p, size_t n) { recv_exact(p, n); };
+        auto read = [this](unsigned char* p, size_t n) { socket_.read(p, n); };
         while (auto b = frames_.next(read)) receive_block(b->prefix, b->data_length);
         drain();
-        if (records_ && records_->holding()) frames_.data_after_end(); // a record after STREAM_END
+        if (socket_.holding()) frames_.data_after_end(); // a record after STREAM_END
         wire::refuse_data_after_end(frames_, sock_);
         return {frames_.counts().blocks, frames_.counts().bytes};
     }
@@ -95,7 +92,7 @@ private:
             const direct_layout::Chunk chunk = direct_layout::next_chunk(pos, end, kBufferBytes);
             unsigned char* buf = buffers_.data(c);
             unsigned char* data = buf + chunk.skew;
-            recv_exact(data, chunk.length, true);
+            socket_.read(data, chunk.length, true);
             // Hashed in the memory the writes below take their bytes from.
             xxh_.update(data, chunk.length);
             pos += chunk.length;
@@ -241,7 +238,7 @@ private:
 
     // The receive and its timeout keep their results in their completions.
     void handle(Completion& done) {
-        if (&done == &recv_ || &done == &recv_timeout_) return;
+        if (socket_.owns(done)) return;
         const int c = static_cast<int>(done.tag);
         PendingBlock* b = buffer_block_[c];
         switch (done.outcome()) {
@@ -278,67 +275,9 @@ private:
         }
     }
 
-    // Takes what the socket already holds, up to n bytes, with one non-blocking read. Between
-    // back-to-back small files the next frame usually is there, and the ring's way (a recv and
-    // its linked timeout, two completions, often a sleep and a wakeup) costs far more than one
-    // plain system call; when nothing is queued the attempt costs one EAGAIN.
-    size_t take_queued(unsigned char* p, size_t n) {
-        if (n == 0) return 0; // a zero-length recv returns 0, which means the peer closed
-        for (;;) {
-            ssize_t r = ::recv(sock_, p, n, MSG_DONTWAIT);
-            if (r > 0) return static_cast<size_t>(r);
-            if (r == 0) throw stream_cut_short(index_);
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-            throw_errno(ErrorCode::network, "data stream " + std::to_string(index_));
-        }
-    }
-
-    // Plain bytes of the stream: straight from the socket, or opened from its TLS records
-    // into p (the record reader receives through recv_between).
-    // spare: the byte at p + n may be overwritten (RecordReader::read).
-    void recv_exact(unsigned char* p, size_t n, bool spare = false) {
-        if (!records_) {
-            recv_between(p, n, n);
-            return;
-        }
-        records_->read(p, n, spare, [this](unsigned char* c, size_t least, size_t most) { return recv_between(c, least, most); });
-    }
-
-    // Receives at least least and at most most bytes to p, handling write completions while it waits.
-    size_t recv_between(unsigned char* p, size_t least, size_t most) {
-        size_t got = take_queued(p, most);
-        while (got < least) {
-            // With a low-water mark the read returns once the mark is met (polled first: an
-            // immediate attempt would return the few bytes already there); the loop sets
-            // the next mark. Without one, MSG_WAITALL lets the kernel gather the bytes.
-            const bool marked = low_water_.expect(least - got);
-            {
-                auto chain = ring_.chain(2);
-                ring_.recv(recv_, sock_, p + got, least - got, marked ? 0 : MSG_WAITALL, marked);
-                ring_.link_timeout(recv_timeout_, timeout_);
-            }
-            ring_.submit();
-            while (recv_.busy() || recv_timeout_.busy()) handle(ring_.wait());
-            switch (recv_.outcome()) {
-            case Completion::Outcome::ok: break;
-            case Completion::Outcome::retry: continue;
-            case Completion::Outcome::cancelled:
-                if (silence_excused(ctx_)) continue; // the sender waits for our answer: wait again
-                throw stream_went_silent(index_, ctx_.idle_timeout_ms);
-            case Completion::Outcome::failed:
-                throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
-            }
-            if (recv_.result() == 0) throw stream_cut_short(index_);
-            got += static_cast<size_t>(recv_.result());
-        }
-        return got;
-    }
-
     int sock_;
     unsigned index_;
     RecvContext& ctx_;
-    RecvLowWater low_water_{sock_};
     StreamReceipt whole_; // blocks that arrived whole (a reconnect's STREAM_RESUME)
     DirectBuffers buffers_;
     size_t buffer_len_[kBuffers] = {};
@@ -347,16 +286,15 @@ private:
     std::deque<PendingBlock> pending_; // deque: pointers stay valid as blocks are added
     ParentDirCache dirs_;
     Xxh3 xxh_;
-    __kernel_timespec timeout_{};
     RecvFile* open_file_ = nullptr;
     FileTable::Hold& hold_ = ctx_.files.hold(index_);
     UniqueFd fd_;        // O_DIRECT when direct_
     UniqueFd shared_fd_; // the same file without O_DIRECT, for pages shared with another block
     Completion writes_[kBuffers]; // tag: the buffer
-    Completion recv_, recv_timeout_;
     WritebackWindow written_;
     SmallDirectFiles small_; // fds of small files whose writes are in flight
     bool small_open_ = false; // fd_ is a small file written with O_DIRECT; a resend of it gets a new one
+    StreamSocketReader socket_; // its receive and timeout are on ring_
     // After the memory, fds and completions its requests use, so it is torn down (cancelling
     // and reaping them) before any of those goes.
     Ring ring_;
@@ -364,7 +302,6 @@ private:
     bool allocate_refused_ = false;
     DirectFallbacks fb_;
     wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};
-    std::optional<tls::RecordReader> records_; // encrypted: what the socket is read into
 
 public:
     std::string fallback() const override {

@@ -61,7 +61,7 @@ public:
         }
         if (opts_.progress) opts_.progress->is_pipe = true;
         connect(" (pipe mode, splice)", true); // piece k goes to stream k mod N: all must be open
-        if (opts_.pace_together) start_pacer();
+        start_pacer(); // or not: SendOptions::pacing
         announce();
 
         slots_.resize(data_.size());

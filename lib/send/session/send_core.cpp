@@ -69,6 +69,7 @@ void SendCore::connect(const std::string& how, bool all_streams) {
     log_.verbose_line("connected to " + peer_ + how + "; opening " + std::to_string(data_.size()) + " data streams, " +
                       std::to_string(kParallelOpens) + " at a time, each sending once it is open");
     log_.verbose_line(links_.path().empty() ? "encryption: off" : "encryption: " + links_.path() + " (" + links_.why() + ")");
+    if (!links_.path().empty()) log_.verbose_line(links_.records_line());
     if (links_.certificates() && !(features_ & wire::kFeatureCertificateVerdict))
         log_.verbose_line("warning: the receiver predates CERTIFICATE_ACCEPTED: data streams open without its verdict on "
                           "this side's certificate, so a refusal may show as a data stream's failure");
@@ -236,6 +237,11 @@ void SendCore::abort_peer(std::thread& reader, uint32_t code) {
 }
 
 void SendCore::start_pacer() {
+    // The control connection's: set like every data stream's before it connected, where a
+    // data stream may still be opening (stream_opener.hpp) with the system's.
+    pacing_choice_ = pacing_choice(opts_.pacing, data_.empty() ? std::string() : congestion_control_of(control_.fd()), opts_.streams_auto);
+    log_.verbose_line("pacing: " + pacing_choice_);
+    if (pacing_choice_.starts_with("off")) return;
     pacer_.emplace(tcp_fds(), [this](const std::string& l) { log_.verbose_line(l); });
     pacer_->start();
 }
@@ -264,6 +270,7 @@ Stats SendCore::closing_stats(Stats s, Clock::time_point t0) {
         pacer_->join();
         s.pacing = pacer_->summary();
     }
+    s.pacing_choice = pacing_choice_;
     s.streams = static_cast<unsigned>(data_.size());
     if (s.streams_used == 0) s.streams_used = s.streams; // fixed counts: every stream took work
     // The sockets are still open: what TCP_INFO says now covers the whole transfer.

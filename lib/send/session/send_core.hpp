@@ -136,6 +136,7 @@ protected:
     // and data_: stopped before they close.
     void start_pacer();
     std::optional<StreamPacer> pacer_;
+    std::string pacing_choice_; // Stats::pacing_choice
     // Encrypted with records (the file sender): writers_[i] seals what data stream i + 1
     // sends (its send paths and STREAM_END), made by the stream's thread once it is open;
     // empty otherwise (or a null where kTLS took over).

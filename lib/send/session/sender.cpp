@@ -63,7 +63,7 @@ public:
         log_.verbose_line("announce window: " + (window_.limit() ? std::to_string(window_.limit()) + " files" : std::string("off")));
         governor_.emplace(tcp_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });
         governor_->start();
-        if (opts_.pace_together) start_pacer();
+        start_pacer(); // or not: SendOptions::pacing
         work_.emplace(StreamWork::Session{
             .queue = queue_, .governor = *governor_, .limiter = limiter_, .log = log_, .opts = opts_, .to = to_, .hello = hello_,
             .busy = [this](bool on) { stream_busy(on); },

@@ -36,6 +36,24 @@ void StreamPacer::cap(uint64_t per_stream) {
     for (int fd : fds_) refused += ::setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof v) != 0;
     if (per_stream) refused_ = std::max(refused_, refused);
     cap_ = per_stream;
+    if (per_stream) last_cap_ = per_stream;
+}
+
+std::string pacing_choice(Pacing asked, const std::string& cc, bool streams_auto) {
+    if (asked == Pacing::on) return "on (asked: --pace)";
+    if (asked == Pacing::off) return "off (asked: --no-pace)";
+    // Measured at 80 ms on a 100 Mbit/s bottleneck without random loss (docs/benchmarks.md,
+    // h16i): 8 BBR streams retransmitted 11-15% of their bytes unpaced and 0.4-0.8% paced at the
+    // same rate; CUBIC's 0.2-1.0% unpaced. With --streams auto the caps held the ramp back
+    // (57-65 Mbit/s against 85-86 unpaced in three of four runs).
+    if (cc == "bbr" && streams_auto)
+        return "off (default with --streams auto: caps set while streams are still being added held the ramp back; "
+               "--pace turns it on)";
+    if (cc == "bbr")
+        return "on (default with bbr: BBR streams that probe one by one overfill a shared bottleneck; "
+               "--no-pace turns it off)";
+    return "off (default with " + (cc.empty() ? std::string("no data stream") : cc) +
+           ": pacing together is for bbr's probing; --pace turns it on)";
 }
 
 static std::string mbit(double bytes_per_s) {
@@ -44,18 +62,51 @@ static std::string mbit(double bytes_per_s) {
     return b;
 }
 
-uint64_t PaceModel::round(double rate, unsigned moving) {
+uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t retrans) {
+    if (lifted_) return 0;
     if (moving == 0) return 0; // no work on the streams yet (the manifest's first answer)
     window_.push_back(rate);
     if (window_.size() > kWindowRounds) window_.pop_front();
+    if (moving > most_moving_) {
+        most_moving_ = moving;
+        if (full_) { // measured at 80 ms: a pipe "full" at 4 Mbit/s over the first streams held auto's ramp to 57 Mbit/s of 96
+            full_ = false;
+            flat_ = 0;
+            plateau_ = rate;
+            phase_ = 0;
+            capped_rounds_ = 0;
+            sent_window_.clear();
+            return 0;
+        }
+    }
     if (!full_) {
         if (rate >= plateau_ * kGrowth) {
             plateau_ = rate;
             flat_ = 0;
+            growth_sent_ += sent;
+            growth_retrans_ += retrans;
             return 0;
         }
         if (++flat_ < kFlatRounds) return 0;
         full_ = true;
+        if (growth_sent_ > 0 && static_cast<double>(growth_retrans_) >= kPathLoss * static_cast<double>(growth_sent_)) {
+            lifted_ = true; // never capped: the path lost this much while nothing could queue
+            lost_share_ = static_cast<double>(growth_retrans_) / static_cast<double>(growth_sent_);
+            return 0;
+        }
+    }
+    // Judged only after the caps have held a few rounds: the first still repair what slow
+    // start's overshoot lost.
+    if (++capped_rounds_ > kSettleRounds) {
+        sent_window_.emplace_back(sent, retrans);
+        if (sent_window_.size() > kJudgeRounds) sent_window_.pop_front();
+        uint64_t s = 0, r = 0;
+        for (const auto& [a, b] : sent_window_) s += a, r += b;
+        if (sent_window_.size() == kJudgeRounds && s > 0 && static_cast<double>(r) >= kPathLoss * static_cast<double>(s)) {
+            lifted_ = true;
+            lost_share_ = static_cast<double>(r) / static_cast<double>(s);
+            return 0;
+        }
     }
     const double best = *std::max_element(window_.begin(), window_.end());
     const double gain = kGains[phase_];
@@ -71,8 +122,13 @@ void StreamPacer::run() {
     PaceModel model;
     unsigned rounds = 0;
     bool short_said = false;
-    std::vector<uint64_t> prev(fds_.size());
-    for (size_t i = 0; i < fds_.size(); ++i) prev[i] = bytes_delivered(fds_[i]);
+    std::vector<uint64_t> prev(fds_.size()), prev_sent(fds_.size()), prev_retrans(fds_.size());
+    for (size_t i = 0; i < fds_.size(); ++i) {
+        prev[i] = bytes_delivered(fds_[i]);
+        const StreamTcp t = stream_tcp(fds_[i], static_cast<unsigned>(i + 1));
+        prev_sent[i] = t.bytes_sent;
+        prev_retrans[i] = t.bytes_retrans;
+    }
     auto t_prev = std::chrono::steady_clock::now();
     for (;;) {
         const uint32_t rtt_us = stream_tcp(fds_[0], 1).rtt_us;
@@ -82,39 +138,63 @@ void StreamPacer::run() {
             std::unique_lock lk(mu_);
             if (cv_.wait_for(lk, round, [&] { return stopped_; })) break;
         }
-        if (rtt_us < kMinRttUs) {
-            if (!short_said) verbose_("pacing: not on a path this short (" + std::to_string(rtt_us) + " us round trip)");
+        // The path's own round trip decides, not the smoothed one: on a loaded loopback that
+        // one grew past 2 ms, where pacing would only hold a local transfer back.
+        const uint32_t path_us = min_rtt_us(fds_[0]);
+        if (path_us < kMinRttUs) {
+            if (!short_said) verbose_("pacing: not on a path this short (" + std::to_string(path_us) + " us round trip)");
             short_said = true;
             continue;
         }
-        uint64_t moved = 0;
+        uint64_t moved = 0, sent = 0, retrans = 0;
         unsigned moving = 0;
+        // A reopened stream's counters start again from 0: its first round counts from there.
+        auto since = [](uint64_t now, uint64_t& before) {
+            const uint64_t d = now >= before ? now - before : now;
+            before = now;
+            return d;
+        };
         for (size_t i = 0; i < fds_.size(); ++i) {
-            const uint64_t now = bytes_delivered(fds_[i]); // a reopened stream starts again from 0
+            const uint64_t now = bytes_delivered(fds_[i]);
             if (now > prev[i]) {
                 moved += now - prev[i];
                 ++moving;
             }
             prev[i] = now;
+            const StreamTcp t = stream_tcp(fds_[i], static_cast<unsigned>(i + 1));
+            sent += since(t.bytes_sent, prev_sent[i]);
+            retrans += since(t.bytes_retrans, prev_retrans[i]);
         }
         const auto t = std::chrono::steady_clock::now();
         const double rate = static_cast<double>(moved) / std::chrono::duration<double>(t - t_prev).count();
         t_prev = t;
-        const uint64_t per = model.round(rate, moving);
+        const uint64_t per = model.round(rate, moving, sent, retrans);
+        if (model.lifted()) {
+            char share[32];
+            std::snprintf(share, sizeof share, "%.2f%%", 100 * model.lost_share());
+            lifted_ = rounds ? "caps lifted after " + std::to_string(rounds) + " rounds: the path lost " + share +
+                                   " of the bytes sent while they held (its own loss: there they only cost rate)"
+                             : std::string("not capped: the path lost ") + share +
+                                   " of the bytes sent while the streams' rate still grew (its own loss: there caps only cost rate)";
+            verbose_("pacing: " + lifted_);
+            cap(0);
+            break;
+        }
         if (per == 0) continue;
         if (rounds++ == 0)
             verbose_("pacing: the pipe is full at " + mbit(rate) + " over " + std::to_string(moving) +
                      " streams: each capped at its share from now on, probing together");
         cap(per);
     }
-    if (cap_) {
-        summary_ = "streams paced together for " + std::to_string(rounds) + " rounds, last cap " +
-                   mbit(static_cast<double>(cap_)) + " per stream";
+    if (cap_ || !lifted_.empty()) {
+        summary_ = rounds == 0 ? lifted_
+                               : "streams paced together for " + std::to_string(rounds) + " rounds, last cap " +
+                                     mbit(static_cast<double>(last_cap_)) + " per stream" + (lifted_.empty() ? "" : "; " + lifted_);
         // Said, not hidden: such a stream paced itself (an MPTCP socket refuses the option).
         if (refused_)
             summary_ += "; " + std::to_string(refused_) + " of " + std::to_string(fds_.size()) +
                         " streams refused the cap (SO_MAX_PACING_RATE; MPTCP sockets do)";
-        verbose_("pacing: " + summary_);
+        if (rounds) verbose_("pacing: " + summary_); // never capped: said when it was decided
         cap(0);
     }
 }

@@ -65,6 +65,7 @@ ServeStats Shared::snapshot() {
     s.cold_check = cold_check_text;
     s.ring_mode = ring_mode;
     s.get_sessions_ring = get_ring.load();
+    s.get_sessions_ring_encrypted = get_ring_encrypted.load();
     s.get_sessions_thread = get_thread.load();
     s.get_path = get_path;
     return s;
@@ -123,6 +124,7 @@ std::string ServeStats::to_json() const {
     str("cold_check", cold_check);
     str("ring_mode", ring_mode);
     num("get_sessions_ring", get_sessions_ring);
+    num("get_sessions_ring_encrypted", get_sessions_ring_encrypted);
     num("get_sessions_thread", get_sessions_thread);
     str("get_path", get_path);
     o.back() = '}';

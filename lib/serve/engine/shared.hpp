@@ -67,6 +67,8 @@ struct Shared {
     // Get sessions (serve/get/): written by their threads, read by snapshot().
     std::atomic<uint64_t> get_sessions{0}, get_open{0}, get_failed{0}, get_bytes{0};
     std::atomic<uint64_t> get_ring{0}, get_thread{0}; // transfers on the get ring / by a session thread
+    std::atomic<uint64_t> get_ring_encrypted{0};      // of get_ring: the receiver encrypted (TLS on the ring)
+    std::atomic<unsigned> get_admitted{0};            // sessions holding a --max-gets place (serve/get/admission.hpp)
     // Which paths ran, as the first thread found them (the same kernel for all).
     std::mutex paths_mu;
     std::string recv_path, accept_path, cold_check_text, ring_mode;

@@ -8,10 +8,11 @@
 
 namespace sluice::serve {
 
-std::unique_ptr<Attachments::Slot> Attachments::open(const GetNonce& n, unsigned count, const std::string& host) {
+std::unique_ptr<Attachments::Slot> Attachments::open(const GetNonce& n, unsigned count, const std::string& host, int notify) {
     auto w = std::make_shared<Waiting>();
     w->left = count;
     w->host = host;
+    w->notify = notify;
     std::lock_guard lock(mu_);
     if (!waiting_.emplace(n, w).second) return nullptr;
     return std::make_unique<Slot>(*this, n, std::move(w));
@@ -32,9 +33,9 @@ bool Attachments::attach(const GetNonce& n, UniqueFd fd, const std::string& host
         w->fds.push_back(std::move(fd));
         w->cv.notify_one();
     }
-    if (notify_ >= 0) {
+    if (w->notify >= 0) {
         uint64_t one = 1;
-        [[maybe_unused]] ssize_t n = ::write(notify_, &one, sizeof one);
+        [[maybe_unused]] ssize_t n = ::write(w->notify, &one, sizeof one);
     }
     return true;
 }

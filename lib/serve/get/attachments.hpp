@@ -26,6 +26,7 @@ class Attachments {
         std::deque<UniqueFd> fds;
         unsigned left = 0; // connections this get may still be handed
         std::string host;  // the request's address: an attach from elsewhere is refused
+        int notify = -1;   // an eventfd written after each connection handed over (its get ring's)
     };
 
 public:
@@ -49,18 +50,16 @@ public:
     };
 
     // Null when a get with this nonce is already waiting (a replayed or colliding request).
-    std::unique_ptr<Slot> open(const GetNonce& n, unsigned count, const std::string& host);
+    // notify: an eventfd written after each connection handed over (-1: none), so the get ring
+    // that runs the get looks at its slot, whichever ring accepted the connection.
+    std::unique_ptr<Slot> open(const GetNonce& n, unsigned count, const std::string& host, int notify = -1);
     // Hands fd to the waiting get; false (fd closed) when none waits for it, it came from
     // another address, or the get has all it asked for.
     bool attach(const GetNonce& n, UniqueFd fd, const std::string& host);
-    // An eventfd written after each connection handed over: the get ring, which never
-    // waits on a Slot, looks at its sessions' slots then (-1: none). Set before any attach.
-    void set_notify(int eventfd) { notify_ = eventfd; }
 
 private:
     std::mutex mu_;
     std::map<GetNonce, std::shared_ptr<Waiting>> waiting_;
-    int notify_ = -1;
 };
 
 } // namespace sluice::serve

@@ -15,6 +15,7 @@
 #include "core/io/mptcp.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/tcp_tuning.hpp"
+#include "core/tls/policy.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec_get.hpp"
 
@@ -112,6 +113,7 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
     ro.confine_links = true; // the server is not ours to trust: no link in dest may lead out of it
     ro.idle_timeout_ms = o.idle_timeout_ms;
     ro.mptcp = o.mptcp;
+    ro.encrypt = o.encrypt;
     ro.verbose = o.verbose;
     ro.log = o.log;
     ro.progress = o.progress;
@@ -141,6 +143,9 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
 
     wire::GetRequest q;
     q.streams = static_cast<uint16_t>(o.streams);
+    // The receiver decides each connection by the server's address (or the option), as this
+    // request's connection sees it: told to the server for its send() (a session thread).
+    q.features |= tls::wants_encryption(o.encrypt, conn.get()) ? wire::kGetEncrypted : wire::kGetClear;
     q.reply_port = o.connect_back ? rx.port() : 0;
     q.receiver_token = ro.token;
     q.path = path;

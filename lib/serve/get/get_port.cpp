@@ -1,78 +1,51 @@
 #include "serve/get/get_port.hpp"
 
-#include <poll.h>
-#include <sys/socket.h>
-
-#include <cerrno>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "core/io/socket.hpp"
-#include "core/io/sys_error.hpp"
 #include "serve/get/ring_gets.hpp"
 
 namespace sluice::serve {
 
 GetPort::GetPort(Shared& sh) : sh_(sh) {
-    listen_ = listen_tcp(sh.opt.bind_address, sh.opt.port, {.backlog = 1024, .mptcp = sh.opt.get_mptcp});
-    port_ = local_port(listen_.get());
-    ring_ = std::make_unique<RingGets>(sh, attachments_);
-}
-
-GetPort::~GetPort() { reap(true); }
-
-void GetPort::reap(bool all) {
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-        Session& s = **it;
-        if (all) s.cancel.store(true);
-        if (all || s.done.load()) {
-            if (s.thread.joinable()) s.thread.join();
-            it = sessions_.erase(it);
-        } else {
-            ++it;
-        }
+    const unsigned n = std::max(1u, sh.opt.threads);
+    // The checksum and sealing pool is split among the rings: as many threads in all as before.
+    const unsigned pool = std::max(1u, sh.opt.cold_read_threads / n);
+    for (unsigned i = 0; i < n; ++i) {
+        UniqueFd listen = listen_tcp(sh.opt.bind_address, i == 0 ? sh.opt.port : port_,
+                                     {.backlog = 1024, .reuse_port = true, .mptcp = sh.opt.get_mptcp});
+        if (i == 0) port_ = local_port(listen.get());
+        rings_.push_back(std::make_unique<RingGets>(sh, attachments_, std::move(listen), pool));
     }
+    std::lock_guard lock(sh_.paths_mu);
+    sh_.get_path = std::to_string(n) + " get ring" + (n > 1 ? "s" : "") +
+                   " (one thread each, SO_REUSEPORT): every request read, attach and refusal; single files to clients "
+                   "that attach, in clear or encrypted as the client's receiver asks (TLS 1.3 handshake stepped on the "
+                   "ring, records sealed on the ring, or on the pool for blocks not in the page cache), with no thread per connection or session; session "
+                   "threads: trees, --connect-back, --get-rate-limit";
 }
+
+GetPort::~GetPort() = default;
 
 void GetPort::run() {
-    std::thread ring_thread([this] { ring_->run(); });
-    struct Join {
-        std::atomic<bool>& stopping;
-        std::thread& t;
-        ~Join() { // the ring ends once it sees stopping and its sessions have ended
-            stopping.store(true);
-            t.join();
+    std::mutex mu;
+    std::exception_ptr first;
+    auto one = [&](RingGets& r) {
+        try {
+            r.run();
+        } catch (...) {
+            std::lock_guard lock(mu);
+            if (!first) first = std::current_exception();
+            sh_.stopping.store(true); // the others drain; Server::run then reports this error
         }
-    } join{sh_.stopping, ring_thread};
-    // A poll with a short tick, so stop() is seen without a wake-up fd: this port carries
-    // one connection per get, not per request, so the tick costs nothing that matters.
-    while (!sh_.stopping.load()) {
-        pollfd p{listen_.get(), POLLIN, 0};
-        int n = ::poll(&p, 1, 200);
-        reap(false);
-        if (n <= 0) continue;
-        int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE) ::poll(nullptr, 0, 100); // out of fds: let sessions end
-            continue;
-        }
-        UniqueFd conn(fd);
-        // Over the limit: the client still hears why (GET_REPLY busy), from a session thread
-        // of a small second allowance that only refuses; beyond that it is closed at once.
-        const bool busy = sessions_.size() >= sh_.opt.max_get_sessions;
-        if (busy && sessions_.size() >= sh_.opt.max_get_sessions + kRefusingSessions) {
-            sh_.get_sessions.fetch_add(1);
-            sh_.get_failed.fetch_add(1);
-            continue;
-        }
-        auto s = std::make_unique<Session>();
-        Session* raw = s.get();
-        sessions_.push_back(std::move(s));
-        raw->thread = std::thread([this, raw, busy, c = std::move(conn)]() mutable {
-            serve_get_session(sh_, attachments_, ring_.get(), std::move(c), raw->cancel, busy);
-            raw->done.store(true);
-        });
-    }
-    listen_.reset();
-    reap(true);
+    };
+    std::vector<std::thread> others;
+    for (size_t i = 1; i < rings_.size(); ++i) others.emplace_back(one, std::ref(*rings_[i]));
+    one(*rings_[0]);
+    for (auto& t : others) t.join();
+    if (first) std::rethrow_exception(first);
 }
 
 } // namespace sluice::serve

@@ -1,10 +1,16 @@
 #include "serve/get/ring_gets.hpp"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/io/mptcp.hpp"
+#include "core/io/rtt_deadlines.hpp"
+#include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "serve/engine/worker.hpp"
 
@@ -13,51 +19,149 @@ namespace sluice::serve {
 namespace {
 
 constexpr int kTickMs = 200;
-constexpr uint64_t kWakeTag = ~0ull, kSumTag = ~0ull - 1;
+constexpr uint64_t kAcceptTag = ~0ull - 2, kSumTag = ~0ull - 1, kWakeTag = ~0ull - 3;
+// Tags of requests: this bit, the slot, then read (0) or write (1).
+constexpr uint64_t kRequestBit = 1ull << 62;
+// Connections that have not sent their first frame yet: beyond this many, one more is closed
+// at once (each holds an fd and up to one frame of 16 KiB until its deadline).
+constexpr size_t kMaxWaiting = 1024;
 
 } // namespace
 
-RingGets::RingGets(Shared& sh, Attachments& att)
-    : sh_(sh), att_(att), efd_(::eventfd(0, EFD_CLOEXEC)), pool_(std::max(1u, sh.opt.cold_read_threads)) {
-    if (!efd_) throw_errno(ErrorCode::internal, "eventfd for the get ring");
-    att_.set_notify(efd_.get());
-    std::lock_guard lock(sh_.paths_mu);
-    sh_.get_path = "get ring: single files in clear text from loopback clients that attach (no thread per session); "
-                   "session threads: trees, --connect-back, remote clients (encryption), --get-rate-limit";
+RingGets::RingGets(Shared& sh, Attachments& att, UniqueFd listen, unsigned pool_threads)
+    : sh_(sh), att_(att), listen_(std::move(listen)), efd_(::eventfd(0, EFD_CLOEXEC)), pool_(pool_threads), threads_(sh, att),
+      accept_c_(kAcceptTag) {
+    if (!efd_) throw_errno(ErrorCode::internal, "eventfd for a get ring");
 }
 
-RingGets::~RingGets() { att_.set_notify(-1); }
+RingGets::~RingGets() = default;
 
-void RingGets::wake() {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(efd_.get(), &one, sizeof one);
+void RingGets::arm_accept() {
+    if (stopping_) return;
+    ring_->accept(accept_c_, listen_.get(), SOCK_NONBLOCK | SOCK_CLOEXEC, accept_multishot_);
 }
 
-bool RingGets::offer(RingStart& s) {
-    {
-        std::lock_guard lock(mu_);
-        if (ended_) return false;
-        incoming_.push_back(std::move(s));
-    }
-    wake();
-    return true;
-}
-
-void RingGets::take_new(int64_t now) {
-    std::vector<RingStart> in;
-    {
-        std::lock_guard lock(mu_);
-        in.swap(incoming_);
-    }
-    for (RingStart& s : in) {
-        uint32_t slot = 0;
-        while (slot < sessions_.size() && sessions_[slot]) ++slot;
-        if (slot == sessions_.size()) {
-            sessions_.emplace_back();
-            gens_.push_back(0);
+void RingGets::on_accept(Completion& c, int64_t now) {
+    const bool more = c.flags() & IORING_CQE_F_MORE;
+    if (c.outcome() == Completion::Outcome::ok) {
+        UniqueFd fd(c.result());
+        if (stopping_ || waiting_ >= kMaxWaiting) {
+            sh_.get_sessions.fetch_add(1); // closed at once, never queued behind the others
+            sh_.get_failed.fetch_add(1);
+        } else {
+            uint32_t slot = 0;
+            while (slot < requests_.size() && requests_[slot]) ++slot;
+            if (slot == requests_.size()) requests_.emplace_back();
+            ++waiting_;
+            requests_[slot] = std::make_unique<RingRequest>(std::move(fd), sh_, *ring_, kRequestBit | uint64_t{slot} << 1, now);
+            after(slot, now);
         }
-        ++gens_[slot];
-        sessions_[slot] = std::make_unique<RingSession>(std::move(s), sh_, *ring_, pool_, slot, gens_[slot], now);
+    }
+    if (more || accept_c_.busy() || c.outcome() == Completion::Outcome::cancelled || stopping_) return;
+    if (c.outcome() == Completion::Outcome::failed && c.error() == EINVAL && accept_multishot_) {
+        accept_multishot_ = false; // before Linux 5.19: one accept per connection
+        return arm_accept();
+    }
+    // EMFILE and the like would fail again at once: re-armed at the next tick, while the
+    // connection waits in the backlog and sessions end.
+    if (c.outcome() == Completion::Outcome::failed)
+        accept_retry_ = true;
+    else
+        arm_accept();
+}
+
+// Why this get is not for the get ring ("" when it may be): said in -v and counted in stats
+// (get_sessions_thread), never a silent fallback. A tree is found once the path is looked at.
+std::string RingGets::not_on_ring(const Asked& a) const {
+    if (a.q.reply_port != 0) return "--connect-back (the server connects out)";
+    if (sh_.opt.get_rate_limit) return "--get-rate-limit (not on the get ring yet)";
+    return "";
+}
+
+void RingGets::on_request(RingRequest& r) {
+    Asked& a = r.asked();
+    if (sh_.opt.get_mptcp && sh_.opt.verbose && sh_.opt.log) {
+        const ConnectionMptcp m = mptcp_of(a.fd.get(), 0, true, true);
+        sh_.opt.log("get session from " + a.host + ": the request came over " + (m.mptcp ? "MPTCP" : "plain TCP: " + m.why));
+    }
+    std::string why = not_on_ring(a);
+    // A place under --max-gets, over every ring and session thread (attached connections take none).
+    Admission admission = Admission::take(sh_.get_admitted, sh_.opt.max_get_sessions);
+    const bool busy = !admission;
+    Judged j;
+    if (why.empty() || busy) {
+        j = judge(sh_, att_, a, busy, true, efd_.get());
+        if (j.tree) why = "a tree (not on the get ring yet)";
+        if (!j.tree && j.reply.status == wire::GetStatus::ok && (j.src.list.size() != 1 || j.src.files != 1)) {
+            why = "a tree (not on the get ring yet)"; // it became one since it was looked at
+            j = Judged{};
+        }
+    }
+    if (!why.empty() && !busy) {
+        a.why_thread = why;
+        a.admission = std::move(admission);
+        if (!threads_.start(a)) sh_.get_failed.fetch_add(1);
+        r.take();
+        return;
+    }
+    if (j.reply.status != wire::GetStatus::ok) {
+        sh_.get_failed.fetch_add(1);
+        return r.reply(j.reply);
+    }
+    const FdSource& f = j.src.list[0];
+    struct stat st {};
+    RingStart& s = r.start;
+    s.file = std::move(j.src.fds[0]);
+    s.slot = std::move(j.slot);
+    s.size = f.length;
+    s.mtime_ns = f.mtime_ns >= 0 ? f.mtime_ns
+                 : ::fstat(s.file.get(), &st) == 0 ? int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec
+                                                   : 0;
+    s.mode = f.mode;
+    s.name = f.name;
+    s.label = "'" + a.q.path + "' by " + a.host;
+    s.streams = a.q.streams;
+    s.receiver_token = a.q.receiver_token;
+    s.attach_wait_ms = rtt_scaled_ms(SendOptions{}.connect_timeout_ms, a.rtt_us);
+    s.idle_ms = sh_.opt.send_timeout_ms;
+    s.admission = std::move(admission);
+    r.reply(j.reply);
+}
+
+void RingGets::start_session(RingStart s, int64_t now) {
+    uint32_t slot = 0;
+    while (slot < sessions_.size() && sessions_[slot]) ++slot;
+    if (slot == sessions_.size()) {
+        sessions_.emplace_back();
+        gens_.push_back(0);
+    }
+    ++gens_[slot];
+    sh_.get_ring.fetch_add(1);
+    sessions_[slot] = std::make_unique<RingSession>(std::move(s), sh_, *ring_, pool_, slot, gens_[slot], now);
+}
+
+void RingGets::after(uint32_t slot, int64_t now) {
+    RingRequest& r = *requests_[slot];
+    using St = RingRequest::St;
+    if (r.state() == St::request) on_request(r);
+    if (r.state() == St::attach) {
+        const std::string host = peer_address(r.asked().fd.get()).host;
+        UniqueFd fd = r.take();
+        const int fl = ::fcntl(fd.get(), F_GETFL);
+        if (fl >= 0) ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK); // as accepted: a session thread may take it
+        set_io_timeout(fd.get(), 0);                                // the sender sets its own deadlines
+        // The ring running that get hears of it through its eventfd (this one's too).
+        if (!att_.attach(r.nonce(), std::move(fd), host) && sh_.opt.verbose && sh_.opt.log)
+            sh_.opt.log("get session: a GET_ATTACH for no waiting get (unknown, from another address, or one too many): closed");
+    }
+    if (r.state() == St::ready) {
+        RingStart s = std::move(r.start);
+        s.request = r.take();
+        start_session(std::move(s), now);
+    }
+    if (r.finished()) {
+        requests_[slot].reset();
+        --waiting_;
     }
 }
 
@@ -68,30 +172,22 @@ void RingGets::run() {
     sigemptyset(&pipe_signal);
     sigaddset(&pipe_signal, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
-    std::unique_ptr<Ring> made;
-    try {
-        made = std::make_unique<Ring>(256); // made on this thread: SINGLE_ISSUER ties it here
-    } catch (const Error& e) {
-        std::lock_guard lock(mu_);
-        ended_ = true; // every get goes to a session thread from here on, and stats say why
-        std::lock_guard plock(sh_.paths_mu);
-        sh_.get_path = std::string("session threads only: the get ring could not be set up (") + e.what() + ")";
-        return;
-    }
+    std::unique_ptr<Ring> made = std::make_unique<Ring>(256); // made on this thread: SINGLE_ISSUER ties it here
     Ring& ring = *made;
     ring_ = &ring;
-    Completion wake_c(kWakeTag), sum_c(kSumTag);
-    uint64_t wake_v = 0, sum_v = 0;
-    ring.read(wake_c, efd_.get(), &wake_v, sizeof wake_v, 0);
+    Completion sum_c(kSumTag), wake_c(kWakeTag);
+    uint64_t sum_v = 0, wake_v = 0;
+    arm_accept();
     ring.read(sum_c, pool_.wake_fd(), &sum_v, sizeof sum_v, 0);
+    ring.read(wake_c, efd_.get(), &wake_v, sizeof wake_v, 0);
     std::vector<SumJob> sums;
     int64_t now = monotonic_ms(), next_tick = now + kTickMs;
-    bool stopping = false;
     for (;;) {
         Completion* c = ring.wait_for(static_cast<int>(std::max<int64_t>(1, next_tick - now)));
         now = monotonic_ms();
-        if (c == &wake_c) {
-            take_new(now);
+        if (c == &accept_c_) {
+            on_accept(*c, now);
+        } else if (c == &wake_c) {
             for (auto& s : sessions_)
                 if (s) s->on_attach(now);
             ring.read(wake_c, efd_.get(), &wake_v, sizeof wake_v, 0);
@@ -101,6 +197,12 @@ void RingGets::run() {
                 if (j.session < sessions_.size() && sessions_[j.session] && sessions_[j.session]->gen() == j.gen)
                     sessions_[j.session]->on_sum(j, now);
             ring.read(sum_c, pool_.wake_fd(), &sum_v, sizeof sum_v, 0);
+        } else if (c && (c->tag & kRequestBit)) {
+            const uint64_t slot = (c->tag & ~kRequestBit) >> 1;
+            if (slot < requests_.size() && requests_[slot]) {
+                requests_[slot]->on_completion(c->tag & 1, *c, now);
+                after(static_cast<uint32_t>(slot), now);
+            }
         } else if (c) {
             const uint64_t slot = c->tag >> RingSession::kTagBits;
             if (slot < sessions_.size() && sessions_[slot])
@@ -108,26 +210,37 @@ void RingGets::run() {
         }
         if (now >= next_tick) {
             next_tick = now + kTickMs;
-            if (sh_.stopping.load() && !stopping) {
-                stopping = true;
-                std::lock_guard lock(mu_);
-                ended_ = true; // no offer after this one is taken
+            threads_.reap();
+            if (sh_.stopping.load() && !stopping_) {
+                stopping_ = true;
+                if (accept_c_.busy()) ring.cancel(accept_c_);
             }
-            if (stopping) take_new(now);
+            if (accept_retry_ && !stopping_) {
+                accept_retry_ = false;
+                arm_accept();
+            }
+            for (uint32_t i = 0; i < requests_.size(); ++i) {
+                if (!requests_[i]) continue;
+                if (stopping_) requests_[i]->cancel();
+                requests_[i]->tick(now);
+                after(i, now);
+            }
             for (auto& s : sessions_) {
                 if (!s) continue;
-                if (stopping) s->cancel();
+                if (stopping_) s->cancel();
                 s->tick(now);
             }
+            if (stopping_) threads_.stop(); // cancels their transfers: they end within a tick of their own
         }
-        bool any = false;
+        bool any = accept_c_.busy() || waiting_ > 0;
         for (auto& s : sessions_) {
             if (s && s->finished()) s.reset();
             any = any || s;
         }
-        if (stopping && !any) break;
+        if (stopping_ && !any) break;
     }
     sessions_.clear(); // before the ring: their completions are reaped while it lives
+    requests_.clear();
     ring_ = nullptr;
 }
 

@@ -1,49 +1,55 @@
 #pragma once
-// The get ring: one thread with its own io_uring that runs the transfers of get sessions the
-// session threads hand it (single files, clear text: RingSession), all at once, with no thread
-// per session. The session threads still read each request (a short step, under the request
-// deadline); the transfer, which can last as long as the client takes, is here. A finished
-// checksum, a new session and a new attached connection wake the ring through eventfds.
-#include <atomic>
+// A get ring: one thread with its own io_uring and its own listening socket on the sluice port
+// of `sluice serve` (one ring per --threads, SO_REUSEPORT: the kernel spreads connections).
+// It accepts (multishot), reads each connection's first frame (RingRequest: no thread per
+// connection), hands attached connections to the get waiting for them (on whichever ring:
+// Attachments wakes that ring's eventfd), answers requests, and runs the transfers of the gets
+// it sends itself (RingSession: single files), all at once, with no thread per session. A get it
+// does not send (a tree, --connect-back, --get-rate-limit) goes to a session thread
+// (SessionThreads) once its request is read, said in -v and counted. A finished checksum wakes
+// the ring through its pool's eventfd.
 #include <memory>
-#include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/get/attachments.hpp"
+#include "serve/get/ring_request.hpp"
 #include "serve/get/ring_session.hpp"
+#include "serve/get/session_threads.hpp"
 #include "serve/get/sum_pool.hpp"
 
 namespace sluice::serve {
 
 class RingGets {
 public:
-    RingGets(Shared& sh, Attachments& att); // registers its eventfd with att
+    RingGets(Shared& sh, Attachments& att, UniqueFd listen, unsigned pool_threads);
     ~RingGets();
-    // From a session thread: the transfer is the ring's now. False when the ring has ended
-    // (the server stops): the caller still owns s and says so to the client.
-    bool offer(RingStart& s);
-    bool accepting() {
-        std::lock_guard lock(mu_);
-        return !ended_;
-    }
-    void run(); // the ring thread: until sh.stopping and every session has ended
+    // On the caller's thread: until sh.stopping, then until every session (ring and threads) has ended.
+    void run();
 
 private:
-    void wake();
-    void take_new(int64_t now);
+    void arm_accept();
+    void on_accept(Completion& c, int64_t now);
+    void after(uint32_t slot, int64_t now); // acts on what request `slot` came to
+    void on_request(RingRequest& r); // a request read: refused, to the ring once replied, or to a thread
+    void start_session(RingStart s, int64_t now);
+    std::string not_on_ring(const Asked& a) const;
 
     Shared& sh_;
     Attachments& att_;
-    UniqueFd efd_; // offers and attaches
+    UniqueFd listen_;
+    UniqueFd efd_; // written by Attachments when a connection for one of this ring's gets came in
     SumPool pool_;
-    std::mutex mu_;
-    std::vector<RingStart> incoming_;
-    bool ended_ = false; // under mu_: offers refused
+    SessionThreads threads_;
     std::vector<std::unique_ptr<RingSession>> sessions_; // by slot; null: free
     std::vector<uint32_t> gens_;
+    std::vector<std::unique_ptr<RingRequest>> requests_; // by slot; null: free
+    size_t waiting_ = 0;                                  // requests_ not null
     Ring* ring_ = nullptr; // run()'s, while it runs
+    Completion accept_c_;
+    bool accept_multishot_ = true, accept_retry_ = false, stopping_ = false;
 };
 
 } // namespace sluice::serve

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/tls/policy.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec.hpp"
 #include "core/wire/codec_get.hpp"
@@ -93,7 +94,9 @@ void RingSession::on_completion(uint64_t low, Completion& c, int64_t now_ms) {
     if (li >= links_.size()) return;
     Link& l = *links_[li];
     if (c.outcome() == Completion::Outcome::cancelled) return;
-    if (low % 2 == 0)
+    if (l.st == Link::St::shaking)
+        shake(l); // what it waited for, a read or a write, has come
+    else if (low % 2 == 0)
         read_link(l);
     if (!ended_) drive();
 }
@@ -116,32 +119,56 @@ void RingSession::read_link(Link& l) {
             if (ended_) return;
             continue;
         }
+        if (l.st == Link::St::shaking) return shake(l); // OpenSSL reads the socket itself
         if (l.st == Link::St::ready) {
             if (l.index != 0) return;
-            on_control_bytes(l); // takes every whole frame
+            if (l.tls) return read_records(l);
+            on_control_bytes(l.in); // takes every whole frame
             if (ended_) return;
         }
         const size_t step = l.st == Link::St::hello ? wire::kServerHelloBytes
                             : l.st == Link::St::auth ? wire::kServerAuthBytes
                                                      : kCap;
         if (l.in.size() >= step) return fail(ErrorCode::protocol, "the receiver's control frame is over 64 KiB");
-        unsigned char buf[4096];
-        ssize_t n = ::recv(l.fd.get(), buf, std::min(sizeof buf, step - l.in.size()), MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && would_block(errno)) {
-            if (!l.rd_c.busy()) ring_.poll(l.rd_c, l.fd.get(), POLLIN);
-            return;
-        }
-        if (n <= 0) {
-            const int e = n < 0 ? errno : 0;
-            return fail(ErrorCode::network,
-                        "the client's " + std::string(l.index ? "data stream " + std::to_string(l.index) : "control connection") +
-                            (n == 0 ? " closed" : std::string(" failed: ") + std::strerror(e)) + " before the transfer ended",
-                        n == 0 ? ErrorCause::peer_closed : cause_of(e));
-        }
-        deadline_ms_ = now_ms_ + s_.idle_ms;
-        l.in.insert(l.in.end(), buf, buf + n);
+        if (!receive(l, step - l.in.size())) return;
     }
+}
+
+bool RingSession::sent(Link& l, ssize_t n) {
+    if (n < 0 && errno == EINTR) return true;
+    if (n < 0 && would_block(errno)) {
+        ring_.poll(l.wr_c, l.fd.get(), POLLOUT);
+        return false;
+    }
+    if (n < 0) {
+        const int e = errno;
+        fail(ErrorCode::network, "sending to the client's " + who(l) + ": " + std::strerror(e), cause_of(e));
+        return false;
+    }
+    deadline_ms_ = now_ms_ + s_.idle_ms;
+    return true;
+}
+
+bool RingSession::receive(Link& l, size_t most) {
+    unsigned char buf[4096];
+    ssize_t n;
+    do {
+        n = ::recv(l.fd.get(), buf, std::min(sizeof buf, most), MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && would_block(errno)) {
+        if (!l.rd_c.busy()) ring_.poll(l.rd_c, l.fd.get(), POLLIN);
+        return false;
+    }
+    if (n <= 0) {
+        const int e = n < 0 ? errno : 0;
+        fail(ErrorCode::network,
+             "the client's " + who(l) + (n == 0 ? " closed" : std::string(" failed: ") + std::strerror(e)) + " before the transfer ended",
+             n == 0 ? ErrorCause::peer_closed : cause_of(e));
+        return false;
+    }
+    deadline_ms_ = now_ms_ + s_.idle_ms;
+    l.in.insert(l.in.end(), buf, buf + n);
+    return true;
 }
 
 void RingSession::on_hello_bytes(Link& l) {
@@ -152,17 +179,19 @@ void RingSession::on_hello_bytes(Link& l) {
             l.in.erase(l.in.begin(), l.in.begin() + wire::kServerHelloBytes);
             if (server.version != wire::kVersion)
                 return fail(ErrorCode::protocol, "the client's receiver speaks protocol version " + std::to_string(server.version));
-            // Chosen for the ring only where the receiver does not encrypt (a loopback peer):
-            // one that does is refused here rather than sent clear text it would not take.
-            if (server.features & wire::kFeatureEncryption)
-                return fail(ErrorCode::auth, "the client's receiver encrypts its " + who +
-                                                 "; gets on the serve ring are clear text only (this server routes only loopback clients there)");
+            // The receiver decides (encrypted unless it sees the server on loopback), and the
+            // whole transfer is one way or the other: its control connection's choice.
+            l.tls = server.features & wire::kFeatureEncryption;
+            if (l.index == 0 && (encrypted_ = l.tls)) sh_.get_ring_encrypted.fetch_add(1);
+            if (l.tls != encrypted_)
+                return fail(ErrorCode::protocol, "the client's receiver encrypts some of its connections and not others (" + who + ")");
             l.server_nonce = server.nonce;
             wire::ClientHello h;
             h.role = l.index ? wire::Role::data : wire::Role::control;
             h.stream_index = l.index;
             h.stream_count = s_.streams;
-            h.features = 0; // no reconnect (attached streams cannot be reopened), no window, no updates
+            // No reconnect (attached streams cannot be reopened), no window, no updates.
+            h.features = l.tls ? wire::kFeatureEncryption : 0;
             h.transfer_id = transfer_id_;
             wire::random_bytes(h.nonce);
             l.nonce = h.nonce;
@@ -171,6 +200,7 @@ void RingSession::on_hello_bytes(Link& l) {
             auto mac = wire::client_hello_mac(s_.receiver_token, server.nonce,
                                               wire::client_hello_signed_part(wire::Span(l.out.data() + at, l.out.size() - at)));
             std::copy(mac.begin(), mac.end(), l.out.end() - wire::kMacBytes);
+            if (l.tls) l.psk = tls::hello_psk(s_.receiver_token, server.nonce, server.features, h);
             l.st = Link::St::auth;
             return;
         }
@@ -180,19 +210,25 @@ void RingSession::on_hello_bytes(Link& l) {
             return fail(ErrorCode::auth, "the client's receiver refused the " + who + ": " + wire::auth_status_text(auth.status));
         if (!wire::macs_equal(auth.mac, wire::server_auth_mac(s_.receiver_token, l.nonce, l.server_nonce)))
             return fail(ErrorCode::auth, "the client's receiver could not prove it holds the request's token (" + who + ")");
-        l.st = Link::St::ready;
-        if (l.index == 0) {
-            send_manifest(l);
-            for (size_t i = 1; i < links_.size() && !ended_; ++i) // their hellos waited for this one
-                if (links_[i]->st == Link::St::hello) read_link(*links_[i]);
-        }
+        if (l.tls) return start_tls(l);
+        on_secure(l);
     } catch (const Error& e) {
         fail(ErrorCode::protocol, "the client's " + who + " is not a sluice receiver: " + e.what());
     }
 }
 
+void RingSession::on_secure(Link& l) {
+    l.st = Link::St::ready;
+    if (l.index == 0) {
+        send_manifest(l);
+        for (size_t i = 1; i < links_.size() && !ended_; ++i) // their hellos waited for this one
+            if (links_[i]->st == Link::St::hello) read_link(*links_[i]);
+    }
+}
+
 bool RingSession::flush(Link& l) {
     if (l.wr_c.busy()) return false;
+    if (l.tls && l.st == Link::St::ready) return flush_tls(l);
     while (l.out_off < l.out.size() || l.has_block) {
         ssize_t n;
         if (l.out_off < l.out.size()) {
@@ -208,18 +244,7 @@ bool RingSession::flush(Link& l) {
             }
             if (n == 0) return fail(ErrorCode::source, "'" + s_.name + "' got shorter while it was sent"), false;
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && would_block(errno)) {
-            ring_.poll(l.wr_c, l.fd.get(), POLLOUT);
-            return false;
-        }
-        if (n < 0) {
-            const int e = errno;
-            fail(ErrorCode::network, "sending to the client's " + (l.index ? "data stream " + std::to_string(l.index) : std::string("control connection")) +
-                                         ": " + std::strerror(e), cause_of(e));
-            return false;
-        }
-        deadline_ms_ = now_ms_ + s_.idle_ms;
+        if (!sent(l, n)) return false;
         if (l.out_off == l.out.size()) {
             l.out.clear();
             l.out_off = 0;
@@ -238,6 +263,13 @@ void RingSession::drive() {
     bool streams_ended = true;
     for (size_t i = 1; i < links_.size() && !ended_; ++i) {
         Link& l = *links_[i];
+        if (l.tls) {
+            drive_sealed(l);
+            blocks += l.blocks;
+            bytes += l.bytes;
+            streams_ended = streams_ended && l.end_queued && !l.sealing && !l.sealed->pending(); // end_queued: sealed is there
+            continue;
+        }
         while (!ended_ && l.st == Link::St::ready && flush(l)) {
             if (!ready_.empty()) { // the next summed block goes to the first idle stream
                 const Block b = ready_.front();
@@ -290,9 +322,22 @@ void RingSession::cancel() {
 void RingSession::fail(ErrorCode code, const std::string& why, ErrorCause) {
     if (ended_) return;
     if (!links_.empty() && links_[0]->st == Link::St::ready && !links_[0]->wr_c.busy()) {
+        Link& c = *links_[0];
         wire::Bytes a; // best effort: the receiver hears why, if its socket has room
-        wire::encode_abort(a, wire::Abort{1, why});
-        [[maybe_unused]] ssize_t n = ::send(links_[0]->fd.get(), a.data(), a.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        wire::encode_abort(a, wire::Abort{1, why.substr(0, 1024)});
+        if (c.tls) {
+            // Sealed, and only where nothing sealed waits (a record half sent would garble it).
+            wire::Bytes r;
+            if (c.wire.empty() && c.sealer) {
+                r.resize(a.size() + tls::kRecordOverhead);
+                std::copy(a.begin(), a.end(), r.begin() + tls::kHeaderBytes);
+                r.resize(c.sealer->seal(r.data(), a.size()));
+            }
+            a.swap(r);
+        }
+        if (!a.empty()) {
+            [[maybe_unused]] ssize_t n = ::send(c.fd.get(), a.data(), a.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
     }
     finish(1 + static_cast<uint32_t>(code), why);
 }
@@ -317,7 +362,12 @@ void RingSession::finish(uint32_t status, const std::string& message) {
     if (!ok_) sh_.get_failed.fetch_add(1);
     sh_.get_open.fetch_sub(1);
     counted_open_ = false;
-    if (sh_.opt.verbose && sh_.opt.log) sh_.opt.log("get " + s_.label + " (on the get ring): " + (ok_ ? std::string("sent") : message));
+    if (sh_.opt.verbose && sh_.opt.log)
+        sh_.opt.log("get " + s_.label +
+                    (encrypted_ ? " (on the get ring, encrypted: TLS 1.3; blocks sealed on the ring " + std::to_string(ring_sealed_) +
+                                      ", on the pool (not in the page cache) " + std::to_string(pool_sealed_) + "): "
+                                : " (on the get ring): ") +
+                    (ok_ ? std::string("sent") : message));
 }
 
 } // namespace sluice::serve

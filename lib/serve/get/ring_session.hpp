@@ -1,12 +1,18 @@
 #pragma once
-// One get session's transfer on the get ring (serve/get/ring_gets): a single regular file in
-// clear text to the client's receiver over the connections it attached (GET_ATTACH), as the
-// public send() would send it, but as a state machine driven by poll completions: no thread
-// of its own, and nothing on the ring thread that waits (checksums on the SumPool; sockets
-// non-blocking; file data by sendfile from pages the pool's read just brought in).
+// One get session's transfer on the get ring (serve/get/ring_gets): a single regular file to
+// the client's receiver over the connections it attached (GET_ATTACH), as the public send()
+// would send it, but as a state machine driven by poll completions: no thread of its own, and
+// nothing on the ring thread that waits (checksums on the SumPool; sockets non-blocking).
 //   link 0: control: hello, MANIFEST + MANIFEST_END, then MANIFEST_ACK (resume ranges),
 //           RESEND, ALL_VERIFIED, FINAL_STATUS; TRANSFER_END once every stream has ended
-//   links 1..streams: data: hello, then BLOCK frames (prefix sent, data by sendfile), STREAM_END
+//   links 1..streams: data: hello, then BLOCK frames, STREAM_END
+// In clear text (a receiver that does not encrypt: loopback), file data goes by sendfile from
+// pages the pool's read just brought in. Encrypted (the receiver's hello says so: every
+// client not on loopback), each connection runs the TLS 1.3 PSK handshake after the hello,
+// stepped on its non-blocking socket (tls::SteppedHandshake); control frames are then sealed
+// and opened here, and each data stream's blocks are read, summed and sealed into the stream's
+// own record buffer (SealedBlock: on the ring where the block is in the page cache, else on the
+// pool), which the ring sends (ring_session_tls.cpp).
 // Bounded: at most streams + 1 blocks summed ahead, a control frame of at most 64 KiB, one
 // deadline renewed by progress (the attach wait first, then the server's send timeout).
 #include <array>
@@ -18,7 +24,10 @@
 
 #include "core/io/unique_fd.hpp"
 #include "core/ring/ring.hpp"
+#include "core/tls/handshake.hpp"
+#include "core/tls/record.hpp"
 #include "core/wire/codec.hpp"
+#include "serve/get/admission.hpp"
 #include "serve/get/attachments.hpp"
 #include "serve/get/sum_pool.hpp"
 #include "sluice/error.hpp"
@@ -41,6 +50,7 @@ struct RingStart {
     std::string receiver_token;
     int attach_wait_ms = 10000;
     int idle_ms = 60000;
+    Admission admission; // the place under --max-gets, given back when the session goes
 };
 
 class RingSession {
@@ -67,9 +77,9 @@ private:
         explicit Link(uint64_t tag_base) : rd_c(tag_base), wr_c(tag_base + 1) {}
         UniqueFd fd;
         uint16_t index = 0;
-        enum class St : uint8_t { hello, auth, ready } st = St::hello;
-        std::vector<unsigned char> in;
-        wire::Bytes out;
+        enum class St : uint8_t { hello, auth, shaking, ready } st = St::hello;
+        std::vector<unsigned char> in; // received (encrypted control: records not yet opened)
+        wire::Bytes out;               // to send (encrypted control: frames not yet sealed)
         size_t out_off = 0;
         std::array<unsigned char, wire::kNonceBytes> nonce{}; // ours, for ServerAuth's MAC
         std::array<unsigned char, wire::kNonceBytes> server_nonce{};
@@ -77,6 +87,17 @@ private:
         uint64_t blk_off = 0, blk_end = 0; // file bytes owed once out is sent
         uint64_t blocks = 0, bytes = 0;    // whole blocks this stream carried (STREAM_END)
         bool end_queued = false;
+        // Encrypted (the receiver's hello asked for it): the handshake, then the record layer.
+        bool tls = false;
+        tls::Psk psk{};
+        std::unique_ptr<tls::SteppedHandshake> shake;
+        std::unique_ptr<tls::Sealer> sealer;   // control: frames sealed into wire
+        std::unique_ptr<tls::Opener> opener;   // control: in opened into plain
+        std::vector<unsigned char> plain;      // control: opened bytes, whole frames taken from here
+        std::vector<unsigned char> wire;       // control: sealed records to send
+        size_t wire_off = 0;
+        std::unique_ptr<SealedBlock> sealed;   // data: the block (or STREAM_END) being sent
+        bool sealing = false;                  // data: the pool is filling sealed
         Completion rd_c, wr_c;
     };
     struct Block {
@@ -86,6 +107,12 @@ private:
     // ring_session.cpp: connections, handshakes, writing, the end
     void add_link(UniqueFd fd);
     void read_link(Link& l);
+    // Up to `most` more bytes into l.in: false when none came now (a poll is armed) or the
+    // session failed (the client closed, or the connection broke).
+    bool receive(Link& l, size_t most);
+    // After a send on l returned n: true to go on (bytes went, or EINTR), false when the
+    // socket is full (POLLOUT armed) or the session failed.
+    bool sent(Link& l, ssize_t n);
     void on_hello_bytes(Link& l);
     bool flush(Link& l); // false: the socket is full (POLLOUT armed) or the session failed
     void drive();        // hands blocks to idle streams, ends streams, writes what is owed
@@ -94,10 +121,21 @@ private:
     void watch_request();
     // ring_session_frames.cpp: the control connection's frames, and which bytes to send
     void send_manifest(Link& l);
-    void on_control_bytes(Link& l);
+    void on_control_bytes(std::vector<unsigned char>& in);
+    bool next_range(uint64_t most, uint64_t& off, uint64_t& len); // resends first, then the plan
     void on_frame(uint8_t type, wire::Span payload);
     void plan(const std::vector<wire::ByteRange>& verified);
     void queue_sums();
+    // ring_session_tls.cpp: an encrypted session's connections
+    void start_tls(Link& l);
+    void shake(Link& l);
+    void on_secure(Link& l); // the handshake ended: keys in place, then as a clear link's ready
+    void read_records(Link& l);
+    bool flush_tls(Link& l);
+    void drive_sealed(Link& l);
+    void on_sealed(const SumJob& j);
+    bool sealed(Link& l, const SumJob& j); // a block is in l's records: counted (false: the read failed)
+    std::string who(const Link& l) const;
 
     Shared& sh_;
     Ring& ring_;
@@ -118,8 +156,9 @@ private:
     std::deque<Block> ready_;
     unsigned sums_in_flight_ = 0;
     bool manifest_sent_ = false, acked_ = false, all_verified_ = false, transfer_end_ = false;
-    bool ended_ = false, ok_ = false, counted_open_ = false;
+    bool ended_ = false, ok_ = false, counted_open_ = false, encrypted_ = false;
     uint64_t sent_bytes_ = 0;
+    uint64_t ring_sealed_ = 0, pool_sealed_ = 0; // encrypted: where each block was sealed (-v)
 };
 
 } // namespace sluice::serve

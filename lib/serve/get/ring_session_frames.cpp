@@ -33,12 +33,12 @@ void RingSession::send_manifest(Link& l) {
     manifest_sent_ = true;
 }
 
-void RingSession::on_control_bytes(Link& l) {
+void RingSession::on_control_bytes(std::vector<unsigned char>& in) {
     size_t at = 0;
-    while (!ended_ && l.in.size() - at >= wire::kFrameHeaderBytes) {
+    while (!ended_ && in.size() - at >= wire::kFrameHeaderBytes) {
         wire::FrameHeader h;
         try {
-            h = wire::decode_frame_header(wire::Span(l.in.data() + at, wire::kFrameHeaderBytes));
+            h = wire::decode_frame_header(wire::Span(in.data() + at, wire::kFrameHeaderBytes));
         } catch (const Error& e) {
             return fail(ErrorCode::protocol, std::string("the client's receiver: ") + e.what());
         }
@@ -46,15 +46,15 @@ void RingSession::on_control_bytes(Link& l) {
             return fail(ErrorCode::protocol, "the client's receiver sent a " + std::string(wire::frame_type_name(h.type)) +
                                                  " frame of " + std::to_string(h.length) +
                                                  " bytes (a get on the serve ring takes at most 65536)");
-        if (l.in.size() - at < wire::kFrameHeaderBytes + h.length) break;
+        if (in.size() - at < wire::kFrameHeaderBytes + h.length) break;
         try {
-            on_frame(h.type, wire::Span(l.in.data() + at + wire::kFrameHeaderBytes, h.length));
+            on_frame(h.type, wire::Span(in.data() + at + wire::kFrameHeaderBytes, h.length));
         } catch (const Error& e) {
             return fail(ErrorCode::protocol, std::string("the client's receiver: ") + e.what());
         }
         at += wire::kFrameHeaderBytes + h.length;
     }
-    if (!ended_) l.in.erase(l.in.begin(), l.in.begin() + static_cast<long>(at));
+    if (!ended_) in.erase(in.begin(), in.begin() + static_cast<long>(at));
 }
 
 void RingSession::on_frame(uint8_t type, wire::Span p) {
@@ -114,24 +114,32 @@ void RingSession::plan(const std::vector<wire::ByteRange>& verified) {
     cursor_off_ = needed_.empty() ? 0 : needed_[0].first;
 }
 
+bool RingSession::next_range(uint64_t most, uint64_t& off, uint64_t& len) {
+    if (!resend_.empty()) { // a range asked again larger than a block goes in blocks
+        off = resend_.front().first;
+        len = std::min(most, resend_.front().second - off);
+        if (off + len == resend_.front().second)
+            resend_.pop_front();
+        else
+            resend_.front().first += len;
+        return true;
+    }
+    if (cursor_ >= needed_.size()) return false;
+    off = cursor_off_;
+    len = std::min(most - cursor_off_ % most, needed_[cursor_].second - cursor_off_);
+    cursor_off_ += len;
+    if (cursor_off_ == needed_[cursor_].second && ++cursor_ < needed_.size()) cursor_off_ = needed_[cursor_].first;
+    return true;
+}
+
 // Sums ahead of the streams, at most one block per stream and one more: what a session holds
-// does not grow with the file.
+// does not grow with the file. (Encrypted, each stream's block is summed as it is sealed:
+// ring_session_tls.cpp.)
 void RingSession::queue_sums() {
-    if (!acked_ || ended_) return;
+    if (!acked_ || ended_ || encrypted_) return;
     while (ready_.size() + sums_in_flight_ < 1u + s_.streams) {
         SumJob j{slot_, gen_, s_.file.get(), 0, 0, 0, 0};
-        if (!resend_.empty()) {
-            j.offset = resend_.front().first;
-            j.length = resend_.front().second - j.offset;
-            resend_.pop_front();
-        } else if (cursor_ < needed_.size()) {
-            j.offset = cursor_off_;
-            j.length = std::min(kBlock - cursor_off_ % kBlock, needed_[cursor_].second - cursor_off_);
-            cursor_off_ += j.length;
-            if (cursor_off_ == needed_[cursor_].second && ++cursor_ < needed_.size()) cursor_off_ = needed_[cursor_].first;
-        } else {
-            return;
-        }
+        if (!next_range(kBlock, j.offset, j.length)) return;
         ++sums_in_flight_;
         pool_.push(j);
     }
@@ -140,6 +148,7 @@ void RingSession::queue_sums() {
 void RingSession::on_sum(const SumJob& j, int64_t now_ms) {
     now_ms_ = now_ms;
     --sums_in_flight_;
+    if (j.seal) return on_sealed(j);
     if (ended_) return;
     if (j.err) return fail(ErrorCode::source, "reading '" + s_.name + "' to send it: " + std::strerror(j.err));
     ready_.push_back(Block{j.offset, j.length, j.sum});

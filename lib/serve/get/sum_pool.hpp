@@ -1,6 +1,7 @@
 #pragma once
-// The checksums of get sessions on the ring (serve/get/ring_gets): XXH3-64 of a block's bytes,
-// read by a few threads of their own so that neither the hash nor a cold page ever holds the
+// The checksums of get sessions on the ring (serve/get/ring_gets): XXH3-64 of a block's bytes
+// (and for an encrypted session the block's records sealed: SealedBlock), read by a few
+// threads of their own so that neither the hash nor a cold page ever holds the
 // ring thread. Reading the block here also brings it into the page cache, so the ring's
 // sendfile of it afterwards finds it there. A finished job is queued and the ring woken
 // through an eventfd it reads.
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "serve/get/sealed_block.hpp"
 
 namespace sluice::serve {
 
@@ -22,6 +24,11 @@ struct SumJob {
     uint64_t offset = 0, length = 0;
     uint64_t sum = 0;     // out: XXH3-64 of the bytes
     int err = 0;          // out: errno of a failed read, or EIO for a file that got shorter
+    // An encrypted session's block: read into this data stream's records, summed and sealed
+    // there (SealedBlock::fill) instead of only summed. The session waits for the job before
+    // it frees the buffer.
+    SealedBlock* seal = nullptr;
+    uint16_t link = 0; // which of the session's connections it is for
 };
 
 class SumPool {

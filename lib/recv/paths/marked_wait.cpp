@@ -1,0 +1,38 @@
+// A receive under a low-water mark, with its deadline (marked_wait.hpp).
+#include "recv/paths/marked_wait.hpp"
+
+namespace sluice {
+
+namespace {
+
+__kernel_timespec timespec_of(int ms) noexcept {
+    __kernel_timespec t{};
+    t.tv_sec = ms / 1000;
+    t.tv_nsec = (ms % 1000) * 1'000'000LL;
+    return t;
+}
+
+} // namespace
+
+MarkedWait::MarkedWait(int sock, int idle_timeout_ms) noexcept
+    : mark_(sock), idle_(timespec_of(idle_timeout_ms)), fallback_(timespec_of(kFallbackMs)) {}
+
+MarkedWait::Plan MarkedWait::arm(size_t owed) noexcept {
+    const bool after_fallback = dropped_;
+    dropped_ = false;
+    const bool marked = mark_.expect(after_fallback ? 0 : owed);
+    // A marked wait ends at its deadline or the idle timeout, whichever is sooner.
+    const __kernel_timespec* t = &idle_;
+    if (marked && (fallback_.tv_sec < idle_.tv_sec || (fallback_.tv_sec == idle_.tv_sec && fallback_.tv_nsec < idle_.tv_nsec)))
+        t = &fallback_;
+    return {marked, marked || after_fallback, t};
+}
+
+bool MarkedWait::fell_back(const Plan& plan) noexcept {
+    if (plan.timeout != &fallback_) return false;
+    ++fallbacks_;
+    dropped_ = true;
+    return true;
+}
+
+} // namespace sluice

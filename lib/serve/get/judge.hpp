@@ -1,0 +1,55 @@
+#pragma once
+// A get request read (by the get ring: ring_request.hpp), and what the server answers it:
+// the checks both paths share (busy, version, features, the token's MAC, the path, the
+// attachments' slot), so the ring and a session thread refuse alike and with the same words.
+#include <memory>
+#include <string>
+
+#include "core/io/unique_fd.hpp"
+#include "core/wire/codec_get.hpp"
+#include "serve/get/admission.hpp"
+#include "serve/get/attachments.hpp"
+#include "serve/get/sources.hpp"
+
+namespace sluice::serve {
+
+struct Shared;
+
+// One GET_REQUEST as the ring read it, with its connection.
+struct Asked {
+    UniqueFd fd;
+    wire::GetHello hello; // what the server said first: its nonce is what the request's MAC covers
+    wire::Bytes frame;    // the whole GET_REQUEST frame, for its MAC
+    wire::GetRequest q;
+    std::string host;     // the request's address (numeric); empty when getpeername failed
+    uint16_t peer_port = 0;
+    uint32_t rtt_us = 0;  // the TCP handshake's round trip: deadlines scale with it
+    std::string why_thread; // why a session thread sends it (said in -v); empty on the ring
+    Admission admission;    // a session thread's place under --max-gets, given back with it
+};
+
+struct Judged {
+    wire::GetReply reply;                    // ok, or the refusal and why
+    GetSources src;                          // ok: what to send
+    std::unique_ptr<Attachments::Slot> slot; // ok without --connect-back: where the client's connections arrive
+    bool tree = false;                       // on_ring: the path is a directory, for a session thread
+};
+
+// The address and port fd's peer has (host empty when unknown).
+struct PeerAddress {
+    std::string host;
+    uint16_t port = 0;
+};
+PeerAddress peer_address(int fd);
+bool loopback_host(const std::string& host);
+
+// Checks a.q and, when it passes, opens what it names and the attachments' slot. on_ring:
+// a directory is not opened (a tree's walk would hold the ring): tree is set instead, and
+// nothing else. Never throws for the client's faults (they are the reply); may throw for the
+// server's own (an fd table full while opening): the caller closes the connection then.
+// notify: the eventfd of the ring that will run the get (-1 for a session thread).
+Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ring, int notify = -1);
+
+wire::Bytes encode_reply(const wire::GetReply& r);
+
+} // namespace sluice::serve

@@ -1,0 +1,74 @@
+#pragma once
+// One connection to the sluice port on the get ring, from its accept until its first frame is
+// handled: GET_HELLO out, then GET_REQUEST or GET_ATTACH in (header first, then a payload of
+// at most wire::kMaxGetPayload), all under the request deadline (scaled with the round trip the
+// TCP handshake measured). No thread reads it. What follows is RingGets' to decide (a request:
+// refused here, sent on the ring, or handed to a session thread; an attach: handed to the get
+// waiting for it). A refusal's reply is written here, and the connection lingers as a session
+// thread's did: our side ended, what the client still sends read and dropped (at most 64 KiB,
+// at most a second), so the reply is not destroyed by a reset.
+#include <cstdint>
+#include <memory>
+
+#include "core/io/unique_fd.hpp"
+#include "core/ring/ring.hpp"
+#include "serve/get/judge.hpp"
+#include "serve/get/ring_session.hpp"
+
+namespace sluice::serve {
+
+struct Shared;
+
+class RingRequest {
+public:
+    // Completion tags: tag_base | 0 (reads), tag_base | 1 (writes).
+    RingRequest(UniqueFd fd, Shared& sh, Ring& ring, uint64_t tag_base, int64_t now_ms);
+    RingRequest(const RingRequest&) = delete;
+    RingRequest& operator=(const RingRequest&) = delete;
+
+    enum class St : uint8_t {
+        reading,   // GET_HELLO out, the first frame in
+        attach,    // a GET_ATTACH came: nonce() says for which get; take() the connection
+        request,   // a GET_REQUEST came: take() it, or reply()
+        replying,  // a reply going out; then lingering, or ready
+        lingering, // a refusal sent: draining the client's rest
+        ready,     // the reply ok is out: take() the connection for the ring's session
+        done,      // closed (or taken): goes once finished()
+    };
+    St state() const { return st_; }
+    void on_completion(uint64_t low_tag, Completion& c, int64_t now_ms);
+    void tick(int64_t now_ms); // the deadline
+    void cancel();             // the server stops
+    bool finished() const { return st_ == St::done && !rd_c_.busy() && !wr_c_.busy(); }
+
+    const GetNonce& nonce() const { return nonce_; }
+    // attach: the connection; request: the request read, with it; ready: the connection.
+    Asked& asked() { return asked_; }
+    UniqueFd take();
+    // request: sends r; a refusal then lingers, an ok ends in ready.
+    void reply(const wire::GetReply& r);
+    // An ok reply's transfer, made before the reply went out (its slot must wait for the
+    // client's connections first); started on the ring once ready (its request fd: take()).
+    RingStart start;
+
+private:
+    void read_more();
+    void on_frame();
+    void refuse(const std::string& why); // a malformed request: bad_request, counted failed
+    void flush();
+    void drain();
+    void close();
+
+    Shared& sh_;
+    Ring& ring_;
+    St st_ = St::reading;
+    Asked asked_; // its fd is the connection
+    wire::Bytes in_, out_;
+    size_t out_off_ = 0, drained_ = 0;
+    bool ok_reply_ = false;
+    int64_t now_ms_ = 0, deadline_ms_ = 0;
+    GetNonce nonce_{};
+    Completion rd_c_, wr_c_;
+};
+
+} // namespace sluice::serve
