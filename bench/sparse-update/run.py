@@ -30,8 +30,9 @@ on XFS or btrfs, a copy on ext4 (the receiver's `fallbacks` in the output say wh
                      1 Gbit/s tbf on each end (bench/testbed/netns.sh), instead of loopback
 
 minor: the WDT report's "minor" set at --scale (default 1/32: ~3,200 files of 1-400 KiB) from
-bench/datasets/gen.py, first copied whole; then per round, twice: 1% of the files get 4 KiB
-rewritten, and the destination is brought up to date by `sluice send` and by `rsync -a` (delta
+bench/datasets/gen.py, first copied whole; then per round, twice: 1% of the files (--fraction;
+0 for a no-change update) get 4 KiB rewritten and their mtime moved on by at least a second
+(so a quick check by size and whole seconds sees each), and the destination is brought up to date by `sluice send` and by `rsync -a` (delta
 transfer, the default to a daemon), alternating order. --old BIN adds a third tool, "sluice
 update (old)": the same update by another sluice build (both of its sides), in the same
 rotation, for a before/after beside rsync in one run.
@@ -272,20 +273,27 @@ def bench_update(data, rounds, src_dir=None, rsync_inplace=False, rate=None, ref
     return res
 
 
+# A rewritten file's new mtime is whole seconds after its old one: rewritten in place at the
+# same size within the second of its last sync, a file kept its whole-second mtime and
+# rsync's quick check (size and seconds) skipped it (session 14: rsync's results differed
+# from the source). Now both tools see every rewritten file changed.
 def touch_files(root, fraction, seed):
     import random
     rng = random.Random(seed)
     files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
-    picks = rng.sample(files, max(1, int(len(files) * fraction)))
+    picks = rng.sample(files, max(1, int(len(files) * fraction))) if fraction > 0 else []
     for p in picks:
-        size = os.path.getsize(p)
+        st = os.stat(p)
+        size = st.st_size
         with open(p, "r+b") as f:
             f.seek(rng.randrange(max(1, size - 4096)))
             f.write(rng.randbytes(min(4096, size)))
+        mtime_s = max(st.st_mtime_ns // 1_000_000_000, int(time.time())) + 1
+        os.utime(p, ns=(time.time_ns(), mtime_s * 1_000_000_000))
     return len(files), len(picks)
 
 
-def bench_minor(data, rounds, scale, old=None):
+def bench_minor(data, rounds, scale, old=None, fraction=0.01):
     sets = os.path.join(data, "sets")
     subprocess.run([sys.executable, os.path.join(ROOT, "bench", "datasets", "gen.py"), "--out", sets, "--scale", scale,
                     "--sets", "minor"], check=True)
@@ -304,7 +312,7 @@ def bench_minor(data, rounds, scale, old=None):
             order = list(rows) if r % 2 == 0 else list(reversed(rows))
             for tool in order:
                 seed += 1
-                n, changed = touch_files(src, 0.01, seed)
+                n, changed = touch_files(src, fraction, seed)
                 if tool.startswith("sluice update"):
                     secs, s, _ = sluice_run(src, dest_root, binary=old if tool.endswith("(old)") else None)
                     sent = s["bytes_sent"]
@@ -339,6 +347,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out")
     ap.add_argument("--old", help="minor: another sluice binary, run as a third tool")
+    ap.add_argument("--fraction", type=float, default=0.01,
+                    help="minor: the fraction of files rewritten before each update (0: none, a no-change update)")
     ap.add_argument("--src", help="update: the directory of the 4 GiB source file")
     ap.add_argument("--rsync-inplace", action="store_true", help="update: rsync with --inplace")
     ap.add_argument("--reflink-source", action="store_true", help="update: update from a reflink of the full send's result")
@@ -349,7 +359,7 @@ def main():
     elif a.what == "update":
         res = bench_update(a.data, a.rounds, a.src, a.rsync_inplace, a.net, a.reflink_source)
     else:
-        res = bench_minor(a.data, a.rounds, a.scale, a.old)
+        res = bench_minor(a.data, a.rounds, a.scale, a.old, a.fraction)
     text = json.dumps(res, indent=1)
     print(text)
     if a.out:

@@ -214,6 +214,10 @@ class Receiver:
     cc: TCP congestion control of every accepted connection (None: the system's).
     mptcp: listen with Multipath TCP (``--mptcp``; plain TCP senders are still accepted).
     numeric_ids: keep owners by their numbers alone, not by the names the sender sends.
+    sums_cache: a directory where the block sums of the large files this receiver writes are
+    kept, so the next update of such a file need not read its old version (``--sums-cache``;
+    docs/guarantees.md "The block-sums cache"). None, the default, keeps none (the CLI's
+    default is ``$XDG_CACHE_HOME/sluice/block-sums``).
     usermap, groupmap: rsync's ``--usermap``/``--groupmap`` ("FROM:TO,..."; see the man page);
     a TO this host does not know raises UsageError.
     encrypt: None (TLS 1.3 with any sender not on a loopback address), True or False; the
@@ -226,7 +230,8 @@ class Receiver:
     def __init__(self, dir=None, *, fd=None, sink=None, port=0, token=None, bind_address="", advertise_host="",
                  recv_path="direct", sync=False, verify=False, idle_timeout=60.0,
                  verbose=False, log=None, max_manifest_bytes=0, cc=None, numeric_ids=False, encrypt=None,
-                 mptcp=False, usermap="", groupmap="", cert=None, key=None, ca=None, pin=None, crl=None):
+                 mptcp=False, usermap="", groupmap="", cert=None, key=None, ca=None, pin=None, crl=None,
+                 sums_cache=None):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise UsageError(f"port={port!r}: expected an int from 0 to 65535")
         opts = {
@@ -242,6 +247,7 @@ class Receiver:
             "cc": _cc(cc),
             "mptcp": _flag(mptcp, "mptcp"),
             "numeric_ids": bool(numeric_ids),
+            "sums_cache": "" if sums_cache is None else os.fsdecode(os.fspath(sums_cache)),
             "usermap": _text(usermap, "usermap"),
             "groupmap": _text(groupmap, "groupmap"),
             "encrypt": _encrypt(encrypt),

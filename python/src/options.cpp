@@ -94,6 +94,7 @@ RecvOptions recv_options(const py::dict& o) {
     if (o.contains("cc")) r.congestion_control = o["cc"].cast<std::string>();
     if (o.contains("mptcp")) r.mptcp = o["mptcp"].cast<bool>();
     if (o.contains("numeric_ids")) r.numeric_ids = o["numeric_ids"].cast<bool>();
+    if (o.contains("sums_cache")) r.sums_cache = o["sums_cache"].cast<std::string>();
     if (o.contains("usermap")) r.usermap = o["usermap"].cast<std::string>();
     if (o.contains("groupmap")) r.groupmap = o["groupmap"].cast<std::string>();
     r.encrypt = encrypt_of(o);

@@ -1,5 +1,5 @@
 """send()'s tree options reach the library as the CLI's do: hard links, xattrs, filters,
-delete, checksum; Receiver(numeric_ids=, usermap=, groupmap=) too. Each option is checked by what lands on disk."""
+delete, checksum; Receiver(numeric_ids=, usermap=, groupmap=, sums_cache=) too. Each option is checked by what lands on disk."""
 import os
 
 import pytest
@@ -121,3 +121,31 @@ def test_announce_window_bounds_what_the_sender_keeps_announced(tmp_path, dst):
 def test_a_bad_announce_window_is_a_usage_error(src, dst, bad):
     with pytest.raises(sluice.UsageError, match="announce_window="):
         sluice.send(str(src), "sluice://127.0.0.1:9/?token=t", announce_window=bad)
+
+
+def test_receiver_sums_cache(tmp_path):
+    """Receiver(sums_cache=DIR): the first copy of a file of 20 blocks stores its sums there, and
+    an update of it takes the old version's sums from there instead of reading it; without the
+    option nothing is kept (a Receiver keeps no cache by default)."""
+    import random
+
+    src = tmp_path / "big"
+    src.mkdir()
+    f = src / "f.bin"
+    f.write_bytes(random.Random(7).randbytes(20 << 16))  # 20 blocks of 64 KiB: the cache keeps 16 or more
+    dst, cache = tmp_path / "dst", tmp_path / "cache"
+    dst.mkdir()
+    _, got = transfer(src, dst, rx_kw={"sums_cache": cache}, block_size="64K")
+    assert got["files_sums_stored"] == 1, got
+    assert len(list(cache.iterdir())) == 1
+    with open(f, "r+b") as w:
+        w.seek(5 << 16)
+        w.write(b"changed")
+    sent, got = transfer(src, dst, rx_kw={"sums_cache": str(cache)}, block_size="64K")
+    assert got["files_sums_cached"] == 1 and got["files_sums_hashed"] == 0, got
+    assert sent["bytes_sent"] == 1 << 16, sent
+    assert (dst / "big" / "f.bin").read_bytes() == f.read_bytes()
+    with open(f, "r+b") as w:
+        w.write(b"again")
+    _, got = transfer(src, dst, block_size="64K")
+    assert got["files_sums_cached"] == 0 and got["files_sums_hashed"] == 1 and got["files_sums_stored"] == 0, got

@@ -79,3 +79,47 @@ TEST_CASE("AlignedBuffer maps a buffer past a huge page to its last page, the ta
     CHECK(end == slack + 4096);
     CHECK(huge_kb == 0);
 }
+
+namespace {
+
+// The VmFlags line of the mapping holding p in /proc/self/smaps ("hg": MADV_HUGEPAGE, "nh":
+// MADV_NOHUGEPAGE): what advice the kernel keeps for the buffer, whatever THP is set to.
+std::string vm_flags_of(const void* p) {
+    std::ifstream in("/proc/self/smaps");
+    std::string line;
+    bool inside = false;
+    const auto addr = reinterpret_cast<uintptr_t>(p);
+    while (std::getline(in, line)) {
+        unsigned long lo = 0, hi = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find('-') < 16) {
+            inside = addr >= lo && addr < hi;
+        } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+            return line + " ";
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+TEST_CASE("AlignedBuffer small_first: small pages until prefer_huge(), then huge, contents dropped") {
+    AlignedBuffer huge(size_t{4} << 20);
+    CHECK(vm_flags_of(huge.data()).find(" hg ") != std::string::npos);
+
+    AlignedBuffer b((size_t{2} << 20) + 4096, AlignedBuffer::Pages::small_first);
+    CHECK(reinterpret_cast<uintptr_t>(b.data()) % AlignedBuffer::kHugePage == 0);
+    const std::string before = vm_flags_of(b.data());
+    CHECK(before.find(" nh ") != std::string::npos);
+    CHECK(before.find(" hg ") == std::string::npos);
+    std::memset(b.data(), 0x5a, b.size());
+    CHECK(b.prefer_huge());
+    const std::string after = vm_flags_of(b.data());
+    CHECK(after.find(" hg ") != std::string::npos);
+    CHECK(after.find(" nh ") == std::string::npos);
+    CHECK(b.data()[0] == 0); // dropped: the next touch maps a fresh (huge) page
+    std::memset(b.data(), 0x6b, b.size());
+    CHECK(b.data()[b.size() - 1] == 0x6b);
+
+    AlignedBuffer small(65536, AlignedBuffer::Pages::small_first); // not a mapping of its own
+    CHECK_FALSE(small.prefer_huge());
+}

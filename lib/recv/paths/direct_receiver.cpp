@@ -13,9 +13,9 @@
 #include <deque>
 #include <optional>
 
-#include "core/io/aligned_buffer.hpp"
 #include "core/io/sys_error.hpp"
 #include "recv/paths/allocate_ahead.hpp"
+#include "recv/paths/direct_buffers.hpp"
 #include "recv/paths/direct_fallbacks.hpp"
 #include "recv/paths/direct_layout.hpp"
 #include "recv/paths/small_direct_files.hpp"
@@ -30,11 +30,8 @@ namespace sluice {
 
 namespace {
 
-constexpr size_t kBufferBytes = 2 << 20;
-// Room each buffer has past kBufferBytes: a TLS record whose content ends a chunk is opened
-// there whole (its content type byte lands one past the end; RecordReader::read's spare).
-constexpr size_t kSlack = direct_layout::kAlign;
-constexpr int kBuffers = 4;
+constexpr size_t kBufferBytes = DirectBuffers::kBytes;
+constexpr int kBuffers = DirectBuffers::kCount;
 constexpr uint64_t kDirectMinBytes = 1 << 20;
 
 class DirectReceiver final : public StreamReceiver {
@@ -59,9 +56,7 @@ class DirectReceiver final : public StreamReceiver {
 
 public:
     DirectReceiver(int sock, unsigned index, RecvContext& ctx, const tls::LinkKeys* keys)
-        : sock_(sock), index_(index), ctx_(ctx), buffers_{AlignedBuffer(kBufferBytes + kSlack), AlignedBuffer(kBufferBytes + kSlack),
-                                                          AlignedBuffer(kBufferBytes + kSlack), AlignedBuffer(kBufferBytes + kSlack)},
-          dirs_(ctx.tree),
+        : sock_(sock), index_(index), ctx_(ctx), dirs_(ctx.tree),
           // Encrypted: records are received into their own buffer and opened into the block buffers.
           socket_(sock, index, ctx, ring_, [this](Completion& c) { handle(c); }, keys, kBufferBytes + 4 * tls::kMaxRecord),
           ring_(64) {
@@ -78,20 +73,11 @@ public:
     }
 
 private:
-    // Registered once the stream has carried 32 MiB, the buffers are then written with WRITE_FIXED: registering
-    // zeroes all 8 MiB, which a stream carrying a few small files (an update) should not pay.
-    void register_buffers_once(uint64_t len) {
-        if (register_tried_ || (carried_ += len) < (32u << 20)) return;
-        register_tried_ = true;
-        iovec iov[kBuffers];
-        for (int i = 0; i < kBuffers; ++i) iov[i] = {buffers_[i].data(), kBufferBytes};
-        int rc = ring_.register_buffers(iov);
-        fixed_ = rc == 0;
-        if (rc < 0) fb_.register_error = std::strerror(-rc);
-    }
-
     void receive_block(const wire::BlockPrefix& p, uint64_t len) {
-        register_buffers_once(len);
+        if (buffers_.due(len)) { // direct_buffers.hpp: no write may read a buffer whose pages are dropped
+            drain();
+            buffers_.grow(ring_, fb_.register_error);
+        }
         // Named before the lookup, so the table never frees it under us (FileTable::Hold); the
         // file open until now stays named until the switch below no longer touches it.
         hold_.look(p.file_id);
@@ -104,7 +90,7 @@ private:
         for (uint64_t pos = p.offset; pos < end;) {
             int c = free_buffer();
             const direct_layout::Chunk chunk = direct_layout::next_chunk(pos, end, kBufferBytes);
-            unsigned char* buf = buffers_[c].data();
+            unsigned char* buf = buffers_.data(c);
             unsigned char* data = buf + chunk.skew;
             socket_.read(data, chunk.length, true);
             // Hashed in the memory the writes below take their bytes from.
@@ -171,7 +157,7 @@ private:
     // A whole small file in buffer c: its tail through the page cache, its pages with O_DIRECT.
     void write_small(const RecvFile& f, int c, const unsigned char* data, size_t n) {
         const size_t pages = small_.write_tail(f, fd_.get(), data, n);
-        if (pages) queue_direct(c, {0, static_cast<size_t>(data - buffers_[c].data()), pages, fd_.get()}, pages);
+        if (pages) queue_direct(c, {0, static_cast<size_t>(data - buffers_.data(c)), pages, fd_.get()}, pages);
     }
 
     void queue_direct(int c, const BufferWrite& w, size_t length) {
@@ -229,7 +215,7 @@ private:
 
     void queue_write(int c) {
         const BufferWrite& w = buffer_write_[c];
-        ring_.write(writes_[c], w.fd, buffers_[c].data() + w.at, static_cast<unsigned>(w.padded), w.offset, fixed_ ? c : -1);
+        ring_.write(writes_[c], w.fd, buffers_.data(c) + w.at, static_cast<unsigned>(w.padded), w.offset, buffers_.fixed_index(c));
     }
 
     int free_buffer() {
@@ -293,7 +279,7 @@ private:
     unsigned index_;
     RecvContext& ctx_;
     StreamReceipt whole_; // blocks that arrived whole (a reconnect's STREAM_RESUME)
-    AlignedBuffer buffers_[kBuffers];
+    DirectBuffers buffers_;
     size_t buffer_len_[kBuffers] = {};
     BufferWrite buffer_write_[kBuffers] = {};
     PendingBlock* buffer_block_[kBuffers] = {};
@@ -313,9 +299,6 @@ private:
     // and reaping them) before any of those goes.
     Ring ring_;
     bool direct_ = false;
-    bool fixed_ = false;
-    bool register_tried_ = false;
-    uint64_t carried_ = 0; // bytes of blocks until the buffers are registered
     bool allocate_refused_ = false;
     DirectFallbacks fb_;
     wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};

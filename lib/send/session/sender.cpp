@@ -172,7 +172,7 @@ private:
             page.meta.clear();
             page_files.clear();
             page_bytes = 0;
-            page_limit = std::min<size_t>(page_limit * 4, 4096);
+            page_limit = std::min<size_t>(page_limit * 4, kMaxPageEntries); // small pages: the receiver checks one while we walk the next
         };
         if (auto out = fit_->tree_options(tree_, opts_.delete_extraneous, opts_.dry_run, peer_))
             control_.write(*out, "sending the tree options");
