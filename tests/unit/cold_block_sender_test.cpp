@@ -168,3 +168,42 @@ TEST_CASE("a block at an offset O_DIRECT cannot read stays on the page-cache pat
     CHECK(cold.blocks() == 0);
     CHECK(w.close().empty());
 }
+
+TEST_CASE("the next cold block's read is queued ahead and its block sent from it; a wrong guess is dropped") {
+    unit_test::TempDir dir;
+    const uint64_t size = 5 * kMiB + 4000; // the last block ends inside a page
+    unit_test::Source s = unit_test::make_source(dir.path.string(), 9, size, true);
+    std::vector<Segment> segs;
+    for (uint64_t off = 0; off < size; off += kMiB) segs.push_back(Segment{&s.f, off, std::min(kMiB, size - off)});
+    REQUIRE(segs.size() == 6);
+    // Sent in this order, each naming the block after it in segs: block 4 is named after block
+    // 3 but block 5 goes first (the guess dropped, block 5 read on the spot), then 4.
+    const size_t order[] = {0, 1, 2, 3, 5, 4};
+    Wire w;
+    uint64_t ahead = 0;
+    {
+        ColdBlockSender cold(w.tx.get(), 60000);
+        for (size_t k = 0; k < 6; ++k) {
+            const size_t i = order[k];
+            const Segment* next = i + 1 < segs.size() ? &segs[i + 1] : nullptr;
+            REQUIRE(cold.try_send(segs[i], true, next));
+        }
+        cold.drain();
+        ahead = cold.read_ahead();
+        CHECK(cold.blocks() == 6);
+        CHECK(cold.fallback().empty());
+    }
+    CHECK(!s.f.held()); // neither the current fd nor the dropped read ahead keeps the file
+    // Blocks 1, 2 and 3 came from reads queued ahead; 0 had none, 5 and 4 were not the ones named.
+    CHECK(ahead == 3);
+    auto& frames = w.close();
+    REQUIRE(frames.size() == 6);
+    for (size_t k = 0; k < 6; ++k) {
+        const Segment& g = segs[order[k]];
+        CHECK(frames[k].offset == g.offset);
+        REQUIRE(frames[k].data.size() == g.length);
+        CHECK(std::equal(frames[k].data.begin(), frames[k].data.end(), s.data.begin() + static_cast<long>(g.offset)));
+        CHECK(frames[k].checksum == sluice::xxh3_64(s.data.data() + g.offset, g.length));
+    }
+    CHECK(unit_test::cached_pages(s.f.path, size) == 0); // read ahead past the page cache too
+}

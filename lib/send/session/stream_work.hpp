@@ -70,13 +70,14 @@ private:
     bool send_until_closed(Cursor& c, BlockSender& sender, std::optional<SmallFileBatch>& batch,
                            std::optional<ColdBlockSender>& cold);
     // Adds what batch and cold read to the session's counts (before they go).
+    const Segment* cold_next(Cursor& c, const std::optional<SmallFileBatch>& batch);
     void count_reads(const std::optional<SmallFileBatch>& batch, const std::optional<ColdBlockSender>& cold);
     void reopen(Cursor& c, const Error& e);
 
     Session s_;
     std::atomic<unsigned> reopened_{0};           // stream connections reopened
     std::atomic<uint64_t> resent_after_break_{0}; // bytes they had not delivered
-    std::atomic<uint64_t> cold_blocks_{0}, cold_bytes_{0}, cold_unaligned_{0}; // ColdBlockSender's
+    std::atomic<uint64_t> cold_blocks_{0}, cold_bytes_{0}, cold_unaligned_{0}, cold_ahead_{0}; // ColdBlockSender's
     std::atomic<uint64_t> batch_direct_files_{0}, batch_direct_bytes_{0};       // SmallFileBatch's
 };
 
