@@ -11,13 +11,19 @@ sluice: `sluice recv DST --bind IP --token T --json [--encrypt]`, `sluice send S
 `wdt -directory DST -start_port 0 -num_ports 8 -transfer_id T -ipv4` and `wdt -directory SRC
 -connection_url URL` (its default encryption; `-encryption_type none` for the clear reference).
 Time: from the sender's start until both ends exited. CPU: whole-machine busy CPU seconds
-(/proc/stat) over that time, per GB moved. Page cache warm (sources read first), dst removed
+(/proc/stat) over that time, per GB moved; and the tools' own (getrusage of the finished
+sender and receiver, user + system: softirq work the kernel charged to them, not what
+ksoftirqd or other users ran), which other users' load does not inflate. Page cache warm (sources read first), dst removed
 and `sync` before every run. Rounds alternate the tools; medians are printed. Each sluice
-row records the send_path and recv_path of its stats (tls_records / tls_direct when encrypted).
+row records the send_path and recv_path of its stats (tls_records / tls_direct when encrypted)
+and who sealed its records (tls_record_engine: ipsec-mb or openssl). A tool name ending in
+"-openssl" runs sluice with SLUICE_RECORD_ENGINE=openssl on both sides (the records on
+OpenSSL's EVP instead of intel-ipsec-mb), for a before/after in the same run.
 """
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -52,7 +58,48 @@ def ns(side, cmd, ns_on):
     return [str(NETNS), "exec", side] + cmd if ns_on else cmd
 
 
+# --fresh-dst: every run writes into a new directory, all removed when the call ends (and the
+# next call waits until RECENTCY s after that removal). This file system (the machine's root,
+# ext4 without a journal) does not hand out an inode number freed less than 60 s ago
+# (ext4 recently_deleted(), only without a journal; 300 s while its inode-table block is
+# dirty) and reads an inode-table block for every candidate it skips: with the previous run's
+# 3,208 files removed just before each run, every file created paid that scan, on both tools
+# (perf, h18f: up to 29% of the machine's samples), and the minor set's runs spread 2-3x.
+FRESH = {"on": False, "n": 0, "made": []}
+RECENTCY = 61
+
+
+def fresh(dst):
+    if not FRESH["on"]:
+        return dst
+    FRESH["n"] += 1
+    d = dst.parent / f"{dst.name}-{FRESH['n']}"
+    FRESH["made"].append(d)
+    return d
+
+
+def settle_after_removals(work):
+    mark = work / ".removed_at"
+    if FRESH["on"] and mark.exists():
+        wait = RECENTCY - (time.time() - mark.stat().st_mtime)
+        if wait > 0:
+            print(f"waiting {wait:.0f} s: the last call removed its copies less than {RECENTCY} s ago", flush=True)
+            time.sleep(wait)
+
+
+def remove_copies(work):
+    for d in FRESH["made"]:
+        shutil.rmtree(d, ignore_errors=True)
+    if FRESH["made"]:
+        subprocess.run(["sync"])
+        (work / ".removed_at").write_text(f"{time.time()}\n")
+
+
 def one(tool, src, dst, ip, ns_on, extra):
+    dst = fresh(dst)
+    env = dict(ENV)
+    if tool.endswith("-openssl"):
+        env["SLUICE_RECORD_ENGINE"] = "openssl"
     shutil.rmtree(dst, ignore_errors=True)
     dst.mkdir(parents=True)
     subprocess.run(["sync"])
@@ -68,7 +115,10 @@ def one(tool, src, dst, ip, ns_on, extra):
         rcmd = [WDT, "-directory", str(dst), "-start_port", "0", "-num_ports", "8", "-transfer_id", "bench", "-ipv4"] + extra
     else:  # iperf3
         rcmd = ["iperf3", "-s", "-1", "-B", ip, "-p", "5218"]
-    rx = subprocess.Popen(ns("rcv", rcmd, ns_on), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The tools' own CPU (both processes and what they ran, user + system), beside the whole
+    # machine's: on a machine shared with other users the latter carries their work too.
+    u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rx = subprocess.Popen(ns("rcv", rcmd, ns_on), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if tool.startswith("iperf3"):
         time.sleep(0.5)
         url = None
@@ -83,16 +133,19 @@ def one(tool, src, dst, ip, ns_on, extra):
     else:
         scmd = ["iperf3", "-c", ip, "-p", "5218", "-n", str(tree_bytes(src)), "-C", "bbr"]
     c0, t0 = busy_seconds(), time.monotonic()
-    tx = subprocess.run(ns("snd", scmd, ns_on), env=ENV, capture_output=True, text=True, timeout=300)
+    tx = subprocess.run(ns("snd", scmd, ns_on), env=env, capture_output=True, text=True, timeout=300)
     out, err = rx.communicate(timeout=120)
     t1, c1 = time.monotonic(), busy_seconds()
+    u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tool_cpu = (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
     if tx.returncode != 0 or rx.returncode != 0:
         sys.exit(f"{tool}: sender {tx.returncode} {tx.stderr[-800:]}\nreceiver {rx.returncode} {err[-800:]}")
     size = tree_bytes(src)
     if not tool.startswith("iperf3"):
         got = tree_bytes(dst)
         assert got == size, f"{tool}: received {got} of {size} bytes"
-    rec = {"tool": tool, "bytes": size, "seconds": t1 - t0, "mb_s": size / (t1 - t0) / 1e6, "cpu_s_per_gb": (c1 - c0) / (size / 1e9)}
+    rec = {"tool": tool, "bytes": size, "seconds": t1 - t0, "mb_s": size / (t1 - t0) / 1e6, "cpu_s_per_gb": (c1 - c0) / (size / 1e9),
+           "tool_cpu_s_per_gb": tool_cpu / (size / 1e9), "loadavg": os.getloadavg()[0]}
     if tool.startswith("sluice"):
         s = json.loads(tx.stdout.strip().splitlines()[-1])
         rec["encryption"] = s["encryption"]
@@ -100,22 +153,27 @@ def one(tool, src, dst, ip, ns_on, extra):
         rec["send_path"] = s.get("send_path", "")
         # Which receive path ran (tls_direct, tls_records, direct, ...): a run that fell back
         # to a slower one must not be read as the same case (note11).
-        rec["recv_path"] = json.loads(out.strip().splitlines()[-1]).get("recv_path", "")
+        got = json.loads(out.strip().splitlines()[-1])
+        rec["recv_path"] = got.get("recv_path", "")
+        rec["tls_cipher"] = s.get("tls_cipher", "")
+        rec["tls_record_engine"] = f"{s.get('tls_record_engine', '')} / {got.get('tls_record_engine', '')}"
     return rec
 
 
 def table(results, title):
     print(f"\n### {title}\n")
-    print("| tool | MB/s (median) | CPU s/GB (median) | runs MB/s | send / receive path |")
-    print("|---|---|---|---|---|")
+    print("| tool | MB/s (median) | CPU s/GB (median) | tools' own CPU s/GB | runs MB/s | send / receive path | record engine (send / receive) |")
+    print("|---|---|---|---|---|---|---|")
     med = {}
     for tool in dict.fromkeys(r["tool"] for r in results):
         rs = [r for r in results if r["tool"] == tool]
         m, c = statistics.median(r["mb_s"] for r in rs), statistics.median(r["cpu_s_per_gb"] for r in rs)
-        med[tool] = (m, c)
+        own = statistics.median(r["tool_cpu_s_per_gb"] for r in rs)
+        med[tool] = (m, c, own)
         runs = ", ".join(f"{r['mb_s']:,.0f}" for r in rs)
         paths = ", ".join(dict.fromkeys(f"{r['send_path']} / {r['recv_path']}" for r in rs if "recv_path" in r)) or "-"
-        print(f"| {tool} | {m:,.0f} | {c:.2f} | {runs} | {paths} |", flush=True)
+        engines = ", ".join(dict.fromkeys(r["tls_record_engine"] for r in rs if r.get("tls_record_engine", " / ") != " / ")) or "-"
+        print(f"| {tool} | {m:,.0f} | {c:.2f} | {own:.2f} | {runs} | {paths} | {engines} |", flush=True)
     return med
 
 
@@ -126,32 +184,57 @@ def main():
     ap.add_argument("--sets", help="veth, 1gbit: gen.py's --out")
     ap.add_argument("--work", default="/work/data/h18/bench")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tools", default="sluice-enc,wdt-enc,sluice-clear,wdt-clear",
-                    help="loopback: which of sluice-enc, wdt-enc, sluice-clear, wdt-clear run (one bench-lock call stays short)")
+    ap.add_argument("--tools", default="",
+                    help="loopback: which of sluice-enc, sluice-enc-openssl, wdt-enc, sluice-clear, wdt-clear run "
+                         "(default: all but sluice-enc-openssl); veth: which of sluice (encrypted), sluice-openssl, "
+                         "wdt-enc, sluice-clear, wdt-clear (default: sluice, wdt-enc); one bench-lock call stays short")
     ap.add_argument("--set-names", default="large,minor", help="veth, 1gbit: which sets")
     ap.add_argument("--out", default="/work/data/h18/bench/results.jsonl")
+    ap.add_argument("--fresh-dst", action="store_true",
+                    help="each run into a new directory, removed when the call ends (no ext4 recently-deleted scan)")
     a = ap.parse_args()
+    FRESH["on"] = a.fresh_dst
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
+    settle_after_removals(work)
     results = []
+    try:
+        run_cases(a, work, results)
+    finally:
+        remove_copies(work)
+    with open(a.out, "a") as f:
+        for r in results:
+            f.write(json.dumps(dict(r, case=a.case, fresh_dst=a.fresh_dst)) + "\n")
+
+
+def run_cases(a, work, results):
     if a.case == "loopback":
         warm(a.src)
-        tools = [("sluice-enc", ["--encrypt"]), ("wdt-enc", []), ("sluice-clear", []), ("wdt-clear", ["-encryption_type", "none"])]
-        tools = [t for t in tools if t[0] in a.tools.split(",")]
+        tools = [("sluice-enc", ["--encrypt"]), ("sluice-enc-openssl", ["--encrypt"]), ("wdt-enc", []), ("sluice-clear", []),
+                 ("wdt-clear", ["-encryption_type", "none"])]
+        want = a.tools.split(",") if a.tools else ["sluice-enc", "wdt-enc", "sluice-clear", "wdt-clear"]
+        tools = [t for t in tools if t[0] in want]
         for _ in range(a.rounds):
             for tool, extra in tools:
                 results.append(one(tool, Path(a.src), work / "dst", "127.0.0.1", False, extra))
         med = table(results, "loopback, file to file")
         if "sluice-enc" in med and "wdt-enc" in med:
             print(f"\nsluice-enc / wdt-enc: {med['sluice-enc'][0] / med['wdt-enc'][0]:.2f}x MB/s, "
-                  f"{med['sluice-enc'][1] / med['wdt-enc'][1]:.2f}x CPU/GB")
+                  f"{med['sluice-enc'][1] / med['wdt-enc'][1]:.2f}x CPU/GB, "
+                  f"{med['sluice-enc'][2] / med['wdt-enc'][2]:.2f}x the tools' own CPU/GB")
     else:
         subprocess.run([str(NETNS), "up"] + (["1gbit"] if a.case == "1gbit" else []), env=ENV, check=True, capture_output=True)
         try:
             for set_name in a.set_names.split(","):
                 src = Path(a.sets) / set_name
                 warm(src)
-                tools = [("sluice", []), ("wdt-enc", [])] if a.case == "veth" else [("iperf3", []), ("sluice", [])]
+                if a.case == "veth":
+                    tools = [("sluice", []), ("sluice-openssl", []), ("wdt-enc", []), ("sluice-clear", ["--no-encrypt"]),
+                             ("wdt-clear", ["-encryption_type", "none"])]
+                    want = a.tools.split(",") if a.tools else ["sluice", "wdt-enc"]
+                    tools = [t for t in tools if t[0] in want]
+                else:
+                    tools = [("iperf3", []), ("sluice", [])]
                 rs = []
                 for _ in range(a.rounds):
                     for tool, extra in tools:
@@ -159,13 +242,11 @@ def main():
                 med = table(rs, f"{a.case}, set {set_name}")
                 other = "wdt-enc" if a.case == "veth" else "iperf3"
                 print(f"\nsluice / {other}: {med['sluice'][0] / med[other][0]:.2f}x MB/s, "
-                      f"{med['sluice'][1] / med[other][1]:.2f}x CPU/GB")
+                      f"{med['sluice'][1] / med[other][1]:.2f}x CPU/GB, "
+                      f"{med['sluice'][2] / med[other][2]:.2f}x the tools' own CPU/GB")
                 results += rs
         finally:
             subprocess.run([str(NETNS), "down"], env=ENV, capture_output=True)
-    with open(a.out, "a") as f:
-        for r in results:
-            f.write(json.dumps(dict(r, case=a.case)) + "\n")
 
 
 if __name__ == "__main__":

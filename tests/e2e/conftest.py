@@ -1,12 +1,17 @@
 """Shared fixtures for end-to-end tests: the sluice binary, a receiver process, trees."""
 import os
 import random
+import sys
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+
+# The shared clean-up hooks live one folder up (tests/tmp_cleanup.py).
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tmp_cleanup import pytest_runtest_makereport, pytest_sessionfinish  # noqa: E402,F401 (hooks)
 
 SLUICE = os.environ.get("SLUICE_BIN", str(Path(__file__).resolve().parents[2] / "build" / "tools" / "sluice"))
 
@@ -178,21 +183,3 @@ def pytest_unconfigure(config):
 
     faulthandler.dump_traceback_later(60, repeat=True, file=sys.stderr)
 
-
-
-# A passed test's tmp_path is deleted once its fixtures are torn down (its receivers have exited).
-# pytest 7.2 (Debian 12, CI) keeps every test's trees until the next run of the same file and has
-# no retention policy: e2e-transfer alone left 5.2 GB in /tmp per build dir, and worktrees removed
-# since left theirs on the shared disk. A failed test keeps its trees to be looked at.
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if report.when == "call":
-        item.sluice_call_passed = report.passed
-    elif report.when == "teardown" and report.passed and getattr(item, "sluice_call_passed", False):
-        tmp = getattr(item, "funcargs", {}).get("tmp_path")
-        if tmp is not None:
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)

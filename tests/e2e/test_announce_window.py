@@ -154,15 +154,22 @@ def test_tree_metadata_of_released_files_is_applied(tmp_path, receiver_factory):
 
 def test_hard_link_to_a_released_file_is_made(tmp_path, receiver_factory):
     """The link's entry comes after its target's slab was given back: it is made by the name
-    the entry gives, checked to be a regular file in place."""
+    the entry gives, checked to be a regular file in place.
+
+    One stream: a stream's Hold names the last entry it touched until it touches another, so a
+    stream that got no blocks since slab 0 keeps slab 0 (by design: at most a slab or two per
+    stream). With several streams, whether one is left idle that long is the scheduler's choice
+    (a loaded CI machine: 3,079 held, nothing released). With one, the window makes it exact:
+    page k arrives once every file before it is complete, and the stream last touched a file of
+    page k-1, so slabs 0 and 1 are given back pages before the link's entry comes."""
     src = many_small_files(tmp_path / "src", 3 * SLAB)
     (src / "zz").mkdir()
     os.link(src / "d000" / "f000000", src / "zz" / "link")
-    s, r = transfer(src, tmp_path / "dest", receiver_factory, "--announce-window", 200, *NO_META)
+    s, r = transfer(src, tmp_path / "dest", receiver_factory, "--announce-window", 200, "--streams", 1, *NO_META)
     got = tmp_path / "dest" / "src"
     assert tree_digest(got) == tree_digest(src)
     assert os.stat(got / "zz" / "link").st_ino == os.stat(got / "d000" / "f000000").st_ino
-    assert r["files_held_peak"] < 3 * SLAB
+    assert r["files_held_peak"] < 2 * SLAB, r["files_held_peak"]
     assert not leftovers(tmp_path / "dest")
 
 

@@ -86,11 +86,14 @@ def test_pacing_default_follows_the_congestion_control_and_is_reported(tmp_path)
     src = tmp_path / "src.bin"
     write_random(src, 4 << 20, seed=17)
     seen = {}
+    # Encrypted (the default off loopback), the control connection is a relay's socket pair by
+    # the time the choice is made: the choice was once "off (default with no data stream)" there.
     for case, args in {"bbr": ["--cc", "bbr"], "cubic": ["--cc", "cubic"], "auto": ["--cc", "bbr", "--streams", "auto"],
-                       "asked off": ["--cc", "bbr", "--no-pace"], "asked on": ["--cc", "cubic", "--pace"]}.items():
+                       "asked off": ["--cc", "bbr", "--no-pace"], "asked on": ["--cc", "cubic", "--pace"],
+                       "bbr encrypted": ["--cc", "bbr", "--encrypt"], "cubic encrypted": ["--cc", "cubic", "--encrypt"]}.items():
         dest = tmp_path / case.replace(" ", "-")
         dest.mkdir()
-        rx = Receiver(dest)
+        rx = Receiver(dest, *(["--encrypt"] if "--encrypt" in args else []))
         try:
             r = run_sluice("send", *args, "--json", "-v", src, rx.url)
             assert r.returncode == 0, r.stderr
@@ -102,6 +105,8 @@ def test_pacing_default_follows_the_congestion_control_and_is_reported(tmp_path)
         assert f"pacing: {choice}" in r.stderr  # -v says the same
         seen[case] = choice
     assert seen["bbr"].startswith("on (default with bbr")
+    assert seen["bbr encrypted"] == seen["bbr"]
+    assert seen["cubic encrypted"] == seen["cubic"]
     assert seen["cubic"].startswith("off (default with cubic")
     assert seen["auto"].startswith("off (default with --streams auto")
     assert seen["asked off"] == "off (asked: --no-pace)"

@@ -2,9 +2,14 @@
 a receiver served on a background thread."""
 import os
 import random
+import sys
 import threading
 
 import pytest
+
+# The shared clean-up hooks live one folder up (tests/tmp_cleanup.py).
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tmp_cleanup import pytest_runtest_makereport, pytest_sessionfinish  # noqa: E402,F401 (hooks)
 
 
 def make_tree(root, seed=7, big=24 << 20):

@@ -88,6 +88,9 @@ std::string Stats::to_json() const {
     field("tls_resumed_handshakes", std::to_string(tls_resumed_handshakes));
     field("tls_psk_handshakes", std::to_string(tls_psk_handshakes));
     field("peer_certificate", json_string(peer_certificate));
+    field("tls_cipher", json_string(tls_cipher));
+    field("tls_record_engine", json_string(tls_record_engine));
+    field("tls_record_engine_why", json_string(tls_record_engine_why));
     field("cpu_user_s", num(cpu_user_s));
     field("cpu_sys_s", num(cpu_sys_s));
     field("peak_rss_kb", std::to_string(peak_rss_kb));

@@ -10,7 +10,9 @@
 
 namespace sluice::tls {
 
-// TLS_AES_128_GCM_SHA256, the one cipher suite offered (WDT's default cipher too).
+// TLS_AES_128_GCM_SHA256, the one cipher suite offered (WDT's default cipher too), checked
+// after every handshake (ssl_run.cpp); Stats::tls_cipher.
+inline constexpr const char* kCipherSuite = "TLS_AES_128_GCM_SHA256";
 inline constexpr size_t kKeyBytes = 16;
 inline constexpr size_t kIvBytes = 12;
 inline constexpr size_t kTagBytes = 16;

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/io/sys_error.hpp"
+#include "core/tls/aes_gcm.hpp"
 #include "core/tls/ktls.hpp"
 
 namespace sluice::tls {
@@ -161,6 +162,22 @@ void Links::fill(Stats& s) const {
     s.tls_resumed_handshakes = resumed_;
     s.tls_psk_handshakes = psk_;
     s.peer_certificate = peer_spki_;
+    s.tls_cipher = kCipherSuite;
+    if (path_ == kPathKernel) {
+        s.tls_record_engine = "kernel";
+        s.tls_record_engine_why = kKernelWhy;
+    } else {
+        const GcmChoice& c = gcm_choice();
+        s.tls_record_engine = c.name;
+        s.tls_record_engine_why = c.why;
+    }
+}
+
+std::string Links::records_line() const {
+    const std::string head = std::string("TLS records: ") + kCipherSuite + ", ";
+    if (path() == kPathKernel) return head + "sealed and opened by the kernel";
+    const GcmChoice& c = gcm_choice();
+    return head + "sealed and opened by " + c.name + " (" + c.why + ")";
 }
 
 std::string Links::handshakes_line() const {

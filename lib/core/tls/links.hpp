@@ -54,6 +54,9 @@ public:
     // The encryption fields of Stats (path, why, streams, handshakes by kind, the peer's key);
     // nothing when no link came up.
     void fill(Stats& s) const;
+    // -v: the records' cipher suite and who seals them ("TLS records: TLS_AES_128_GCM_SHA256,
+    // sealed and opened by ipsec-mb (...)"). Call once a link is up.
+    std::string records_line() const;
     // -v: the handshakes so far, by kind ("certificate mode: 1 full handshake, ...").
     std::string handshakes_line() const;
     // Ends every relay (sends what the session wrote first). Call once the session's threads

@@ -12,19 +12,13 @@ constexpr unsigned char kApplicationData = 23;
 constexpr unsigned char kAlert = 21;
 } // namespace
 
-CipherCtx::CipherCtx(const TrafficKey& k, bool encrypt) : ctx_(EVP_CIPHER_CTX_new()) {
-    if (!ctx_) throw Error(ErrorCode::internal, "OpenSSL: cannot allocate a cipher context");
+CipherCtx::CipherCtx(const TrafficKey& k, bool encrypt) : gcm_(k.key.data(), encrypt) {
     std::memcpy(iv_, k.iv.data(), kIvBytes);
-    // The key schedule is computed once here; each record only sets its nonce.
-    int ok = encrypt ? EVP_EncryptInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, k.key.data(), nullptr)
-                     : EVP_DecryptInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, k.key.data(), nullptr);
-    if (ok != 1) {
-        EVP_CIPHER_CTX_free(ctx_);
-        throw Error(ErrorCode::internal, "OpenSSL: AES-128-GCM set-up failed");
-    }
 }
 
-CipherCtx::~CipherCtx() { EVP_CIPHER_CTX_free(ctx_); }
+CipherCtx::CipherCtx(const TrafficKey& k, bool encrypt, GcmEngine engine) : gcm_(k.key.data(), encrypt, engine) {
+    std::memcpy(iv_, k.iv.data(), kIvBytes);
+}
 
 void CipherCtx::nonce_of(uint64_t seq, unsigned char out[kIvBytes]) const {
     std::memcpy(out, iv_, kIvBytes);
@@ -42,13 +36,7 @@ size_t Sealer::seal_at(unsigned char* rec, size_t plain, uint64_t seq) {
     data[plain] = kApplicationData; // the inner content type
     unsigned char nonce[kIvBytes];
     nonce_of(seq, nonce);
-    int n = 0;
-    if (EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce) != 1 ||
-        EVP_EncryptUpdate(ctx_, nullptr, &n, rec, kHeaderBytes) != 1 ||
-        EVP_EncryptUpdate(ctx_, data, &n, data, static_cast<int>(plain + 1)) != 1 ||
-        EVP_EncryptFinal_ex(ctx_, data + n, &n) != 1 ||
-        EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, kTagBytes, data + plain + 1) != 1)
-        throw Error(ErrorCode::internal, "OpenSSL: AES-128-GCM encryption failed");
+    gcm_.seal(nonce, rec, kHeaderBytes, data, plain + 1, data + plain + 1);
     return kHeaderBytes + body;
 }
 
@@ -87,13 +75,7 @@ size_t Opener::open_to(const unsigned char* rec, size_t size, unsigned char* dat
     // place the caller's next record may already be what follows.
     unsigned char tag[kTagBytes];
     std::memcpy(tag, in + ct, kTagBytes);
-    int n = 0;
-    if (EVP_DecryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce) != 1 ||
-        EVP_DecryptUpdate(ctx_, nullptr, &n, rec, kHeaderBytes) != 1 ||
-        EVP_DecryptUpdate(ctx_, data, &n, in, static_cast<int>(ct)) != 1 ||
-        EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, kTagBytes, tag) != 1)
-        throw Error(ErrorCode::internal, "OpenSSL: AES-128-GCM decryption failed");
-    if (EVP_DecryptFinal_ex(ctx_, data + n, &n) != 1)
+    if (!gcm_.open(nonce, rec, kHeaderBytes, in, data, ct, tag))
         throw Error(ErrorCode::integrity, std::string("TLS record ") + std::to_string(seq) + " on " + what_ +
                                               " failed authentication: altered, replayed, reordered or dropped in flight");
     size_t len = ct;

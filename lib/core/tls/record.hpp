@@ -1,16 +1,16 @@
 #pragma once
 // The TLS 1.3 record layer (RFC 8446 5.2) for application data, in user space: AES-128-GCM
-// through OpenSSL's EVP (AES-NI), sealed and opened in place, one cipher context per
-// direction set up once, nothing allocated per record. The records are exactly TLS 1.3's
+// by the process's record engine (aes_gcm.hpp: intel-ipsec-mb's VAES path or OpenSSL's EVP),
+// sealed and opened in place, one key schedule per direction set up once, nothing allocated
+// per record. The records are exactly TLS 1.3's
 // (type 23, version 0x0303, length; nonce = IV xor the record's sequence number; the header
 // as associated data), so the kernel's TLS (ktls.hpp) can take over either direction with the
 // same keys. Sequence numbers are implicit: a record replayed, dropped, reordered or altered
 // fails its tag, and the connection with it.
-#include <openssl/evp.h>
-
 #include <cstddef>
 #include <cstdint>
 
+#include "core/tls/aes_gcm.hpp"
 #include "core/tls/keys.hpp"
 #include "sluice/error.hpp"
 
@@ -27,15 +27,14 @@ inline constexpr size_t kMaxCiphertext = kMaxPlain + 256;
 class CipherCtx {
 public:
     CipherCtx(const TrafficKey& k, bool encrypt);
-    ~CipherCtx();
-    CipherCtx(const CipherCtx&) = delete;
-    CipherCtx& operator=(const CipherCtx&) = delete;
+    // The same with the given engine (tests: records of one engine open with the other).
+    CipherCtx(const TrafficKey& k, bool encrypt, GcmEngine engine);
     uint64_t sequence() const { return seq_; }
 
 protected:
     // The nonce of record seq.
     void nonce_of(uint64_t seq, unsigned char out[kIvBytes]) const;
-    EVP_CIPHER_CTX* ctx_;
+    AesGcm gcm_;
     unsigned char iv_[kIvBytes];
     uint64_t seq_ = 0;
 };
@@ -43,6 +42,7 @@ protected:
 class Sealer : public CipherCtx {
 public:
     explicit Sealer(const TrafficKey& k) : CipherCtx(k, true) {}
+    Sealer(const TrafficKey& k, GcmEngine engine) : CipherCtx(k, true, engine) {}
     // rec points at a record slot whose content (plain bytes) is already at rec + kHeaderBytes
     // and that has kRecordOverhead - kHeaderBytes bytes of room after it. Writes the header,
     // encrypts in place, appends type and tag; returns the record's size on the wire.
@@ -62,6 +62,7 @@ class Opener : public CipherCtx {
 public:
     // what: "data stream 2", for messages.
     Opener(const TrafficKey& k, const char* what) : CipherCtx(k, false), what_(what) {}
+    Opener(const TrafficKey& k, const char* what, GcmEngine engine) : CipherCtx(k, false, engine), what_(what) {}
     // Bytes of the record starting at hdr (kHeaderBytes available), checked against the limits.
     size_t record_size(const unsigned char* hdr) const;
     // Decrypts the whole record at rec in place; returns its content's length (at rec +

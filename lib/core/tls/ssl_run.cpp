@@ -102,7 +102,7 @@ SSL_CTX* new_tls13_ctx(Side side) {
     if (!ctx) return nullptr;
     SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
     SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
-    SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256");
+    SSL_CTX_set_ciphersuites(ctx, kCipherSuite);
     SSL_CTX_set1_groups_list(ctx, "X25519");
     // No tickets (the data streams' PSKs come from our own derivation), no middlebox
     // compatibility records: after the handshake nothing of OpenSSL's may be on the wire or in
@@ -153,6 +153,12 @@ LinkKeys handshake_keys(SSL* ssl, Side side, Call& call, const std::string& peer
         throw Error(ErrorCode::protocol, "TLS handshake with " + peer + ": data arrived before the handshake ended");
     if (!call.have_client || !call.have_server)
         throw Error(ErrorCode::protocol, "TLS handshake with " + peer + " ended without its traffic secrets");
+    // The record layer and traffic_key() are AES-128-GCM's: any other suite (the context
+    // offers none) would be keyed wrongly, so it is refused here rather than trusted.
+    const SSL_CIPHER* suite = SSL_get_current_cipher(ssl);
+    if (!suite || SSL_CIPHER_get_id(suite) != TLS1_3_CK_AES_128_GCM_SHA256)
+        throw Error(ErrorCode::protocol, "TLS handshake with " + peer + " agreed on " +
+                                             (suite ? SSL_CIPHER_get_name(suite) : "no cipher suite") + ", not " + kCipherSuite);
     TrafficKey c = traffic_key(call.client_secret);
     TrafficKey s = traffic_key(call.server_secret);
     call.client_secret.fill(0);

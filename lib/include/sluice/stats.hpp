@@ -98,6 +98,12 @@ struct Stats {
     unsigned tls_resumed_handshakes = 0;
     unsigned tls_psk_handshakes = 0;
     std::string peer_certificate;         // certificate mode: "sha256:HEX" of the peer's key (SPKI), if it sent one
+    std::string tls_cipher;               // the records' cipher suite (TLS_AES_128_GCM_SHA256); empty when off
+    // Who seals and opens this side's records: "ipsec-mb" (intel-ipsec-mb's VAES path),
+    // "openssl" (its EVP) or "kernel" (kTLS); and why: the library, its version and CPU path,
+    // or why the faster engine did not run. Empty when off.
+    std::string tls_record_engine;
+    std::string tls_record_engine_why;
     double cpu_user_s = 0;
     double cpu_sys_s = 0;
     uint64_t peak_rss_kb = 0;

@@ -188,6 +188,7 @@ void RecvSession::control_main() {
         if (psk_[0]) {
             control_.attach(secure(control_tcp_.get(), 0));
             log_.verbose_line("encryption: " + links_.path() + " (" + links_.why() + ")");
+            log_.verbose_line(links_.records_line());
             // TLS 1.3 ends the sender's handshake before ours has judged its certificate: the
             // sender opens its data streams only after this verdict (send/session/connect.cpp).
             if (links_.certificates() && certificate_verdict_) {

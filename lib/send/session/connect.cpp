@@ -71,6 +71,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     hello.features = r.features;
     c.features = r.features;
     c.hello = hello;
+    c.congestion_control = congestion_control_of(c.control.get());
     // The handshake's round trips measured the link: every later wait scales with it.
     c.deadlines = rtt_deadlines(opts.connect_timeout_ms, opts.idle_timeout_ms, smoothed_rtt_us(c.control.get()));
     set_io_timeout(c.control.get(), c.deadlines.idle_ms);

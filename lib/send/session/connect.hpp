@@ -4,6 +4,7 @@
 // background (stream_opener.hpp): the session sends on each as soon as it is open.
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/io/rtt_deadlines.hpp"
@@ -21,6 +22,10 @@ struct Connections {
     uint8_t features = 0; // wire::kFeature* bits both sides use (the receiver offered them)
     bool encrypted = false;
     ConnectionMptcp control_mptcp; // what --mptcp gave the control connection (core/io/mptcp.hpp)
+    // The control connection's TCP congestion control, read before encryption puts a relay's
+    // socket pair in its place (TCP_CONGESTION on that is an error): every data stream is set
+    // the same way (--cc, else the system's), so this is theirs too.
+    std::string congestion_control;
     // The idle and connect deadlines scaled by the control connection's round trip, measured
     // by its handshake (core/io/rtt_deadlines.hpp); the data streams open under them.
     RttDeadlines deadlines;

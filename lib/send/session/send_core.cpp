@@ -55,6 +55,7 @@ void SendCore::connect(const std::string& how, bool all_streams) {
     hello_ = c.hello;
     features_ = c.features;
     control_mptcp_ = c.control_mptcp;
+    control_cc_ = c.congestion_control;
     // Every later wait (the control reader, each stream's sends, reopening a stream) reads these.
     deadlines_ = c.deadlines;
     opts_.idle_timeout_ms = deadlines_.idle_ms;
@@ -69,6 +70,7 @@ void SendCore::connect(const std::string& how, bool all_streams) {
     log_.verbose_line("connected to " + peer_ + how + "; opening " + std::to_string(data_.size()) + " data streams, " +
                       std::to_string(kParallelOpens) + " at a time, each sending once it is open");
     log_.verbose_line(links_.path().empty() ? "encryption: off" : "encryption: " + links_.path() + " (" + links_.why() + ")");
+    if (!links_.path().empty()) log_.verbose_line(links_.records_line());
     if (links_.certificates() && !(features_ & wire::kFeatureCertificateVerdict))
         log_.verbose_line("warning: the receiver predates CERTIFICATE_ACCEPTED: data streams open without its verdict on "
                           "this side's certificate, so a refusal may show as a data stream's failure");
@@ -236,9 +238,9 @@ void SendCore::abort_peer(std::thread& reader, uint32_t code) {
 }
 
 void SendCore::start_pacer() {
-    // The control connection's: set like every data stream's before it connected, where a
-    // data stream may still be opening (stream_opener.hpp) with the system's.
-    pacing_choice_ = pacing_choice(opts_.pacing, data_.empty() ? std::string() : congestion_control_of(control_.fd()), opts_.streams_auto);
+    // The control connection's (connect.hpp), not a data stream's: one may still be opening
+    // (stream_opener.hpp) on a placeholder socket with the system's.
+    pacing_choice_ = pacing_choice(opts_.pacing, data_.empty() ? std::string() : control_cc_, opts_.streams_auto);
     log_.verbose_line("pacing: " + pacing_choice_);
     if (pacing_choice_.starts_with("off")) return;
     pacer_.emplace(tcp_fds(), [this](const std::string& l) { log_.verbose_line(l); });

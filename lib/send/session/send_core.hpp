@@ -167,6 +167,7 @@ private:
     // --mptcp: each connection's outcome into s.mptcp_connections and -v (core/io/mptcp.hpp).
     void add_mptcp(Stats& s);
     ConnectionMptcp control_mptcp_; // read when the control connection was made
+    std::string control_cc_;        // its congestion control, read before encryption (connect.hpp)
     RttDeadlines deadlines_;        // chosen when the control connection was made (connect())
     // Waits until a frame starts to arrive on the control connection; throws timed_out once
     // the receiver has owed an answer for the idle timeout.
