@@ -102,8 +102,15 @@ void ColdBlockSender::start_ahead(const Segment& seg) {
     if (!can_read_ahead_ || !works_ || ahead_buf_ >= 0 || !fits(seg, false)) return;
     const SourceFile& f = *seg.file;
     // Its own fd: the current block's stays open until that block is checked, and a read
-    // ahead that is not taken is dropped without touching it.
-    UniqueFd fd = SourceReader::open_checked(f);
+    // ahead that is not taken is dropped without touching it. A guess that fails (the file gone
+    // or changed since it was listed) is no error yet: it is not queued, and the block's own
+    // read reports it in its turn, after the blocks before it went out.
+    UniqueFd fd;
+    try {
+        fd = SourceReader::open_checked(f);
+    } catch (const Error&) {
+        return;
+    }
     const int flags = ::fcntl(fd.get(), F_GETFL);
     if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_DIRECT) != 0) return; // try_cold says why, on its own fd
     if (!cold(seg, fd.get())) return;

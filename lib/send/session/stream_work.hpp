@@ -69,8 +69,9 @@ private:
     struct Cursor; // one stream's place: its log, the item it is on, its counts
     bool send_until_closed(Cursor& c, BlockSender& sender, std::optional<SmallFileBatch>& batch,
                            std::optional<ColdBlockSender>& cold);
-    // Adds what batch and cold read to the session's counts (before they go).
+    // The whole block this stream sends after the current one, if known now (never waited for).
     const Segment* cold_next(Cursor& c, const std::optional<SmallFileBatch>& batch);
+    // Adds what batch and cold read to the session's counts (before they go).
     void count_reads(const std::optional<SmallFileBatch>& batch, const std::optional<ColdBlockSender>& cold);
     void reopen(Cursor& c, const Error& e);
 
