@@ -81,7 +81,8 @@ private:
     bool fits(const Segment& seg, bool count);
     // Whether seg's block is not wholly in the page cache, asked of fd.
     bool cold(const Segment& seg, int fd);
-    // Queues the read of seg's block into a free buffer on its own fd, if it is cold.
+    // Queues the read of seg's block into a free buffer on its own fd, if it is cold and its file
+    // opens unchanged since it was listed (a guess: a failure is the block's own read's to report).
     void start_ahead(const Segment& seg);
     // The read queued ahead, if it is seg's: waited for, its fd and buffer become the current
     // ones and true; otherwise it is waited for and dropped, and false.
