@@ -4,7 +4,8 @@
 // multiple of 4096; a block partly cached is still read from the disk; a wholly cached block is
 // left to the stream's path (nothing sent, nothing left in flight); blocks keep their order
 // although each one's send runs while the next is read; the cold reads leave no pages cached; a file that
-// shrinks or grows between its blocks is an error naming it, never a torn block.
+// shrinks or grows between its blocks is an error naming it, never a torn block; a read queued
+// ahead of its turn whose file changed reports that in the block's turn, never before.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -206,4 +207,46 @@ TEST_CASE("the next cold block's read is queued ahead and its block sent from it
         CHECK(frames[k].checksum == sluice::xxh3_64(s.data.data() + g.offset, g.length));
     }
     CHECK(unit_test::cached_pages(s.f.path, size) == 0); // read ahead past the page cache too
+}
+
+TEST_CASE("a read ahead is a guess: a file changed before it opens, or shrunk after its read was queued, is an error in its block's turn") {
+    unit_test::TempDir dir;
+    unit_test::Source a = unit_test::make_source(dir.path.string(), 11, 2 * kMiB, true);
+    unit_test::Source changed = unit_test::make_source(dir.path.string(), 12, kMiB, true);
+    unit_test::Source shrinks = unit_test::make_source(dir.path.string(), 13, 2 * kMiB, true);
+    {
+        sluice::UniqueFd fd(::open(changed.f.path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+        REQUIRE(::write(fd.get(), "more", 4) == 4);
+    }
+    const Segment next_changed{&changed.f, 0, kMiB};
+    const Segment shrinks_second{&shrinks.f, kMiB, kMiB};
+    Wire w;
+    {
+        ColdBlockSender cold(w.tx.get(), 60000);
+        // The guess's open fails: no error yet, the block named goes out whole.
+        REQUIRE(cold.try_send(Segment{&a.f, 0, kMiB}, true, &next_changed));
+        const std::string grew = source_error([&] { cold.try_send(next_changed, true); });
+        CHECK(grew.find(changed.f.path) != std::string::npos);
+        CHECK(grew.find("changed after it was listed") != std::string::npos);
+        // The second block's read is queued, then the file shrinks under it: whatever the read
+        // got, the block is refused naming the file, and nothing of it is sent.
+        REQUIRE(cold.try_send(Segment{&shrinks.f, 0, kMiB}, true, &shrinks_second));
+        REQUIRE(::truncate(shrinks.f.path.c_str(), kMiB + 5) == 0);
+        const std::string shrank = source_error([&] { cold.try_send(shrinks_second, true); });
+        CHECK(shrank.find(shrinks.f.path) != std::string::npos);
+        const bool said = shrank.find("shrank while being sent") != std::string::npos ||
+                          shrank.find("changed while it was being sent") != std::string::npos;
+        CHECK_MESSAGE(said, shrank);
+        cold.drain();
+        CHECK(cold.blocks() == 2);
+        CHECK(cold.read_ahead() == 1); // the shrunk block's read was the one queued ahead
+    }
+    CHECK(!a.f.held());
+    CHECK(!changed.f.held());
+    CHECK(!shrinks.f.held());
+    auto& frames = w.close();
+    REQUIRE(frames.size() == 2); // a's block and shrinks' first, read whole
+    CHECK(frames[0].offset == 0);
+    CHECK(std::equal(frames[0].data.begin(), frames[0].data.end(), a.data.begin()));
+    CHECK(std::equal(frames[1].data.begin(), frames[1].data.end(), shrinks.data.begin()));
 }

@@ -64,7 +64,7 @@ public:
     uint64_t blocks() const noexcept { return blocks_; }
     uint64_t bytes() const noexcept { return bytes_; }
     uint64_t unaligned() const noexcept { return unaligned_; }
-    // Blocks whose read was queued ahead and then sent from it.
+    // Blocks taken from a read queued ahead (sent from it, or refused there as changed).
     uint64_t read_ahead() const noexcept { return ahead_used_; }
     // Why cold blocks went through the page cache, if they did (empty otherwise).
     const std::string& fallback() const noexcept { return fallback_; }
