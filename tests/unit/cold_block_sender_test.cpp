@@ -4,7 +4,8 @@
 // multiple of 4096; a block partly cached is still read from the disk; a wholly cached block is
 // left to the stream's path (nothing sent, nothing left in flight); blocks keep their order
 // although each one's send runs while the next is read; the cold reads leave no pages cached; a file that
-// shrinks or grows between its blocks is an error naming it, never a torn block.
+// shrinks or grows between its blocks is an error naming it, never a torn block; a read queued
+// ahead of its turn whose file changed reports that in the block's turn, never before.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -167,4 +168,85 @@ TEST_CASE("a block at an offset O_DIRECT cannot read stays on the page-cache pat
     CHECK(cold.unaligned() == 1);
     CHECK(cold.blocks() == 0);
     CHECK(w.close().empty());
+}
+
+TEST_CASE("the next cold block's read is queued ahead and its block sent from it; a wrong guess is dropped") {
+    unit_test::TempDir dir;
+    const uint64_t size = 5 * kMiB + 4000; // the last block ends inside a page
+    unit_test::Source s = unit_test::make_source(dir.path.string(), 9, size, true);
+    std::vector<Segment> segs;
+    for (uint64_t off = 0; off < size; off += kMiB) segs.push_back(Segment{&s.f, off, std::min(kMiB, size - off)});
+    REQUIRE(segs.size() == 6);
+    // Sent in this order, each naming the block after it in segs: block 4 is named after block
+    // 3 but block 5 goes first (the guess dropped, block 5 read on the spot), then 4.
+    const size_t order[] = {0, 1, 2, 3, 5, 4};
+    Wire w;
+    uint64_t ahead = 0;
+    {
+        ColdBlockSender cold(w.tx.get(), 60000);
+        for (size_t k = 0; k < 6; ++k) {
+            const size_t i = order[k];
+            const Segment* next = i + 1 < segs.size() ? &segs[i + 1] : nullptr;
+            REQUIRE(cold.try_send(segs[i], true, next));
+        }
+        cold.drain();
+        ahead = cold.read_ahead();
+        CHECK(cold.blocks() == 6);
+        CHECK(cold.fallback().empty());
+    }
+    CHECK(!s.f.held()); // neither the current fd nor the dropped read ahead keeps the file
+    // Blocks 1, 2 and 3 came from reads queued ahead; 0 had none, 5 and 4 were not the ones named.
+    CHECK(ahead == 3);
+    auto& frames = w.close();
+    REQUIRE(frames.size() == 6);
+    for (size_t k = 0; k < 6; ++k) {
+        const Segment& g = segs[order[k]];
+        CHECK(frames[k].offset == g.offset);
+        REQUIRE(frames[k].data.size() == g.length);
+        CHECK(std::equal(frames[k].data.begin(), frames[k].data.end(), s.data.begin() + static_cast<long>(g.offset)));
+        CHECK(frames[k].checksum == sluice::xxh3_64(s.data.data() + g.offset, g.length));
+    }
+    CHECK(unit_test::cached_pages(s.f.path, size) == 0); // read ahead past the page cache too
+}
+
+TEST_CASE("a read ahead is a guess: a file changed before it opens, or shrunk after its read was queued, is an error in its block's turn") {
+    unit_test::TempDir dir;
+    unit_test::Source a = unit_test::make_source(dir.path.string(), 11, 2 * kMiB, true);
+    unit_test::Source changed = unit_test::make_source(dir.path.string(), 12, kMiB, true);
+    unit_test::Source shrinks = unit_test::make_source(dir.path.string(), 13, 2 * kMiB, true);
+    {
+        sluice::UniqueFd fd(::open(changed.f.path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+        REQUIRE(::write(fd.get(), "more", 4) == 4);
+    }
+    const Segment next_changed{&changed.f, 0, kMiB};
+    const Segment shrinks_second{&shrinks.f, kMiB, kMiB};
+    Wire w;
+    {
+        ColdBlockSender cold(w.tx.get(), 60000);
+        // The guess's open fails: no error yet, the block named goes out whole.
+        REQUIRE(cold.try_send(Segment{&a.f, 0, kMiB}, true, &next_changed));
+        const std::string grew = source_error([&] { cold.try_send(next_changed, true); });
+        CHECK(grew.find(changed.f.path) != std::string::npos);
+        CHECK(grew.find("changed after it was listed") != std::string::npos);
+        // The second block's read is queued, then the file shrinks under it: whatever the read
+        // got, the block is refused naming the file, and nothing of it is sent.
+        REQUIRE(cold.try_send(Segment{&shrinks.f, 0, kMiB}, true, &shrinks_second));
+        REQUIRE(::truncate(shrinks.f.path.c_str(), kMiB + 5) == 0);
+        const std::string shrank = source_error([&] { cold.try_send(shrinks_second, true); });
+        CHECK(shrank.find(shrinks.f.path) != std::string::npos);
+        const bool said = shrank.find("shrank while being sent") != std::string::npos ||
+                          shrank.find("changed while it was being sent") != std::string::npos;
+        CHECK_MESSAGE(said, shrank);
+        cold.drain();
+        CHECK(cold.blocks() == 2);
+        CHECK(cold.read_ahead() == 1); // the shrunk block's read was the one queued ahead
+    }
+    CHECK(!a.f.held());
+    CHECK(!changed.f.held());
+    CHECK(!shrinks.f.held());
+    auto& frames = w.close();
+    REQUIRE(frames.size() == 2); // a's block and shrinks' first, read whole
+    CHECK(frames[0].offset == 0);
+    CHECK(std::equal(frames[0].data.begin(), frames[0].data.end(), a.data.begin()));
+    CHECK(std::equal(frames[1].data.begin(), frames[1].data.end(), shrinks.data.begin()));
 }

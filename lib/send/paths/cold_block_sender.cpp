@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -23,11 +24,13 @@ constexpr uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to 
 
 ColdBlockSender::ColdBlockSender(int sock, int idle_timeout_ms) : sock_(sock), idle_timeout_ms_(idle_timeout_ms) {
     if (probe_ring_features().op_send) ring_.emplace(4);
+    can_read_ahead_ = ring_ && probe_ring_features().op_read;
 }
 
 ColdBlockSender::~ColdBlockSender() {
-    ring_.reset(); // a send still in flight (an error unwinding) is cancelled before its buffer goes
+    ring_.reset(); // a send or read still in flight (an error unwinding) is cancelled before its buffer goes
     if (sending_file_) sending_file_->let_go();
+    if (ahead_buf_ >= 0) ahead_seg_.file->let_go();
     close();
 }
 
@@ -54,39 +57,115 @@ bool ColdBlockSender::open(const SourceFile& f) {
     return true;
 }
 
-bool ColdBlockSender::try_send(const Segment& seg, bool more) {
-    const bool sent = works_ && try_cold(seg, more);
-    if (!sent) drain(); // the caller writes to the socket next
+bool ColdBlockSender::try_send(const Segment& seg, bool more, const Segment* next) {
+    const bool sent = works_ && try_cold(seg, more, next);
+    if (!sent) {
+        drop_ahead(); // the caller's path may read the same block
+        drain();      // the caller writes to the socket next
+    }
     return sent;
 }
 
-bool ColdBlockSender::try_cold(const Segment& seg, bool more) {
-    const SourceFile& f = *seg.file;
-    const uint64_t at = f.file_offset(seg.offset);
-    if (at % kAlign != 0) {
-        ++unaligned_;
+bool ColdBlockSender::fits(const Segment& seg, bool count) {
+    if (seg.file->file_offset(seg.offset) % kAlign != 0) {
+        if (count) ++unaligned_;
         return false;
     }
     if (seg.length > kMaxBlockBytes) {
-        if (fallback_.empty())
+        if (count && fallback_.empty())
             fallback_ = "blocks of " + std::to_string(seg.length) + " bytes are larger than the " +
                         std::to_string(kMaxBlockBytes) + "-byte O_DIRECT buffer: blocks not cached read through the page cache";
         return false;
     }
-    // Whether the block is cached is asked of the fd it would be read from: opening is the
-    // same cost either way, and a cached block's fd is kept for the file's next block.
-    if (!open(f)) return false;
-    const std::optional<bool> cached = range_cached(fd_.get(), at, seg.length);
+    return true;
+}
+
+bool ColdBlockSender::cold(const Segment& seg, int fd) {
+    const std::optional<bool> cached = range_cached(fd, seg.file->file_offset(seg.offset), seg.length);
     if (!cached) {
         works_ = false;
         fallback_ = "cachestat(2) unavailable (Linux < 6.5): blocks not cached read through the page cache";
         return false;
     }
-    if (*cached) return false;
+    return !*cached;
+}
 
-    const size_t need = kHead + round_up(seg.length, kAlign);
-    if (!bufs_[cur_] || bufs_[cur_]->size() < need) bufs_[cur_].emplace(need);
+int ColdBlockSender::free_buffer(uint64_t length) {
+    int b = 0;
+    while (b == cur_ || b == sending_buf_ || b == ahead_buf_) ++b;
+    const size_t need = kHead + round_up(length, kAlign);
+    if (!bufs_[b] || bufs_[b]->size() < need) bufs_[b].emplace(need);
+    return b;
+}
+
+void ColdBlockSender::start_ahead(const Segment& seg) {
+    if (!can_read_ahead_ || !works_ || ahead_buf_ >= 0 || !fits(seg, false)) return;
+    const SourceFile& f = *seg.file;
+    // Its own fd: the current block's stays open until that block is checked, and a read
+    // ahead that is not taken is dropped without touching it. A guess that fails (the file gone
+    // or changed since it was listed) is no error yet: it is not queued, and the block's own
+    // read reports it in its turn, after the blocks before it went out.
+    UniqueFd fd;
+    try {
+        fd = SourceReader::open_checked(f);
+    } catch (const Error&) {
+        return;
+    }
+    const int flags = ::fcntl(fd.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_DIRECT) != 0) return; // try_cold says why, on its own fd
+    if (!cold(seg, fd.get())) return;
+    const int b = free_buffer(seg.length);
+    ring_->read(ahead_read_, fd.get(), bufs_[b]->data() + kHead, static_cast<unsigned>(round_up(seg.length, kAlign)),
+                f.file_offset(seg.offset));
+    ring_->submit();
+    f.hold();
+    ahead_seg_ = seg;
+    ahead_fd_ = std::move(fd);
+    ahead_buf_ = b;
+}
+
+bool ColdBlockSender::take_ahead(const Segment& seg) {
+    if (ahead_buf_ < 0) return false;
+    if (ahead_seg_.file != seg.file || ahead_seg_.offset != seg.offset || ahead_seg_.length != seg.length) {
+        drop_ahead();
+        return false;
+    }
+    while (ahead_read_.busy()) ring_->wait();
+    if (ahead_read_.outcome() != Completion::Outcome::ok) {
+        drop_ahead(); // read again on this thread, which reports its error with the file's name
+        return false;
+    }
+    close();
+    fd_ = std::move(ahead_fd_);
+    file_ = ahead_seg_.file; // the read ahead's hold is now the fd's
+    cur_ = ahead_buf_;
+    ahead_buf_ = -1;
+    return true;
+}
+
+void ColdBlockSender::drop_ahead() {
+    if (ahead_buf_ < 0) return;
+    while (ahead_read_.busy()) ring_->wait();
+    ahead_fd_.reset();
+    ahead_seg_.file->let_go();
+    ahead_buf_ = -1;
+}
+
+bool ColdBlockSender::try_cold(const Segment& seg, bool more, const Segment* next) {
+    const SourceFile& f = *seg.file;
+    const uint64_t at = f.file_offset(seg.offset);
     uint64_t got = 0;
+    if (take_ahead(seg)) {
+        got = std::min<uint64_t>(static_cast<uint64_t>(ahead_read_.result()), seg.length);
+        ++ahead_used_;
+    } else {
+        // Whether the block is cached is asked of the fd it would be read from: opening is the
+        // same cost either way, and a cached block's fd is kept for the file's next block.
+        if (!fits(seg, true) || !open(f) || !cold(seg, fd_.get())) return false;
+        cur_ = free_buffer(seg.length);
+    }
+    // The next block's read goes to the disk before this one is hashed and sent.
+    if (next) start_ahead(*next);
     if (!read(f, at, seg.length, got)) return false;
     if (got < seg.length) throw_source_shrank(f, at, seg.length, got);
     // The bytes read are the file as listed (a file that grew or was rewritten since is an
@@ -99,11 +178,11 @@ bool ColdBlockSender::try_cold(const Segment& seg, bool more) {
     p.offset = seg.offset;
     p.checksum = xxh3_64(data(), seg.length);
     wire::encode_block_prefix(frame, p, static_cast<uint32_t>(seg.length));
-    drain(); // the block before, from the other buffer
+    drain(); // the block before, from another buffer
     f.hold();
     sending_file_ = &f;
+    sending_buf_ = cur_;
     send(frame, kPrefix + seg.length, more);
-    cur_ ^= 1;
     ++blocks_;
     bytes_ += seg.length;
     return true;
@@ -112,7 +191,7 @@ bool ColdBlockSender::try_cold(const Segment& seg, bool more) {
 bool ColdBlockSender::read(const SourceFile& f, uint64_t at, uint64_t length, uint64_t& got) {
     // Whole kAlign units: the last may read past the file's end, which the buffer has room for.
     const uint64_t want = round_up(length, kAlign);
-    got = 0;
+    if (got % kAlign != 0) return true; // the file ended inside the read ahead's last unit
     while (got < length) {
         const ssize_t n = ::pread(fd_.get(), data() + got, want - got, static_cast<off_t>(at + got));
         if (n < 0 && errno == EINTR) continue;
@@ -150,17 +229,17 @@ void ColdBlockSender::drain() {
     size_t done = 0;
     int err = 0;
     bool timed_out = false;
-    if (ring_ && send_.busy()) {
-        // Bounded as the stream's other sends are: a receiver still taking data is slow, one
-        // that took nothing for the idle timeout has stopped.
-        for (;;) {
+    if (ring_) {
+        // Its completion may already be in (reaped while waiting for a read ahead). Bounded as
+        // the stream's other sends are: a receiver still taking data is slow, one that took
+        // nothing for the idle timeout has stopped.
+        while (send_.busy()) {
             const uint64_t acked = bytes_acked(sock_);
-            if (ring_->wait_for(idle_timeout_ms_)) break;
+            if (ring_->wait_for(idle_timeout_ms_)) continue; // the send's, or the read ahead's
             if (bytes_acked(sock_) != acked) continue;
             ::shutdown(sock_, SHUT_RDWR); // ends the send, which then fails like a lost connection
-            ring_->wait();
+            while (send_.busy()) ring_->wait();
             timed_out = true;
-            break;
         }
         if (!timed_out && send_.outcome() == Completion::Outcome::failed) err = send_.error();
         if (send_.outcome() == Completion::Outcome::ok) done = static_cast<size_t>(send_.result());
@@ -177,6 +256,7 @@ void ColdBlockSender::drain() {
     const SourceFile& f = *sending_file_;
     sending_ = nullptr;
     sending_file_ = nullptr;
+    sending_buf_ = -1;
     if (!timed_out && !err) {
         f.let_go();
         return;

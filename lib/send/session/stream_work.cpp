@@ -18,6 +18,9 @@ struct StreamWork::Cursor {
     StreamLog log;                // this connection's blocks, for a reopen
     std::optional<WorkItem> item; // the item being sent
     size_t next = 0;              // of its segments, the first not yet written
+    // The item taken from the queue before its turn, so that its first block's read can go
+    // to the disk while this one is sent (ColdBlockSender's read ahead); sent next.
+    std::optional<WorkItem> ahead;
 };
 
 namespace {
@@ -84,8 +87,9 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
         if (!c.item || c.next == c.item->segments.size()) {
             c.item.reset();
             c.next = 0;
+            if (c.ahead) std::swap(c.item, c.ahead);
             // --streams auto may hold this stream back; an empty queue may wait for a page.
-            if (!s_.governor.may_take(c.i) || !(c.item = s_.queue.try_pop())) {
+            if (!c.item && (!s_.governor.may_take(c.i) || !(c.item = s_.queue.try_pop()))) {
                 if (batch || cold) {
                     Busy busy(s_.busy);
                     if (cold) cold->drain(); // its block goes before the batch's files
@@ -126,7 +130,7 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
                 batch->add(seg); // holds the file from here
             } else {
                 if (batch) batch->flush(true);
-                if (!(cold && cold->try_send(seg, more))) sender.send(seg, more);
+                if (!(cold && cold->try_send(seg, more, cold_next(c, batch)))) sender.send(seg, more);
                 seg.file->let_go(); // the item's hold (SourceFile::hold); the reader keeps its own
             }
             if (c.sp) {
@@ -141,6 +145,19 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
     return true;
 }
 
+// The whole block this stream sends after the current one, if it is known now: the item's next
+// segment, or the first of the next item, taken from the queue early (never waited for).
+const Segment* StreamWork::cold_next(Cursor& c, const std::optional<SmallFileBatch>& batch) {
+    const Segment* next = nullptr;
+    if (c.next < c.item->segments.size()) {
+        next = &c.item->segments[c.next];
+    } else {
+        if (!c.ahead && s_.governor.may_take(c.i) && !s_.stopped()) c.ahead = s_.queue.try_pop();
+        if (c.ahead && !c.ahead->segments.empty()) next = &c.ahead->segments.front();
+    }
+    return next && !(batch && SmallFileBatch::fits(*next)) ? next : nullptr;
+}
+
 void StreamWork::count_reads(const std::optional<SmallFileBatch>& batch, const std::optional<ColdBlockSender>& cold) {
     if (batch) {
         batch_direct_files_ += batch->direct_reads();
@@ -150,12 +167,13 @@ void StreamWork::count_reads(const std::optional<SmallFileBatch>& batch, const s
         cold_blocks_ += cold->blocks();
         cold_bytes_ += cold->bytes();
         cold_unaligned_ += cold->unaligned();
+        cold_ahead_ += cold->read_ahead();
     }
 }
 
 std::string StreamWork::read_summary() const {
     std::string s = "read with O_DIRECT (not in the page cache): " + std::to_string(cold_blocks_.load()) + " blocks (" +
-                    std::to_string(cold_bytes_.load()) + " bytes), " + std::to_string(batch_direct_files_.load()) +
+                    std::to_string(cold_bytes_.load()) + " bytes; " + std::to_string(cold_ahead_.load()) + " of them read ahead), " + std::to_string(batch_direct_files_.load()) +
                     " small files (" + std::to_string(batch_direct_bytes_.load()) + " bytes); the rest from the page cache";
     if (cold_unaligned_.load())
         s += "; " + std::to_string(cold_unaligned_.load()) + " blocks at offsets not a multiple of 4096 read through the page cache";

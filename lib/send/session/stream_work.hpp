@@ -69,6 +69,8 @@ private:
     struct Cursor; // one stream's place: its log, the item it is on, its counts
     bool send_until_closed(Cursor& c, BlockSender& sender, std::optional<SmallFileBatch>& batch,
                            std::optional<ColdBlockSender>& cold);
+    // The whole block this stream sends after the current one, if known now (never waited for).
+    const Segment* cold_next(Cursor& c, const std::optional<SmallFileBatch>& batch);
     // Adds what batch and cold read to the session's counts (before they go).
     void count_reads(const std::optional<SmallFileBatch>& batch, const std::optional<ColdBlockSender>& cold);
     void reopen(Cursor& c, const Error& e);
@@ -76,7 +78,7 @@ private:
     Session s_;
     std::atomic<unsigned> reopened_{0};           // stream connections reopened
     std::atomic<uint64_t> resent_after_break_{0}; // bytes they had not delivered
-    std::atomic<uint64_t> cold_blocks_{0}, cold_bytes_{0}, cold_unaligned_{0}; // ColdBlockSender's
+    std::atomic<uint64_t> cold_blocks_{0}, cold_bytes_{0}, cold_unaligned_{0}, cold_ahead_{0}; // ColdBlockSender's
     std::atomic<uint64_t> batch_direct_files_{0}, batch_direct_bytes_{0};       // SmallFileBatch's
 };
 
