@@ -228,6 +228,15 @@ uint32_t min_rtt_us(int fd) noexcept {
     return ti.tcpi_min_rtt;
 }
 
+uint32_t out_of_order_packets(int fd) noexcept {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+        len < offsetof(tcp_info, tcpi_rcv_ooopack) + sizeof ti.tcpi_rcv_ooopack)
+        return 0;
+    return ti.tcpi_rcv_ooopack;
+}
+
 bool RecvLowWater::expect(size_t owed) noexcept {
     // Below 64 KiB a read completes within a few segments: not worth a system call.
     constexpr size_t kMinWorthIt = 64 << 10, kCap = 1 << 20;

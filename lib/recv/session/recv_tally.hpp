@@ -22,6 +22,7 @@ public:
     std::atomic<uint64_t> files_completed{0};
     std::atomic<uint64_t> bytes_verified_from_disk{0};
     std::atomic<uint64_t> bytes_written_direct{0};
+    MarkTally marks; // the data streams' low-water marks (recv/paths/mark_policy.hpp)
 
     // Returns true if this slower path is new (then worth a line in the log).
     bool note_fallback(const std::string& why);
@@ -46,6 +47,9 @@ public:
 
     uint64_t blocks() const;
     std::vector<std::string> fallbacks() const;
+    // The streams' low-water marks as a slower path, if they took one (waits ended by their
+    // deadline, marks given up, receives unmarked for loss); "" otherwise.
+    std::string marks_note() const;
 
 private:
     mutable std::mutex mu_;
