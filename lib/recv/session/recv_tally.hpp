@@ -47,9 +47,10 @@ public:
 
     uint64_t blocks() const;
     std::vector<std::string> fallbacks() const;
-    // The streams' low-water marks as a slower path, if they took one (waits ended by their
-    // deadline, marks given up, receives unmarked for loss); "" otherwise.
-    std::string marks_note() const;
+    // What the streams' low-water marks did, for -v, when they did more than wait under their
+    // marks (receives unmarked for loss, waits ended by their deadline, marks given up); ""
+    // otherwise. given_up: a stream gave its mark up (the slower path, for the fallbacks).
+    std::string marks_note(bool* given_up) const;
 
 private:
     mutable std::mutex mu_;
