@@ -87,7 +87,8 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
             # Bounded: measure what moved by now, then stop both ends.
             elapsed = time.monotonic() - t0
             acked, retrans, _ = ss_totals(w, "a", PORT)
-            cpu = cpu_seconds(send.pid) + cpu_seconds(recv.pid)
+            cpu_recv = cpu_seconds(recv.pid)
+            cpu = cpu_seconds(send.pid) + cpu_recv
             if acked == 0:
                 # No data connection open: the sender is past its data, waiting for the
                 # verdict. Let it finish (a few seconds more) and report it whole.
@@ -100,7 +101,8 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                 _, err = send.communicate()
                 return {"complete": False, "seconds": elapsed, "bytes": acked, "retrans_bytes": retrans,
                         **traced(tr),
-                        "cpu_s": cpu, "note": "partial: measured from ss and /proc at the time bound",
+                        "cpu_s": cpu, "cpu_recv_s": cpu_recv,  # the receiver's alone (its wake-ups: the low-water mark)
+                        "note": "partial: measured from ss and /proc at the time bound",
                         "auto": [l for l in err.splitlines() if "streams auto" in l],
                         "pacing_lines": [l for l in err.splitlines() if "pacing:" in l]}
         if send.returncode != 0:
@@ -110,7 +112,8 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
         r = last_json(rout) or {}
         return {"complete": True, "seconds": s["seconds"], "bytes": s["bytes_sent"], **traced(tr),
                 "retrans_bytes": s["bytes_retrans"], "cpu_s": s["cpu_user_s"] + s["cpu_sys_s"] +
-                r.get("cpu_user_s", 0) + r.get("cpu_sys_s", 0), "cc_seen": s["congestion_control"],
+                r.get("cpu_user_s", 0) + r.get("cpu_sys_s", 0), "cpu_recv_s": r.get("cpu_user_s", 0) + r.get("cpu_sys_s", 0),
+                "cc_seen": s["congestion_control"],
                 "window_limits": s["window_limits"] + r.get("window_limits", []),
                 "streams_used": s.get("streams_used"), "streams_choice": s.get("streams_choice", ""),
                 "pacing": s.get("pacing", ""),

@@ -208,24 +208,34 @@ uint64_t bytes_acked(int fd) noexcept {
     return ti.tcpi_bytes_acked;
 }
 
+namespace {
+
+// TCP_INFO of fd into ti; false when the call fails or the kernel's answer ends before
+// `needed` bytes (a field newer than the kernel).
+bool tcp_info_up_to(int fd, tcp_info& ti, size_t needed) noexcept {
+    socklen_t len = sizeof ti;
+    return ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && len >= needed;
+}
+
+} // namespace
+
 uint64_t bytes_delivered(int fd) noexcept {
     if (std::optional<uint64_t> m = mptcp_bytes_acked(fd)) return *m;
     tcp_info ti{};
-    socklen_t len = sizeof ti;
     // tcpi_delivered came with Linux 4.18: a shorter answer lacks it.
-    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
-        len < offsetof(tcp_info, tcpi_delivered) + sizeof ti.tcpi_delivered)
-        return 0;
+    if (!tcp_info_up_to(fd, ti, offsetof(tcp_info, tcpi_delivered) + sizeof ti.tcpi_delivered)) return 0;
     return uint64_t{ti.tcpi_delivered} * ti.tcpi_snd_mss;
 }
 
 uint32_t min_rtt_us(int fd) noexcept {
     tcp_info ti{};
-    socklen_t len = sizeof ti;
-    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
-        len < offsetof(tcp_info, tcpi_min_rtt) + sizeof ti.tcpi_min_rtt)
-        return 0;
-    return ti.tcpi_min_rtt;
+    return tcp_info_up_to(fd, ti, offsetof(tcp_info, tcpi_min_rtt) + sizeof ti.tcpi_min_rtt) ? ti.tcpi_min_rtt : 0;
+}
+
+uint32_t out_of_order_packets(int fd) noexcept {
+    tcp_info ti{};
+    // tcpi_rcv_ooopack came with Linux 5.4.
+    return tcp_info_up_to(fd, ti, offsetof(tcp_info, tcpi_rcv_ooopack) + sizeof ti.tcpi_rcv_ooopack) ? ti.tcpi_rcv_ooopack : 0;
 }
 
 bool RecvLowWater::expect(size_t owed) noexcept {

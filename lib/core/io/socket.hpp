@@ -54,6 +54,9 @@ uint64_t bytes_delivered(int fd) noexcept;
 // The lowest round trip TCP has seen on fd (TCP_INFO's tcpi_min_rtt; 0 where unavailable): the
 // path's own, where the smoothed one also counts queues (a busy loopback's reached 4 ms).
 uint32_t min_rtt_us(int fd) noexcept;
+// Out-of-order packets TCP has received on fd so far (tcpi_rcv_ooopack, Linux 5.4; 0 where
+// unavailable): a rise means a hole was open in the stream since the last look.
+uint32_t out_of_order_packets(int fd) noexcept;
 
 // Keeps a socket's SO_RCVLOWAT at the number of bytes the next read is owed (capped), so that
 // TCP wakes a waiting reader once that many have arrived instead of once per segment: on a
@@ -65,7 +68,9 @@ uint32_t min_rtt_us(int fd) noexcept;
 class RecvLowWater {
 public:
     explicit RecvLowWater(int fd) noexcept : fd_(fd) {}
-    // Returns true when a mark above 1 is set: read without MSG_WAITALL, then call again.
+    // owed: the bytes the next read may wait for (what the peer owes, or less where the
+    // caller caps the mark). Returns true when a mark above 1 is set: read without
+    // MSG_WAITALL, then call again.
     bool expect(size_t owed) noexcept;
 
 private:

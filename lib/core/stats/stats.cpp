@@ -62,7 +62,12 @@ std::string Stats::to_json() const {
     field("blocks", std::to_string(blocks));
     field("checksum_failures", std::to_string(checksum_failures));
     if (role == "recv") field("bytes_verified_from_disk", std::to_string(bytes_verified_from_disk));
-    if (role == "recv") field("bytes_written_direct", std::to_string(bytes_written_direct));
+    if (role == "recv") {
+        field("bytes_written_direct", std::to_string(bytes_written_direct));
+        field("mark_deadlines", std::to_string(mark_deadlines));
+        field("marks_given_up", std::to_string(marks_given_up));
+        field("receives_unmarked_for_loss", std::to_string(receives_unmarked_for_loss));
+    }
     field("seconds", num(seconds));
     field("throughput_mb_s", num(throughput_mb_s()));
     field("streams", std::to_string(streams));

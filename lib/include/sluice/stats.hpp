@@ -72,6 +72,13 @@ struct Stats {
     uint64_t checksum_failures = 0;
     uint64_t bytes_verified_from_disk = 0; // receiver with --verify
     uint64_t bytes_written_direct = 0;     // receiver: written with O_DIRECT from its own buffers
+    // Receiver: what its data streams' low-water marks did (issue 16; TCP wakes a reader once
+    // a mark's bytes are in order). Marked waits that ended by their deadline (1 s) instead of
+    // their mark; times a stream gave its mark up after those (it then wakes per segment or
+    // so); receives left without a mark because out-of-order data had arrived (a lossy path).
+    uint64_t mark_deadlines = 0;
+    uint64_t marks_given_up = 0;
+    uint64_t receives_unmarked_for_loss = 0;
     double seconds = 0;
     unsigned streams = 0;
     unsigned streams_used = 0;  // sender: streams that took work at the end (--streams auto can use fewer)

@@ -5,16 +5,19 @@
 // wait, so that bytes below the mark are never stranded. Issue 16 (h16h) measured a receiver
 // without a mark waking once per ~8 KB at 150 ms with 64 streams, 85% of its CPU.
 //
-// The mark never exceeds what is owed, so the deadline should never be what ends a wait; it is
-// there because every wait has one: should the count be wrong (a kernel that does not wake a
+// The mark never exceeds what is owed, and every wait has a deadline: where the mark is not
+// met in kFallbackMs (a stream slower than a mark a second, a kernel that does not wake a
 // reader at the mark, a sender that stops mid-frame without closing), the receiver takes what
-// is queued after kFallbackMs and goes on, instead of sitting until the idle timeout.
+// is queued and goes on, instead of sitting until the idle timeout. How large the mark may be
+// is learned per stream (mark_policy.hpp): none while out-of-order data arrives (a hole is
+// open on a lossy path), smaller after a deadline, none after repeated ones.
 #include <linux/time_types.h>
 
 #include <cstddef>
 #include <cstdint>
 
 #include "core/io/socket.hpp"
+#include "recv/paths/mark_policy.hpp"
 
 namespace sluice {
 
@@ -26,7 +29,11 @@ public:
     // 1 MiB mark), 250 ms made 12,300 receives per GB where no deadline made 1,400 (h16i).
     static constexpr int kFallbackMs = 1000;
 
-    MarkedWait(int sock, int idle_timeout_ms) noexcept;
+    // tally: where this stream's counts go when the wait ends (nullptr: nowhere).
+    MarkedWait(int sock, int idle_timeout_ms, MarkTally* tally) noexcept;
+    ~MarkedWait();
+    MarkedWait(const MarkedWait&) = delete;
+    MarkedWait& operator=(const MarkedWait&) = delete;
 
     struct Plan {
         bool marked;                      // a mark above 1 is set: poll first (IORING_RECVSEND_POLL_FIRST)
@@ -40,14 +47,17 @@ public:
     // deadline (counted; the mark is dropped for the next receive): receive again. False: the
     // idle timeout: the stream was silent.
     bool fell_back(const Plan& plan) noexcept;
-    // Marked waits that ended by their deadline, not their mark.
-    uint64_t fallbacks() const noexcept { return fallbacks_; }
+    // A receive armed with plan returned n bytes (its evidence for the mark's cap).
+    void took(const Plan& plan, size_t n) noexcept { policy_.received(n, plan.marked); }
+    const MarkCounts& counts() const noexcept { return policy_.counts(); }
 
 private:
+    int sock_;
     RecvLowWater mark_;
+    MarkPolicy policy_;
+    MarkTally* tally_;
     __kernel_timespec idle_{}, fallback_{};
     bool dropped_ = false;
-    uint64_t fallbacks_ = 0;
 };
 
 } // namespace sluice

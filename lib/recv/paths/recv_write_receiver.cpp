@@ -187,7 +187,11 @@ private:
             while (recv_.busy() || recv_timeout_.busy()) ring_.wait();
             // The mark's deadline (take what is there), or a silence the receiver excuses.
             const bool excused = recv_.outcome() == Completion::Outcome::cancelled && (wait_.fell_back(plan_) || silence_excused(ctx_));
-            if (recv_.outcome() != Completion::Outcome::retry && !excused) return recv_result();
+            if (recv_.outcome() != Completion::Outcome::retry && !excused) {
+                const size_t n = recv_result();
+                wait_.took(plan_, n);
+                return n;
+            }
             queue_recv(recv_buf_);
         }
     }
@@ -238,7 +242,7 @@ private:
     AlignedBuffer bufs_[2];
     ParentDirCache dirs_;
     Xxh3 xxh_;
-    MarkedWait wait_{sock_, ctx_.idle_timeout_ms};
+    MarkedWait wait_{sock_, ctx_.idle_timeout_ms, ctx_.marks};
     MarkedWait::Plan plan_{}; // of the receive in flight
     wire::DataFrameParser parser_{"data stream " + std::to_string(index_)};
     std::optional<tls::RecordReader> records_; // encrypted: what the socket is read into

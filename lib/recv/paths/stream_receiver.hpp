@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "sluice/sluice.hpp"
+#include "recv/paths/mark_policy.hpp"
 #include "recv/store/dest_tree.hpp"
 #include "recv/store/file_table.hpp"
 #include "recv/store/sums_cache.hpp"
@@ -71,6 +72,8 @@ struct RecvContext {
     std::atomic<uint64_t>* bytes_written_direct = nullptr;
     // Where a complete file with keep_sums leaves its block sums (recv/store/sums_cache.hpp).
     SumsCache* sums_cache = nullptr;
+    // What the streams' low-water marks did (marked_wait.hpp): stats and -v.
+    MarkTally* marks = nullptr;
 };
 
 // A data stream heard nothing for the idle timeout: true if that is the receiver's own doing

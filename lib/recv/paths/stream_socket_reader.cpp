@@ -12,7 +12,7 @@ namespace sluice {
 StreamSocketReader::StreamSocketReader(int sock, unsigned index, RecvContext& ctx, Ring& ring,
                                        std::function<void(Completion&)> other, const tls::LinkKeys* keys,
                                        size_t record_capacity)
-    : sock_(sock), index_(index), ctx_(ctx), ring_(ring), other_(std::move(other)), wait_(sock, ctx.idle_timeout_ms) {
+    : sock_(sock), index_(index), ctx_(ctx), ring_(ring), other_(std::move(other)), wait_(sock, ctx.idle_timeout_ms, ctx.marks) {
     if (keys) records_.emplace(keys->rx, "data stream " + std::to_string(index), record_capacity);
 }
 
@@ -72,6 +72,7 @@ size_t StreamSocketReader::recv_between(unsigned char* p, size_t least, size_t m
             throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
         }
         if (recv_.result() == 0) throw stream_cut_short(index_);
+        wait_.took(plan, static_cast<size_t>(recv_.result()));
         got += static_cast<size_t>(recv_.result());
     }
     return got;

@@ -30,7 +30,6 @@ public:
     bool owns(const Completion& done) const { return &done == &recv_ || &done == &recv_timeout_; }
     // Encrypted and something is held that no frame has taken (a record after STREAM_END).
     bool holding() const { return records_ && records_->holding(); }
-    uint64_t fallbacks() const { return wait_.fallbacks(); }
 
 private:
     size_t take_queued(unsigned char* p, size_t n);

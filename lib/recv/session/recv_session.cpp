@@ -59,7 +59,8 @@ RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
            .still_working = [this] { control_side_.still_working(); },
            .answers = &control_side_.answers(),
            .bytes_written_direct = &tally_.bytes_written_direct,
-           .sums_cache = &control_side_.sums_cache()},
+           .sums_cache = &control_side_.sums_cache(),
+           .marks = &tally_.marks},
       acceptor_(opts_, log_), host_(advertised_host(opts_)) {
     if (opts_.certificates.any()) {
         auto certs = std::make_shared<const tls::CertContext>(opts_.certificates, tls::Side::server);
@@ -226,6 +227,7 @@ void RecvSession::data_main(unsigned index, int sock, std::optional<StreamReceip
             sp->state = StreamState::done;
         }
         if (std::string fb = rx->fallback(); tally_.note_fallback(fb)) log_.verbose_line("slower path: " + fb);
+        rx.reset(); // its counts (tally_.marks) are in before the stream counts as ended
         tally_.stream_ended(r);
     } catch (const Error& e) {
         if (reconnect_ && rx && !latch_.stopped() && BrokenStreams::heals(e)) {
@@ -313,6 +315,9 @@ Stats RecvSession::stats() {
         .checksum_failures = control_side_.checksum_failures(),
         .bytes_verified_from_disk = tally_.bytes_verified_from_disk.load(),
         .bytes_written_direct = tally_.bytes_written_direct.load(),
+        .mark_deadlines = tally_.marks.deadlines.load(),
+        .marks_given_up = tally_.marks.given_up.load(),
+        .receives_unmarked_for_loss = tally_.marks.unmarked_for_loss.load(),
         .seconds = seconds_since(t0_),
         .streams = stream_count_,
         .data_path = target_->data_path(),
@@ -323,6 +328,14 @@ Stats RecvSession::stats() {
     s.deleted = control_side_.deleted();
     if (!control_side_.update_fallback().empty()) s.fallbacks.push_back(control_side_.update_fallback());
     if (!control_side_.sums_cache_note().empty()) s.fallbacks.push_back(control_side_.sums_cache_note());
+    // Receives left unmarked on a lossy (or reordering: loopback has some) stream are the
+    // mark working as meant: counted in the stats and said in -v. A stream that gave its mark
+    // up wakes per segment or so from then on: a slower path, in the fallbacks too.
+    bool gave_up = false;
+    if (std::string m = tally_.marks_note(&gave_up); !m.empty()) {
+        if (gave_up) s.fallbacks.push_back(m);
+        log_.verbose_line((gave_up ? "slower path: " : "") + m);
+    }
     links_.fill(s);
     if (!links_.path().empty()) {
         log_.verbose_line(links_.handshakes_line());

@@ -58,4 +58,13 @@ std::vector<std::string> RecvTally::fallbacks() const {
     return fallbacks_;
 }
 
+std::string RecvTally::marks_note(bool* gave_up) const {
+    const uint64_t deadlines = marks.deadlines.load(), given_up = marks.given_up.load(), lossy = marks.unmarked_for_loss.load();
+    *gave_up = given_up > 0;
+    if (!deadlines && !given_up && !lossy) return {};
+    return "low-water marks: " + std::to_string(lossy) + " receives unmarked after out-of-order data, " +
+           std::to_string(deadlines) + " marked waits ended by their deadline, " + std::to_string(given_up) +
+           " marks given up (more wake-ups per byte)";
+}
+
 } // namespace sluice

@@ -22,6 +22,7 @@ public:
     std::atomic<uint64_t> files_completed{0};
     std::atomic<uint64_t> bytes_verified_from_disk{0};
     std::atomic<uint64_t> bytes_written_direct{0};
+    MarkTally marks; // the data streams' low-water marks (recv/paths/mark_policy.hpp)
 
     // Returns true if this slower path is new (then worth a line in the log).
     bool note_fallback(const std::string& why);
@@ -46,6 +47,10 @@ public:
 
     uint64_t blocks() const;
     std::vector<std::string> fallbacks() const;
+    // What the streams' low-water marks did, for -v, when they did more than wait under their
+    // marks (receives unmarked for loss, waits ended by their deadline, marks given up); ""
+    // otherwise. given_up: a stream gave its mark up (the slower path, for the fallbacks).
+    std::string marks_note(bool* given_up) const;
 
 private:
     mutable std::mutex mu_;
