@@ -39,7 +39,10 @@ GET_PORT, RECV_PORT = 7000, 7001
 
 
 def in_ns(ns, cpu, *cmd):
-    return ["ip", "netns", "exec", ns, "taskset", "-c", cpu, *map(str, cmd)]
+    # Each mover's side in a session of its own (h15k), as a server and its clients are: with
+    # autogroups on (this machine's default) the bench's one session made a side's share of
+    # its CPU against other load follow its thread count (get_ring.py's placed()).
+    return ["ip", "netns", "exec", ns, "taskset", "-c", cpu, "setsid", *map(str, cmd)]
 
 
 def cpu_seconds(pid):

@@ -42,11 +42,18 @@ ENV = dict(os.environ, SLUICE_TOKEN="benchtoken", SB_NS_SND="h15j-gr-cli", SB_NS
 
 
 def placed(net, side, cmd):
-    """cmd run where this --net puts the server ("srv") or a client ("cli")."""
+    """cmd run where this --net puts the server ("srv") or a client ("cli"), in a session of its
+    own (h15k): with the kernel's autogroups on (this machine's default), a session is one
+    scheduling group whose weight on a CPU follows its share of the group's runnable threads
+    there. Server and clients in the bench's one session made the server's share of CPU 0
+    against other load follow how many threads it had: one get ring got 0.66-0.72x the rate of
+    the session threads' 5 in the same run, 0.98x in sessions of their own (docs/benchmarks.md).
+    A server is its own session wherever it runs; setsid execs (no fork: the pid stays)."""
+    cmd = ["setsid", *map(str, cmd)]
     if net == "loopback":
         return cmd
     ns, cpu = (ENV["SB_NS_RCV"], "0") if side == "srv" else (ENV["SB_NS_SND"], "1")
-    return ["ip", "netns", "exec", ns, "taskset", "-c", cpu, *map(str, cmd)]
+    return ["ip", "netns", "exec", ns, "taskset", "-c", cpu, *cmd]
 
 
 def status_kb(pid, key):
