@@ -139,3 +139,21 @@ TEST_CASE("window limits leave MPTCP streams out and say so") {
     CHECK(send_window_limits({-1}, streams, &unjudged).empty());
     CHECK(unjudged.empty());
 }
+
+// The pacer's start-up test (issue 16): a BBR connection that has had a few acknowledgements
+// (its gains are set on the first) is in start-up: 64 KiB sent by an application that waits
+// is no full pipe. Another algorithm, or a descriptor without TCP, never is.
+TEST_CASE("a new BBR connection is in start-up; a CUBIC one and a bad descriptor are not") {
+    Pair p = connect_pair(false, false);
+    CHECK_FALSE(in_bbr_startup(-1));
+    set_congestion_control(p.client.get(), "cubic");
+    CHECK_FALSE(in_bbr_startup(p.client.get()));
+    try {
+        set_congestion_control(p.client.get(), "bbr");
+    } catch (const std::exception& e) { // the module may be absent
+        MESSAGE("bbr not available: " << e.what());
+        return;
+    }
+    move_bytes(p.client.get(), p.server.get(), 64 << 10);
+    CHECK(in_bbr_startup(p.client.get()));
+}

@@ -1,6 +1,7 @@
 #include "core/io/tcp_tuning.hpp"
 
 #include <netinet/in.h>
+#include <linux/inet_diag.h> // union tcp_cc_info (TCP_CC_INFO's answer)
 #include <linux/tcp.h> // struct tcp_info with the delivery rate and the *_limited times (glibc's lacks them)
 #include <sys/socket.h>
 
@@ -78,6 +79,19 @@ std::string congestion_control_of(int fd) {
     socklen_t len = sizeof buf;
     if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, buf, &len) != 0) return "";
     return std::string(buf, strnlen(buf, len));
+}
+
+bool in_bbr_startup(int fd) noexcept {
+    char name[kCaNameMax] = {};
+    socklen_t len = sizeof name;
+    // TCP_CC_INFO's answer is the algorithm's own struct: read as BBR's only when it is BBR.
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0 || strncmp(name, "bbr", sizeof name) != 0)
+        return false;
+    tcp_cc_info info{};
+    len = sizeof info;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_CC_INFO, &info, &len) != 0 || len < sizeof info.bbr) return false;
+    constexpr uint32_t kProbeBwHighest = 256 * 5 / 4; // gains are shifted left 8 bits
+    return info.bbr.bbr_pacing_gain > kProbeBwHighest;
 }
 
 uint32_t smoothed_rtt_us(int fd) noexcept {

@@ -21,6 +21,11 @@ void set_congestion_control(int fd, const std::string& name);
 // The algorithm fd uses, as the kernel names it ("" when it cannot say).
 std::string congestion_control_of(int fd);
 
+// Whether fd's BBR is still in its start-up (TCP_CC_INFO: a pacing gain above ProbeBW's highest,
+// 5/4; start-up's is 2.77-2.89 by kernel version): BBR has not yet judged its own path full.
+// False for another algorithm or where the kernel cannot say (an MPTCP socket).
+bool in_bbr_startup(int fd) noexcept;
+
 // The kernel's smoothed round-trip time of fd's connection (TCP_INFO; for an accepted one,
 // measured by its handshake), 0 where it cannot say.
 uint32_t smoothed_rtt_us(int fd) noexcept;

@@ -69,7 +69,7 @@ static std::string mbit(double bytes_per_s) {
     return b;
 }
 
-uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t retrans) {
+uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t retrans, unsigned starting) {
     if (lifted_) return 0;
     if (moving == 0) return 0; // no work on the streams yet (the manifest's first answer)
     window_.push_back(rate);
@@ -98,6 +98,10 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
             flat_ = 0;
             growth_sent_ += sent;
             growth_retrans_ += retrans;
+            return 0;
+        }
+        if (starting > 0) { // a stall of BBR's start-up (random loss), not a full pipe
+            ++startup_rounds_;
             return 0;
         }
         if (++flat_ < kFlatRounds) return 0;
@@ -141,6 +145,11 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
     return static_cast<uint64_t>(best * gain / moving);
 }
 
+// For the first cap's line: how long BBR's start-up held the judgement back.
+static std::string startup_note(const PaceModel& m) {
+    return m.startup_rounds() ? " (after " + std::to_string(m.startup_rounds()) + " stalled rounds in BBR's start-up)" : "";
+}
+
 // One round is one smoothed round trip of the first stream (20 ms to 1 s): the aggregate is
 // measured per round, as BBR measures one flow. The share is per stream that moved data in
 // the round: a stream without work (--streams auto's idle ones, the last blocks of a
@@ -176,7 +185,7 @@ void StreamPacer::run() {
         }
         const unsigned settled_count = settled_ ? settled_() : 0;
         uint64_t moved = 0, sent = 0, retrans = 0;
-        unsigned moving = 0;
+        unsigned moving = 0, starting = 0;
         // A reopened stream's counters start again from 0: its first round counts from there.
         auto since = [](uint64_t now, uint64_t& before) {
             const uint64_t d = now >= before ? now - before : now;
@@ -188,6 +197,7 @@ void StreamPacer::run() {
             if (now > prev[i]) {
                 moved += now - prev[i];
                 ++moving;
+                if (!model.full()) starting += in_bbr_startup(fds_[i]); // read only until the pipe is full
             }
             prev[i] = now;
             const StreamTcp t = stream_tcp(fds_[i], static_cast<unsigned>(i + 1));
@@ -206,7 +216,11 @@ void StreamPacer::run() {
             verbose_("pacing: --streams auto settled its count; the pacer begins at " + mbit(rate) + " over " +
                      std::to_string(moving) + " streams");
         }
-        const uint64_t per = model.round(rate, moving, sent, retrans);
+        const unsigned stalls = model.startup_rounds();
+        const uint64_t per = model.round(rate, moving, sent, retrans, starting);
+        if (stalls == 0 && model.startup_rounds() == 1)
+            verbose_("pacing: the aggregate stopped growing at " + mbit(rate) + " with " + std::to_string(starting) + " of " +
+                     std::to_string(moving) + " streams still in BBR's start-up: not judged full until they leave it");
         if (model.held_back()) {
             char share[32];
             std::snprintf(share, sizeof share, "%.0f%%", 100 * model.held_share());
@@ -230,8 +244,13 @@ void StreamPacer::run() {
         if (per == 0) continue;
         if (rounds++ == 0)
             verbose_("pacing: the pipe is full at " + mbit(rate) + " over " + std::to_string(moving) +
-                     " streams: each capped at its share from now on, probing together");
+                     " streams" + startup_note(model) + ": each capped at its share from now on, probing together");
         cap(per);
+    }
+    if (!cap_ && lifted_.empty() && model.startup_rounds() > 0) { // said: why the streams ran unpaced
+        summary_ = "not capped: the aggregate stalled for " + std::to_string(model.startup_rounds()) +
+                   " rounds while streams were still in BBR's start-up, and the pipe was not judged full after";
+        verbose_("pacing: " + summary_);
     }
     if (cap_ || !lifted_.empty()) {
         summary_ = rounds == 0 ? lifted_
