@@ -174,6 +174,33 @@ TEST_CASE("caps that hold the rate under kHeldBack of where they began are lifte
         for (int i = 0; i < 40; ++i) CHECK(m.round(85e6, 8, 1'000'000, 0) > 0);
         CHECK_FALSE(m.lifted());
     }
+    SUBCASE("BBR's PROBE_RTT dip (h16m: 93, 72, 56, 48 Mbit/s with 4 of 8 streams in it): held") {
+        PaceModel m;
+        capped(m);
+        for (int i = 0; i < 20; ++i) CHECK(m.round(93e6, 8, 1'000'000, 0) > 0);
+        for (double r : {72e6, 56e6, 48e6}) CHECK(m.round(r, 8, 1'000'000, 0, 0, 4) > 0);
+        CHECK(m.round(70e6, 8, 1'000'000, 0, 0, 0) > 0); // the refill round after
+        for (int i = 0; i < 20; ++i) CHECK(m.round(93e6, 8, 1'000'000, 0) > 0);
+        CHECK_FALSE(m.lifted());
+        CHECK(m.probe_rtt_rounds() == 4);
+        // The same rounds with nobody in PROBE_RTT are the caps' doing: lifted.
+        PaceModel n;
+        capped(n);
+        for (int i = 0; i < 20; ++i) n.round(93e6, 8, 1'000'000, 0);
+        for (double r : {72e6, 56e6, 48e6, 70e6}) n.round(r, 8, 1'000'000, 0);
+        CHECK(n.lifted());
+        CHECK(n.held_back());
+    }
+    SUBCASE("held at 60% with streams in PROBE_RTT now and then: still lifted") {
+        PaceModel m;
+        capped(m);
+        uint64_t last = 1;
+        unsigned rounds = 0;
+        while (last != 0 && rounds < 100) last = m.round(60e6, 8, 1'000'000, 0, 0, rounds % 10 == 0), ++rounds;
+        CHECK(last == 0);
+        CHECK(m.held_back());
+        CHECK(m.probe_rtt_rounds() > 0);
+    }
     SUBCASE("fewer streams moving (the last blocks): held") {
         PaceModel m;
         capped(m);

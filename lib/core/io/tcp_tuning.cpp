@@ -81,7 +81,8 @@ std::string congestion_control_of(int fd) {
     return std::string(buf, strnlen(buf, len));
 }
 
-bool in_bbr_startup(int fd) noexcept {
+// fd's BBR gains from TCP_CC_INFO (shifted left 8 bits), or false when it is not BBR or cannot say.
+static bool bbr_gains(int fd, uint32_t& pacing, uint32_t& cwnd) noexcept {
     char name[kCaNameMax] = {};
     socklen_t len = sizeof name;
     // TCP_CC_INFO's answer is the algorithm's own struct: read as BBR's only when it is BBR.
@@ -90,8 +91,21 @@ bool in_bbr_startup(int fd) noexcept {
     tcp_cc_info info{};
     len = sizeof info;
     if (::getsockopt(fd, IPPROTO_TCP, TCP_CC_INFO, &info, &len) != 0 || len < sizeof info.bbr) return false;
+    pacing = info.bbr.bbr_pacing_gain;
+    cwnd = info.bbr.bbr_cwnd_gain;
+    return true;
+}
+
+bool in_bbr_startup(int fd) noexcept {
+    uint32_t pacing = 0, cwnd = 0;
     constexpr uint32_t kProbeBwHighest = 256 * 5 / 4; // gains are shifted left 8 bits
-    return info.bbr.bbr_pacing_gain > kProbeBwHighest;
+    return bbr_gains(fd, pacing, cwnd) && pacing > kProbeBwHighest;
+}
+
+bool in_bbr_probe_rtt(int fd) noexcept {
+    uint32_t pacing = 0, cwnd = 0;
+    // Only PROBE_RTT runs both gains at 1: ProbeBW's window gain is 2, start-up's and drain's 2.77-2.89.
+    return bbr_gains(fd, pacing, cwnd) && pacing == 256 && cwnd == 256;
 }
 
 uint32_t smoothed_rtt_us(int fd) noexcept {

@@ -25,6 +25,9 @@ std::string congestion_control_of(int fd);
 // 5/4; start-up's is 2.77-2.89 by kernel version): BBR has not yet judged its own path full.
 // False for another algorithm or where the kernel cannot say (an MPTCP socket).
 bool in_bbr_startup(int fd) noexcept;
+// Whether fd's BBR is in PROBE_RTT (TCP_CC_INFO: pacing and window gain both 1): for ~200 ms
+// and a round trip every 10 s it keeps 4 packets in flight. False as above.
+bool in_bbr_probe_rtt(int fd) noexcept;
 
 // The kernel's smoothed round-trip time of fd's connection (TCP_INFO; for an accepted one,
 // measured by its handshake), 0 where it cannot say.

@@ -69,7 +69,8 @@ static std::string mbit(double bytes_per_s) {
     return b;
 }
 
-uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t retrans, unsigned starting) {
+uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t retrans, unsigned starting,
+                          unsigned probing_rtt) {
     if (lifted_) return 0;
     if (moving == 0) return 0; // no work on the streams yet (the manifest's first answer)
     window_.push_back(rate);
@@ -128,8 +129,10 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
             lost_share_ = static_cast<double>(r) / static_cast<double>(s);
             return 0;
         }
+        if (probing_rtt > 0) probe_rtt_left_ = kProbeRttRounds;
         // Fewer streams moving (the transfer's last blocks) is no sign of caps holding back.
         if (moving < capped_moving_) rate_window_.clear();
+        else if (probe_rtt_left_ > 0) --probe_rtt_left_, ++probe_rtt_rounds_; // BBR's own dip: not judged
         else rate_window_.push_back(rate);
         if (rate_window_.size() > kJudgeRounds) rate_window_.pop_front();
         const double mean = std::accumulate(rate_window_.begin(), rate_window_.end(), 0.0) / kJudgeRounds;
@@ -185,7 +188,7 @@ void StreamPacer::run() {
         }
         const unsigned settled_count = settled_ ? settled_() : 0;
         uint64_t moved = 0, sent = 0, retrans = 0;
-        unsigned moving = 0, starting = 0;
+        unsigned moving = 0, starting = 0, probing_rtt = 0;
         // A reopened stream's counters start again from 0: its first round counts from there.
         auto since = [](uint64_t now, uint64_t& before) {
             const uint64_t d = now >= before ? now - before : now;
@@ -198,6 +201,7 @@ void StreamPacer::run() {
                 moved += now - prev[i];
                 ++moving;
                 if (!model.full()) starting += in_bbr_startup(fds_[i]); // read only until the pipe is full
+                else probing_rtt += in_bbr_probe_rtt(fds_[i]);         // and this only while capped
             }
             prev[i] = now;
             const StreamTcp t = stream_tcp(fds_[i], static_cast<unsigned>(i + 1));
@@ -217,7 +221,7 @@ void StreamPacer::run() {
                      std::to_string(moving) + " streams");
         }
         const unsigned stalls = model.startup_rounds();
-        const uint64_t per = model.round(rate, moving, sent, retrans, starting);
+        const uint64_t per = model.round(rate, moving, sent, retrans, starting, probing_rtt);
         if (stalls == 0 && model.startup_rounds() == 1)
             verbose_("pacing: the aggregate stopped growing at " + mbit(rate) + " with " + std::to_string(starting) + " of " +
                      std::to_string(moving) + " streams still in BBR's start-up: not judged full until they leave it");
@@ -256,6 +260,9 @@ void StreamPacer::run() {
         summary_ = rounds == 0 ? lifted_
                                : "streams paced together for " + std::to_string(rounds) + " rounds, last cap " +
                                      mbit(static_cast<double>(last_cap_)) + " per stream" + (lifted_.empty() ? "" : "; " + lifted_);
+        if (model.probe_rtt_rounds())
+            summary_ += "; " + std::to_string(model.probe_rtt_rounds()) +
+                        " rounds not judged for caps holding the rate back (a stream in or just out of BBR's PROBE_RTT)";
         // Said, not hidden: such a stream paced itself (an MPTCP socket refuses the option).
         if (refused_)
             summary_ += "; " + std::to_string(refused_) + " of " + std::to_string(fds_.size()) +
