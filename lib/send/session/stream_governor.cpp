@@ -36,7 +36,13 @@ bool StreamGovernor::may_take(size_t i) {
 void StreamGovernor::await_turn(size_t i) {
     if (!automatic_) return;
     std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return stopped_ || i < active_; });
+    cv_.wait(lk, [&] { return stopped_ || i < active_ || settled_->load() != 0; });
+}
+
+bool StreamGovernor::retired(size_t i) {
+    if (!automatic_) return false;
+    std::lock_guard lk(mu_);
+    return settled_->load() != 0 && i >= active_;
 }
 
 void StreamGovernor::stop() {
@@ -123,11 +129,14 @@ void StreamGovernor::search() {
             break;
         }
     }
-    std::lock_guard lk(mu_);
-    settled_->store(std::max(active_, 1u));
-    choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(opened) + " streams (" + why + ")" +
-              (s.steps().empty() ? "" : "; measured: " + s.steps());
-    verbose_("streams " + choice_);
+    {
+        std::lock_guard lk(mu_);
+        settled_->store(std::max(active_, 1u));
+        choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(opened) + " streams (" + why + ")" +
+                  (s.steps().empty() ? "" : "; measured: " + s.steps());
+    }
+    cv_.notify_all(); // the streams past the count end now (retired())
+    verbose_("streams " + choice_ + (active_ < opened ? "; the other " + std::to_string(opened - active_) + " end" : ""));
 }
 
 } // namespace sluice

@@ -197,8 +197,12 @@ void StreamPacer::run() {
         };
         for (size_t i = 0; i < fds_.size(); ++i) {
             const uint64_t now = bytes_delivered(fds_[i]);
-            if (now > prev[i]) {
-                moved += now - prev[i];
+            // A stream that delivered only a frame or two is not moving data: with --streams
+            // auto the streams past the settled count end with STREAM_END, which counted as a
+            // move made the pacer wait for the count again and begin twice.
+            constexpr uint64_t kQuietBytes = 4096;
+            if (now > prev[i]) moved += now - prev[i];
+            if (now > prev[i] + kQuietBytes) {
                 ++moving;
                 if (!model.full()) starting += in_bbr_startup(fds_[i]); // read only until the pipe is full
                 else probing_rtt += in_bbr_probe_rtt(fds_[i]);         // and this only while capped

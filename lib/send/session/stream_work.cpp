@@ -96,6 +96,7 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
                     if (batch) batch->flush(false);
                 }
                 s_.governor.await_turn(c.i);
+                if (s_.governor.retired(c.i)) break; // --streams auto settled below this stream
                 // Waiting, the stream watches its connection: a break found only at the next
                 // write could come after the receiver has waited out its idle timeout.
                 c.item = s_.queue.pop_checking(std::chrono::milliseconds(250), [&] {
