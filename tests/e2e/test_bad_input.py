@@ -340,8 +340,12 @@ def test_disk_full_on_a_file_system_with_o_direct(tmp_path, receiver_factory):
         rx = receiver_factory(dest)
         sent = run_sluice("send", src, rx.url, "--json")
         rc, out, err = rx.wait()
-        assert rc == 6 and "too-big.bin" in err and "no space left" in err.lower(), err
-        assert sent.returncode != 0 and "too-big.bin" in sent.stderr
+        # Which file's allocation meets the full disk is the streams' race: too-big.bin fills
+        # it, and a block of fits.bin arriving after that is refused just as rightly (seen
+        # once on a busy machine). Either way the error names a file it sent and the cause.
+        named = [n for n in ("too-big.bin", "fits.bin") if n in err]
+        assert rc == 6 and named and "no space left" in err.lower(), err
+        assert sent.returncode != 0 and any(n in sent.stderr for n in ("too-big.bin", "fits.bin")), sent.stderr
         assert leftovers(dest) == []
         assert not (dest / "src" / "too-big.bin").exists()
     finally:
