@@ -43,14 +43,26 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
 }
 
 void SendCore::connect(const std::string& how, bool all_streams) {
-    Connections c = connect_transfer(
-        to_, opts_, links_,
-        [this](const Error& e) {
+    Connections c = [&] {
+        try {
+            return connect_transfer(
+                to_, opts_, links_,
+                [this](const Error& e) {
+                    latch_.fail(e);
+                    wake_all();
+                },
+                mode_ == Mode::files, DataStreams{.data = data_, .tcp = tcp_, .keys = keys_}, opener_,
+                [this] { return latch_.stopped() || cancelled(); });
+        } catch (const Error& e) {
+            // Streams already opening call back into this object (wake_all(), virtual) when
+            // they fail: they must be done before the error unwinds the session, or one calls
+            // into a half-destroyed one ("pure virtual method called", seen once with
+            // SLUICE_RECORD_ENGINE=rot13). They stop at once once the latch has failed.
             latch_.fail(e);
-            wake_all();
-        },
-        mode_ == Mode::files, DataStreams{.data = data_, .tcp = tcp_, .keys = keys_}, opener_,
-        [this] { return latch_.stopped() || cancelled(); });
+            opener_.join();
+            throw;
+        }
+    }();
     control_.attach(std::move(c.control));
     if (!c.auto_fixed.empty()) {
         opts_.streams_auto = false;
