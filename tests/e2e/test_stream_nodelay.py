@@ -27,14 +27,17 @@ def test_every_data_stream_is_nodelay(tmp_path, receiver_factory):
     assert r.returncode == 0, r.stderr
     rc, _, err = rx.wait()
     assert rc == 0, err
-    # Per thread, the fd each connect() made, then the fds set TCP_NODELAY.
-    connected, nodelay = set(), set()
+    # Per thread, the fd each connect() made, then the fds set TCP_NODELAY. Connects are counted
+    # as calls, not fds: a number freed by one stream's socket is reused by the next (fd 7 twice
+    # in one run), so fewer distinct fds than connections is normal.
+    connects, connected, nodelay = 0, set(), set()
     for line in trace.read_text().splitlines():
         m = re.match(r"(\d+)\s+connect\((\d+), \{sa_family=AF_INET", line)
         if m:
+            connects += 1
             connected.add(int(m.group(2)))
         m = re.match(r"(\d+)\s+setsockopt\((\d+), SOL_TCP, TCP_NODELAY, \[1\]", line)
         if m:
             nodelay.add(int(m.group(2)))
-    assert len(connected) >= 4, trace.read_text()  # the control connection and 3 data streams
+    assert connects >= 4, trace.read_text()  # the control connection and 3 data streams
     assert connected <= nodelay, f"connected {sorted(connected)}, TCP_NODELAY on {sorted(nodelay)}"
