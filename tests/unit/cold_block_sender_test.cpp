@@ -181,7 +181,7 @@ TEST_CASE("the next cold block's read is queued ahead and its block sent from it
     // 3 but block 5 goes first (the guess dropped, block 5 read on the spot), then 4.
     const size_t order[] = {0, 1, 2, 3, 5, 4};
     Wire w;
-    uint64_t ahead = 0;
+    uint64_t ahead = 0, on_open_fd = 0;
     {
         ColdBlockSender cold(w.tx.get(), 60000);
         for (size_t k = 0; k < 6; ++k) {
@@ -191,12 +191,14 @@ TEST_CASE("the next cold block's read is queued ahead and its block sent from it
         }
         cold.drain();
         ahead = cold.read_ahead();
+        on_open_fd = cold.ahead_on_open_fd();
         CHECK(cold.blocks() == 6);
         CHECK(cold.fallback().empty());
     }
     CHECK(!s.f.held()); // neither the current fd nor the dropped read ahead keeps the file
     // Blocks 1, 2 and 3 came from reads queued ahead; 0 had none, 5 and 4 were not the ones named.
     CHECK(ahead == 3);
+    CHECK(on_open_fd == 5); // every guess (after blocks 0-4) was of the file open: no fd of its own
     auto& frames = w.close();
     REQUIRE(frames.size() == 6);
     for (size_t k = 0; k < 6; ++k) {
@@ -249,4 +251,31 @@ TEST_CASE("a read ahead is a guess: a file changed before it opens, or shrunk af
     CHECK(frames[0].offset == 0);
     CHECK(std::equal(frames[0].data.begin(), frames[0].data.end(), a.data.begin()));
     CHECK(std::equal(frames[1].data.begin(), frames[1].data.end(), shrinks.data.begin()));
+}
+
+TEST_CASE("a read ahead of the open file's next block uses its fd; another file's opens its own") {
+    unit_test::TempDir dir;
+    unit_test::Source a = unit_test::make_source(dir.path.string(), 21, 2 * kMiB, true);
+    unit_test::Source b = unit_test::make_source(dir.path.string(), 22, 2 * kMiB, true);
+    const Segment segs[] = {{&a.f, 0, kMiB}, {&a.f, kMiB, kMiB}, {&b.f, 0, kMiB}, {&b.f, kMiB, kMiB}};
+    Wire w;
+    {
+        ColdBlockSender cold(w.tx.get(), 60000);
+        for (size_t i = 0; i < 4; ++i) REQUIRE(cold.try_send(segs[i], true, i + 1 < 4 ? &segs[i + 1] : nullptr));
+        cold.drain();
+        CHECK(cold.blocks() == 4);
+        CHECK(cold.read_ahead() == 3);       // every block but the first came from a read ahead
+        CHECK(cold.ahead_on_open_fd() == 2); // a's and b's second blocks; b's first opened b
+        CHECK(cold.fallback().empty());
+    }
+    CHECK(!a.f.held());
+    CHECK(!b.f.held());
+    auto& frames = w.close();
+    REQUIRE(frames.size() == 4);
+    for (size_t i = 0; i < 4; ++i) {
+        const unit_test::Source& s = segs[i].file == &a.f ? a : b;
+        CHECK(frames[i].offset == segs[i].offset);
+        REQUIRE(frames[i].data.size() == kMiB);
+        CHECK(std::equal(frames[i].data.begin(), frames[i].data.end(), s.data.begin() + static_cast<long>(segs[i].offset)));
+    }
 }

@@ -10,8 +10,9 @@
 namespace sluice {
 
 namespace {
-// How far the allocation of a file may run ahead of the bytes written to it.
-constexpr uint64_t kAllocateAhead = 64 << 20;
+// How far the allocation of a file may run ahead of the bytes written to it (never more than
+// the bytes written): large, because each step stalls the file's O_DIRECT writes (header).
+constexpr uint64_t kAllocateAhead = uint64_t{1} << 30;
 } // namespace
 
 void allocate_ahead(RecvFile& f, int fd, uint64_t offset, uint64_t end, bool& refused) {

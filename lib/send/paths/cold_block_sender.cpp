@@ -101,10 +101,19 @@ int ColdBlockSender::free_buffer(uint64_t length) {
 void ColdBlockSender::start_ahead(const Segment& seg) {
     if (!can_read_ahead_ || !works_ || ahead_buf_ >= 0 || !fits(seg, false)) return;
     const SourceFile& f = *seg.file;
-    // Its own fd: the current block's stays open until that block is checked, and a read
-    // ahead that is not taken is dropped without touching it. A guess that fails (the file gone
-    // or changed since it was listed) is no error yet: it is not queued, and the block's own
-    // read reports it in its turn, after the blocks before it went out.
+    // The next block of the file whose fd is open (the large files' case: a stream's blocks
+    // are mostly of one file) is read on that fd: no open, fstat and fcntl per block. The
+    // block's own read checks the file afterwards on the same fd, as for any block.
+    if (file_ == &f) {
+        if (!cold(seg, fd_.get())) return;
+        queue_ahead(seg, fd_.get());
+        ++ahead_reused_;
+        return;
+    }
+    // Another file: its own fd, as the current block's stays open until that block is checked,
+    // and a read ahead that is not taken is dropped without touching it. A guess that fails
+    // (the file gone or changed since it was listed) is no error yet: it is not queued, and the
+    // block's own read reports it in its turn, after the blocks before it went out.
     UniqueFd fd;
     try {
         fd = SourceReader::open_checked(f);
@@ -114,13 +123,17 @@ void ColdBlockSender::start_ahead(const Segment& seg) {
     const int flags = ::fcntl(fd.get(), F_GETFL);
     if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_DIRECT) != 0) return; // try_cold says why, on its own fd
     if (!cold(seg, fd.get())) return;
-    const int b = free_buffer(seg.length);
-    ring_->read(ahead_read_, fd.get(), bufs_[b]->data() + kHead, static_cast<unsigned>(round_up(seg.length, kAlign)),
-                f.file_offset(seg.offset));
-    ring_->submit();
-    f.hold();
-    ahead_seg_ = seg;
+    queue_ahead(seg, fd.get());
     ahead_fd_ = std::move(fd);
+}
+
+void ColdBlockSender::queue_ahead(const Segment& seg, int fd) {
+    const int b = free_buffer(seg.length);
+    ring_->read(ahead_read_, fd, bufs_[b]->data() + kHead, static_cast<unsigned>(round_up(seg.length, kAlign)),
+                seg.file->file_offset(seg.offset));
+    ring_->submit();
+    seg.file->hold();
+    ahead_seg_ = seg;
     ahead_buf_ = b;
 }
 
@@ -135,9 +148,13 @@ bool ColdBlockSender::take_ahead(const Segment& seg) {
         drop_ahead(); // read again on this thread, which reports its error with the file's name
         return false;
     }
-    close();
-    fd_ = std::move(ahead_fd_);
-    file_ = ahead_seg_.file; // the read ahead's hold is now the fd's
+    if (ahead_fd_) {
+        close();
+        fd_ = std::move(ahead_fd_);
+        file_ = ahead_seg_.file; // the read ahead's hold is now the fd's
+    } else {
+        ahead_seg_.file->let_go(); // read on fd_, whose file (the same) is held already
+    }
     cur_ = ahead_buf_;
     ahead_buf_ = -1;
     return true;

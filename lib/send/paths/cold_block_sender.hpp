@@ -66,6 +66,8 @@ public:
     uint64_t unaligned() const noexcept { return unaligned_; }
     // Blocks taken from a read queued ahead (sent from it, or refused there as changed).
     uint64_t read_ahead() const noexcept { return ahead_used_; }
+    // Reads queued ahead on the fd already open for the same file (no open of their own).
+    uint64_t ahead_on_open_fd() const noexcept { return ahead_reused_; }
     // Why cold blocks went through the page cache, if they did (empty otherwise).
     const std::string& fallback() const noexcept { return fallback_; }
 
@@ -84,6 +86,9 @@ private:
     // Queues the read of seg's block into a free buffer on its own fd, if it is cold and its file
     // opens unchanged since it was listed (a guess: a failure is the block's own read's to report).
     void start_ahead(const Segment& seg);
+    // Queues the read of seg's block on fd into a free buffer; seg's file is held until the
+    // read is taken or dropped.
+    void queue_ahead(const Segment& seg, int fd);
     // The read queued ahead, if it is seg's: waited for, its fd and buffer become the current
     // ones and true; otherwise it is waited for and dropped, and false.
     bool take_ahead(const Segment& seg);
@@ -108,11 +113,13 @@ private:
     std::optional<AlignedBuffer> bufs_[kBuffers]; // one block each, allocated on first use
     int cur_ = 0;                                 // the buffer the current block is read into
     int sending_buf_ = -1;                        // the buffer of the frame in flight
-    // The read queued ahead: its block, file (held), fd and buffer (-1: none).
+    // The read queued ahead: its block, file (held), fd and buffer (-1: none). ahead_fd_ is
+    // empty when the read is on fd_ (the same file's next block).
     Segment ahead_seg_;
     UniqueFd ahead_fd_;
     int ahead_buf_ = -1;
     uint64_t ahead_used_ = 0;
+    uint64_t ahead_reused_ = 0;
     unsigned char* sending_ = nullptr;     // the frame in flight and its length
     size_t sending_len_ = 0;
     int sending_flags_ = 0;

@@ -169,12 +169,14 @@ void StreamWork::count_reads(const std::optional<SmallFileBatch>& batch, const s
         cold_bytes_ += cold->bytes();
         cold_unaligned_ += cold->unaligned();
         cold_ahead_ += cold->read_ahead();
+        cold_ahead_open_fd_ += cold->ahead_on_open_fd();
     }
 }
 
 std::string StreamWork::read_summary() const {
     std::string s = "read with O_DIRECT (not in the page cache): " + std::to_string(cold_blocks_.load()) + " blocks (" +
-                    std::to_string(cold_bytes_.load()) + " bytes; " + std::to_string(cold_ahead_.load()) + " of them read ahead), " + std::to_string(batch_direct_files_.load()) +
+                    std::to_string(cold_bytes_.load()) + " bytes; " + std::to_string(cold_ahead_.load()) + " of them read ahead; " +
+                    std::to_string(cold_ahead_open_fd_.load()) + " reads ahead on the fd already open for their file), " + std::to_string(batch_direct_files_.load()) +
                     " small files (" + std::to_string(batch_direct_bytes_.load()) + " bytes); the rest from the page cache";
     if (cold_unaligned_.load())
         s += "; " + std::to_string(cold_unaligned_.load()) + " blocks at offsets not a multiple of 4096 read through the page cache";

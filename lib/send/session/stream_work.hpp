@@ -78,7 +78,7 @@ private:
     Session s_;
     std::atomic<unsigned> reopened_{0};           // stream connections reopened
     std::atomic<uint64_t> resent_after_break_{0}; // bytes they had not delivered
-    std::atomic<uint64_t> cold_blocks_{0}, cold_bytes_{0}, cold_unaligned_{0}, cold_ahead_{0}; // ColdBlockSender's
+    std::atomic<uint64_t> cold_blocks_{0}, cold_bytes_{0}, cold_unaligned_{0}, cold_ahead_{0}, cold_ahead_open_fd_{0}; // ColdBlockSender's
     std::atomic<uint64_t> batch_direct_files_{0}, batch_direct_bytes_{0};       // SmallFileBatch's
 };
 
