@@ -181,7 +181,7 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
         break;
     case wire::EntryKind::directory:
         ++counts_.dirs;
-        if (write) target_.tree().make_dirs(f.entry.path);
+        if (write) target_.tree().make_dir_entry(f.entry.path);
         dirs_.push_back(&f.entry);
         files_.settle(f);
         break;
@@ -352,13 +352,16 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
     if (writes()) {
         tree_meta_.make_links_and_specials(target_.tree(), files_, working);
         make_symlinks(target_.tree(), links_, working);
-        apply_dir_metadata(target_.tree(), dirs_, opts_.sync, working);
-        tree_meta_.apply(target_.tree(), files_, working);
-        tree_meta_.warnings().report(log_);
+        // --delete before the directories' times and modes: removing an entry sets its
+        // directory's mtime (it came out as the time of the transfer, not the sender's), and a
+        // directory whose mode lacks u+w could not be emptied by a receiver that is not root.
         if (mirror_) {
             deleted_ = mirror_->delete_extraneous(target_.tree(), files_, working);
             for (const std::string& d : deleted_) log_.verbose_line("deleted '" + d + "'");
         }
+        apply_dir_metadata(target_.tree(), dirs_, opts_.sync, working);
+        tree_meta_.apply(target_.tree(), files_, working);
+        tree_meta_.warnings().report(log_);
         // Last: the entries' ctime must be read after every change we make to the files.
         counts_.sums_stored = sums_cache_.flush(target_.tree(), working, sums_note_);
     }
