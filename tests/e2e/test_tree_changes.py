@@ -2,8 +2,10 @@
 rsync -aHAXS leaves them (issue 17, h17n): an entry the source now has as a directory replaces
 the file, symlink or fifo the receiver has under that name; an empty directory gives way to a
 file, a symlink or a special file; a non-empty one is refused naming it, before the file is
-sent and with nothing left beside it; and --delete leaves each directory with the sender's
-mtime, not the time the receiver removed something from it."""
+sent and with nothing left beside it; --delete leaves each directory with the sender's mtime,
+not the time the receiver removed something from it; another name of an updated file keeps what
+it had; a receiver that is not root updates read-only directories; and a source path longer than
+a transfer may carry is refused by the sender, naming it."""
 import os
 import shutil
 import stat
@@ -232,3 +234,30 @@ def test_a_receiver_that_is_not_root_updates_directories_the_sender_keeps_read_o
     finally:
         subprocess.run(["chmod", "-R", "u+rwx", base])
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_source_path_longer_than_a_transfer_may_carry_is_refused_naming_it(tmp_path, receiver_factory):
+    """A tree deeper than PATH_MAX (made through directory fds) used to reach the receiver, which
+    refused it as 'MANIFEST: entry 17 path too long', naming neither the path nor the limit; rsync
+    skips such a name with 'filename overflows max-path len'."""
+    src, dest = tmp_path / "long", tmp_path / "dest"
+    src.mkdir()
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        for i in range(17):  # 17 x 253 bytes: past 4095 at the 17th level
+            name = "%02d" % i + "d" * 250
+            os.mkdir(name, dir_fd=fd)
+            sub = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        f = os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.close(f)
+    finally:
+        os.close(fd)
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    sent = run_sluice("send", src, rx.url)
+    assert sent.returncode == 5, sent.stderr
+    assert "cannot send '" + str(src) + "/00ddd" in sent.stderr
+    assert "bytes long, more than the 4095 a path may have" in sent.stderr
+    assert not [f for _, _, fs in os.walk(dest) for f in fs]  # refused while listing: no file arrived

@@ -105,6 +105,12 @@ public:
                                      : ::lstat(src.c_str(), &st);
         if (rc != 0)
             throw_errno(ErrorCode::source, "cannot stat '" + src + "'");
+        // The receiver refuses a longer path as a protocol error naming only the entry's number
+        // (it is bounded there, docs/protocol.md "Limits"); refused here, it is named.
+        if (rel.size() > wire::kMaxPathBytes)
+            throw Error(ErrorCode::source, "cannot send '" + src + "': its path in the transfer is " +
+                                               std::to_string(rel.size()) + " bytes long, more than the " +
+                                               std::to_string(wire::kMaxPathBytes) + " a path may have");
         wire::ManifestEntry e;
         e.path = rel;
         e.mode = st.st_mode & 07777;
