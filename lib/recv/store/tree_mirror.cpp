@@ -99,38 +99,55 @@ std::vector<wire::DryRunDeleted::Path> TreeMirror::list_extraneous(const DestTre
     return out;
 }
 
-void TreeMirror::list_all(int dir_fd, const std::string& name, const std::string& rel, bool is_dir,
+bool TreeMirror::list_all(int dir_fd, const std::string& name, const std::string& rel, bool is_dir,
                           std::vector<std::string>& removed, unsigned depth) {
     if (depth > kMaxDepth) throw Error(ErrorCode::destination, "'" + rel + "' is nested too deep for --delete");
-    listed_bytes_ += rel.size() + 1;
-    if (removed.size() >= wire::kMaxDryRunDeleted || listed_bytes_ > wire::kMaxDryRunDeletedBytes)
-        throw Error(ErrorCode::destination, "--dry-run: more than " + std::to_string(removed.size()) + " paths (" +
-                                                std::to_string(listed_bytes_ >> 20) + " MiB) would be deleted, too many to list");
+    if (protect_.excluded(rel, is_dir)) return false; // what remove_all keeps, it does not list
+    bool all = true;
     if (is_dir) {
         UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!sub) throw_errno(ErrorCode::destination, "cannot read '" + rel + "' for --delete");
         for (const std::string& n : names_in(sub.get(), rel)) {
             struct stat st {};
             if (::fstatat(sub.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue; // gone meanwhile
-            list_all(sub.get(), n, rel + "/" + n, S_ISDIR(st.st_mode), removed, depth + 1);
+            all = list_all(sub.get(), n, rel + "/" + n, S_ISDIR(st.st_mode), removed, depth + 1) && all;
         }
     }
+    if (!all) return false;
+    listed_bytes_ += rel.size() + 1;
+    if (removed.size() >= wire::kMaxDryRunDeleted || listed_bytes_ > wire::kMaxDryRunDeletedBytes)
+        throw Error(ErrorCode::destination, "--dry-run: more than " + std::to_string(removed.size()) + " paths (" +
+                                                std::to_string(listed_bytes_ >> 20) + " MiB) would be deleted, too many to list");
     removed.push_back(is_dir ? rel + "/" : rel);
+    return true;
 }
 
-void TreeMirror::remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
+bool TreeMirror::remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
                             unsigned depth) {
     if (depth > kMaxDepth) throw Error(ErrorCode::destination, "'" + rel + "' is nested too deep for --delete");
-    if (::unlinkat(dir_fd, name.c_str(), 0) == 0) {
-        removed.push_back(rel);
-        return;
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) return true; // gone meanwhile
+        throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
     }
-    if (errno != EISDIR && errno != EPERM) throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
+    const bool is_dir = S_ISDIR(st.st_mode);
+    // The sender's filters protect what they exclude at every depth, as rsync's do: a file they
+    // exclude inside a directory the source no longer has stays, and so does that directory.
+    if (protect_.excluded(rel, is_dir)) return false;
+    if (!is_dir) {
+        if (::unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT)
+            throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
+        removed.push_back(rel);
+        return true;
+    }
     UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!sub) throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
-    for (const std::string& n : names_in(sub.get(), rel)) remove_all(sub.get(), n, rel + "/" + n, removed, depth + 1);
+    bool all = true;
+    for (const std::string& n : names_in(sub.get(), rel)) all = remove_all(sub.get(), n, rel + "/" + n, removed, depth + 1) && all;
+    if (!all) return false; // kept for what is protected inside it
     if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0) throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
     removed.push_back(rel);
+    return true;
 }
 
 } // namespace sluice

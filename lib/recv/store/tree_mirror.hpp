@@ -33,10 +33,11 @@ public:
 private:
     void sweep(int dir_fd, const std::string& rel, const std::unordered_set<std::string_view>& listed,
                std::vector<std::string>& removed, const std::function<void()>& still_working, unsigned depth);
-    void remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
+    // Both: false if something the filters protect kept the entry (a directory holding one).
+    bool remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
                     unsigned depth);
     // dry_: what remove_all would remove; a directory's path gets a '/' at its end (names never have one).
-    void list_all(int dir_fd, const std::string& name, const std::string& rel, bool is_dir, std::vector<std::string>& removed,
+    bool list_all(int dir_fd, const std::string& name, const std::string& rel, bool is_dir, std::vector<std::string>& removed,
                   unsigned depth);
     bool dry_ = false;
     uint64_t listed_bytes_ = 0; // dry_: the paths' bytes so far
