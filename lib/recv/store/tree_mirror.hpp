@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "core/session/filter_rules.hpp"
@@ -31,7 +31,9 @@ public:
                                                           const std::function<void()>& still_working);
 
 private:
-    void sweep(int dir_fd, const std::string& rel, const std::unordered_set<std::string_view>& listed,
+    // The manifest's paths, each with whether it is a directory entry.
+    using Listed = std::unordered_map<std::string_view, bool>;
+    void sweep(int dir_fd, const std::string& rel, const Listed& listed,
                std::vector<std::string>& removed, const std::function<void()>& still_working, unsigned depth);
     // Both: false if something the filters protect kept the entry (a directory holding one).
     bool remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
