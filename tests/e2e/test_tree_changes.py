@@ -286,3 +286,38 @@ def test_a_source_path_longer_than_a_transfer_may_carry_is_refused_naming_it(tmp
     assert "cannot send '" + str(src) + "/00ddd" in sent.stderr
     assert "bytes long, more than the 4095 a path may have" in sent.stderr
     assert not [f for _, _, fs in os.walk(dest) for f in fs]  # refused while listing: no file arrived
+
+
+def test_a_source_named_like_a_receivers_temporary_file_is_refused_unless_excluded(tmp_path, receiver_factory):
+    """Found by h17n: a tree holding an unfinished transfer's '.sluice-part.<hash>' files (kept for
+    resume) sent on: the receiver took the entry for another file's leftover temporary and
+    removed it ('cannot open ... to set its owner and attributes', exit 6, the file gone)."""
+    src, dest = tmp_path / "t", tmp_path / "dest"
+    src.mkdir()
+    (src / "a").write_bytes(os.urandom(3 << 20))
+    name = ".sluice-part.8c8a06a09565e3c6"  # the receiver's temporary name of 't/a': XXH3-64 of the path
+    (src / name).write_bytes(b"a real file with an unlucky name")
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    sent = run_sluice("send", src, rx.url)
+    assert sent.returncode == 5, sent.stderr
+    assert f"cannot send '{src / name}': its name has the form of a sluice receiver's temporary file" in sent.stderr
+    assert "--exclude '.sluice-part.*'" in sent.stderr
+    rx.kill()
+    sent, rc, err = send(src, dest, receiver_factory, "--exclude", ".sluice-part.*")
+    assert sent.returncode == 0 and rc == 0, sent.stderr + err
+    assert sorted(os.listdir(dest / "t")) == ["a"]
+
+
+def test_a_sender_naming_an_entry_like_a_temporary_file_is_refused(tmp_path, receiver_factory):
+    import sluice_wire as w
+    from test_bad_input import hostile_manifest
+
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest)
+    ftype, _ = hostile_manifest(rx, [(0, w.FILE, "d/.sluice-part.0123456789abcdef", 10, "")])
+    assert ftype == w.ABORT
+    rc, out, err = rx.wait()
+    assert rc == 7 and "has the form of the receiver's temporary names" in err
+    assert list(dest.iterdir()) == []

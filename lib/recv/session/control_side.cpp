@@ -164,6 +164,10 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
     if (opts_.confine_links) wire::check_confined_entry(e);
     // The file table refuses a path listed twice and counts the memory each entry holds.
     target_.check_kind(e);
+    // Such an entry would be taken for another's temporary file, and removed as its leftover.
+    if (std::string_view(e.path).substr(e.path.rfind('/') + 1).starts_with(wire::kTempNamePrefix))
+        throw Error(ErrorCode::protocol, "MANIFEST: '" + e.path + "' has the form of the receiver's temporary names (" +
+                                             std::string(wire::kTempNamePrefix) + "*), which no entry may have");
     // A pipe transfer is its one pipe entry.
     if (pipe_entry_ || (e.kind == wire::EntryKind::pipe && files_.size() > 0))
         throw Error(ErrorCode::protocol, "a pipe must be the only entry of its transfer");

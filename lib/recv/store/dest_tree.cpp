@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "core/io/sys_error.hpp"
+#include "core/wire/protocol.hpp"
 
 namespace sluice {
 
@@ -141,6 +142,7 @@ std::string DestTree::name_of(const std::string& rel) {
 
 std::string DestTree::temp_name(const std::string& rel) {
     char buf[40];
+    static_assert(wire::kTempNamePrefix == ".sluice-part.");
     std::snprintf(buf, sizeof buf, ".sluice-part.%016llx", static_cast<unsigned long long>(XXH3_64bits(rel.data(), rel.size())));
     return buf;
 }
