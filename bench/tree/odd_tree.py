@@ -92,3 +92,41 @@ def make(root):
         for d in dirnames:
             os.utime(os.path.join(dirpath, d), ns=(0, 1_400_000_000_500_000_000), follow_symlinks=False)
     return root
+
+
+def mutate(root):
+    """The same tree a while later, for the update round (h17n): entries that changed kind (a file,
+    a symlink and a fifo that became directories, an empty directory that became a file, a file
+    that became a symlink), entries removed (for --delete), a directory emptied of one entry, and
+    a hard-link group split. What the receiver does with each is compared with rsync's."""
+    root = os.fsencode(root)
+    j = lambda *p: os.path.join(root, *[os.fsencode(x) if isinstance(x, str) else x for x in p])
+    os.makedirs(j("changes", "was-empty"))
+    for name in ("file-to-dir", "file-to-link"):
+        with open(j("changes", name), "wb") as f:
+            f.write(name.encode())
+    os.symlink(b"nowhere", j("changes", "link-to-dir"))
+    os.mkfifo(j("changes", "fifo-to-dir"))
+    return lambda: _change(j)
+
+
+def _change(j):
+    for name in ("file-to-dir", "link-to-dir", "fifo-to-dir"):
+        os.unlink(j("changes", name))
+        os.makedirs(j("changes", name))
+        with open(j("changes", name, "inside"), "wb") as f:
+            f.write(b"now a directory")
+    os.rmdir(j("changes", "was-empty"))
+    with open(j("changes", "was-empty"), "wb") as f:
+        f.write(b"now a file")
+    os.unlink(j("changes", "file-to-link"))
+    os.symlink(b"was-empty", j("changes", "file-to-link"))
+    os.unlink(j("links", "b", "three-2"))  # the group of three loses a name
+    with open(j("links", "b", "three-2"), "wb") as f:
+        f.write(b"split from its group")
+    shutil.rmtree(j("sym"))  # gone: --delete removes it
+    os.unlink(j("empty"))
+    os.utime(j("links", "b"), ns=(0, 1_400_000_000_500_000_000))
+    os.utime(j("changes"), ns=(0, 1_300_000_000_000_000_001))
+    for name in ("file-to-dir", "link-to-dir", "fifo-to-dir"):
+        os.utime(j("changes", name), ns=(0, -1_000_000_000))

@@ -5,7 +5,9 @@
             sent with small/ and minor/: bytes over the wire and bytes allocated on the
             receiver, sluice send vs rsync -aH
   fidelity  a generated tree of every odd kind (odd_tree.py) sent by sluice send and by
-            rsync -aHAXS, the two results compared (compare.py)
+            rsync -aHAXS, the two results compared (compare.py); then the tree changed
+            (odd_tree.mutate: entries of another kind, removals, a split hard-link group)
+            sent again by both with --delete and compared again ("update")
 
 usage: run.py --data DIR [--scale 1/64] [--only links|fidelity] [--sluice BIN] [--out FILE.json]
 """
@@ -30,8 +32,8 @@ def allocated(path):
     return int(subprocess.run(["du", "-s", "-B1", path], capture_output=True, text=True, check=True).stdout.split()[0])
 
 
-def sluice_send(sluice, sources, dest, *send_args):
-    os.makedirs(dest)
+def sluice_send(sluice, sources, dest, *send_args, existing=False):
+    os.makedirs(dest, exist_ok=existing)
     rx = subprocess.Popen([sluice, "recv", dest, "--bind", "127.0.0.1", "--token", "bench", "--json"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = rx.stdout.readline().strip()
@@ -44,10 +46,10 @@ def sluice_send(sluice, sources, dest, *send_args):
     return json.loads(s.stdout.splitlines()[-1]), json.loads(out.splitlines()[-1]), secs, err
 
 
-def rsync(sources, dest, flags):
-    os.makedirs(dest)
+def rsync(sources, dest, *flags, existing=False):
+    os.makedirs(dest, exist_ok=existing)
     t0 = time.monotonic()
-    r = subprocess.run(["rsync", flags, "--stats", *sources, dest + "/"], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(["rsync", *flags, "--stats", *sources, dest + "/"], capture_output=True, text=True, timeout=600)
     secs = time.monotonic() - t0
     if r.returncode:
         raise SystemExit(f"rsync failed: {r.stderr}")
@@ -83,6 +85,7 @@ def fidelity(a, sluice):
     src = os.path.join(a.data, "odd")
     shutil.rmtree(src, ignore_errors=True)
     odd_tree.make(src)
+    change = odd_tree.mutate(src)
     out = {}
     a_dir, b_dir = os.path.join(a.data, "fid-sluice"), os.path.join(a.data, "fid-rsync")
     for d in (a_dir, b_dir):
@@ -93,6 +96,15 @@ def fidelity(a, sluice):
     c = compare.compare(os.path.join(a_dir, "odd"), os.path.join(b_dir, "odd"))
     c["source_vs_sluice"] = compare.compare(src, os.path.join(a_dir, "odd"))["differences"]
     out.update(c)
+    # The update round: the source changed (entries of another kind, removals, a split hard-link
+    # group), sent again with --delete by both into what they made, compared again.
+    change()
+    s, r, secs, err = sluice_send(sluice, [src], a_dir, "--delete", existing=True)
+    rsync([src], b_dir, "-aHAXS", "--delete", existing=True)
+    u = compare.compare(os.path.join(a_dir, "odd"), os.path.join(b_dir, "odd"))
+    u["source_vs_sluice"] = compare.compare(src, os.path.join(a_dir, "odd"))["differences"]
+    u["sluice_warnings"] = [l for l in err.splitlines() if "warning" in l]
+    out["update"] = u
     return out
 
 

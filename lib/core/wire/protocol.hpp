@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sluice::wire {
@@ -14,6 +15,10 @@ inline constexpr uint16_t kVersion = 1;
 
 // Bounds on everything read from the network. A peer exceeding one is a protocol error.
 inline constexpr uint32_t kMaxPathBytes = 4095; // a relative path, without NUL
+// The receiver's temporary names begin so (".sluice-part.<hash of the path>", and "<that>.j" for
+// its journal), beside the final name: an entry named so would be taken for (and removed as)
+// another entry's leftover, so none may be sent (a tree holding an unfinished transfer's files).
+inline constexpr std::string_view kTempNamePrefix = ".sluice-part.";
 inline constexpr uint32_t kMaxNameBytes = 255;  // one path component
 inline constexpr uint32_t kMaxLinkTargetBytes = 4095;
 inline constexpr uint32_t kMaxEntriesPerPage = 65536;

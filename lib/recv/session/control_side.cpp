@@ -164,6 +164,10 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
     if (opts_.confine_links) wire::check_confined_entry(e);
     // The file table refuses a path listed twice and counts the memory each entry holds.
     target_.check_kind(e);
+    // Such an entry would be taken for another's temporary file, and removed as its leftover.
+    if (std::string_view(e.path).substr(e.path.rfind('/') + 1).starts_with(wire::kTempNamePrefix))
+        throw Error(ErrorCode::protocol, "MANIFEST: '" + e.path + "' has the form of the receiver's temporary names (" +
+                                             std::string(wire::kTempNamePrefix) + "*), which no entry may have");
     // A pipe transfer is its one pipe entry.
     if (pipe_entry_ || (e.kind == wire::EntryKind::pipe && files_.size() > 0))
         throw Error(ErrorCode::protocol, "a pipe must be the only entry of its transfer");
@@ -181,7 +185,7 @@ void ControlSide::register_entry(wire::ManifestEntry&& e, std::vector<wire::Byte
         break;
     case wire::EntryKind::directory:
         ++counts_.dirs;
-        if (write) target_.tree().make_dirs(f.entry.path);
+        if (write) target_.tree().make_dir_entry(f.entry.path);
         dirs_.push_back(&f.entry);
         files_.settle(f);
         break;
@@ -350,15 +354,20 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
     const std::function<void()> working = [this] { still_working(); };
     if (dry_) dry_run_end(working);
     if (writes()) {
+        // --delete before the directories' times and modes: removing an entry sets its
+        // directory's mtime (it came out as the time of the transfer, not the sender's), and a
+        // directory whose mode lacks u+w could not be emptied by a receiver that is not root.
+        // And before the links, symlinks and special files: a directory where the source now
+        // has one of those is removed by it (tree_mirror.cpp).
+        if (mirror_) {
+            deleted_ = mirror_->delete_extraneous(target_.tree(), files_, working);
+            for (const std::string& d : deleted_) log_.verbose_line("deleted '" + d + "'");
+        }
         tree_meta_.make_links_and_specials(target_.tree(), files_, working);
         make_symlinks(target_.tree(), links_, working);
         apply_dir_metadata(target_.tree(), dirs_, opts_.sync, working);
         tree_meta_.apply(target_.tree(), files_, working);
         tree_meta_.warnings().report(log_);
-        if (mirror_) {
-            deleted_ = mirror_->delete_extraneous(target_.tree(), files_, working);
-            for (const std::string& d : deleted_) log_.verbose_line("deleted '" + d + "'");
-        }
         // Last: the entries' ctime must be read after every change we make to the files.
         counts_.sums_stored = sums_cache_.flush(target_.tree(), working, sums_note_);
     }

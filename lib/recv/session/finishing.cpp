@@ -30,10 +30,12 @@ void make_symlinks(const DestTree& tree, std::span<const wire::ManifestEntry* co
         ::unlinkat(dir.get(), temp.c_str(), 0); // one an earlier run left; usually none
         if (::symlinkat(l.link_target.c_str(), dir.get(), temp.c_str()) != 0)
             throw_errno(ErrorCode::destination, "cannot create symlink '" + l.path + "'");
-        if (::utimensat(dir.get(), temp.c_str(), FileTimes(l.mtime_ns).t, AT_SYMLINK_NOFOLLOW) != 0)
-            throw_errno(ErrorCode::destination, "cannot set the mtime of symlink '" + l.path + "'");
-        if (::renameat(dir.get(), temp.c_str(), dir.get(), DestTree::name_of(l.path).c_str()) != 0)
-            throw_errno(ErrorCode::destination, "cannot put symlink '" + l.path + "' in place");
+        if (::utimensat(dir.get(), temp.c_str(), FileTimes(l.mtime_ns).t, AT_SYMLINK_NOFOLLOW) != 0) {
+            const int err = errno;
+            ::unlinkat(dir.get(), temp.c_str(), 0);
+            throw_errno(ErrorCode::destination, "cannot set the mtime of symlink '" + l.path + "'", err);
+        }
+        put_in_place(dir.get(), temp, DestTree::name_of(l.path), l.path, "symlink");
     }
 }
 

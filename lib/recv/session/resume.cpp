@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "recv/store/dest_tree.hpp"
 #include "recv/store/journal.hpp"
 
 namespace sluice {
@@ -17,6 +18,11 @@ Resumed resume_file(int dir, FileTable& files, RecvFile& f, bool verify, std::ve
         files.set_complete(f);
         return {.complete = true, .bytes = f.entry.size, .in_place = st};
     }
+    // A directory where the source now has a file: an empty one goes when the file is put in
+    // place (put_in_place); a non-empty one is refused now, before any of the file is sent.
+    if (quick_check && S_ISDIR(st.st_mode) && ::unlinkat(dir, f.name.c_str(), AT_REMOVEDIR) != 0 &&
+        (errno == ENOTEMPTY || errno == EEXIST))
+        throw dir_in_the_way(f.entry.path, "file");
     // An older version with blocks: finish_file leaves freeing them to the reaper.
     f.replaces = quick_check && S_ISREG(st.st_mode) && st.st_blocks > 0;
     if (f.entry.size == 0) return {};

@@ -151,10 +151,12 @@ UpdateSide::Applied UpdateSide::apply(const DestTree& tree, FileTable& files, co
         throw Error(ErrorCode::destination, "'" + path + "' changed at the receiver during its update; send it again");
     ParentDirCache dirs(tree);
     Applied a;
+    // Same content: the old inode stays (nothing to copy, no moment without the file), unless
+    // it has other names: its new mode, mtime, owner and attributes would show under those too
+    // (names outside the transfer, which must not change), so it is copied as a changed one is.
     const bool whole = r.ranges.size() == 1 && r.ranges[0].offset == 0 && r.ranges[0].length == f->entry.size &&
-                       old.size == f->entry.size;
+                       old.size == f->entry.size && st.st_nlink == 1;
     if (whole) {
-        // Same content: the old inode stays (nothing to copy, no moment without the file).
         if (::fchmod(from.get(), f->entry.mode & 0777) != 0) throw_errno(ErrorCode::destination, "cannot set the mode of '" + path + "'");
         if (::futimens(from.get(), FileTimes(f->entry.mtime_ns).t) != 0)
             throw_errno(ErrorCode::destination, "cannot set the mtime of '" + path + "'");

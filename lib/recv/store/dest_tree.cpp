@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "core/io/sys_error.hpp"
+#include "core/wire/protocol.hpp"
 
 namespace sluice {
 
@@ -74,6 +75,61 @@ void DestTree::make_dirs(const std::string& rel_dir) const {
     open_dir(rel_dir); // an existing non-directory or symlink in the way is refused here
 }
 
+void DestTree::make_dir_entry(const std::string& rel_dir) const {
+    if (rel_dir.empty()) return;
+    UniqueFd fd(openat2_beneath(root_.get(), rel_dir, O_RDONLY | O_DIRECTORY));
+    if (fd) {
+        // An earlier run left it with the sender's mode, which may lack u+w or u+x (a
+        // read-only directory): a receiver that is not root could then not put this run's
+        // entries in it. As rsync does, u+rwx is added now; apply_dir_metadata sets the
+        // sender's mode once the directory is filled. Not ours to change: creating fails
+        // later, naming the entry.
+        struct stat st {};
+        if (::geteuid() != 0 && ::fstat(fd.get(), &st) == 0 && (st.st_mode & S_IRWXU) != S_IRWXU)
+            (void)::fchmod(fd.get(), (st.st_mode & 07777) | S_IRWXU);
+        return;
+    }
+    if (errno == ENOTDIR || errno == ELOOP) {
+        const std::string parent = parent_of(rel_dir);
+        make_dirs(parent);
+        UniqueFd pfd = open_dir(parent); // a symlink or file among the parents is refused here
+        const std::string name = name_of(rel_dir);
+        struct stat st {};
+        if (::fstatat(pfd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+            ::unlinkat(pfd.get(), name.c_str(), 0) != 0)
+            throw_errno(ErrorCode::destination, "cannot replace '" + rel_dir + "' in '" + display_ +
+                                                    "' with the directory the source has there");
+    }
+    make_dirs(rel_dir);
+}
+
+Error dir_in_the_way(const std::string& path, const std::string& what) {
+    return Error(ErrorCode::destination, "cannot put " + what + " '" + path +
+                                             "' in place: the receiver has a directory there that is not empty (the "
+                                             "source has a " + what + " there now; remove the directory first)");
+}
+
+void put_in_place(int dir, const std::string& temp, const std::string& name, const std::string& path,
+                  const std::string& what) {
+    if (::renameat(dir, temp.c_str(), dir, name.c_str()) == 0) return;
+    int err = errno;
+    // rename() over a directory: EISDIR for a non-directory, ENOTEMPTY/EEXIST never reached
+    // here (we never rename a directory). An empty one goes; its rmdir failing says why not.
+    if (err == EISDIR) {
+        if (::unlinkat(dir, name.c_str(), AT_REMOVEDIR) == 0) {
+            if (::renameat(dir, temp.c_str(), dir, name.c_str()) == 0) return;
+            err = errno;
+        } else if (errno == ENOTEMPTY || errno == EEXIST) {
+            ::unlinkat(dir, temp.c_str(), 0);
+            throw dir_in_the_way(path, what);
+        } else {
+            err = errno;
+        }
+    }
+    ::unlinkat(dir, temp.c_str(), 0);
+    throw_errno(ErrorCode::destination, "cannot put " + what + " '" + path + "' in place", err);
+}
+
 std::string DestTree::parent_of(const std::string& rel) {
     size_t slash = rel.rfind('/');
     return slash == std::string::npos ? std::string() : rel.substr(0, slash);
@@ -86,6 +142,7 @@ std::string DestTree::name_of(const std::string& rel) {
 
 std::string DestTree::temp_name(const std::string& rel) {
     char buf[40];
+    static_assert(wire::kTempNamePrefix == ".sluice-part.");
     std::snprintf(buf, sizeof buf, ".sluice-part.%016llx", static_cast<unsigned long long>(XXH3_64bits(rel.data(), rel.size())));
     return buf;
 }

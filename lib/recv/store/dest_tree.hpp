@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/io/unique_fd.hpp"
+#include "sluice/error.hpp"
 
 namespace sluice {
 
@@ -25,6 +26,10 @@ public:
     UniqueFd find_dir(const std::string& rel_dir) const;
     // Creates rel_dir and any missing parents below DIR.
     void make_dirs(const std::string& rel_dir) const;
+    // make_dirs for a directory the manifest lists: an entry of another kind under that name
+    // (a file, a symlink, a fifo: the source had one there before) is replaced, as rsync does.
+    // Only the last component: a symlink or file among its parents is still refused.
+    void make_dir_entry(const std::string& rel_dir) const;
 
     static std::string parent_of(const std::string& rel);
     static std::string name_of(const std::string& rel);
@@ -35,6 +40,15 @@ private:
     UniqueFd root_;
     std::string display_;
 };
+
+// Renames temp over name in dir, the last step of every entry the receiver makes. An empty
+// directory under that name (the source had one there before) is removed first, as rsync
+// does; a non-empty one is not, and the error names path and why. On failure temp is removed:
+// nothing half-made is left beside the final name. `what` names the kind ("file", "symlink").
+// The refusal put_in_place gives for a non-empty directory in the way.
+Error dir_in_the_way(const std::string& path, const std::string& what);
+void put_in_place(int dir, const std::string& temp, const std::string& name, const std::string& path,
+                  const std::string& what);
 
 // A data stream's cache of the directory it last wrote into (small files come in runs per
 // directory, so most files cost no extra open).

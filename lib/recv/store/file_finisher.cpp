@@ -53,8 +53,7 @@ void link_into_place(int dir, RecvFile& f, int fd) {
     if (err == EEXIST) {
         ::unlinkat(dir, f.temp.c_str(), 0); // a temporary file an earlier run left
         err = link_as(f.temp);
-        if (err == 0 && ::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0)
-            throw_errno(ErrorCode::destination, "cannot rename '" + path + "' into place");
+        if (err == 0) put_in_place(dir, f.temp, f.name, path, "file");
     }
     if (err != 0) throw_errno(ErrorCode::destination, "cannot link '" + path + "' into place", err);
 }
@@ -87,8 +86,8 @@ void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync, InodeReap
     if (f.replaces && reaper) old.reset(::openat(dir, f.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (f.unnamed) {
         link_into_place(dir, f, fd);
-    } else if (::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0) {
-        throw_errno(ErrorCode::destination, "cannot rename '" + path + "' into place");
+    } else {
+        put_in_place(dir, f.temp, f.name, path, "file");
     }
     if (old) reaper->retire(std::move(old));
 }

@@ -41,8 +41,7 @@ mode_t type_bits(wire::EntryKind k) {
 
 // Puts what was made under f's temporary name into place (over an older entry of that name).
 void rename_into_place(int dir, const RecvFile& f, const char* what) {
-    if (::renameat(dir, f.temp.c_str(), dir, f.name.c_str()) != 0)
-        throw_errno(ErrorCode::destination, std::string("cannot put ") + what + " '" + f.entry.path + "' in place");
+    put_in_place(dir, f.temp, f.name, f.entry.path, what);
     // rename() of two names of one inode does nothing: a re-run's link is already there.
     ::unlinkat(dir, f.temp.c_str(), 0);
 }

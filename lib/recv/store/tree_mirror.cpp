@@ -43,12 +43,12 @@ TreeMirror::TreeMirror(const wire::TreeOptionsFrame& t) {
 
 std::vector<std::string> TreeMirror::delete_extraneous(const DestTree& tree, FileTable& files,
                                                        const std::function<void()>& still_working) {
-    std::unordered_set<std::string_view> listed;
+    Listed listed;
     listed.reserve(files.size());
     std::vector<std::string> roots;
     for (uint64_t id = 0; id < files.size(); ++id) {
         const wire::ManifestEntry& e = files.at(id).entry;
-        listed.insert(e.path);
+        listed.emplace(e.path, e.kind == wire::EntryKind::directory);
         if (e.kind == wire::EntryKind::directory && e.path.find('/') == std::string::npos) roots.push_back(e.path);
     }
     std::vector<std::string> removed;
@@ -59,7 +59,7 @@ std::vector<std::string> TreeMirror::delete_extraneous(const DestTree& tree, Fil
     return removed;
 }
 
-void TreeMirror::sweep(int dir_fd, const std::string& rel, const std::unordered_set<std::string_view>& listed,
+void TreeMirror::sweep(int dir_fd, const std::string& rel, const Listed& listed,
                        std::vector<std::string>& removed, const std::function<void()>& still_working, unsigned depth) {
     if (depth > kMaxDepth) throw Error(ErrorCode::destination, "'" + rel + "' is nested too deep for --delete");
     for (const std::string& name : names_in(dir_fd, rel)) {
@@ -68,14 +68,18 @@ void TreeMirror::sweep(int dir_fd, const std::string& rel, const std::unordered_
         struct stat st {};
         if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue; // gone meanwhile
         const bool is_dir = S_ISDIR(st.st_mode);
-        if (listed.contains(path)) {
-            if (!is_dir) continue;
+        const auto sent = listed.find(path);
+        if (sent != listed.end() && !is_dir) continue;
+        if (sent != listed.end() && sent->second) {
             UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
             if (!sub) throw_errno(ErrorCode::destination, "cannot open '" + path + "' for --delete");
             sweep(sub.get(), path, listed, removed, still_working, depth + 1);
             continue;
         }
-        if (protect_.excluded(path, is_dir)) continue; // the sender's filters left it out: not ours to judge
+        // Not sent, or a directory where the source now has a symlink, hard link or special file
+        // (made after this sweep, so the directory gives way to it as rsync --delete does; a file
+        // in its place was refused when registered). What the filters protect stays either way.
+        if (sent == listed.end() && protect_.excluded(path, is_dir)) continue; // not ours to judge
         if (dry_)
             list_all(dir_fd, name, path, is_dir, removed, depth);
         else
@@ -99,38 +103,55 @@ std::vector<wire::DryRunDeleted::Path> TreeMirror::list_extraneous(const DestTre
     return out;
 }
 
-void TreeMirror::list_all(int dir_fd, const std::string& name, const std::string& rel, bool is_dir,
+bool TreeMirror::list_all(int dir_fd, const std::string& name, const std::string& rel, bool is_dir,
                           std::vector<std::string>& removed, unsigned depth) {
     if (depth > kMaxDepth) throw Error(ErrorCode::destination, "'" + rel + "' is nested too deep for --delete");
-    listed_bytes_ += rel.size() + 1;
-    if (removed.size() >= wire::kMaxDryRunDeleted || listed_bytes_ > wire::kMaxDryRunDeletedBytes)
-        throw Error(ErrorCode::destination, "--dry-run: more than " + std::to_string(removed.size()) + " paths (" +
-                                                std::to_string(listed_bytes_ >> 20) + " MiB) would be deleted, too many to list");
+    if (protect_.excluded(rel, is_dir)) return false; // what remove_all keeps, it does not list
+    bool all = true;
     if (is_dir) {
         UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!sub) throw_errno(ErrorCode::destination, "cannot read '" + rel + "' for --delete");
         for (const std::string& n : names_in(sub.get(), rel)) {
             struct stat st {};
             if (::fstatat(sub.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue; // gone meanwhile
-            list_all(sub.get(), n, rel + "/" + n, S_ISDIR(st.st_mode), removed, depth + 1);
+            all = list_all(sub.get(), n, rel + "/" + n, S_ISDIR(st.st_mode), removed, depth + 1) && all;
         }
     }
+    if (!all) return false;
+    listed_bytes_ += rel.size() + 1;
+    if (removed.size() >= wire::kMaxDryRunDeleted || listed_bytes_ > wire::kMaxDryRunDeletedBytes)
+        throw Error(ErrorCode::destination, "--dry-run: more than " + std::to_string(removed.size()) + " paths (" +
+                                                std::to_string(listed_bytes_ >> 20) + " MiB) would be deleted, too many to list");
     removed.push_back(is_dir ? rel + "/" : rel);
+    return true;
 }
 
-void TreeMirror::remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
+bool TreeMirror::remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
                             unsigned depth) {
     if (depth > kMaxDepth) throw Error(ErrorCode::destination, "'" + rel + "' is nested too deep for --delete");
-    if (::unlinkat(dir_fd, name.c_str(), 0) == 0) {
-        removed.push_back(rel);
-        return;
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) return true; // gone meanwhile
+        throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
     }
-    if (errno != EISDIR && errno != EPERM) throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
+    const bool is_dir = S_ISDIR(st.st_mode);
+    // The sender's filters protect what they exclude at every depth, as rsync's do: a file they
+    // exclude inside a directory the source no longer has stays, and so does that directory.
+    if (protect_.excluded(rel, is_dir)) return false;
+    if (!is_dir) {
+        if (::unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT)
+            throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
+        removed.push_back(rel);
+        return true;
+    }
     UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!sub) throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
-    for (const std::string& n : names_in(sub.get(), rel)) remove_all(sub.get(), n, rel + "/" + n, removed, depth + 1);
+    bool all = true;
+    for (const std::string& n : names_in(sub.get(), rel)) all = remove_all(sub.get(), n, rel + "/" + n, removed, depth + 1) && all;
+    if (!all) return false; // kept for what is protected inside it
     if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0) throw_errno(ErrorCode::destination, "cannot delete '" + rel + "'");
     removed.push_back(rel);
+    return true;
 }
 
 } // namespace sluice

@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "core/session/filter_rules.hpp"
@@ -31,12 +31,15 @@ public:
                                                           const std::function<void()>& still_working);
 
 private:
-    void sweep(int dir_fd, const std::string& rel, const std::unordered_set<std::string_view>& listed,
+    // The manifest's paths, each with whether it is a directory entry.
+    using Listed = std::unordered_map<std::string_view, bool>;
+    void sweep(int dir_fd, const std::string& rel, const Listed& listed,
                std::vector<std::string>& removed, const std::function<void()>& still_working, unsigned depth);
-    void remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
+    // Both: false if something the filters protect kept the entry (a directory holding one).
+    bool remove_all(int dir_fd, const std::string& name, const std::string& rel, std::vector<std::string>& removed,
                     unsigned depth);
     // dry_: what remove_all would remove; a directory's path gets a '/' at its end (names never have one).
-    void list_all(int dir_fd, const std::string& name, const std::string& rel, bool is_dir, std::vector<std::string>& removed,
+    bool list_all(int dir_fd, const std::string& name, const std::string& rel, bool is_dir, std::vector<std::string>& removed,
                   unsigned depth);
     bool dry_ = false;
     uint64_t listed_bytes_ = 0; // dry_: the paths' bytes so far

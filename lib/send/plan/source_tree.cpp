@@ -105,10 +105,17 @@ public:
                                      : ::lstat(src.c_str(), &st);
         if (rc != 0)
             throw_errno(ErrorCode::source, "cannot stat '" + src + "'");
+        // The receiver refuses a longer path as a protocol error naming only the entry's number
+        // (it is bounded there, docs/protocol.md "Limits"); refused here, it is named.
+        if (rel.size() > wire::kMaxPathBytes)
+            throw Error(ErrorCode::source, "cannot send '" + src + "': its path in the transfer is " +
+                                               std::to_string(rel.size()) + " bytes long, more than the " +
+                                               std::to_string(wire::kMaxPathBytes) + " a path may have");
         wire::ManifestEntry e;
         e.path = rel;
         e.mode = st.st_mode & 07777;
         if (visit_.tree && !root && tree_hook(e, src, st, at)) return;
+        refuse_temp_name(src, rel);
         if (S_ISREG(st.st_mode)) {
             e.mtime_ns = mtime_ns_of(st, src);
             if (st.st_size == 0) refuse_pseudo_file(src, root);
@@ -150,6 +157,16 @@ public:
     }
 
 private:
+    // After the filters, which can leave such files out.
+    static void refuse_temp_name(const std::string& src, const std::string& rel) {
+        const size_t slash = rel.rfind('/');
+        if (std::string_view(rel).substr(slash == std::string::npos ? 0 : slash + 1).starts_with(wire::kTempNamePrefix))
+            throw Error(ErrorCode::source, "cannot send '" + src + "': its name has the form of a sluice receiver's "
+                                           "temporary file (an unfinished transfer's, kept for resume), which the "
+                                           "receiver takes for its own; --exclude '" + std::string(wire::kTempNamePrefix) +
+                                           "*' leaves such files out");
+    }
+
     // Issue 17's part of visit() for an entry inside a tree: filters, hard links to a file
     // already listed, special files. True if it dealt with the entry.
     bool tree_hook(wire::ManifestEntry& e, const std::string& src, const struct stat& st, EntryAt at) {
@@ -160,6 +177,7 @@ private:
         }
         if (S_ISREG(st.st_mode) && t.hard_links && st.st_nlink > 1) {
             if (const HardLinkTracker::First* first = links_.seen(st, next_id_, e.path)) {
+                refuse_temp_name(src, e.path);
                 e.kind = wire::EntryKind::hard_link;
                 e.link_target = first->rel;
                 e.mtime_ns = mtime_ns_of(st, src);
