@@ -20,8 +20,10 @@ public:
     // Measured at 80 ms on a 100 Mbit/s bottleneck without random loss (h16n): 4 BBR streams
     // moved 95 Mbit/s already, and the search on to 8 and 16 (5-12 s, unpaced so as not to
     // hold its ramp back) retransmitted 14-18% of those seconds' bytes, 3.3-5.9% of a 40 s run.
-    // Random loss does not raise the round trip (retransmitted segments give no sample), so a
-    // lossy path that more streams do fill still searches (600 Mbit/s at 5% loss: 2.5x).
+    // Random loss alone does not raise the round trip (retransmitted segments give no sample);
+    // where it stood at 600 Mbit/s with 5-14% loss (2.07-2.69x, h16n C1/D1) the path was full
+    // too: this emulator's delay line forwards ~420 Mbit/s (iperf3 -P 8 bbr at 0% loss), and 4
+    // fixed streams moved what auto did there (350.6 against 350.2-351.9 at 5%).
     static constexpr double kQueued = 1.2;
     // Whether to measure the current count again: period `periods` (from 1) gave `rate`
     // after `before` (0 for the first).
