@@ -29,8 +29,9 @@ the others gives one); a URL token and an option that differ are refused.
 
 options:
   --streams N|auto     TCP data streams (default 4, 1-128); auto: open 16, send on 4 and double
-                       while the rate grows; a path under 2 ms round trip keeps 4 (-v and
-                       --json say the count chosen and why)
+                       while the rate grows, stopping where the round trip stands 1.2x
+                       above the path's lowest (a full bottleneck); a path under 2 ms round
+                       trip keeps 4 (-v and --json say the count chosen and why)
   --block-size SIZE    bytes per block of a large file (default 8M; 64K-64M)
   -c, --checksum       compare content even where size and mtime match (a file the
                        receiver has in another version is always updated by changed blocks)
@@ -58,7 +59,8 @@ options:
                        kernel, the receiver or the path lacks it, plain TCP, said in -v and
                        --json "mptcp_connections"
   --pace, --no-pace    pace the data streams together: once the link is full, cap each
-                       stream's pacing rate at its share of the total, lifted for good if
+                       stream's pacing rate at its share of the total (a stream that
+                       cannot use its share leaves it to the others), lifted for good if
                        the path loses packets on its own (paths of 2 ms round trip or more;
                        default: on when the streams run bbr, with --streams auto once
                        the count is settled, off otherwise; -v and --json "pacing_choice"

@@ -65,3 +65,25 @@ TEST_CASE("a count is measured again while its rate still grows, and judged once
     // a lossy path whose rate keeps creeping up is judged after kRampPeriods periods all the same
     CHECK_FALSE(StreamSearch::still_ramping(1e6, 2e6, StreamSearch::kRampPeriods));
 }
+
+TEST_CASE("a count whose round trip stands kQueued above the path's lowest ends the search: the bottleneck is full") {
+    // h16n, 80 ms, 100 Mbit/s, no random loss: 4 BBR streams moved 95 Mbit/s, and the search
+    // on to 8 and 16 streams retransmitted 14-18% while it went on.
+    StreamSearch s(4, 16);
+    auto step = s.measured(11.9e6, 0.15, 1.6);
+    CHECK(step.done);
+    CHECK(step.count == 4);
+    CHECK(step.why.find("the bottleneck is full at 4 streams") == 0);
+    CHECK(s.steps().find("round trip 1.60x the lowest") != std::string::npos);
+    // a queue under the mark, or none known: the search goes on as before
+    StreamSearch t(4, 16);
+    CHECK_FALSE(t.measured(11.9e6, 0.05, 1.1).done);
+    CHECK_FALSE(t.measured(30e6, 0.05, 0).done);
+    // once a doubling brought no more, the earlier count stays whatever the queue says
+    StreamSearch u(4, 16);
+    CHECK(u.measured(40e6, 0.05, 1.0).count == 8);
+    step = u.measured(41e6, 0.05, 1.5);
+    CHECK(step.done);
+    CHECK(step.count == 8);
+    CHECK(step.why == "8 streams gave less than 10% more than 4");
+}

@@ -73,12 +73,19 @@ void StreamGovernor::set_active(unsigned n) {
 
 StreamGovernor::Sample StreamGovernor::sample() const {
     Sample s;
+    double ratios = 0;
+    unsigned timed = 0;
     for (size_t i = 0; i < fds_.size(); ++i) {
         StreamTcp t = stream_tcp(fds_[i], static_cast<unsigned>(i + 1));
         s.acked += bytes_acked(fds_[i]);
         s.sent += t.bytes_sent;
         s.retrans += t.bytes_retrans;
+        // Only the streams taking work (active_ is written by this thread, the search's): one
+        // given back and idle has no recent round trip to tell.
+        const uint32_t lowest = i < active_ ? min_rtt_us(fds_[i]) : 0;
+        if (lowest && t.rtt_us) ratios += static_cast<double>(t.rtt_us) / lowest, ++timed;
     }
+    s.queued = timed ? ratios / timed : 0;
     return s;
 }
 
@@ -98,7 +105,7 @@ void StreamGovernor::search() {
     std::string why = "the transfer ended before the search did";
     bool stopped = false;
     for (;;) {
-        double rate = 0, retrans = 0, before = 0;
+        double rate = 0, retrans = 0, before = 0, queued = 0;
         unsigned periods = 0;
         Sample a = sample();
         auto t0 = std::chrono::steady_clock::now();
@@ -116,11 +123,12 @@ void StreamGovernor::search() {
             }
             rate = static_cast<double>(b.acked - a.acked) / std::chrono::duration<double>(t1 - t0).count();
             retrans = b.sent > a.sent ? static_cast<double>(b.retrans - a.retrans) / static_cast<double>(b.sent - a.sent) : 0;
+            queued = b.queued;
             a = b, t0 = t1;
             ++periods;
         } while (periods == 0 || StreamSearch::still_ramping(before, rate, periods));
         if (stopped) break;
-        StreamSearch::Step step = s.measured(rate, retrans);
+        StreamSearch::Step step = s.measured(rate, retrans, queued);
         verbose_("streams auto: " + s.steps().substr(s.steps().rfind("; ") == std::string::npos ? 0 : s.steps().rfind("; ") + 2) +
                  (step.done ? "" : " -> trying " + std::to_string(step.count)));
         set_active(step.count);

@@ -78,6 +78,7 @@ private:
     void set_active(unsigned n);
     struct Sample {
         uint64_t acked = 0, sent = 0, retrans = 0;
+        double queued = 0; // the taking streams' smoothed round trip over their lowest, averaged (0: unknown)
     };
     Sample sample() const;
 

@@ -32,18 +32,42 @@ void StreamPacer::join() {
 
 // SO_MAX_PACING_RATE in bytes per second; ~0 lifts it. A socket that refuses keeps its own
 // pace (nothing to undo): the cap only lowers what TCP would do.
-void StreamPacer::cap(uint64_t per_stream) {
-    const uint64_t v = per_stream ? per_stream : ~uint64_t{0};
+void StreamPacer::cap(uint64_t per_stream, std::span<const uint64_t> caps) {
     unsigned refused = 0;
-    for (int fd : fds_) refused += ::setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof v) != 0;
+    for (size_t i = 0; i < fds_.size(); ++i) {
+        const uint64_t v = !per_stream ? ~uint64_t{0} : i < caps.size() ? caps[i] : per_stream;
+        refused += ::setsockopt(fds_[i], SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof v) != 0;
+    }
     if (per_stream) refused_ = std::max(refused_, refused);
     cap_ = per_stream;
     if (per_stream) last_cap_ = per_stream;
 }
 
-bool pacer_waits(bool automatic, unsigned settled, unsigned moving) {
-    return automatic && (settled == 0 || moving > settled);
+void share_caps(double budget, std::span<const double> demand, std::span<uint64_t> caps) {
+    constexpr uint64_t kPending = ~uint64_t{0};
+    unsigned left = 0;
+    for (size_t i = 0; i < demand.size(); ++i)
+        if (demand[i] >= 0) caps[i] = kPending, ++left;
+    // Each pass gives every stream under the even share of what is left its demand; the even
+    // share only grows as they drop out (each took less than it), so it ends within n passes.
+    for (bool took = true; took && left > 0;) {
+        took = false;
+        const double even = budget / left;
+        for (size_t i = 0; i < demand.size(); ++i) {
+            if (caps[i] != kPending || demand[i] < 0 || demand[i] >= even) continue;
+            caps[i] = std::max<uint64_t>(1, static_cast<uint64_t>(demand[i]));
+            budget -= demand[i];
+            --left;
+            took = true;
+        }
+    }
+    if (left == 0) return;
+    const uint64_t even = std::max<uint64_t>(1, static_cast<uint64_t>(std::max(0.0, budget) / left));
+    for (size_t i = 0; i < demand.size(); ++i)
+        if (demand[i] >= 0 && caps[i] == kPending) caps[i] = even;
 }
+
+bool pacer_waits(bool automatic, unsigned settled) { return automatic && settled == 0; }
 
 std::string pacing_choice(Pacing asked, const std::string& cc, bool streams_auto) {
     if (asked == Pacing::on) return "on (asked: --pace)";
@@ -169,6 +193,16 @@ void StreamPacer::run() {
         prev_sent[i] = t.bytes_sent;
         prev_retrans[i] = t.bytes_retrans;
     }
+    // Each stream's delivered rate in the last kWindowRounds rounds (a ring, round % size), for
+    // its demand; allocated once, not per round.
+    const size_t n = fds_.size();
+    std::vector<double> history(n * PaceModel::kWindowRounds), demand(n);
+    std::vector<uint64_t> caps(n), moved_by(n);
+    unsigned slot = 0;
+    // A stream that delivered only a frame or two is not moving data: with --streams auto the
+    // streams past the settled count end with STREAM_END, which counted as a move made the
+    // pacer wait for the count again and begin twice.
+    constexpr uint64_t kQuietBytes = 4096;
     auto t_prev = std::chrono::steady_clock::now();
     for (;;) {
         const uint32_t rtt_us = stream_tcp(fds_[0], 1).rtt_us;
@@ -197,10 +231,7 @@ void StreamPacer::run() {
         };
         for (size_t i = 0; i < fds_.size(); ++i) {
             const uint64_t now = bytes_delivered(fds_[i]);
-            // A stream that delivered only a frame or two is not moving data: with --streams
-            // auto the streams past the settled count end with STREAM_END, which counted as a
-            // move made the pacer wait for the count again and begin twice.
-            constexpr uint64_t kQuietBytes = 4096;
+            moved_by[i] = now > prev[i] ? now - prev[i] : 0;
             if (now > prev[i]) moved += now - prev[i];
             if (now > prev[i] + kQuietBytes) {
                 ++moving;
@@ -213,9 +244,12 @@ void StreamPacer::run() {
             retrans += since(t.bytes_retrans, prev_retrans[i]);
         }
         const auto t = std::chrono::steady_clock::now();
-        const double rate = static_cast<double>(moved) / std::chrono::duration<double>(t - t_prev).count();
+        const double secs = std::chrono::duration<double>(t - t_prev).count();
+        const double rate = static_cast<double>(moved) / secs;
         t_prev = t;
-        if (pacer_waits(static_cast<bool>(settled_), settled_count, moving)) { // counters kept current
+        for (size_t i = 0; i < n; ++i) history[i * PaceModel::kWindowRounds + slot] = static_cast<double>(moved_by[i]) / secs;
+        slot = (slot + 1) % PaceModel::kWindowRounds;
+        if (pacer_waits(static_cast<bool>(settled_), settled_count)) { // counters kept current
             waited = true;
             continue;
         }
@@ -253,7 +287,15 @@ void StreamPacer::run() {
         if (rounds++ == 0)
             verbose_("pacing: the pipe is full at " + mbit(rate) + " over " + std::to_string(moving) +
                      " streams" + startup_note(model) + ": each capped at its share from now on, probing together");
-        cap(per);
+        // Split among the streams that moved this round; the others keep the even share (one
+        // between blocks takes it up again at once).
+        for (size_t i = 0; i < n; ++i) {
+            const auto* h = &history[i * PaceModel::kWindowRounds];
+            demand[i] = moved_by[i] > kQuietBytes ? PaceModel::kRoom * *std::max_element(h, h + PaceModel::kWindowRounds) : -1;
+            caps[i] = per;
+        }
+        share_caps(static_cast<double>(per) * moving, demand, caps);
+        cap(per, caps);
     }
     if (!cap_ && lifted_.empty() && model.startup_rounds() > 0) { // said: why the streams ran unpaced
         summary_ = "not capped: the aggregate stalled for " + std::to_string(model.startup_rounds()) +

@@ -9,6 +9,8 @@
 // drain the queue the probe made, six cruising): the streams together probe like one flow,
 // not like N. A fixed headroom does not work: measured at 100 Mbit/s, 8 streams capped at
 // 1.1x their share kept the bottleneck queue full and lost the 10% excess (11.8% retransmitted).
+// The share is even among streams that can take it; one that cannot (share_caps) gets what it
+// can and leaves the rest to the others.
 // Before the pipe is full nothing is capped: capping slow start would slow the ramp-up.
 // A path that loses packets on its own (random loss) lifts the caps for good: there the caps
 // only cost rate. Measured at 80 ms, 100 Mbit/s (h16i): paced 8 BBR streams moved 25.2 Mbit/s
@@ -21,6 +23,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,6 +79,10 @@ public:
     // 79% of 95.5, and the caps were lifted for good: unpaced, the streams retransmitted 3.6-7.4%
     // (h16l). That dip is BBR's own, not the caps', and is over within kProbeRttRounds rounds.
     static constexpr unsigned kProbeRttRounds = 2;
+    // A stream's demand (share_caps) is its best round of the last kWindowRounds times this: room
+    // for BBR's own probe (1.25 times its estimate, the best delivery of ~10 round trips), so a
+    // stream under its share is never held under what it would send on its own.
+    static constexpr double kRoom = 1.25;
     // Nor capped at all when the rounds in which the aggregate still grew lost that share:
     // without random loss nothing is lost before the pipe is full (slow start's overshoot comes
     // with the end of the growth), and on a lossy path BBR's ramp stalls and grows again, so
@@ -137,16 +144,32 @@ private:
     unsigned probe_rtt_rounds_ = 0;
 };
 
+// Each moving stream's cap from the round's budget (the aggregate's best times the cycle's gain,
+// what PaceModel::round() gives each of the moving streams times their count): split evenly,
+// except that a stream whose demand (what it could take: PaceModel::kRoom times its best round
+// of the window) is under its even share gets its demand, and what it leaves is split among the
+// others, the largest share that fits the budget (max-min fairness). demand[i] < 0: stream i is
+// not in the split (caps[i] untouched). The caps never sum above the budget, as even shares do.
+// Why not even shares (measured at 80 ms, 100 Mbit/s): streams that begin while the pipe is
+// already full (--streams auto adding 8 to 8) leave BBR's start-up with a small estimate of their
+// own and do not use an even share, the aggregate falls under the caps, the window's best with
+// it, and every cap after it: 16 streams slid to 33% of the 95.5 Mbit/s they began at in 22
+// rounds (h16m) and the held-back rule lifted the caps for good (14% retransmitted after).
+void share_caps(double budget, std::span<const double> demand, std::span<uint64_t> caps);
+
 // Whether to pace, and why, for Stats::pacing_choice and -v ("on ..." or "off ..."): asked,
 // or by the congestion control the streams run (cc: as the kernel names it) and whether the
 // stream count is --streams auto.
 std::string pacing_choice(Pacing asked, const std::string& cc, bool streams_auto);
 
 // Whether the pacer waits, with --streams auto (automatic): while the governor searches
-// (settled 0) and while more streams move than it settled on: streams given back finish the
-// block they hold first (an 8 MiB block takes seconds at a share of 100 Mbit/s), and caps
-// shared among them as well left the streams that stay 60-76% of the rate (h16j).
-bool pacer_waits(bool automatic, unsigned settled, unsigned moving);
+// (settled 0), not after. Caps set while streams are still being added held auto's ramp back
+// (57-65 Mbit/s against 85-86 unpaced at 100 Mbit/s, h16i). Once the count is settled it paces
+// every stream that moves, the streams given back finishing the block they hold included
+// (share_caps gives a slow one its demand and the rest to the others): waiting for them to
+// finish left the transfer unpaced for the whole run, since a stream given back on a full pipe
+// can move 0.3 Mbit/s, and an 8 MiB block then takes minutes (h16n: 10.6% retransmitted).
+bool pacer_waits(bool automatic, unsigned settled);
 
 class StreamPacer {
 public:
@@ -171,7 +194,8 @@ public:
 
 private:
     void run();
-    void cap(uint64_t per_stream_bytes_per_s);
+    // Every stream at per_stream (0: lifted), or, with caps, stream i at caps[i].
+    void cap(uint64_t per_stream_bytes_per_s, std::span<const uint64_t> caps = {});
 
     std::vector<int> fds_;
     std::function<void(const std::string&)> verbose_;

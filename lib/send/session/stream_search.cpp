@@ -18,13 +18,26 @@ std::string period_text(unsigned n, double rate, double retrans) {
 StreamSearch::StreamSearch(unsigned start, unsigned opened)
     : current_(std::clamp(start, 1u, std::max(opened, 1u))), opened_(std::max(opened, 1u)) {}
 
-StreamSearch::Step StreamSearch::measured(double rate, double retrans) {
+StreamSearch::Step StreamSearch::measured(double rate, double retrans, double queued) {
     const unsigned n = current_;
     steps_ += (steps_.empty() ? "" : "; ") + period_text(n, rate, retrans);
+    if (queued > 0) {
+        char q[48];
+        std::snprintf(q, sizeof q, " round trip %.2fx the lowest", queued);
+        steps_ += q;
+    }
     if (best_ == 0 || rate >= best_rate_ * kGrowth) {
         best_ = n;
         best_rate_ = rate;
         best_retrans_ = retrans;
+        if (queued >= kQueued) {
+            char why[160];
+            std::snprintf(why, sizeof why,
+                          "the bottleneck is full at %u streams: their round trip stands at %.2fx the path's lowest, "
+                          "more streams would only fill its queue",
+                          n, queued);
+            return {n, true, why};
+        }
         if (n >= opened_) return {n, true, "still growing at the most streams opened"};
         current_ = std::min(n * 2, opened_);
         return {current_, false, {}};

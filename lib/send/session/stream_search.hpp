@@ -14,6 +14,17 @@ public:
     // period instead, 4 BBR streams at 80 ms were still in start-up (36 Mbit/s of 96) and the
     // search went on to 16 streams that only added retransmits (11-22%, h16j).
     static constexpr unsigned kRampPeriods = 4;
+    // A count whose streams' smoothed round trip stands this far above the path's lowest (a
+    // queue of a fifth of the round trip at the bottleneck) ends the search there: the
+    // bottleneck is full and more streams would only fill its queue and lose what overflows.
+    // Measured at 80 ms on a 100 Mbit/s bottleneck without random loss (h16n): 4 BBR streams
+    // moved 95 Mbit/s already, and the search on to 8 and 16 (5-12 s, unpaced so as not to
+    // hold its ramp back) retransmitted 14-18% of those seconds' bytes, 3.3-5.9% of a 40 s run.
+    // Random loss alone does not raise the round trip (retransmitted segments give no sample);
+    // where it stood at 600 Mbit/s with 5-14% loss (2.07-2.69x, h16n C1/D1) the path was full
+    // too: this emulator's delay line forwards ~420 Mbit/s (iperf3 -P 8 bbr at 0% loss), and 4
+    // fixed streams moved what auto did there (350.6 against 350.2-351.9 at 5%).
+    static constexpr double kQueued = 1.2;
     // Whether to measure the current count again: period `periods` (from 1) gave `rate`
     // after `before` (0 for the first).
     static bool still_ramping(double before, double rate, unsigned periods) {
@@ -30,8 +41,9 @@ public:
     StreamSearch(unsigned start, unsigned opened);
     unsigned current() const { return current_; }
     // rate: bytes per second acknowledged over all streams in one period with current()
-    // streams; retrans: the share of the bytes sent in it that were retransmissions.
-    Step measured(double rate, double retrans);
+    // streams; retrans: the share of the bytes sent in it that were retransmissions; queued:
+    // the streams' smoothed round trip at its end over the path's lowest (0: unknown).
+    Step measured(double rate, double retrans, double queued = 0);
     // Each period measured so far, for -v and the JSON ("2 streams 120.0 Mbit/s retrans 0.00%; ...").
     const std::string& steps() const { return steps_; }
 
