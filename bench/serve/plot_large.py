@@ -28,6 +28,10 @@ def main():
             if key == "cpu_s_per_gb" and goal:  # the goal: at most 0.7x nginx's CPU per GB
                 ax.hlines(0.7 * sum(goal) / len(goal), i * 4 - 0.5, i * 4 + 2.5, colors="tab:red", linestyles="dashed",
                           label="goal: 0.7x nginx (mean)" if i == 0 else None)
+        link = [r["mb_s"] for r in rows if r["server"] == "iperf3"]
+        if key == "mb_s" and link:  # the goal: 16 clients at least 0.9x iperf3 -P 16 on the same link
+            ax.axhline(0.9 * sum(link) / len(link), color="tab:red", linestyle="dashed", label="goal: 0.9x iperf3 -P 16 (mean)")
+            ax.legend(loc="lower center", fontsize=8)
         ax.set_xticks([i * 4 + 1 for i in range(len(caches))], [f"page cache {c}" for c in caches])
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
