@@ -23,7 +23,7 @@ def main():
             for j, (server, color) in enumerate(SERVERS):
                 vals = [r[key] for r in rows if r["cache"] == cache and r["server"] == server]
                 xs = [i * 4 + j + (k - (len(vals) - 1) / 2) * 0.18 for k in range(len(vals))]
-                ax.bar(xs, vals, width=0.16, color=color, label=server if i == 0 else None)
+                ax.bar(xs, vals, width=0.16, color=color, label=server if i == 0 and vals else None)
             goal = [r[key] for r in rows if r["cache"] == cache and r["server"] == "nginx"]
             if key == "cpu_s_per_gb" and goal:  # the goal: at most 0.7x nginx's CPU per GB
                 ax.hlines(0.7 * sum(goal) / len(goal), i * 4 - 0.5, i * 4 + 2.5, colors="tab:red", linestyles="dashed",
