@@ -77,6 +77,8 @@ def main():
     ap.add_argument("--cold", action="store_true", help="also a cold-cache run per server per round")
     ap.add_argument("--perf", default=None, help="perf record -g sluice in one extra warm run into this file")
     ap.add_argument("--no-noaio", action="store_true")
+    ap.add_argument("--sluice-b", default=None, help="a second sluice build beside the first (an A/B of a change)")
+    ap.add_argument("--sluice-c", default=None, help="a third one")
     ap.add_argument("--iperf-seconds", type=int, default=8, help="iperf3 -P CLIENTS -R for this long per round (0: none)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -94,6 +96,11 @@ def main():
         p, pids = run.start_sluice(a.sluice, root, 8080)
         procs["sluice"] = p
         servers["sluice"] = (f"http://{run.SRV_IP}:8080", pids)
+        for name, binary, port in (("sluice-b", a.sluice_b, 8083), ("sluice-c", a.sluice_c, 8084)):
+            if binary:
+                p, pids = run.start_sluice(binary, root, port)
+                procs[name] = p
+                servers[name] = (f"http://{run.SRV_IP}:{port}", pids)
         for name, port in (("nginx", 8081), ("nginx-noaio", 8082))[: 1 if a.no_noaio else 2]:
             p, pids = run.start_nginx(root, port, Path(a.data) / name, aio=name == "nginx")
             procs[name] = p
