@@ -157,6 +157,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cold", action="store_true", help="drop the file(s) from the page cache before each run")
     ap.add_argument("--tree", type=int, default=0, help="get a tree of this many minor-sized files instead")
+    ap.add_argument("--sluice-b", default=None,
+                    help="a second build, its ring mode run beside the first's in every round (an A/B of a change; "
+                         "the session threads are run by the first build only)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     root = Path(a.data)
@@ -174,9 +177,11 @@ def main():
         if a.net == "ns":
             subprocess.run([NETNS, "up"], check=True, env=ENV, capture_output=True)
         runs = []
+        order = [("ring", "a", a.sluice)] + ([("ring", "b", a.sluice_b)] if a.sluice_b else []) + [("thread", "a", a.sluice)]
         for r in range(a.rounds):
-            for mode in (["ring", "thread"] if r % 2 == 0 else ["thread", "ring"]):
-                runs.append(one_run(a.sluice, root, name, a.clients, a.streams, mode, a.net, a.cold))
+            for mode, build, binary in (order if r % 2 == 0 else order[::-1]):  # who goes first alternates
+                runs.append({**one_run(binary, root, name, a.clients, a.streams, mode, a.net, a.cold), "build": build,
+                             "round": r})
                 print(json.dumps(runs[-1]), flush=True)
         if a.out:
             Path(a.out).write_text(json.dumps(runs, indent=1))

@@ -13,8 +13,10 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import run
@@ -35,6 +37,37 @@ def resident_share(path):
     return int(out[0]) / int(out[1]) if len(out) == 2 and int(out[1]) else None
 
 
+def run_iperf(streams, seconds, port=5201):
+    """iperf3 -P STREAMS over the same veth, CPUs and namespaces, the server sending (-R): the
+    link's rate for the issue's "16 clients at least 0.9x iperf3 with 16 streams". Each side
+    in a session of its own (run.in_ns). The server's CPU per GB is recorded too, but iperf3
+    send()s from a user buffer (a copy per byte), so that is not the same work as sendfile."""
+    srv = subprocess.Popen(run.in_ns(run.SRV_NS, run.SRV_CPU, "iperf3", "-s", "-1", "-B", run.SRV_IP, "-p", port),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=run.ENV)
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # the listener is up when a client connects; iperf3 -s -1 serves one test only, so poll with ss
+            ss = subprocess.run(["ip", "netns", "exec", run.SRV_NS, "ss", "-Hltn", f"sport = :{port}"], capture_output=True,
+                                text=True, env=run.ENV).stdout
+            if ss.strip() or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        before = run.cpu_seconds([srv.pid])
+        out = subprocess.run(run.in_ns(run.CLI_NS, run.CLI_CPU, "iperf3", "-c", run.SRV_IP, "-p", port, "-P", streams, "-R",
+                                       "-t", seconds, "-J"), capture_output=True, text=True, timeout=seconds + 60,
+                             env=run.ENV).stdout
+        cpu = run.cpu_seconds([srv.pid]) - before
+        end = json.loads(out)["end"]
+        total = end["sum_received"]["bytes"]
+        return {"server": "iperf3", "streams": streams, "bytes": total, "seconds": end["sum_received"]["seconds"],
+                "mb_s": end["sum_received"]["bits_per_second"] / 8e6, "server_cpu_s": cpu,
+                "cpu_s_per_gb": cpu / (total / 1e9) if total else None, "complete": True}
+    finally:
+        if srv.poll() is None:  # -1 ends it after the test; a failed client leaves it listening
+            srv.send_signal(signal.SIGTERM)
+        srv.wait(timeout=30)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sluice", default=str(run.HERE.parents[1] / "build" / "tools" / "sluice"))
@@ -44,6 +77,9 @@ def main():
     ap.add_argument("--cold", action="store_true", help="also a cold-cache run per server per round")
     ap.add_argument("--perf", default=None, help="perf record -g sluice in one extra warm run into this file")
     ap.add_argument("--no-noaio", action="store_true")
+    ap.add_argument("--sluice-b", default=None, help="a second sluice build beside the first (an A/B of a change)")
+    ap.add_argument("--sluice-c", default=None, help="a third one")
+    ap.add_argument("--iperf-seconds", type=int, default=8, help="iperf3 -P CLIENTS -R for this long per round (0: none)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     for tool in ("nginx", "curl", "taskset", "fincore"):
@@ -60,6 +96,11 @@ def main():
         p, pids = run.start_sluice(a.sluice, root, 8080)
         procs["sluice"] = p
         servers["sluice"] = (f"http://{run.SRV_IP}:8080", pids)
+        for name, binary, port in (("sluice-b", a.sluice_b, 8083), ("sluice-c", a.sluice_c, 8084)):
+            if binary:
+                p, pids = run.start_sluice(binary, root, port)
+                procs[name] = p
+                servers[name] = (f"http://{run.SRV_IP}:{port}", pids)
         for name, port in (("nginx", 8081), ("nginx-noaio", 8082))[: 1 if a.no_noaio else 2]:
             p, pids = run.start_nginx(root, port, Path(a.data) / name, aio=name == "nginx")
             procs[name] = p
@@ -79,6 +120,15 @@ def main():
                     x.update(server=name, cache=cache, round=rnd, resident_before=resident)
                     print(json.dumps(x), flush=True)
                     results["large"].append(x)
+            if a.iperf_seconds:  # the link's rate with as many streams, in the same round
+                try:
+                    x = run_iperf(a.clients, a.iperf_seconds)
+                except (subprocess.SubprocessError, ValueError, KeyError) as e:  # the servers' rows still count
+                    x = {"server": "iperf3", "error": repr(e)[-300:], "complete": False, "mb_s": 0.0, "server_cpu_s": 0.0,
+                         "cpu_s_per_gb": 0.0}
+                x.update(cache="-", round=rnd)
+                print(json.dumps(x), flush=True)
+                results["large"].append(x)
         if a.perf:
             base, pids = servers["sluice"]
             run.make_data(root, True)

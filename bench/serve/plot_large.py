@@ -23,11 +23,15 @@ def main():
             for j, (server, color) in enumerate(SERVERS):
                 vals = [r[key] for r in rows if r["cache"] == cache and r["server"] == server]
                 xs = [i * 4 + j + (k - (len(vals) - 1) / 2) * 0.18 for k in range(len(vals))]
-                ax.bar(xs, vals, width=0.16, color=color, label=server if i == 0 else None)
+                ax.bar(xs, vals, width=0.16, color=color, label=server if i == 0 and vals else None)
             goal = [r[key] for r in rows if r["cache"] == cache and r["server"] == "nginx"]
             if key == "cpu_s_per_gb" and goal:  # the goal: at most 0.7x nginx's CPU per GB
                 ax.hlines(0.7 * sum(goal) / len(goal), i * 4 - 0.5, i * 4 + 2.5, colors="tab:red", linestyles="dashed",
                           label="goal: 0.7x nginx (mean)" if i == 0 else None)
+        link = [r["mb_s"] for r in rows if r["server"] == "iperf3"]
+        if key == "mb_s" and link:  # the goal: 16 clients at least 0.9x iperf3 -P 16 on the same link
+            ax.axhline(0.9 * sum(link) / len(link), color="tab:red", linestyle="dashed", label="goal: 0.9x iperf3 -P 16 (mean)")
+            ax.legend(loc="lower center", fontsize=8)
         ax.set_xticks([i * 4 + 1 for i in range(len(caches))], [f"page cache {c}" for c in caches])
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)

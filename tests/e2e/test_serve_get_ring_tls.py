@@ -173,6 +173,44 @@ def test_a_cold_file_is_sealed_on_the_pool_and_arrives_whole(root, tmp_path):
         s.kill()
 
 
+def test_cold_gets_of_several_clients_at_once_are_read_by_several_pool_threads(root, tmp_path):
+    """Several encrypted clients of one cold file, 4 streams each: the ring's pool has more than
+    one block read in flight (4 threads per ring, h15n), and every client's copy is whole.
+    Which blocks a thread takes, and whether the pool or the ring seals each, is the
+    scheduler's: the assertions are the bytes, the pool's size and that it sealed something."""
+    path = root / "cold.bin"
+    write_random(path, 12 * (1 << 20) + 777, 11)  # twelve 1 MiB sealed blocks and a short one
+    s = Server(root, "--port", "0", "-v", public=True)
+    try:
+        st = stats(s)
+        assert "4 pool threads per ring" in st["get_path"], st["get_path"]
+        assert threads(s) >= 2 * 4 + 2, threads(s)  # Server(): --threads 2, each ring with its pool
+        make_cold(path)
+        dests = [tmp_path / f"in{i}" for i in range(3)]
+        procs = []
+        for d in dests:
+            d.mkdir()
+            procs.append(subprocess.Popen([SLUICE, "get", s.sluice_base + "cold.bin?token=testtoken", str(d), "--json",
+                                           "--encrypt", "--streams", "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+        try:
+            outs = [p.communicate(timeout=120) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        for p, (out, err) in zip(procs, outs):
+            assert p.returncode == 0, err
+            assert last_json(out)["encryption"].startswith("tls13"), out
+        want = file_hash(path)
+        assert all(file_hash(d / "cold.bin") == want for d in dests)
+        _, _, err = s.stop()
+        pooled = [int(n) for n in re.findall(r"on the pool \(not in the page cache\) (\d+); of these", err)]
+        assert len(pooled) == 3 and sum(pooled) >= 1, err
+    finally:
+        s.kill()
+
+
 def test_max_gets_n_admits_n_clients_at_once(root, tmp_path):
     """Attached connections hold no session slot (each held one while a thread handed it
     over, so N clients at once could be told busy)."""

@@ -42,7 +42,7 @@ struct ServeOptions {
     int idle_timeout_ms = 60000;      // a keep-alive connection with no request
     int send_timeout_ms = 60000;      // a response that makes no progress (a client not reading)
     int drain_timeout_ms = 10000;     // after stop(): responses in flight get this long
-    unsigned cold_read_threads = 2;   // the pool that reads parts not in the page cache
+    unsigned cold_read_threads = 2;   // the HTTP engine's pool that reads parts not in the page cache (each get ring has its own pool of 4)
     bool get_sessions = false;        // listen on `port` for sluice-protocol get sessions
     uint16_t port = 0;                // that port; 0: one chosen by the system (get_port() says which)
     unsigned max_get_sessions = 64;   // get sessions sending at once; more are refused (busy)

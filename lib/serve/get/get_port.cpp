@@ -9,10 +9,28 @@
 
 namespace sluice::serve {
 
+namespace {
+
+// Pool threads per get ring (each ring its own SumPool). A pool thread holds one block at a
+// time, asked for whole (WILLNEED) and then read, hashed and sealed, so this is the number of
+// disk reads a ring has in flight for cold blocks, and of blocks it hashes or seals at once on
+// other CPUs; the ring's loop itself never waits on the disk. One per ring (cold_read_threads
+// split among the rings, as before) read a cold file one block at a time: 0.39-0.88x the
+// session threads' rate, each of which has a read of its own in flight; 4 gave 1.10-1.50x
+// that, encrypted (h15j, benchmarks.md). Threads rather than io_uring reads from the pool:
+// each job is read + hash (+ seal), CPU work that a thread per job also spreads over the
+// server's cores, and a read-only ring would still need a thread to hash what it read. Four:
+// 4 MiB encrypted (32 MiB clear) in flight per ring, several ms of a disk's latency at the
+// ~1 GB/s one ring sends; a session puts at most one job per stream (and one more) in the pool,
+// so more threads would wait idle for all but many-stream loads, each with a 1 MiB buffer.
+// Bounded per ring, whatever the load: 4 x --threads threads in all.
+constexpr unsigned kPoolPerRing = 4;
+
+} // namespace
+
 GetPort::GetPort(Shared& sh) : sh_(sh) {
     const unsigned n = std::max(1u, sh.opt.threads);
-    // The checksum and sealing pool is split among the rings: as many threads in all as before.
-    const unsigned pool = std::max(1u, sh.opt.cold_read_threads / n);
+    const unsigned pool = kPoolPerRing;
     for (unsigned i = 0; i < n; ++i) {
         UniqueFd listen = listen_tcp(sh.opt.bind_address, i == 0 ? sh.opt.port : port_,
                                      {.backlog = 1024, .reuse_port = true, .mptcp = sh.opt.get_mptcp});
@@ -23,7 +41,8 @@ GetPort::GetPort(Shared& sh) : sh_(sh) {
     sh_.get_path = std::to_string(n) + " get ring" + (n > 1 ? "s" : "") +
                    " (one thread each, SO_REUSEPORT): every request read, attach and refusal; single files to clients "
                    "that attach, in clear or encrypted as the client's receiver asks (TLS 1.3 handshake stepped on the "
-                   "ring, records sealed on the ring, or on the pool for blocks not in the page cache), with no thread per connection or session; session "
+                   "ring, records sealed on the ring, or on the pool for blocks not in the page cache: " +
+                   std::to_string(pool) + " pool threads per ring, as many block reads in flight), with no thread per connection or session; session "
                    "threads: trees, --connect-back, --get-rate-limit";
 }
 
