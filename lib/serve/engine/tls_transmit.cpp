@@ -133,6 +133,22 @@ Worker::Pump Worker::tls_fill(Conn& k) {
     return Pump::done;
 }
 
+void Worker::tls_send_small(Conn& k, const char* p, size_t n) {
+    TlsConn& t = *k.tls;
+    unsigned char rec[tls::kRecordOverhead + 64];
+    if (n > 64 || t.out_left > 0) return;
+    std::memcpy(rec + tls::kHeaderBytes, p, n);
+    const size_t size = t.sealer->seal_at(rec, n, t.sealer->sequence());
+    ssize_t w;
+    do {
+        w = ::send(k.fd, rec, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (w < 0 && errno == EINTR);
+    if (w <= 0) return;
+    count_sent(k, static_cast<uint64_t>(w));
+    if (static_cast<size_t>(w) < size) return close_conn(k);
+    t.sealer->take(1);
+}
+
 uint16_t Worker::take_tls_out() {
     if (free_tls_outs_.empty()) {
         // Not value-initialized: a small response touches one record's pages of it, never all.

@@ -98,6 +98,10 @@ private:
     void tls_start(Conn& k, size_t head_len);
     Pump tls_pump(Conn& k);
     Pump tls_fill(Conn& k);
+    // A few bytes (100 Continue) as one record with nothing else in flight, best effort: a
+    // socket that takes none of it leaves the connection as it was (the sequence number is
+    // taken only once the record went); one that takes part of it breaks TLS: closed.
+    void tls_send_small(Conn& k, const char* p, size_t n);
     uint16_t take_tls_out();
     void release_tls_out(Conn& k);
 
