@@ -9,6 +9,8 @@ Both servers speak TLS 1.3 only with TLS_AES_128_GCM_SHA256 (nginx: ssl_protocol
 ssl_conf_command Ciphersuites; sendfile off, as nginx must without kTLS, which this kernel
 lacks) and an ECDSA P-256 certificate made here with openssl.
   - wrk keep-alive (-t1, --latency) of a 10 KB file at 100 connections: requests/s, p99;
+  - with --openssl-too, a second sluice with SLUICE_RECORD_ENGINE=openssl (the EVP AES-GCM
+    nginx uses) beside them: the engine's share of the difference apart from the rest;
   - 16 concurrent curl clients of one 1 GiB file (page cache warm): aggregate MB/s and the
     server's CPU seconds per GB (utime + stime of its processes, from /proc).
 Run it under the bench lock:
@@ -100,6 +102,15 @@ def wait_port(url, ca, timeout=10):
     raise RuntimeError(f"{url} did not answer")
 
 
+def negotiated(url):
+    """What a client and this server agree on (openssl s_client -brief): both must say TLSv1.3
+    and TLS_AES_128_GCM_SHA256, or the comparison is not like for like."""
+    hostport = url.split("//", 1)[1]
+    r = subprocess.run(in_ns(CLI_NS, CLI_CPU, "openssl", "s_client", "-connect", hostport, "-brief"),
+                       input="", capture_output=True, text=True, timeout=30, env=ENV)
+    return [l.strip() for l in r.stderr.splitlines() if "Protocol version" in l or "Ciphersuite" in l]
+
+
 def run_wrk(url, conns, seconds):
     cmd = in_ns(CLI_NS, CLI_CPU, "wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s", url)
     return parse_wrk(subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, env=ENV).stdout)
@@ -127,6 +138,7 @@ def main():
     ap.add_argument("--conns", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=2, help="wrk cells per server, interleaved")
     ap.add_argument("--no-large", action="store_true")
+    ap.add_argument("--openssl-too", action="store_true", help="also sluice with SLUICE_RECORD_ENGINE=openssl")
     ap.add_argument("--out", default=None)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
@@ -148,6 +160,13 @@ def main():
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
         procs["sluice"] = sl
         results["sluice_url"] = sl.stdout.readline().strip()
+        if a.openssl_too:
+            so = subprocess.Popen(in_ns(SRV_NS, SRV_CPU, a.sluice, "serve", root, "--http", 8445, "--bind", SRV_IP,
+                                        "--threads", 1, "--public", "--json", "-v", "--cert", cert, "--key", key),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=dict(ENV, SLUICE_RECORD_ENGINE="openssl"))
+            procs["sluice-openssl"] = so
+            so.stdout.readline()
         wd = data / "nginx"
         (wd / "body").mkdir(parents=True, exist_ok=True)
         conf = wd / "nginx.conf"
@@ -156,11 +175,16 @@ def main():
                               stderr=subprocess.PIPE, text=True, env=ENV)
         procs["nginx"] = ng
         servers = {"sluice": f"https://{SRV_IP}:8443", "nginx": f"https://{SRV_IP}:8444"}
-        for url in servers.values():
+        if a.openssl_too:
+            servers["sluice-openssl"] = f"https://{SRV_IP}:8445"
+        for name, url in servers.items():
             wait_port(url, ca)
+            results[f"{name}_negotiated"] = negotiated(url)
         pids = {"sluice": [sl.pid],
                 "nginx": [ng.pid] + [int(k) for k in subprocess.run(["pgrep", "-P", str(ng.pid)], capture_output=True,
                                                                      text=True).stdout.split()]}
+        if a.openssl_too:
+            pids["sluice-openssl"] = [procs["sluice-openssl"].pid]
         for rnd in range(a.rounds):
             for name, url in servers.items():
                 r = run_wrk(f"{url}/10k.bin", a.conns, a.seconds)
@@ -175,19 +199,19 @@ def main():
                 results["large"].append(x)
     finally:
         for name, p in procs.items():
-            p.send_signal(signal.SIGTERM if name == "sluice" else signal.SIGQUIT)
+            p.send_signal(signal.SIGTERM if name.startswith("sluice") else signal.SIGQUIT)
             try:
                 out, err = p.communicate(timeout=60)
             except subprocess.TimeoutExpired:
                 p.kill()
                 out, err = p.communicate()
-            if name == "sluice" and out.strip():
-                results["sluice_stats"] = json.loads(out.strip().splitlines()[-1])
-                results["sluice_verbose"] = [l for l in err.splitlines() if "https" in l]
+            if name.startswith("sluice") and out.strip():
+                results[f"{name}_stats"] = json.loads(out.strip().splitlines()[-1])
+                results[f"{name}_verbose"] = [l for l in err.splitlines() if "https" in l]
         subprocess.run([NETNS, "down"], env=ENV)
         if not a.keep:
             shutil.rmtree(data, ignore_errors=True)
-    for name in ("sluice", "nginx"):
+    for name in ("sluice", "nginx", "sluice-openssl"):
         w = [r for r in results["wrk"] if r["server"] == name]
         if w:
             results[f"{name}_rps"] = sum(r["rps"] for r in w) / len(w)
@@ -198,9 +222,13 @@ def main():
     if "sluice" in lg and "nginx" in lg:
         results["mb_s_ratio"] = lg["sluice"]["mb_s"] / lg["nginx"]["mb_s"]
         results["cpu_per_gb_ratio"] = lg["sluice"]["cpu_s_per_gb"] / lg["nginx"]["cpu_s_per_gb"]
+    if "sluice-openssl" in lg and "nginx" in lg:
+        results["openssl_rps_ratio"] = results["sluice-openssl_rps"] / results["nginx_rps"]
+        results["openssl_mb_s_ratio"] = lg["sluice-openssl"]["mb_s"] / lg["nginx"]["mb_s"]
+        results["openssl_cpu_per_gb_ratio"] = lg["sluice-openssl"]["cpu_s_per_gb"] / lg["nginx"]["cpu_s_per_gb"]
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1))
-    print(json.dumps({k: v for k, v in results.items() if k not in ("wrk", "sluice_stats")}, indent=1))
+    print(json.dumps({k: v for k, v in results.items() if k not in ("wrk",) and not k.endswith("_stats")}, indent=1))
 
 
 if __name__ == "__main__":
