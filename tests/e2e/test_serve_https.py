@@ -15,16 +15,8 @@ import urllib.request
 import pytest
 
 from certs import self_signed, signed
-from conftest import SLUICE, wait_for, write_random
+from conftest import SLUICE, file_sha256 as sha256, wait_for, write_random
 from serve_client import Reader, Server, request
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")

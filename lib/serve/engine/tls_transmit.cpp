@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/io/preadv_full.hpp"
 #include "serve/engine/worker.hpp"
 
 namespace sluice::serve {
@@ -62,6 +63,7 @@ Worker::Pump Worker::tls_pump(Conn& k) {
 // seals them. Called with nothing sealed left to send.
 Worker::Pump Worker::tls_fill(Conn& k) {
     TlsConn& t = *k.tls;
+    static_assert(kTlsOutRecords <= kPreadvFullMax);
     const bool file_left = k.file_fd >= 0 && k.file_off < k.file_end;
     if (file_left && sh_.cold_check && k.file_off >= k.checked_end && await_cached(k) != Pump::done)
         return Pump::parked;
@@ -101,25 +103,10 @@ Worker::Pump Worker::tls_fill(Conn& k) {
     }
     // The file's part of the batch: one preadv (more if the kernel returns short).
     const uint64_t total = plan - k.file_off;
-    for (uint64_t got = 0; got < total;) {
-        iovec rest[kTlsOutRecords];
-        size_t cnt = 0;
-        uint64_t skip = got;
-        for (size_t i = 0; i < file_n; ++i) {
-            if (skip >= file_iov[i].iov_len) {
-                skip -= file_iov[i].iov_len;
-                continue;
-            }
-            rest[cnt++] = {static_cast<unsigned char*>(file_iov[i].iov_base) + skip, file_iov[i].iov_len - skip};
-            skip = 0;
-        }
-        const ssize_t r = ::preadv(k.file_fd, rest, static_cast<int>(cnt), static_cast<off_t>(k.file_off + got));
-        if (r < 0 && errno == EINTR) continue;
-        // 0: the file shrank under us. The head promised more bytes than exist: the client must
-        // see a short response (closed), never a silently different length.
-        if (r <= 0) return close_conn(k), Pump::closed;
-        got += static_cast<uint64_t>(r);
-    }
+    // EIO: the file shrank under us. The head promised more bytes than exist: the client must
+    // see a short response (closed), never a silently different length.
+    if (file_n > 0 && preadv_full(k.file_fd, file_iov, file_n, static_cast<off_t>(k.file_off)) != 0)
+        return close_conn(k), Pump::closed;
     k.file_off = plan;
     body += total;
     t.iov_at = 0;
