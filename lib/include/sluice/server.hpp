@@ -118,8 +118,9 @@ struct ServeStats {
     uint64_t get_sessions_ring_encrypted = 0;
     uint64_t get_sessions_thread = 0;
     std::string get_path;
-    // HTTPS (cert_file): handshakes ended, refused (a bad ClientHello, a wrong CA at the
-    // client, plain HTTP: also counted in tls_plain_http), timed out (also in
+    // HTTPS (cert_file): handshakes ended, refused or abandoned (a bad ClientHello, a client
+    // refusing the certificate, a client that closed mid-handshake, plain HTTP: also counted
+    // in tls_plain_http), timed out (also in
     // connections_timed_out), connections closed for a record that failed its tag, broke TLS's
     // limits or was cut short by the client's close; which record engine seals, and why.
     bool https = false;
