@@ -29,6 +29,9 @@ resume; the client connects out to PORT for every connection). Get rings (one io
 thread each, as many as --threads) read every request and send every single file, in clear
 or encrypted as the client's receiver asks (TLS 1.3: every client not on loopback); the rest
 (trees, --connect-back, --get-rate-limit) goes to a thread per get, said with -v and in /_stats.
+With --cert and --key the HTTP port speaks HTTPS only (TLS 1.3, TLS_AES_128_GCM_SHA256, ALPN
+http/1.1; the same rings: handshakes stepped on them, responses sealed from the page cache by
+the record engine -v and /_stats name) and the URL printed is https://.
 Prints the URL on the first line of stdout (with --port, the sluice:// URL on the second);
 SIGTERM or SIGINT drains and exits 0.
 Reads need a token ("Authorization: Bearer TOKEN" or ?token=TOKEN) unless --public. The
@@ -42,6 +45,8 @@ options:
   --get-rate-limit SIZE  bytes per second of each get session, e.g. 100M (default: unlimited)
   --mptcp                the --port listener takes Multipath TCP (and plain TCP) clients; -v
                          says per get session which its request came over
+  --cert FILE            HTTPS: the server's certificate (PEM, leaf first; with --key)
+  --key FILE             HTTPS: its private key (PEM); checked against --cert before listening
   --bind ADDR            address to listen on (default: all)
   --host NAME            host name to print in the URL (default: ADDR, else localhost)
   --threads N            ring threads (default: the online CPUs)
@@ -81,7 +86,7 @@ std::string random_token() {
 int cmd_serve(int argc, char** argv) {
     Args a(argc, argv,
            {"--http", "--port", "--max-gets", "--get-rate-limit", "--bind", "--host", "--threads", "--token", "--token-file", "--max-connections", "--request-timeout",
-            "--idle-timeout", "--send-timeout", "--max-upload-size", "--max-uploads", "--upload-timeout"},
+            "--idle-timeout", "--send-timeout", "--max-upload-size", "--max-uploads", "--upload-timeout", "--cert", "--key"},
            {"--public", "--allow-upload", "--sync", "--json", "--verbose", "-v", "--help", "-h", "--mptcp"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kServeHelp, stdout);
@@ -113,6 +118,8 @@ int cmd_serve(int argc, char** argv) {
     o.request_timeout_ms = static_cast<int>(a.uint_value("--request-timeout", 10, 1, 86400)) * 1000;
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     o.send_timeout_ms = static_cast<int>(a.uint_value("--send-timeout", 60, 1, 86400)) * 1000;
+    o.cert_file = a.value("--cert").value_or("");
+    o.key_file = a.value("--key").value_or("");
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     const Token token = resolve_token(a, "");
@@ -134,7 +141,7 @@ int cmd_serve(int argc, char** argv) {
     Server server(a.positionals()[0], o);
     std::string host = a.value("--host").value_or(o.bind_address.empty() ? "localhost" : o.bind_address);
     if (host.find(':') != std::string::npos) host = "[" + host + "]";
-    std::cout << "http://" << host << ":" << server.port() << "/" << (show_token ? "?token=" + o.token : "") << std::endl;
+    std::cout << (o.cert_file.empty() ? "http://" : "https://") << host << ":" << server.port() << "/" << (show_token ? "?token=" + o.token : "") << std::endl;
     if (o.get_sessions)
         std::cout << "sluice://" << host << ":" << server.get_port() << "/" << (show_token ? "?token=" + o.token : "")
                   << std::endl;
@@ -169,6 +176,7 @@ int cmd_serve(int argc, char** argv) {
             ServeStats s = server.stats();
             std::cerr << "sluice: receive path: " << s.recv_path << "\nsluice: accept path: " << s.accept_path
                       << "\nsluice: cold reads: " << s.cold_check << "\nsluice: ring: " << s.ring_mode << "\n";
+            if (s.https) std::cerr << "sluice: https: " << s.tls_path << "\n";
         }).detach();
     }
     server.run();

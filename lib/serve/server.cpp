@@ -13,6 +13,8 @@
 
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
+#include "core/tls/aes_gcm.hpp"
+#include "core/tls/keys.hpp"
 #include "serve/engine/cold_reads.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/engine/worker.hpp"
@@ -46,6 +48,14 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
     sh.root.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!sh.root) throw_errno(ErrorCode::destination, "cannot serve '" + sh.root_display + "'");
     sh.opt = std::move(options);
+    if (!sh.opt.cert_file.empty() || !sh.opt.key_file.empty()) {
+        // Before any socket listens: a certificate or key that cannot serve is the user's
+        // error at start-up, never a handshake that fails for every client later.
+        sh.web_tls = std::make_unique<tls::WebContext>(sh.opt.cert_file, sh.opt.key_file);
+        const tls::GcmChoice& g = tls::gcm_choice(); // throws usage for an SLUICE_RECORD_ENGINE it cannot run
+        sh.tls_path = std::string("TLS 1.3 only (") + tls::kCipherSuite + ", ALPN http/1.1), handshakes stepped on the "
+                      "ring threads; records sealed and opened by " + g.name + " (" + g.why + ")";
+    }
     for (unsigned i = 0; i < sh.opt.threads; ++i) {
         // One listener per ring thread on one port (SO_REUSEPORT): the kernel spreads
         // connections over them, so no thread hands accepted sockets to another.

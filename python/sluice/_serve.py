@@ -21,12 +21,14 @@ class Server:
     allow_upload: accept PUT and POST of files (always with the token, even when ``public``);
     sync: answer an upload once it is durable; max_upload_size: larger bodies get 413 (an int
     or "1G"); max_uploads: bodies received at once (more get 503). mptcp: the get port listens
-    with Multipath TCP (``--mptcp``; plain TCP clients are still served).
+    with Multipath TCP (``--mptcp``; plain TCP clients are still served). cert, key: PEM files
+    of a certificate and its key: the HTTP port speaks HTTPS only (``--cert``/``--key``: TLS 1.3,
+    docs/design.md "HTTPS"); a bad file raises UsageError naming it.
     """
 
     def __init__(self, dir, *, http_port=0, port=None, token=None, public=False, bind_address="", threads=0,
                  max_connections=16384, max_gets=64, get_rate_limit=0, allow_upload=False, sync=False,
-                 max_upload_size="1G", max_uploads=64, verbose=False, mptcp=False):
+                 max_upload_size="1G", max_uploads=64, verbose=False, mptcp=False, cert=None, key=None):
         for name, value in (("http_port", http_port), ("port", port)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535):
                 raise UsageError(f"{name}={value!r}: expected an int from 0 to 65535")
@@ -39,6 +41,8 @@ class Server:
             "allow_upload": bool(allow_upload), "sync": bool(sync),
             "max_upload_size": parse_size(max_upload_size, "max_upload_size"), "max_uploads": int(max_uploads),
             "verbose": bool(verbose), "mptcp": _flag(mptcp, "mptcp"),
+            "cert": os.fsdecode(os.fspath(cert)) if cert is not None else "",
+            "key": os.fsdecode(os.fspath(key)) if key is not None else "",
         }
         if opts["mptcp"] and port is None:
             raise UsageError("mptcp=True needs port= (it is for the get sessions' port)")

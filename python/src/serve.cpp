@@ -40,6 +40,8 @@ ServeOptions serve_options(const py::dict& o) {
     s.max_uploads = o["max_uploads"].cast<unsigned>();
     s.verbose = o["verbose"].cast<bool>();
     s.get_mptcp = o["mptcp"].cast<bool>();
+    s.cert_file = o["cert"].cast<std::string>();
+    s.key_file = o["key"].cast<std::string>();
     return s;
 }
 

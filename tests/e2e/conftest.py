@@ -187,6 +187,17 @@ def file_hash(p):
     return h.hexdigest()
 
 
+def file_sha256(p):
+    """What a user compares against the publisher's checksum (the serve tests' clients)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def leftovers(root):
     """Temporary files a failed transfer must not leave behind."""
     return [str(p) for p in Path(root).rglob(".sluice-part.*")]

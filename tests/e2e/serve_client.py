@@ -23,7 +23,7 @@ class Server:
         self.token = token
         self.proc = subprocess.Popen(cmd + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline().strip()
-        assert line.startswith("http://127.0.0.1:"), self.proc.stderr.read()
+        assert line.startswith(("http://127.0.0.1:", "https://127.0.0.1:")), self.proc.stderr.read()
         self.base = line.split("?")[0]
         self.port = int(self.base.rsplit(":", 1)[1].rstrip("/"))
         self.sluice_base = None

@@ -16,6 +16,7 @@ import subprocess
 import pytest
 
 import sluice_wire as w
+from certs import new_key_and_csr, openssl, pin_of, self_signed, signed
 from conftest import SLUICE, run_sluice, write_random
 
 
@@ -26,39 +27,6 @@ def mkd(p):
 
 def stats(out):
     return json.loads(out.strip().splitlines()[-1])
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def new_key_and_csr(d, name):
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{name}.key",
-            "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
-
-
-def self_signed(d, name):
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-            f"{name}.key", "-out", f"{name}.pem", "-days", "2", "-subj", f"/CN={name}", cwd=d)
-    return d / f"{name}.pem", d / f"{name}.key"
-
-
-def signed(d, name, ca, days=2, san="IP:127.0.0.1"):
-    """A certificate for name signed by the CA ca (its .pem and .key in d); days -1: expired."""
-    new_key_and_csr(d, name)
-    (d / f"{name}.ext").write_text(f"subjectAltName={san}\n")
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-CAcreateserial",
-            "-out", f"{name}.pem", "-days", str(days), "-extfile", f"{name}.ext", cwd=d)
-    return d / f"{name}.pem", d / f"{name}.key"
-
-
-def pin_of(cert):
-    """sha256:HEX of the certificate's SubjectPublicKeyInfo, as openssl computes it."""
-    pub = subprocess.run(["openssl", "x509", "-in", str(cert), "-pubkey", "-noout"], check=True, capture_output=True).stdout
-    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=pub, check=True,
-                         capture_output=True).stdout
-    import hashlib
-    return "sha256:" + hashlib.sha256(der).hexdigest()
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """`sluice serve` with the clients people already have: aria2c's 16 parallel ranges and a
 real browser (headless chromium) rendering the listing (issue 15). scripts/bootstrap
 installs both; where one is missing the test says so and is skipped."""
-import hashlib
 import os
 import re
 import shutil
@@ -9,16 +8,8 @@ import subprocess
 
 import pytest
 
-from conftest import write_random
+from conftest import file_sha256 as sha256, write_random
 from serve_client import Server
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @pytest.mark.skipif(not shutil.which("aria2c"), reason="aria2c is not installed (scripts/bootstrap installs aria2)")

@@ -101,3 +101,22 @@ def test_upload_and_stop_drains_an_upload_in_flight(tmp_path):
         s.close()
     finally:
         srv.stop()
+
+
+def test_serve_https_in_process(tmp_path):
+    import ssl
+    import subprocess
+    src = make_tree(tmp_path / "www")
+    d = tmp_path / "pki"
+    d.mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", "k.pem", "-out", "c.pem", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], cwd=d, check=True, capture_output=True, timeout=60)
+    ctx = ssl.create_default_context(cafile=str(d / "c.pem"))
+    with sluice.serve(src, token="pytok", bind_address="127.0.0.1", threads=1, cert=d / "c.pem", key=d / "k.pem") as srv:
+        body = urllib.request.urlopen(f"https://127.0.0.1:{srv.port}/big.bin?token=pytok", context=ctx, timeout=60).read()
+        assert hashlib.sha256(body).digest() == hashlib.sha256((src / "big.bin").read_bytes()).digest()
+        st = srv.stats()
+        assert st["https"] is True and st["tls_handshakes"] == 1 and "TLS 1.3" in st["tls_path"]
+    with pytest.raises(sluice.UsageError, match="k.pem"):
+        sluice.Server(src, token="x", cert=d / "c.pem", key=d / "missing" / "k.pem")

@@ -113,6 +113,27 @@ int certificate_requested(SSL* ssl, X509**, EVP_PKEY**) {
 
 } // namespace
 
+std::string load_identity(SSL_CTX* ctx, const std::string& cert_file, const std::string& key_file) {
+    check_readable("--cert", cert_file);
+    check_readable("--key", key_file);
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert_file.c_str()) != 1)
+        throw Error(ErrorCode::usage, "--cert " + cert_file + ": not a PEM certificate (" + openssl_reason() + ")");
+    FILE* f = std::fopen(key_file.c_str(), "rb");
+    EVP_PKEY* key = f ? PEM_read_PrivateKey(f, nullptr, nullptr, nullptr) : nullptr;
+    if (f) std::fclose(f);
+    if (!key) throw Error(ErrorCode::usage, "--key " + key_file + ": not a PEM private key (" + openssl_reason() + ")");
+    X509* cert = SSL_CTX_get0_certificate(ctx);
+    const bool matches = X509_check_private_key(cert, key) == 1;
+    ERR_clear_error();
+    const bool used = matches && SSL_CTX_use_PrivateKey(ctx, key) == 1;
+    EVP_PKEY_free(key);
+    if (!matches)
+        throw Error(ErrorCode::usage, "--key " + key_file + " is not the private key of --cert " + cert_file +
+                                          " (their public keys differ)");
+    if (!used) throw Error(ErrorCode::usage, "--key " + key_file + ": " + openssl_reason());
+    return spki_pin(cert);
+}
+
 CertContext::CertContext(const Certificates& c, Side side) : side_(side), ca_file_(c.ca_file), crl_file_(c.crl_file) {
     const bool client = side == Side::client;
     if (c.cert_file.empty() != c.key_file.empty())
@@ -132,24 +153,7 @@ CertContext::CertContext(const Certificates& c, Side side) : side_(side), ca_fil
 
     ctx_ = new_tls13_ctx(side);
     if (!ctx_) throw Error(ErrorCode::internal, "OpenSSL: cannot set up a TLS 1.3 context");
-    if (!c.cert_file.empty()) {
-        if (SSL_CTX_use_certificate_chain_file(ctx_, c.cert_file.c_str()) != 1)
-            throw Error(ErrorCode::usage, "--cert " + c.cert_file + ": not a PEM certificate (" + openssl_reason() + ")");
-        FILE* f = std::fopen(c.key_file.c_str(), "rb");
-        EVP_PKEY* key = f ? PEM_read_PrivateKey(f, nullptr, nullptr, nullptr) : nullptr;
-        if (f) std::fclose(f);
-        if (!key) throw Error(ErrorCode::usage, "--key " + c.key_file + ": not a PEM private key (" + openssl_reason() + ")");
-        X509* cert = SSL_CTX_get0_certificate(ctx_);
-        const bool matches = X509_check_private_key(cert, key) == 1;
-        ERR_clear_error();
-        const bool used = matches && SSL_CTX_use_PrivateKey(ctx_, key) == 1;
-        EVP_PKEY_free(key);
-        if (!matches)
-            throw Error(ErrorCode::usage, "--key " + c.key_file + " is not the private key of --cert " + c.cert_file +
-                                              " (their public keys differ)");
-        if (!used) throw Error(ErrorCode::usage, "--key " + c.key_file + ": " + openssl_reason());
-        own_spki_ = spki_pin(cert);
-    }
+    if (!c.cert_file.empty()) own_spki_ = load_identity(ctx_, c.cert_file, c.key_file);
     if (!c.ca_file.empty() && SSL_CTX_load_verify_locations(ctx_, c.ca_file.c_str(), nullptr) != 1)
         throw Error(ErrorCode::usage, "--ca " + c.ca_file + ": no PEM certificate in it (" + openssl_reason() + ")");
     if (!c.crl_file.empty()) load_crls(ctx_, c.crl_file, c.ca_file);

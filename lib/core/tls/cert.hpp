@@ -50,6 +50,11 @@ private:
     std::string own_spki_;
 };
 
+// Loads --cert (a PEM chain, leaf first) and --key into ctx after checking both can be read
+// and that the key is the certificate's; returns the certificate's "sha256:HEX". Throws usage
+// naming the option, the file and the reason (the errors send, recv and serve print).
+std::string load_identity(SSL_CTX* ctx, const std::string& cert_file, const std::string& key_file);
+
 // "sha256:HEX" (lower case) of cert's SubjectPublicKeyInfo.
 std::string spki_pin(X509* cert);
 

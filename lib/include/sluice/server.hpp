@@ -59,6 +59,12 @@ struct ServeOptions {
     uint64_t max_upload_bytes = 1ull << 30; // a larger Content-Length gets 413
     unsigned max_uploads = 64;              // bodies being received at once, over all threads; more get 503
     int upload_timeout_ms = 300000;         // a whole body, from the end of its head
+    // HTTPS: with both, the HTTP port speaks TLS 1.3 only (TLS_AES_128_GCM_SHA256, ALPN
+    // http/1.1) with this certificate (PEM, leaf first) and key; the handshake is stepped on the
+    // ring threads and responses are sealed by the record engine (docs/design.md, "HTTPS").
+    // Checked when the Server is made (usage error naming the file and the reason).
+    std::string cert_file;
+    std::string key_file;
     bool verbose = false;
     LogFn log; // one line per event worth a line (start-up, paths chosen); default: dropped
 };
@@ -112,6 +118,15 @@ struct ServeStats {
     uint64_t get_sessions_ring_encrypted = 0;
     uint64_t get_sessions_thread = 0;
     std::string get_path;
+    // HTTPS (cert_file): handshakes ended, refused or abandoned (a bad ClientHello, a client
+    // refusing the certificate, a client that closed mid-handshake, plain HTTP: also counted
+    // in tls_plain_http), timed out (also in
+    // connections_timed_out), connections closed for a record that failed its tag, broke TLS's
+    // limits or was cut short by the client's close; which record engine seals, and why.
+    bool https = false;
+    uint64_t tls_handshakes = 0, tls_handshakes_failed = 0, tls_plain_http = 0, tls_handshakes_timed_out = 0;
+    uint64_t tls_bad_records = 0;
+    std::string tls_path;
     SLUICE_EXPORT std::string to_json() const;
 };
 

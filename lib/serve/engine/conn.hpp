@@ -7,6 +7,7 @@
 
 #include "core/ring/ring.hpp"
 #include "serve/engine/file_cache.hpp"
+#include "serve/engine/tls_conn.hpp"
 #include "serve/engine/upload_file.hpp"
 
 namespace sluice::serve {
@@ -43,6 +44,7 @@ struct Conn {
     std::unique_ptr<std::string> body; // a listing, /_stats or an error text
     uint32_t body_off = 0;
     std::unique_ptr<UploadFile> up; // while an upload's body arrives and is committed
+    std::unique_ptr<TlsConn> tls;   // HTTPS: from the accept to the close
     int status = 0;           // of the response in flight (counted when it is sent)
     int64_t deadline_ms = 0;
     Completion recv_c;

@@ -58,6 +58,7 @@ void Worker::tick() {
         if (k.cold_pending && !drain_over) continue;
         if (drain_over || now_ms_ >= k.deadline_ms) {
             if (!drain_over) cnt_.add(cnt_.timed_out);
+            if (!drain_over && k.tls && k.tls->shake) cnt_.add(cnt_.tls_timed_out); // a slowloris on the handshake
             close_conn(k);
         }
     }
@@ -109,6 +110,8 @@ void Worker::maybe_free(Conn& k) {
     k.in_len = 0;
     k.out_len = k.out_off = 0;
     release_buf(k);
+    release_tls_out(k);
+    k.tls.reset();
     clients_.detach(k.client);
     k.client = kNoClient;
     k.in_use = false;

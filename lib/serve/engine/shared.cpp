@@ -51,6 +51,11 @@ ServeStats Shared::snapshot() {
         s.uploads += r(c->uploads);
         s.uploads_failed += r(c->uploads_failed);
         s.upload_bytes += r(c->upload_bytes);
+        s.tls_handshakes += r(c->tls_handshakes);
+        s.tls_handshakes_failed += r(c->tls_failed);
+        s.tls_plain_http += r(c->tls_plain_http);
+        s.tls_handshakes_timed_out += r(c->tls_timed_out);
+        s.tls_bad_records += r(c->tls_bad_records);
     }
     s.get_sessions = get_sessions.load();
     s.get_sessions_open = get_open.load();
@@ -64,6 +69,8 @@ ServeStats Shared::snapshot() {
     s.accept_path = accept_path;
     s.cold_check = cold_check_text;
     s.ring_mode = ring_mode;
+    s.https = web_tls != nullptr;
+    s.tls_path = tls_path;
     s.get_sessions_ring = get_ring.load();
     s.get_sessions_ring_encrypted = get_ring_encrypted.load();
     s.get_sessions_thread = get_thread.load();
@@ -127,6 +134,13 @@ std::string ServeStats::to_json() const {
     num("get_sessions_ring_encrypted", get_sessions_ring_encrypted);
     num("get_sessions_thread", get_sessions_thread);
     str("get_path", get_path);
+    o += std::string("\"https\":") + (https ? "true" : "false") + ",";
+    num("tls_handshakes", tls_handshakes);
+    num("tls_handshakes_failed", tls_handshakes_failed);
+    num("tls_plain_http", tls_plain_http);
+    num("tls_handshakes_timed_out", tls_handshakes_timed_out);
+    num("tls_bad_records", tls_bad_records);
+    str("tls_path", tls_path);
     o.back() = '}';
     return o;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "core/tls/web_handshake.hpp"
 #include "serve/engine/clients.hpp"
 #include "sluice/server.hpp"
 
@@ -21,6 +22,9 @@ struct alignas(64) Counters {
     std::atomic<uint64_t> status_class[6] = {}; // [2] = 2xx ... [5] = 5xx
     std::atomic<uint64_t> bytes{0}, body_bytes{0}, cold_reads{0}, cold_waits{0};
     std::atomic<uint64_t> uploads{0}, uploads_failed{0}, upload_bytes{0};
+    // HTTPS (--cert/--key): handshakes ended, refused (plain HTTP among them), timed out, and
+    // connections closed for a record that failed (altered, truncated by the client's close).
+    std::atomic<uint64_t> tls_handshakes{0}, tls_failed{0}, tls_plain_http{0}, tls_timed_out{0}, tls_bad_records{0};
     void add(std::atomic<uint64_t>& c, uint64_t n = 1) { c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
 };
 
@@ -53,6 +57,8 @@ struct Shared {
     UniqueFd root;
     std::string root_display;
     ServeOptions opt;
+    std::unique_ptr<tls::WebContext> web_tls; // with cert_file: the HTTP port speaks TLS 1.3
+    std::string tls_path;                      // which record engine seals, and why
     bool cold_check = false; // cachestat(2) works here
     bool null_sink = false;  // the cold-read pool waits for pages by sendfile into /dev/null
     std::vector<std::unique_ptr<Counters>> counters;

@@ -46,6 +46,7 @@ void Worker::start(Conn& k, size_t head_len) {
         int on = 1;
         k.corked = ::setsockopt(k.fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on) == 0;
     }
+    if (k.tls) return tls_start(k, head_len);
     const bool more = k.body || (k.file_fd >= 0 && k.file_off < k.file_end);
     ssize_t n = ::send(k.fd, head_, head_len, MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0));
     if (n < 0) {
@@ -64,6 +65,7 @@ void Worker::start(Conn& k, size_t head_len) {
 }
 
 Worker::Pump Worker::pump(Conn& k) {
+    if (k.tls) return tls_pump(k);
     auto send_some = [&](const char* p, size_t len, bool more) -> ssize_t {
         ssize_t n = ::send(k.fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0));
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
@@ -93,32 +95,7 @@ Worker::Pump Worker::pump(Conn& k) {
     while (k.file_fd >= 0 && k.file_off < k.file_end) {
         if (turn >= kTurn) return park(k), Pump::parked;
         const uint64_t piece = std::min(kPiece, k.file_end - k.file_off);
-        // One cachestat per piece, not per sendfile: a piece found cached is sent over as
-        // many wake-ups as the socket needs without asking again.
-        if (sh_.cold_check && k.file_off >= k.checked_end) {
-            const bool cached = range_cached(k.file_fd, k.file_off, piece);
-            // Asked after cachestat, never before: a page it counted that a pool read is still
-            // filling belongs to a read registered before that page existed (cold_reads.hpp).
-            const FileKey key{static_cast<uint64_t>(k.file->st.st_dev), static_cast<uint64_t>(k.file->st.st_ino)};
-            if (sh_.cold->reading_joined(key, k.file_off, piece, &wake_, index_of(k), k.gen)) {
-                k.cold_pending = true;
-                cnt_.add(cnt_.cold_waits);
-                return Pump::parked;
-            }
-            if (!cached) {
-                k.cold_pending = true;
-                ColdJob job{k.file_fd, k.file_off, std::min(kColdRead, k.file_end - k.file_off), &wake_, index_of(k), k.gen,
-                            nullptr, key, 0, nullptr};
-                k.ahead_end = k.file_off + job.length;
-                sh_.cold->submit(std::move(job));
-                cnt_.add(cnt_.cold_reads);
-                read_ahead(k, key);
-                return Pump::parked;
-            }
-            k.checked_end = k.file_off + piece;
-            // Sending what the pool read in: the next range is being read meanwhile.
-            if (k.ahead_end && k.file_off + kColdRead >= k.ahead_end) read_ahead(k, key);
-        }
+        if (sh_.cold_check && k.file_off >= k.checked_end && await_cached(k) != Pump::done) return Pump::parked;
         const uint64_t want = std::min(piece, (k.checked_end > k.file_off ? k.checked_end : k.file_end) - k.file_off);
         off_t off = static_cast<off_t>(k.file_off);
         ssize_t n = ::sendfile(k.fd, k.file_fd, &off, static_cast<size_t>(want));
@@ -139,6 +116,36 @@ Worker::Pump Worker::pump(Conn& k) {
         // must see a short response (closed), never a silently different length.
         return close_conn(k), Pump::closed;
     }
+    return Pump::done;
+}
+
+// One cachestat per piece, not per sendfile (or sealed record): a piece found cached is sent
+// over as many wake-ups as the socket needs without asking again. done: [file_off,
+// checked_end) is cached; parked: the pool reads it (or waits for a read of it) and wakes us.
+Worker::Pump Worker::await_cached(Conn& k) {
+    const uint64_t piece = std::min(kPiece, k.file_end - k.file_off);
+    const bool cached = range_cached(k.file_fd, k.file_off, piece);
+    // Asked after cachestat, never before: a page it counted that a pool read is still
+    // filling belongs to a read registered before that page existed (cold_reads.hpp).
+    const FileKey key{static_cast<uint64_t>(k.file->st.st_dev), static_cast<uint64_t>(k.file->st.st_ino)};
+    if (sh_.cold->reading_joined(key, k.file_off, piece, &wake_, index_of(k), k.gen)) {
+        k.cold_pending = true;
+        cnt_.add(cnt_.cold_waits);
+        return Pump::parked;
+    }
+    if (!cached) {
+        k.cold_pending = true;
+        ColdJob job{k.file_fd, k.file_off, std::min(kColdRead, k.file_end - k.file_off), &wake_, index_of(k), k.gen,
+                    nullptr, key, 0, nullptr};
+        k.ahead_end = k.file_off + job.length;
+        sh_.cold->submit(std::move(job));
+        cnt_.add(cnt_.cold_reads);
+        read_ahead(k, key);
+        return Pump::parked;
+    }
+    k.checked_end = k.file_off + piece;
+    // Sending what the pool read in: the next range is being read meanwhile.
+    if (k.ahead_end && k.file_off + kColdRead >= k.ahead_end) read_ahead(k, key);
     return Pump::done;
 }
 

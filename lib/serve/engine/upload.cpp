@@ -55,8 +55,13 @@ void Worker::begin_upload(Conn& k, const http::Request& req, const http::Target&
         // The client waits for this before sending the body. A socket that takes nothing now
         // only delays it: curl and others send the body anyway after their own wait.
         static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        ssize_t n = ::send(k.fd, kContinue, sizeof kContinue - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n > 0) count_sent(k, static_cast<uint64_t>(n));
+        if (k.tls) {
+            tls_send_small(k, kContinue, sizeof kContinue - 1);
+            if (k.phase == Phase::closing) return;
+        } else {
+            ssize_t n = ::send(k.fd, kContinue, sizeof kContinue - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n > 0) count_sent(k, static_cast<uint64_t>(n));
+        }
     }
     if (k.up->left == 0) finish_upload(k);
 }

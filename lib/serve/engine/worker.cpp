@@ -104,9 +104,10 @@ void Worker::dispatch(Completion& c) {
     if (&c == &wake_c_) return on_wake();
     Conn& k = conns_[c.tag];
     if (&c == &k.recv_c) return on_recv(k, c);
-    // the POLLOUT a parked response waited for
+    // the POLLOUT a parked response (or a handshake's flight) waited for
     if (k.phase == Phase::closing) return maybe_free(k);
     if (c.outcome() != Completion::Outcome::ok) return close_conn(k);
+    if (k.tls && k.tls->shake) return tls_shake(k);
     if (pump(k) == Pump::done) resume(k);
 }
 
@@ -133,7 +134,14 @@ void Worker::on_accept(Completion& c) {
     if (c.outcome() == Completion::Outcome::ok) {
         int fd = c.result();
         cnt_.add(cnt_.accepted);
-        if (draining_ || free_conns_.empty()) {
+        std::unique_ptr<TlsConn> tls;
+        if (sh_.web_tls && !draining_ && !free_conns_.empty()) {
+            try {
+                tls = std::make_unique<TlsConn>(*sh_.web_tls);
+            } catch (const Error&) { // OpenSSL could not set one up (memory): this client only
+            }
+        }
+        if (draining_ || free_conns_.empty() || (sh_.web_tls && !tls)) {
             ::close(fd); // over the bound: closed at once, never queued behind the others
             cnt_.add(cnt_.refused);
         } else {
@@ -144,6 +152,7 @@ void Worker::on_accept(Completion& c) {
             k.keep_alive = true;
             k.peer_done = false;
             k.phase = Phase::idle;
+            k.tls = std::move(tls); // its handshake's deadline is the first request's (below)
             k.client = clients_.attach(fd, now_ms_);
             // A new connection owes its first request within the request timeout (a client that
             // connects and says nothing is a slowloris); keep-alive waits get the idle timeout.
@@ -179,6 +188,11 @@ void Worker::arm_recv(Conn& k) {
         ring_->recv_provided(k.recv_c, k.fd, kGroup, recv_ms_);
         return;
     }
+    if (k.tls) { // ciphertext goes to the record buffer, which always has room for the rest of a record
+        TlsConn& t = *k.tls;
+        ring_->recv(k.recv_c, k.fd, t.rx + t.rx_len, sizeof t.rx - t.rx_len, 0);
+        return;
+    }
     if (k.buf == kNoBuf) k.buf = take_buf();
     if (k.in_len >= IoBuf::kIn) return close_conn(k); // a full buffer of unparsed input
     IoBuf& b = *bufs_[k.buf];
@@ -212,6 +226,10 @@ void Worker::on_recv(Conn& k, Completion& c) {
     const size_t n = static_cast<size_t>(c.result());
     if (n == 0) { // the client shut its side: answer what it sent, then close
         k.peer_done = true;
+        if (k.tls && (k.tls->shake || k.tls->rx_len > 0)) { // mid-handshake, or a record cut short
+            cnt_.add(k.tls->shake ? cnt_.tls_failed : cnt_.tls_bad_records);
+            if (k.phase != Phase::sending && k.phase != Phase::body) return close_conn(k);
+        }
         if (k.phase == Phase::body) {
             if (k.up && k.up->left == 0) return; // whole, being committed: answered, then closed
             return close_conn(k); // the body ends short: nothing is stored
@@ -224,17 +242,14 @@ void Worker::on_recv(Conn& k, Completion& c) {
         return;
     }
     clients_.received(k.client, n);
-    bool ok;
-    if (provided_recv_) {
+    bool ok = true;
+    if (k.tls) { // opened here; what they carry takes the path below's plain bytes (take_input)
         const auto id = static_cast<uint16_t>(c.flags() >> IORING_CQE_BUFFER_SHIFT);
-        const char* p = provided_->data(id);
-        size_t len = n;
-        if (k.phase == Phase::body && k.in_len == 0 && k.up) { // body bytes go to the file from here
-            const size_t used = take_body(k, p, len);
-            p += used;
-            len -= used;
-        }
-        ok = len == 0 || k.phase == Phase::closing || !k.in_use || append_input(k, p, len);
+        tls_received(k, provided_recv_ ? reinterpret_cast<const unsigned char*>(provided_->data(id)) : nullptr, n);
+        if (provided_recv_) provided_->give_back(id);
+    } else if (provided_recv_) {
+        const auto id = static_cast<uint16_t>(c.flags() >> IORING_CQE_BUFFER_SHIFT);
+        ok = take_input(k, provided_->data(id), n);
         provided_->give_back(id);
     } else {
         k.in_len += static_cast<uint32_t>(n);
@@ -249,6 +264,15 @@ void Worker::on_recv(Conn& k, Completion& c) {
     // !in_use: a close above found no request of the ring left and freed the slot already.
     if (!k.in_use || k.phase == Phase::closing || more || k.recv_c.busy()) return;
     if (provided_recv_ || k.phase != Phase::sending) arm_recv(k);
+}
+
+bool Worker::take_input(Conn& k, const char* p, size_t len) {
+    if (k.phase == Phase::body && k.in_len == 0 && k.up) { // body bytes go to the file from here
+        const size_t used = take_body(k, p, len);
+        p += used;
+        len -= used;
+    }
+    return len == 0 || k.phase == Phase::closing || !k.in_use || append_input(k, p, len);
 }
 
 bool Worker::append_input(Conn& k, const char* data, size_t len) {

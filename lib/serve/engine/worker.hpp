@@ -16,6 +16,7 @@
 #include "serve/engine/shared.hpp"
 #include "serve/http/request.hpp"
 #include "serve/http/target.hpp"
+#include "sluice/error.hpp"
 
 namespace sluice::serve {
 
@@ -46,6 +47,7 @@ private:
     void arm_recv(Conn& k);
     void on_recv(Conn& k, Completion& c);
     bool append_input(Conn& k, const char* data, size_t len);
+    bool take_input(Conn& k, const char* data, size_t len); // plain bytes: an upload's body, or input
     void serve_input(Conn& k);
     void settle(Conn& k); // after input or a response: idle, reading, or closed
     void resume(Conn& k); // a response is done: the next pipelined request, or wait
@@ -85,6 +87,23 @@ private:
     void finish_response(Conn& k);
     void park(Conn& k);
     void read_ahead(Conn& k, const FileKey& key); // the next range of a cold body, to the pool
+    Pump await_cached(Conn& k); // the body's next piece checked for the page cache, or sent to the pool
+
+    // tls_io.cpp: HTTPS, the handshake and the records received (tls_conn.hpp)
+    void tls_received(Conn& k, const unsigned char* data, size_t len); // data null: already in rx
+    void tls_shake(Conn& k); // a step of the handshake, then its output sent
+    void tls_records(Conn& k); // the complete records in rx opened, their content taken
+    void tls_bad_record(Conn& k, const Error& e);
+    // tls_transmit.cpp: a response sealed into records and sent
+    void tls_start(Conn& k, size_t head_len);
+    Pump tls_pump(Conn& k);
+    Pump tls_fill(Conn& k);
+    // A few bytes (100 Continue) as one record with nothing else in flight, best effort: a
+    // socket that takes none of it leaves the connection as it was (the sequence number is
+    // taken only once the record went); one that takes part of it breaks TLS: closed.
+    void tls_send_small(Conn& k, const char* p, size_t n);
+    uint16_t take_tls_out();
+    void release_tls_out(Conn& k);
 
     Shared& sh_;
     unsigned index_;
@@ -96,6 +115,8 @@ private:
     std::vector<uint32_t> free_conns_;
     std::vector<std::unique_ptr<IoBuf>> bufs_;
     std::vector<uint16_t> free_bufs_;
+    std::vector<std::unique_ptr<TlsOut>> tls_outs_; // HTTPS: lent while a response is sealed and sent
+    std::vector<uint16_t> free_tls_outs_;
     std::vector<ColdDone> cold_done_;
     FileCache files_;
     ClientTable clients_;

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/io/preadv_full.hpp"
 #include "core/wire/codec.hpp"
 
 namespace sluice::serve {
@@ -16,6 +17,7 @@ constexpr size_t kDataRecords = SealedBlock::kMaxData / tls::kMaxPlain;
 constexpr size_t kBatch = 16; // records read, hashed and sealed together (256 KiB, L2-sized)
 constexpr size_t kPrefix = wire::kFrameHeaderBytes + wire::kBlockPrefixBytes;
 static_assert(SealedBlock::kMaxData % tls::kMaxPlain == 0);
+static_assert(kBatch <= kPreadvFullMax);
 
 } // namespace
 
@@ -37,24 +39,8 @@ int SealedBlock::fill(int fd, uint64_t offset, uint64_t length, uint64_t* sum) {
             iov[i] = {slot(1 + k + i) + tls::kHeaderBytes, len};
             want += len;
         }
-        size_t got = 0;
-        while (got < want) {
-            // preadv past what it filled: the iovecs advanced by hand.
-            iovec rest[kBatch];
-            size_t cnt = 0, skip = got;
-            for (size_t i = 0; i < n; ++i) {
-                if (skip >= iov[i].iov_len) {
-                    skip -= iov[i].iov_len;
-                    continue;
-                }
-                rest[cnt++] = {static_cast<unsigned char*>(iov[i].iov_base) + skip, iov[i].iov_len - skip};
-                skip = 0;
-            }
-            ssize_t r = ::preadv(fd, rest, static_cast<int>(cnt), static_cast<off_t>(at + got));
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) return r < 0 ? errno : EIO; // 0: shorter than the manifest says
-            got += static_cast<size_t>(r);
-        }
+        // EIO: shorter than the manifest says
+        if (int err = preadv_full(fd, iov, n, static_cast<off_t>(at))) return err;
         for (size_t i = 0; i < n; ++i) {
             hash_.update(iov[i].iov_base, iov[i].iov_len);
             wire_bytes += sealer_.seal_at(slot(1 + k + i), iov[i].iov_len, seq + 1 + k + i);
