@@ -59,6 +59,12 @@ Completion::~Completion() {
     if (ring_) ring_->cancel_all(false);
 }
 
+bool Ring::completions_waiting() {
+    if (io_uring_cq_ready(&ring_) > 0) return true;
+    if (features_.defer_taskrun) io_uring_get_events(&ring_); // an error here only means "none yet"
+    return io_uring_cq_ready(&ring_) > 0;
+}
+
 Ring::Ring(unsigned entries) {
     io_uring_params p{};
     p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_CQSIZE;

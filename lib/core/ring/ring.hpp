@@ -144,6 +144,10 @@ public:
     // As wait(), but gives up after timeout_ms without a CQE and returns nullptr: for waits on
     // what only the peer can end (SEND_ZC notifications come when it has taken the data).
     Completion* wait_for(int timeout_ms);
+    // Whether a CQE is waiting to be taken: for loops that hand the thread on only when some
+    // other request has something for it. With DEFER_TASKRUN the kernel posts completions only
+    // when asked, so this asks first (one io_uring_enter, nothing submitted, no wait).
+    bool completions_waiting();
     // Requests in flight (CQEs owed, SEND_ZC notifications included).
     unsigned in_flight() const { return owed_; }
     unsigned entries() const { return sq_entries_; }
