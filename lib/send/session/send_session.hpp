@@ -41,6 +41,8 @@ class SendSession final : SendCore {
 public:
     SendSession(const std::vector<std::string>& paths, const Endpoint& to, const SendOptions& o);
     SendSession(const std::vector<FdSource>& fds, const Endpoint& to, const SendOptions& o);
+    // Before any member goes: the session's threads call into them (SendCore::stop()).
+    ~SendSession() override { stop(); }
 
     Stats run();
 
@@ -67,11 +69,13 @@ private:
     // sender.cpp: the data streams.
     void wake_all() override;
     // One data stream: work items until the queue closes (stream_work.hpp).
-    std::optional<wire::StreamEnd> send_items(size_t i, SendPath path, StreamTotals& t, StreamProgress* sp);
+    std::optional<wire::StreamEnd> send_items(size_t i, StreamProgress* sp);
     // A stream between popping a work item and finishing it: the receiver owes nothing on
     // the control connection while one is (its sends have their own deadlines).
     void stream_busy(bool on);
 
+    SendPath path_ = SendPath::splice;  // the data streams' send path (run())
+    std::vector<StreamTotals> totals_;  // totals_[i]: data stream i + 1's, written by its thread
     std::vector<SourceRoot> roots_;
     std::vector<CheckedFdSource> fd_sources_; // send(FdSource) instead of paths
     SourceRecords records_; // work items point into it (each holds its file)

@@ -43,12 +43,13 @@ Stats SendSession::run() {
         .cancelled = [this] { return cancelled(); },
         .hold_record = [this](uint64_t id) { return records_.hold(id); }});
 
-    std::vector<std::thread> streams;
-    std::vector<StreamTotals> totals(data_.size());
+    // Owned by the session (streams_, reader_), with all they use (totals_, path_): if
+    // anything below throws, ~SendSession stops and joins them (SendCore::stop()).
+    path_ = choice.path;
+    totals_.resize(data_.size());
     for (size_t i = 0; i < data_.size(); ++i)
-        streams.emplace_back(
-            [&, i] { run_stream(i, [&](StreamProgress* sp) { return send_items(i, choice.path, totals[i], sp); }); });
-    std::thread reader([&] { read_control(); });
+        streams_.start([this, i] { run_stream(i, [this, i](StreamProgress* sp) { return send_items(i, sp); }); });
+    start_reader();
 
     try {
         walk_and_announce();
@@ -58,7 +59,7 @@ Stats SendSession::run() {
     }
     queue_.close();
     governor_->stop();
-    for (auto& t : streams) t.join();
+    streams_.join();
     governor_->join();
 
     uint64_t blocks = 0, bytes = 0;
@@ -66,12 +67,12 @@ Stats SendSession::run() {
     if (!choice.fallback.empty()) fallbacks.push_back(choice.fallback);
     fit_->add_fallbacks(fallbacks);
     if (!update_.fallback().empty()) fallbacks.push_back(update_.fallback());
-    for (auto& t : totals) {
+    for (auto& t : totals_) {
         blocks += t.blocks;
         bytes += t.bytes;
         if (!t.path_fallback.empty()) fallbacks.push_back(t.path_fallback);
     }
-    conclude(reader, blocks, bytes);
+    conclude(blocks, bytes);
     log_.verbose_line(records_.summary());
     log_.verbose_line(work_->read_summary());
 
@@ -120,8 +121,9 @@ void SendSession::wake_all() {
     acks_cv_.notify_all();
 }
 
-std::optional<wire::StreamEnd> SendSession::send_items(size_t i, SendPath path, StreamTotals& t, StreamProgress* sp) {
-    return work_->run(i, data_[i].get(), path, t.blocks, t.bytes, t.path_fallback, sp, writer(i));
+std::optional<wire::StreamEnd> SendSession::send_items(size_t i, StreamProgress* sp) {
+    StreamTotals& t = totals_[i];
+    return work_->run(i, data_[i].get(), path_, t.blocks, t.bytes, t.path_fallback, sp, writer(i));
 }
 
 void SendSession::stream_busy(bool on) {
