@@ -52,6 +52,11 @@ public:
     ~PipeSendSession() override { stop(); }
 
     Stats run() {
+        return fail_on_error([this] { return transfer(); });
+    }
+
+private:
+    Stats transfer() {
         auto t0 = Clock::now();
         std::vector<std::string> fallbacks;
         ProducerWatch watch(in_);
@@ -121,7 +126,6 @@ public:
             t0);
     }
 
-private:
     void announce() {
         timespec now{};
         ::clock_gettime(CLOCK_REALTIME, &now);

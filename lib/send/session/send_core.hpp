@@ -42,6 +42,16 @@ protected:
     // unwinds into here. If run() did not get to its end, the transfer fails first (ABORT to
     // the receiver, every connection shut down) so that each thread returns at once.
     void stop() noexcept;
+    // Runs the session's body: an Error thrown out of it is the transfer's failure, so that the
+    // ABORT stop() sends the receiver names it (a first failure stays the one reported).
+    template <class Body> Stats fail_on_error(Body&& body) {
+        try {
+            return body();
+        } catch (const Error& e) {
+            latch_.fail(e);
+            throw;
+        }
+    }
 
     // Connects the control connection (throws network or auth) and starts opening the data
     // streams in the background; each stream thread waits for its own (run_stream). all_streams:

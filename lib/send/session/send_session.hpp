@@ -44,9 +44,13 @@ public:
     // Before any member goes: the session's threads call into them (SendCore::stop()).
     ~SendSession() override { stop(); }
 
-    Stats run();
+    Stats run() {
+        return fail_on_error([this] { return transfer(); });
+    }
 
 private:
+    Stats transfer(); // sender.cpp
+
     // sender_manifest.cpp: the walk into manifest pages, and the receiver's answers.
     void walk_and_announce();
     size_t entries_total() const { return records_.count() + dirs_ + symlinks_; }

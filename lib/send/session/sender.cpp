@@ -21,7 +21,7 @@ SendSession::SendSession(const std::vector<FdSource>& fds, const Endpoint& to, c
     fd_sources_ = check_fd_sources(fds);
 }
 
-Stats SendSession::run() {
+Stats SendSession::transfer() {
     auto t0 = Clock::now();
     SendPathChoice choice = choose_send_path(opts_.path, opts_.mptcp);
     log_.verbose_line(std::string("send path: ") + send_path_name(choice.path) +
