@@ -6,6 +6,8 @@ import select
 import struct
 import time
 
+import pytest
+
 import sluice_wire as w
 
 PAGE_BYTES = 8 << 20  # the largest control frame payload
@@ -85,9 +87,13 @@ def test_manifest_over_the_memory_limit_is_refused_with_the_limit_named(tmp_path
     assert "--max-manifest-bytes" in err and str(limit) in err, err
     assert abort is None or "--max-manifest-bytes" in abort, abort
     assert acked < 20_000 * 8230 // PAGE_BYTES  # refused part way, not at the end
+    assert not list(dest.rglob("*")) or all(p.is_dir() for p in dest.rglob("*"))
+    if os.environ.get("SLUICE_SANITIZED"):
+        # AddressSanitizer keeps freed memory in quarantine (256 MiB) and adds shadow memory: the
+        # peak says nothing about the receiver's own bound there (scripts/test-asan sets this).
+        pytest.skip(f"peak RSS not judged under a sanitizer ({hwm_kb} kB)")
     # Generous: the limit, two 8 MiB pages (the frame and its decoded entries) and the process.
     assert hwm_kb < (limit >> 10) + 64 * 1024, f"receiver peak RSS {hwm_kb} kB"
-    assert not list(dest.rglob("*")) or all(p.is_dir() for p in dest.rglob("*"))
 
 
 def test_a_manifest_under_the_limit_still_arrives(tmp_path, receiver_factory):

@@ -151,28 +151,26 @@ CertContext::CertContext(const Certificates& c, Side side) : side_(side), ca_fil
                              {"--crl", &c.crl_file}})
         if (!file->empty()) check_readable(opt, *file);
 
-    ctx_ = new_tls13_ctx(side);
+    ctx_.reset(new_tls13_ctx(side));
     if (!ctx_) throw Error(ErrorCode::internal, "OpenSSL: cannot set up a TLS 1.3 context");
-    if (!c.cert_file.empty()) own_spki_ = load_identity(ctx_, c.cert_file, c.key_file);
-    if (!c.ca_file.empty() && SSL_CTX_load_verify_locations(ctx_, c.ca_file.c_str(), nullptr) != 1)
+    if (!c.cert_file.empty()) own_spki_ = load_identity(ctx_.get(), c.cert_file, c.key_file);
+    if (!c.ca_file.empty() && SSL_CTX_load_verify_locations(ctx_.get(), c.ca_file.c_str(), nullptr) != 1)
         throw Error(ErrorCode::usage, "--ca " + c.ca_file + ": no PEM certificate in it (" + openssl_reason() + ")");
-    if (!c.crl_file.empty()) load_crls(ctx_, c.crl_file, c.ca_file);
+    if (!c.crl_file.empty()) load_crls(ctx_.get(), c.crl_file, c.ca_file);
     if (client)
-        SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, verify_peer);
+        SSL_CTX_set_verify(ctx_.get(), SSL_VERIFY_PEER, verify_peer);
     else if (!c.ca_file.empty() || !pins_.empty())
-        SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_peer);
-    if (!client) SSL_CTX_set_client_hello_cb(ctx_, no_psk, nullptr);
+        SSL_CTX_set_verify(ctx_.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_peer);
+    if (!client) SSL_CTX_set_client_hello_cb(ctx_.get(), no_psk, nullptr);
     // In TLS 1.3 a client's handshake ends before the server judges its certificate, and the
     // server's refusal comes in a record later, racing the sender's data streams (which then
     // failed first with a bare EOF, or found the receiver gone). A sender without --cert that is
     // asked for one knows the answer already: it fails the handshake with the reason itself.
-    if (client && own_spki_.empty()) SSL_CTX_set_client_cert_cb(ctx_, certificate_requested);
+    if (client && own_spki_.empty()) SSL_CTX_set_client_cert_cb(ctx_.get(), certificate_requested);
 }
 
-CertContext::~CertContext() { SSL_CTX_free(ctx_); }
-
 CertOutcome CertContext::handshake(int fd, const std::string& host, const std::string& peer) const {
-    std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx_));
+    std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx_.get()));
     if (!ssl) throw Error(ErrorCode::internal, "OpenSSL: SSL_new failed");
     // A CA vouches for names: the receiver's certificate must name the host the sender
     // dialled (a DNS name or an IP address in its subjectAltName).

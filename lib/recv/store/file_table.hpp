@@ -173,7 +173,10 @@ private:
     void release(RecvFile& f); // under f's lock
     RecvFile& slot(uint64_t id) {
         RecvFile* s = slabs_[id / kSlab].load(std::memory_order_relaxed);
-        return (s ? s : deferred_.at(id / kSlab))[id % kSlab];
+        // Not `(s ? s : deferred_.at(..))[id % kSlab]`: GCC 12 with -fsanitize=shift (in
+        // -fsanitize=undefined) compiles that to entry 0 of the deferred slab for every id.
+        if (!s) s = deferred_.at(id / kSlab);
+        return s[id % kSlab];
     }
     void free_slab(RecvFile* entries, const BeforeFree& before_free); // control thread, once no hold names it
     std::mutex& lock_for(const RecvFile& f) { return stripes_[f.entry.file_id % stripes_.size()]; }

@@ -48,8 +48,15 @@ public:
             throw Error(ErrorCode::source, "input fd " + std::to_string(fd) + " is not open for reading");
         if (S_ISDIR(st.st_mode)) throw Error(ErrorCode::source, "input fd " + std::to_string(fd) + " is a directory");
     }
+    // Before any member goes: the session's threads call into them (SendCore::stop()).
+    ~PipeSendSession() override { stop(); }
 
     Stats run() {
+        return fail_on_error([this] { return transfer(); });
+    }
+
+private:
+    Stats transfer() {
         auto t0 = Clock::now();
         std::vector<std::string> fallbacks;
         ProducerWatch watch(in_);
@@ -67,11 +74,12 @@ public:
         slots_.resize(data_.size());
         for (auto& s : slots_)
             for (int k = 0; k < kSlotsPerStream; ++k) s.emplace_back();
-        std::thread reader([&] { read_control(); });
-        std::vector<std::thread> streams;
+        // Owned by the session (reader_, streams_): if anything below throws,
+        // ~PipeSendSession stops and joins them (SendCore::stop()).
+        start_reader();
         totals_.resize(data_.size());
         for (size_t i = 0; i < data_.size(); ++i)
-            streams.emplace_back([&, i] { run_stream(i, [&](StreamProgress* sp) { return send_pieces(i, sp); }); });
+            streams_.start([this, i] { run_stream(i, [this, i](StreamProgress* sp) { return send_pieces(i, sp); }); });
 
         PieceSource source(in_);
         uint64_t offset = 0;
@@ -88,19 +96,19 @@ public:
             input_done_ = true;
         }
         cv_.notify_all();
-        for (auto& t : streams) t.join();
+        streams_.join();
 
         if (truncated && !latch_.stopped()) {
             latch_.fail(Error(ErrorCode::source,
                               *truncated + " after " + std::to_string(offset) + " bytes: the byte stream is truncated"));
-            abort_peer(reader, wire::kAbortSourceTruncated);
+            abort_peer(wire::kAbortSourceTruncated);
         }
         uint64_t blocks = 0, bytes = 0;
         for (auto& [b, n] : totals_) {
             blocks += b;
             bytes += n;
         }
-        conclude(reader, blocks, bytes);
+        conclude(blocks, bytes);
 
         if (!source.fallback().empty()) fallbacks.push_back(source.fallback());
         if (!source.small_pipe().empty()) fallbacks.push_back(source.small_pipe());
@@ -118,7 +126,6 @@ public:
             t0);
     }
 
-private:
     void announce() {
         timespec now{};
         ::clock_gettime(CLOCK_REALTIME, &now);

@@ -43,26 +43,17 @@ SendCore::SendCore(const Endpoint& to, const SendOptions& o, Mode mode)
 }
 
 void SendCore::connect(const std::string& how, bool all_streams) {
-    Connections c = [&] {
-        try {
-            return connect_transfer(
-                to_, opts_, links_,
-                [this](const Error& e) {
-                    latch_.fail(e);
-                    wake_all();
-                },
-                mode_ == Mode::files, DataStreams{.data = data_, .tcp = tcp_, .keys = keys_}, opener_,
-                [this] { return latch_.stopped() || cancelled(); });
-        } catch (const Error& e) {
-            // Streams already opening call back into this object (wake_all(), virtual) when
-            // they fail: they must be done before the error unwinds the session, or one calls
-            // into a half-destroyed one ("pure virtual method called", seen once with
-            // SLUICE_RECORD_ENGINE=rot13). They stop at once once the latch has failed.
+    // Streams already opening call back into this object (wake_all(), virtual) when they fail:
+    // if this throws, the session's destructor stops and joins them (stop()) before the
+    // object goes.
+    Connections c = connect_transfer(
+        to_, opts_, links_,
+        [this](const Error& e) {
             latch_.fail(e);
-            opener_.join();
-            throw;
-        }
-    }();
+            wake_all();
+        },
+        mode_ == Mode::files, DataStreams{.data = data_, .tcp = tcp_, .keys = keys_}, opener_,
+        [this] { return latch_.stopped() || cancelled(); });
     control_.attach(std::move(c.control));
     if (!c.auto_fixed.empty()) {
         opts_.streams_auto = false;
@@ -216,13 +207,13 @@ void SendCore::end_stream(size_t i, const wire::StreamEnd& end) {
     send_all(data_[i].get(), out, "ending a data stream");
 }
 
-void SendCore::conclude(std::thread& reader, uint64_t blocks, uint64_t bytes) {
+void SendCore::conclude(uint64_t blocks, uint64_t bytes) {
     if (latch_.stopped()) {
         // The receiver's ABORT with its reason is half a round trip away at least: a second,
         // or four round trips on a link where that is longer (capped: it only improves a message).
         const auto rtts = std::chrono::milliseconds(std::min<uint64_t>(uint64_t(deadlines_.rtt_us) * 4 / 1000, 10'000));
         latch_.await_peer_reason(std::max(std::chrono::milliseconds(1000), rtts));
-        abort_peer(reader, wire::kAbortFailed);
+        abort_peer(wire::kAbortFailed);
     }
     // The verdict must come back within the idle timeout of TRANSFER_END (the reader's deadline).
     finished_at_ = Clock::now().time_since_epoch().count();
@@ -237,7 +228,8 @@ void SendCore::conclude(std::thread& reader, uint64_t blocks, uint64_t bytes) {
         // No verdict will come for a TRANSFER_END that did not go out: the reader must not wait for one.
         control_.abort(wire::kAbortFailed, e.what());
     }
-    reader.join();
+    reader_.join();
+    ended_ = true;
     if (latch_.stopped()) latch_.rethrow();
     if (!final_)
         throw Error(ErrorCode::network, "receiver " + peer_ + " closed the connection without a final status",
@@ -247,12 +239,38 @@ void SendCore::conclude(std::thread& reader, uint64_t blocks, uint64_t bytes) {
                     ErrorCause::peer_aborted);
 }
 
-void SendCore::abort_peer(std::thread& reader, uint32_t code) {
+void SendCore::abort_peer(uint32_t code) {
     control_.abort(code, latch_.message());
     shutdown_all(data_);
     shutdown_all(tcp_);
-    reader.join();
+    reader_.join();
+    ended_ = true;
     latch_.rethrow();
+}
+
+void SendCore::stop() noexcept {
+    if (!ended_) {
+        // run() did not get to its end: something thrown is unwinding it. The transfer fails
+        // (a first failure stays the one reported) and the receiver is told.
+        latch_.fail(Error(ErrorCode::internal, "the sender stopped before the end of the transfer"));
+        control_.abort(wire::kAbortFailed, latch_.message()); // the reader returns
+    }
+    if (latch_.stopped()) {
+        links_.stop();      // data streams waiting for the control connection's session
+        shutdown_all(data_); // opens and sends in flight return
+        shutdown_all(tcp_);
+        wake_all(); // every wait of the derived session
+    }
+    join_threads();
+}
+
+void SendCore::join_threads() noexcept {
+    opener_.join();
+    streams_.join();
+    reader_.join();
+    if (pacer_) pacer_->join();
+    // The relays call back (the failure callback of connect()) until they end.
+    links_.close();
 }
 
 void SendCore::start_pacer(std::function<unsigned()> settled) {

@@ -16,6 +16,7 @@
 #include "core/session/control_channel.hpp"
 #include "core/session/failure_latch.hpp"
 #include "core/session/session_log.hpp"
+#include "core/session/thread_group.hpp"
 #include "core/tls/links.hpp"
 #include "core/tls/record_writer.hpp"
 #include "core/stats/process_usage.hpp"
@@ -31,7 +32,26 @@ protected:
     enum class Mode { files, pipe };
     // Throws usage for options out of range (the block size only where files are cut into blocks).
     SendCore(const Endpoint& to, const SendOptions& o, Mode mode);
-    virtual ~SendCore() = default;
+    // Joins what stop() did not (a last resort: without wake_all(), which is gone by now).
+    virtual ~SendCore() { join_threads(); }
+
+    // Ends whatever of the session still runs and joins every thread it started: the stream
+    // openers, the data streams, the control reader, the pacer and the relays. Their failures
+    // call wake_all() and the derived session's members, so the most-derived destructor calls
+    // this first, while the whole object exists; an error thrown anywhere in run() then
+    // unwinds into here. If run() did not get to its end, the transfer fails first (ABORT to
+    // the receiver, every connection shut down) so that each thread returns at once.
+    void stop() noexcept;
+    // Runs the session's body: an Error thrown out of it is the transfer's failure, so that the
+    // ABORT stop() sends the receiver names it (a first failure stays the one reported).
+    template <class Body> Stats fail_on_error(Body&& body) {
+        try {
+            return body();
+        } catch (const Error& e) {
+            latch_.fail(e);
+            throw;
+        }
+    }
 
     // Connects the control connection (throws network or auth) and starts opening the data
     // streams in the background; each stream thread waits for its own (run_stream). all_streams:
@@ -87,12 +107,16 @@ protected:
         }
     }
 
+    // The control reader (read_control) on its own thread, owned by reader_.
+    void start_reader() {
+        reader_.start([this] { read_control(); });
+    }
     // Once every stream thread has returned: ends the transfer and returns once the receiver
     // reported success, or, if it stopped, tells the receiver and throws why.
-    void conclude(std::thread& reader, uint64_t blocks, uint64_t bytes);
+    void conclude(uint64_t blocks, uint64_t bytes);
     // Tells the receiver why the transfer stops (ABORT with code), waits for the reader and
     // throws the failure.
-    [[noreturn]] void abort_peer(std::thread& reader, uint32_t code);
+    [[noreturn]] void abort_peer(uint32_t code);
 
     [[noreturn]] void unexpected(uint8_t frame_type) const;
     bool cancelled() const { return opts_.cancel && opts_.cancel->load(); }
@@ -163,8 +187,14 @@ protected:
     // Opens the data streams in the background. After every fd and object its threads use
     // (data_, tcp_, keys_, links_): destroyed, so joined, before them.
     StreamOpener opener_;
+    // One thread per data stream (run_stream), started by the derived session; joined by it
+    // once the work is done, or by stop().
+    ThreadGroup streams_;
 
 private:
+    void join_threads() noexcept;
+    ThreadGroup reader_; // the control reader: joined in conclude() or abort_peer(), or by stop()
+    bool ended_ = false; // the reader is joined: the transfer ended (or its ABORT went out)
     // Waits until data stream i + 1 is open (throws why its open failed) and makes its record
     // writer; false if the transfer stopped first.
     bool stream_ready(size_t i);
