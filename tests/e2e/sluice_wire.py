@@ -23,6 +23,7 @@ AUTH_ENCRYPTION_MISMATCH = 0x40
 FILES_DONE = 0x70
 FEATURE_ANNOUNCE_WINDOW = 1 << 7
 FEATURE_CERTIFICATE_VERDICT = 1 << 6  # bit 6: CERTIFICATE_ACCEPTED negotiated (docs/protocol.md, "Certificate mode")
+FEATURE_EXACT_META = 1 << 8  # ServerHello only: removals mirrored when TREE_OPTIONS says the lists are complete (docs/protocol.md, "Exact attributes")
 
 
 def recv_exact(s, n):

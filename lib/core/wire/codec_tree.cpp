@@ -163,7 +163,7 @@ TreeOptionsFrame decode_tree_options(Span payload) {
     TreeOptionsFrame t;
     t.flags = r.u32();
     if (t.flags & ~(TreeOptionsFrame::kDelete | TreeOptionsFrame::kDryRun | TreeOptionsFrame::kOwnerMaps |
-                    TreeOptionsFrame::kUserChown | TreeOptionsFrame::kGroupChown))
+                    TreeOptionsFrame::kUserChown | TreeOptionsFrame::kGroupChown | TreeOptionsFrame::kExactMask))
         bad("TREE_OPTIONS: unknown flags " + std::to_string(t.flags));
     if ((t.flags & (TreeOptionsFrame::kUserChown | TreeOptionsFrame::kGroupChown)) && !(t.flags & TreeOptionsFrame::kOwnerMaps))
         bad("TREE_OPTIONS: --chown flags without owner maps");

@@ -40,6 +40,11 @@ inline constexpr uint16_t kFeatureUpdate = 1u << 2;  // changed-block updates (r
 // Tree metadata: entry kinds 5-9 (hard links, special files), entry flag bit 2 (metadata
 // trailer) and TREE_OPTIONS (--delete). A sender without it sends none of them.
 inline constexpr uint16_t kFeatureTreeMeta = 1u << 3;
+// ServerHello only (issue 17, session 15; docs/protocol.md "Exact attributes"): the receiver
+// removes the attributes and ACLs of an entry it keeps in place that the sender's list lacks,
+// when TREE_OPTIONS says the list is complete. Past ClientHello's u8: the sender answers in
+// TREE_OPTIONS' flags instead, and an older sender drops the unknown bit.
+inline constexpr uint16_t kFeatureExactMeta = 1u << 8;
 // Manifest entry flag bits (the entry's `flags u8`).
 inline constexpr uint8_t kEntrySparse = 1u << 1; // a file's data extents follow its path and target
 
@@ -174,6 +179,12 @@ struct TreeOptionsFrame {
     static constexpr uint32_t kOwnerMaps = 4; // the sender's --usermap/--groupmap follow the rules
     static constexpr uint32_t kUserChown = 8;   // with kOwnerMaps: the usermap is the sender's --chown USER
     static constexpr uint32_t kGroupChown = 16; // with kOwnerMaps: the groupmap is the sender's --chown :GROUP
+    // Only to a receiver offering kFeatureExactMeta: the attributes each entry's trailer lists
+    // are all it has in these namespaces, so the receiver removes the others it finds there.
+    static constexpr uint32_t kExactXattrs = 32;  // user.* and security.capability
+    static constexpr uint32_t kExactTrusted = 64; // trusted.* (the sender could read them: root)
+    static constexpr uint32_t kExactAcls = 128;   // system.posix_acl_access / _default
+    static constexpr uint32_t kExactMask = kExactXattrs | kExactTrusted | kExactAcls;
     uint32_t flags = 0;
     std::vector<std::string> rules; // "+ PATTERN" / "- PATTERN": what --delete leaves alone
     std::string usermap, groupmap;  // kOwnerMaps: each at most kMaxPathBytes, no NUL

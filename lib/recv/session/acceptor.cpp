@@ -174,7 +174,7 @@ bool Acceptor::greet(UniqueFd fd, const sockaddr_storage& peer, std::vector<Pend
               .adopted = adopted};
     wire::random_bytes(p.nonce);
     p.features = wire::kFeatureSparse | wire::kFeatureUpdate | wire::kFeatureTreeMeta | wire::kFeatureStreamReconnect |
-                 wire::kFeatureAnnounceWindow | wire::kFeatureCertificateVerdict;
+                 wire::kFeatureAnnounceWindow | wire::kFeatureCertificateVerdict | wire::kFeatureExactMeta;
     if (tls::wants_encryption(encrypt_, peer)) p.features |= wire::kFeatureEncryption;
     wire::Bytes out;
     wire::encode_server_hello(out, wire::ServerHello{.features = p.features, .nonce = p.nonce});

@@ -132,6 +132,9 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
     if (page.seq != pages_) throw Error(ErrorCode::protocol, "manifest page " + std::to_string(page.seq) + " out of order");
     ++pages_;
     if (!(sender_features_ & wire::kFeatureTreeMeta)) refuse_tree_meta(page);
+    else if (pages_ == 1 && !tree_meta_.exact() && !page.meta.empty())
+        log_.verbose_line("attributes and ACLs the source no longer has are not removed here: the sender does not say its "
+                          "lists are complete (an older sluice, or --no-xattrs / --no-acls)");
     wire::ManifestAck ack{.seq = page.seq, .verified = {}};
     size_t next_meta = 0;
     for (size_t i = 0; i < page.entries.size(); ++i) {
@@ -143,7 +146,7 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
         if (dry_) dry_->add(files_.at(id), has_meta ? &page.meta[next_meta].second : nullptr);
         if (has_meta)
             tree_meta_.add_meta(files_, files_.at(id), std::move(page.meta[next_meta++].second),
-                                in_place_ ? &*in_place_ : nullptr);
+                                in_place_ ? &*in_place_ : nullptr, in_place_ ? in_place_dir_ : -1);
         still_working();
     }
     files_.publish();
@@ -214,11 +217,13 @@ void ControlSide::register_file(RecvFile& f, std::vector<wire::ByteRange>& alrea
     }
     if (dry_) return dry_run_file(f, already);
     if (target_.writes_files()) {
-        Resumed r = resume_file(parent_dirs_.get(f.parent), files_, f, opts_.verify, already, !update_.checksum());
+        const int dir = parent_dirs_.get(f.parent);
+        Resumed r = resume_file(dir, files_, f, opts_.verify, already, !update_.checksum());
         counts_.bytes_skipped += r.bytes;
         if (p) p->bytes_done += r.bytes;
         if (r.complete) {
             in_place_ = r.in_place;
+            in_place_dir_ = dir; // where exact lists are read (a complete file gave its parent back)
             tally_.files_completed.fetch_add(1, std::memory_order_relaxed);
             if (p) p->files_done += 1;
             return;

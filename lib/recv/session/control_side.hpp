@@ -153,6 +153,7 @@ private:
     // The entry just registered was complete in place (the quick check): its lstat, so that
     // metadata already in place is not applied again (TreeMeta::add_meta).
     std::optional<struct stat> in_place_;
+    int in_place_dir_ = -1; // with in_place_: its directory (parent_dirs_'), where exact lists are read
     // Owners, attributes, hard links, special files (issue 17): bounded like the file table.
     bool tree_options_ = false;        // TREE_OPTIONS arrived (at most once)
     std::optional<TreeMirror> mirror_; // --delete, from TREE_OPTIONS

@@ -25,6 +25,12 @@ void ControlSide::on_tree_options(wire::TreeOptionsFrame&& t) {
     if (t.flags & wire::TreeOptionsFrame::kOwnerMaps)
         tree_meta_.add_sender_maps(t.usermap, t.groupmap, t.flags & wire::TreeOptionsFrame::kUserChown,
                                    t.flags & wire::TreeOptionsFrame::kGroupChown);
+    if (t.flags & wire::TreeOptionsFrame::kExactMask) {
+        tree_meta_.set_exact(t.flags & wire::TreeOptionsFrame::kExactMask);
+        log_.verbose_line("exact attribute lists: attributes and ACLs the sender's entries lack are removed here");
+    }
+    // Exact lists alone need no entry kept past its release: its attributes are applied then.
+    if (!(t.flags & ~wire::TreeOptionsFrame::kExactMask)) return;
     if (files_.releasing()) log_.verbose_line("complete entries kept: --delete and --dry-run look at every path sent at the end");
     files_.allow_release(false);
 }

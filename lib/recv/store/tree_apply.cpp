@@ -137,6 +137,7 @@ void TreeMeta::apply_one(const DestTree& tree, const wire::ManifestEntry& e, con
     // its directory's handle instead (opened beneath DIR), and does not follow it.
     const std::string link_path =
         link ? "/proc/self/fd/" + std::to_string(dir.get()) + "/" + DestTree::name_of(path) : std::string();
+    const bool removed = stale_.on() && remove_stale(dir.get(), link ? link_path : proc, !link, path, m);
     for (const auto& [name, value] : m.xattrs) {
         const int rc = link ? ::lsetxattr(link_path.c_str(), name.c_str(), value.data(), value.size(), 0)
                             : ::setxattr(proc.c_str(), name.c_str(), value.data(), value.size(), 0);
@@ -149,8 +150,25 @@ void TreeMeta::apply_one(const DestTree& tree, const wire::ManifestEntry& e, con
     if ((e.mode & 06000) && (mode & 06000) != (e.mode & 06000))
         warnings_.add("set-id bits", path, "kept only where the owner and group are kept");
     // Setting an access ACL rewrites the group bits (its mask): the mode goes last.
-    if (((st.st_mode & 07777) != mode || !m.xattrs.empty()) && ::chmod(proc.c_str(), mode) != 0)
+    if (((st.st_mode & 07777) != mode || !m.xattrs.empty() || removed) && ::chmod(proc.c_str(), mode) != 0)
         throw_errno(ErrorCode::destination, "cannot set the mode of '" + path + "'");
+}
+
+bool TreeMeta::remove_stale(int dir, const std::string& at, bool follow, const std::string& path, const Stored& m) {
+    if (!stale_.find(dir, DestTree::name_of(path).c_str(), at, follow, m.xattrs, stale_names_)) {
+        warnings_.add("removed attributes (not mirrored)", path, "cannot list its attributes: " + errno_text(errno));
+        return false;
+    }
+    bool removed = false;
+    for (const std::string& name : stale_names_) {
+        const int rc = follow ? ::removexattr(at.c_str(), name.c_str()) : ::lremovexattr(at.c_str(), name.c_str());
+        if (rc == 0 || errno == ENODATA) { // ENODATA: gone since the list; what was asked holds
+            removed = true;
+            continue;
+        }
+        warnings_.add("removal of " + xattr_kind(name), path, errno_text(errno));
+    }
+    return removed;
 }
 
 } // namespace sluice

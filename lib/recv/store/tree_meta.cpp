@@ -43,7 +43,8 @@ void TreeMeta::add_entry(const RecvFile& f) {
     }
 }
 
-void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m, const struct stat* in_place) {
+void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m, const struct stat* in_place,
+                        int in_place_dir) {
     if (f.entry.kind == wire::EntryKind::hard_link) {
         // The decoder saw that the id is an earlier entry's; it must also be a regular file
         // under the name the link gives (nothing outside the transfer, no later entry).
@@ -67,8 +68,23 @@ void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m
     if (m.flags & wire::EntryMeta::kHasOwner) s.uid = map_user(m.user, m.uid);
     if (m.flags & wire::EntryMeta::kHasGroup) s.gid = map_group(m.group, m.gid);
     if (in_place && already_in_place(f.entry, s, *in_place)) {
-        bytes_ -= cost(s);
-        return;
+        // Exact lists: an attribute the sender no longer has keeps the entry for apply(); so
+        // does a list that cannot be read (apply() says why).
+        bool stale = false;
+        if (stale_.on()) {
+            // By name in its directory (one component); the path, for a kernel without
+            // listxattrat, reuses one buffer: no allocation per file.
+            // A complete file has given back its parent and name: the last part of its path.
+            const size_t slash = f.entry.path.rfind('/');
+            const char* name = f.entry.path.c_str() + (slash == std::string::npos ? 0 : slash + 1);
+            in_place_path_.assign("/proc/self/fd/").append(std::to_string(in_place_dir)).append("/").append(name);
+            stale = !stale_.find(in_place_dir, name, in_place_path_, false, s.xattrs, stale_names_) ||
+                    !stale_names_.empty();
+        }
+        if (!stale) {
+            bytes_ -= cost(s);
+            return;
+        }
     }
     meta_.emplace(s.id, std::move(s));
 }

@@ -24,6 +24,7 @@
 #include "recv/store/dest_tree.hpp"
 #include "recv/store/file_table.hpp"
 #include "recv/store/owner_map.hpp"
+#include "recv/store/stale_xattrs.hpp"
 
 namespace sluice {
 
@@ -53,8 +54,14 @@ public:
     void add_entry(const RecvFile& f);
     // in_place: f is a file already complete under its name (the quick check's lstat): what it
     // has already (owner, group, mode; no attributes to set) is not stored, so an update of an
-    // unchanged tree costs no work per file at the end.
-    void add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m, const struct stat* in_place = nullptr);
+    // unchanged tree costs no work per file at the end. With exact lists (set_exact) such a file
+    // is still stored when it has attributes the sender's list lacks (one llistxattr, in
+    // in_place_dir, the directory holding it).
+    void add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m, const struct stat* in_place = nullptr,
+                  int in_place_dir = -1);
+    // TREE_OPTIONS' kExact* flags: apply() removes what the sender's lists lack in those namespaces.
+    void set_exact(uint32_t flags) { stale_.set_exact(flags); }
+    bool exact() const { return stale_.on(); }
 
     // Control thread, before the file table frees a slab of settled entries (issue 19): a
     // regular file's metadata is applied now (it is complete and in place) and forgotten; a
@@ -99,6 +106,9 @@ private:
     // The mode apply_one sets: set-id bits only where the owner and group are the sender's.
     static mode_t mode_to_set(const wire::ManifestEntry& e, const Stored& m, bool owner_kept);
     static bool already_in_place(const wire::ManifestEntry& e, const Stored& m, const struct stat& st);
+    // Removes the covered attributes the entry (listed by name in dir) has that m lacks (follow: `at` is a /proc/self/fd
+    // handle; else a symlink's own name); true if any was removed. Failures are warned about.
+    bool remove_stale(int dir, const std::string& at, bool follow, const std::string& path, const Stored& m);
 
     // The owner tables' growth is charged to bytes_ as it happens.
     template <class Fn>
@@ -113,6 +123,9 @@ private:
     std::unordered_map<uint64_t, wire::ManifestEntry> released_; // entries of meta_ the table released
     std::vector<uint64_t> not_created_;             // specials that could not be made: no metadata
     MetaWarnings warnings_;
+    StaleXattrs stale_;
+    std::vector<std::string> stale_names_; // remove_stale's and add_meta's, reused
+    std::string in_place_path_;            // add_meta's, reused
 };
 
 } // namespace sluice

@@ -12,6 +12,7 @@
 
 #include "core/io/sys_error.hpp"
 #include "core/session/chown_spec.hpp"
+#include "core/io/xattr_list.hpp"
 #include "send/plan/owner_names.hpp"
 
 namespace sluice {
@@ -37,20 +38,8 @@ ssize_t sized_call(std::vector<char>& buf, Fn fn) {
     }
 }
 
-// listxattrat(2) (Linux 6.13; not in older headers): the names relative to the directory.
 ssize_t list_names(const std::string& path, EntryAt at, char* b, size_t s) {
-#if defined(__x86_64__)
-    constexpr long kListxattrat = 465;
-    static std::atomic<bool> missing{false};
-    if (at.dir >= 0 && !missing.load(std::memory_order_relaxed)) {
-        long n = ::syscall(kListxattrat, at.dir, at.name, AT_SYMLINK_NOFOLLOW, b, s);
-        if (n >= 0 || errno != ENOSYS) return static_cast<ssize_t>(n);
-        missing.store(true, std::memory_order_relaxed); // an older kernel: by path from now on
-    }
-#else
-    (void)at;
-#endif
-    return ::llistxattr(path.c_str(), b, s);
+    return list_xattr_names(at.dir, at.name, path.c_str(), b, s);
 }
 
 void read_xattrs(const std::string& path, EntryAt at, const TreeOptions& o, wire::EntryMeta& m) {

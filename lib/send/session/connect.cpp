@@ -81,6 +81,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     HelloResult r = client_handshake(c.control.get(), to.token, hello, peer);
     hello.features = r.features;
     c.features = r.features;
+    c.offered = r.offered;
     c.hello = hello;
     c.congestion_control = congestion_control_of(c.control.get());
     // The handshake's round trips measured the link: every later wait scales with it.

@@ -20,6 +20,7 @@ struct Connections {
     wire::ClientHello hello; // the transfer's (id, features): a reopened data stream sends it again
     UniqueFd control;
     uint8_t features = 0; // wire::kFeature* bits both sides use (the receiver offered them)
+    uint16_t offered = 0; // every bit the receiver's hello offered (kFeatureExactMeta is answered in TREE_OPTIONS)
     bool encrypted = false;
     ConnectionMptcp control_mptcp; // what --mptcp gave the control connection (core/io/mptcp.hpp)
     // The control connection's TCP congestion control, read before encryption puts a relay's

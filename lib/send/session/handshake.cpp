@@ -53,7 +53,7 @@ HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello
     // flight fails the TLS handshake. Said here first, for the clearer message.
     if (we_encrypt != bool(server.features & wire::kFeatureEncryption))
         throw Error(ErrorCode::auth, tls::mismatch_text_for_sender(peer, we_encrypt));
-    return HelloResult{.psk = tls::hello_psk(token, server.nonce, server.features, hello), .features = hello.features};
+    return HelloResult{.psk = tls::hello_psk(token, server.nonce, server.features, hello), .features = hello.features, .offered = server.features};
 }
 
 void await_certificate_verdict(int fd, int wait_ms, const std::string& peer,

@@ -21,6 +21,7 @@ namespace sluice {
 struct HelloResult {
     std::array<unsigned char, 32> psk{};
     uint8_t features = 0;
+    uint16_t offered = 0; // the receiver's ServerHello features (bits past ClientHello's u8 included)
 };
 HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer);
 

@@ -1,5 +1,7 @@
 #include "send/session/receiver_fit.hpp"
 
+#include <unistd.h>
+
 #include "core/wire/codec.hpp"
 #include "send/plan/sparse_extents.hpp"
 #include "sluice/progress.hpp"
@@ -8,7 +10,12 @@
 namespace sluice {
 
 void ReceiverFit::fit_tree(TreeOptions& tree, bool delete_extraneous, const std::string& peer) {
-    if (features_ & wire::kFeatureTreeMeta) return;
+    if (features_ & wire::kFeatureTreeMeta) {
+        if ((tree.xattrs || tree.acls) && !(features_ & wire::kFeatureExactMeta))
+            log_.verbose_line("attributes and ACLs removed here are not removed at " + peer +
+                              " on entries it keeps in place (it does not offer hello feature bit 8: an older sluice)");
+        return;
+    }
     if (delete_extraneous)
         throw Error(ErrorCode::usage, "the receiver at " + peer +
                                           " cannot delete extraneous files (it does not offer tree metadata, hello "
@@ -24,7 +31,8 @@ void ReceiverFit::fit_tree(TreeOptions& tree, bool delete_extraneous, const std:
 std::optional<wire::Bytes> ReceiverFit::tree_options(const TreeOptions& tree, bool delete_extraneous, bool dry_run,
                                                      const std::string& peer) const {
     const bool maps = !tree.usermap.empty() || !tree.groupmap.empty();
-    if (!delete_extraneous && !dry_run && !maps) return std::nullopt;
+    const uint32_t exact = exact_flags(features_, tree, ::geteuid() == 0);
+    if (!delete_extraneous && !dry_run && !maps && !exact) return std::nullopt;
     // Without tree metadata no owners are sent (fit_tree warned): maps have nothing to map.
     if (!(features_ & wire::kFeatureTreeMeta) && !delete_extraneous && !dry_run) return std::nullopt;
     if (!(features_ & wire::kFeatureTreeMeta))
@@ -37,11 +45,19 @@ std::optional<wire::Bytes> ReceiverFit::tree_options(const TreeOptions& tree, bo
                                                 (dry_run ? wire::TreeOptionsFrame::kDryRun : 0u) |
                                                 (maps ? wire::TreeOptionsFrame::kOwnerMaps : 0u) |
                                                 (tree.user_chown ? wire::TreeOptionsFrame::kUserChown : 0u) |
-                                                (tree.group_chown ? wire::TreeOptionsFrame::kGroupChown : 0u),
+                                                (tree.group_chown ? wire::TreeOptionsFrame::kGroupChown : 0u) | exact,
                                        .rules = tree.filters.texts(),
                                        .usermap = tree.usermap,
                                        .groupmap = tree.groupmap});
     return out;
+}
+
+uint32_t ReceiverFit::exact_flags(uint16_t features, const TreeOptions& tree, bool root) {
+    if (!(features & wire::kFeatureTreeMeta) || !(features & wire::kFeatureExactMeta)) return 0;
+    uint32_t f = 0;
+    if (tree.xattrs) f |= wire::TreeOptionsFrame::kExactXattrs | (root ? wire::TreeOptionsFrame::kExactTrusted : 0u);
+    if (tree.acls) f |= wire::TreeOptionsFrame::kExactAcls;
+    return f;
 }
 
 void ReceiverFit::describe_holes(wire::ManifestEntry& e, const std::string& src, uint64_t allocated) {

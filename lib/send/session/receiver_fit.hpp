@@ -28,8 +28,14 @@ public:
     // TREE_OPTIONS for --delete and --dry-run (their filter rules), or nothing when neither is
     // on. Both need bit 3: a receiver without it could not honour them (an older one would
     // write what a dry run must not), so they are refused (Error usage naming `peer`) first.
+    // Also sent, alone if need be, to a receiver offering kFeatureExactMeta (ServerHello bit 8)
+    // while xattrs or ACLs are sent: exact_flags() says their lists are complete.
     std::optional<wire::Bytes> tree_options(const TreeOptions& tree, bool delete_extraneous, bool dry_run,
                                             const std::string& peer) const;
+    // The TREE_OPTIONS kExact* flags for what this sender sends: none unless the receiver offered
+    // kFeatureExactMeta; trusted.* only when the sender can read them (root), since a list
+    // without them says nothing about them.
+    static uint32_t exact_flags(uint16_t features, const TreeOptions& tree, bool root);
 
     // A file with holes lists its data extents in its entry where the receiver offered sparse
     // files; only those are planned and sent. Otherwise its holes go as zeros.

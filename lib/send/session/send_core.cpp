@@ -62,7 +62,7 @@ void SendCore::connect(const std::string& how, bool all_streams) {
         log_.verbose_line("streams " + auto_fixed_);
     }
     hello_ = c.hello;
-    features_ = c.features;
+    features_ = static_cast<uint16_t>(c.features | (c.offered & wire::kFeatureExactMeta));
     control_mptcp_ = c.control_mptcp;
     control_cc_ = c.congestion_control;
     // Every later wait (the control reader, each stream's sends, reopening a stream) reads these.

@@ -146,7 +146,8 @@ protected:
     ControlChannel control_;
     std::vector<UniqueFd> data_; // data_[i] is data stream i + 1 (its number is stable: connect.hpp)
     wire::ClientHello hello_;    // the transfer's, for reopening a data stream
-    uint8_t features_ = 0;       // wire::kFeature* bits agreed in the handshake
+    // wire::kFeature* bits agreed in the handshake, and kFeatureExactMeta if the receiver offered it
+    uint16_t features_ = 0;
     std::vector<UniqueFd> tcp_;  // encrypted through relays: the TCP connection under data_[i] (connect.hpp)
     std::vector<std::optional<tls::LinkKeys>> keys_; // encrypted with records: data_[i]'s record keys (connect.hpp)
     // The TCP connections of the data streams (under their relays when encrypted), in order:
