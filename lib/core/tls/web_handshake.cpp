@@ -35,21 +35,14 @@ struct SslFree {
 WebContext::WebContext(const std::string& cert_file, const std::string& key_file) {
     if (cert_file.empty() != key_file.empty())
         throw Error(ErrorCode::usage, "--cert and --key go together: give both (the certificate and its private key)");
-    ctx_ = new_tls13_ctx(Side::server);
+    ctx_.reset(new_tls13_ctx(Side::server));
     if (!ctx_) throw Error(ErrorCode::internal, "OpenSSL: cannot set up a TLS 1.3 context");
     // Web clients' key shares: X25519 first (all of those named above send it), the NIST
     // curves for the rest, so none needs a HelloRetryRequest round trip it could avoid.
-    SSL_CTX_set1_groups_list(ctx_, "X25519:P-256:P-384");
-    SSL_CTX_set_alpn_select_cb(ctx_, select_alpn, nullptr);
-    try {
-        spki_ = load_identity(ctx_, cert_file, key_file);
-    } catch (...) {
-        SSL_CTX_free(ctx_);
-        throw;
-    }
+    SSL_CTX_set1_groups_list(ctx_.get(), "X25519:P-256:P-384");
+    SSL_CTX_set_alpn_select_cb(ctx_.get(), select_alpn, nullptr);
+    spki_ = load_identity(ctx_.get(), cert_file, key_file);
 }
-
-WebContext::~WebContext() { SSL_CTX_free(ctx_); }
 
 struct WebHandshake::State {
     std::unique_ptr<SSL, SslFree> ssl;

@@ -26,14 +26,16 @@ public:
     // Throws usage naming the option, the file and the reason (unreadable, not PEM, a key that
     // is not the certificate's), internal when OpenSSL cannot set up a context.
     WebContext(const std::string& cert_file, const std::string& key_file);
-    ~WebContext();
     WebContext(const WebContext&) = delete;
     WebContext& operator=(const WebContext&) = delete;
-    SSL_CTX* get() const { return ctx_; }
+    SSL_CTX* get() const { return ctx_.get(); }
     const std::string& spki() const { return spki_; } // "sha256:HEX" of the certificate's key
 
 private:
-    SSL_CTX* ctx_ = nullptr;
+    struct CtxFree {
+        void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+    };
+    std::unique_ptr<SSL_CTX, CtxFree> ctx_; // owned from the line that makes it: a refused key throws
     std::string spki_;
 };
 
