@@ -14,10 +14,9 @@ import json
 
 import pytest
 
-from certs import openssl, pin_of, self_signed, signed
+from certs import crls_of, pin_of, self_signed, serial_of, signed
 from conftest import file_hash, run_sluice, write_random
 from serve_client import Server
-from test_certificates import ca_db, gencrl, serial_of
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +29,7 @@ def pki(tmp_path_factory):
     out["revoked"], out["revoked_key"] = signed(d, "revokedserver", "ca")
     out["client"], out["client_key"] = signed(d, "client", "ca")
     out["bad_client"], out["bad_client_key"] = signed(d, "revokedclient", "ca")
-    ca_db(d, "ca")
-    out["crl_none"] = gencrl(d, "crl-none.pem")
-    for c in ("revokedserver", "revokedclient"):
-        openssl("ca", "-config", "ca.cnf", "-revoke", f"{c}.pem", cwd=d)
-    out["crl"] = gencrl(d, "crl-revoked.pem")
+    out["crl_none"], out["crl"] = crls_of(d, "ca", ["revokedserver", "revokedclient"])
     return out
 
 
