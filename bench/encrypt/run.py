@@ -193,6 +193,8 @@ def one(tool, src, dst, ip, ns_on, extra):
         assert url, rx.stderr.read()
     if tool.startswith("sluice"):
         scmd = [binary, "send", str(src), url, "--json"] + extra
+        if tool.endswith("-s8"):  # the sender's streams only (the receiver takes what comes)
+            scmd += ["--streams", "8"]
     elif tool.startswith("wdt"):
         host = url.split("://", 1)[1].split("?", 1)[0]
         scmd = [WDT, "-directory", str(src), "-connection_url", url.replace("://" + host, "://" + ip, 1)] + extra
@@ -272,7 +274,7 @@ def main():
     ap.add_argument("--tools", default="",
                     help="loopback: which of sluice-enc, sluice-old-enc, sluice-enc-openssl, wdt-enc, sluice-clear, "
                          "wdt-clear run (default: sluice-enc, wdt-enc and the clear ones); veth: which of sluice "
-                         "(encrypted), sluice-old, sluice-openssl, "
+                         "(encrypted), sluice-s8 (encrypted, 8 streams), sluice-old, sluice-openssl, "
                          "wdt-enc, sluice-clear, wdt-clear (default: sluice, wdt-enc); one bench-lock call stays short")
     ap.add_argument("--old-sluice", help="the binary the sluice-old* tools run (an earlier build, for a before/after)")
     ap.add_argument("--set-names", default="large,minor", help="veth, 1gbit: which sets")
@@ -323,7 +325,7 @@ def run_cases(a, work, results):
                 if not a.cold:
                     warm(src)
                 if a.case == "veth":
-                    tools = [("sluice", []), ("sluice-old", []), ("sluice-openssl", []), ("wdt-enc", []),
+                    tools = [("sluice", []), ("sluice-s8", []), ("sluice-old", []), ("sluice-openssl", []), ("wdt-enc", []),
                              ("sluice-clear", ["--no-encrypt"]), ("wdt-clear", ["-encryption_type", "none"])]
                     want = a.tools.split(",") if a.tools else ["sluice", "wdt-enc"]
                     tools = [t for t in tools if t[0] in want]
