@@ -27,7 +27,9 @@ Every connection goes from this host to the server's port (it works behind NAT);
 --connect-back the server connects to a port this command listens on instead, at the
 address the request came from (the way of servers from before GET_ATTACH).
 The token comes from --token-file, --token, the URL's ?token= or SLUICE_TOKEN; a --public
-server needs none.
+server needs none. With --ca or --pin the server is verified by its certificate (`serve --cert`)
+in a TLS 1.3 handshake before the request is sent: a server without one, or whose certificate
+does not verify, is refused (exit 3); the transfer is then encrypted.
 
 options:
   --streams N          data streams (default 4)
@@ -44,6 +46,15 @@ options:
                        and --json "mptcp_connections"
   --encrypt            TLS 1.3 even from a server on loopback (a server elsewhere: the default)
   --no-encrypt         receive in clear, also from a server not on loopback
+  --ca FILE            certificate mode: the server's certificate must chain to a CA in FILE
+                       (PEM) and name the host of the URL (docs/guarantees.md, "Certificates")
+  --crl FILE           certificate mode, with --ca: refuse a server whose chain holds a
+                       certificate revoked by the CRLs (PEM) in FILE; each CA below the
+                       trust anchor needs its CRL there
+  --pin sha256:HEX     certificate mode: accept the server whose public key (SHA-256 of its
+                       SubjectPublicKeyInfo) is HEX, without a CA; repeatable (any one matches)
+  --cert FILE, --key FILE  certificate mode: this client's certificate and key (PEM), for a
+                       server that verifies clients (serve --ca or --pin)
   --token-file FILE    the server's token, from FILE (mode 0600 or stricter)
   --token SECRET       the server's token on the command line (visible in ps)
   --json               print final stats as one JSON object on stdout
@@ -70,7 +81,8 @@ std::pair<std::string, std::string> split_get_url(const std::string& url) {
 
 int cmd_get(int argc, char** argv) {
     Args a(argc, argv,
-           {"--streams", "--recv-path", "--bind", "--connect-timeout", "--idle-timeout", "--token", "--token-file"},
+           {"--streams", "--recv-path", "--bind", "--connect-timeout", "--idle-timeout", "--token", "--token-file", "--cert", "--key",
+            "--ca", "--crl", "--pin"},
            {"--sync", "--verify", "--connect-back", "--json", "--verbose", "-v", "--help", "-h", "--mptcp", "--encrypt", "--no-encrypt"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kGetHelp, stdout);
@@ -91,6 +103,7 @@ int cmd_get(int argc, char** argv) {
     o.verify = a.flag("--verify");
     o.mptcp = a.flag("--mptcp");
     o.encrypt = encrypt_option(a);
+    o.certificates = certificates_option(a);
     o.connect_timeout_ms = static_cast<int>(a.uint_value("--connect-timeout", 10, 1, 3600)) * 1000;
     o.idle_timeout_ms = static_cast<int>(a.uint_value("--idle-timeout", 60, 1, 86400)) * 1000;
     o.verbose = a.flag("--verbose") || a.flag("-v");

@@ -31,7 +31,10 @@ or encrypted as the client's receiver asks (TLS 1.3: every client not on loopbac
 (trees, --connect-back, --get-rate-limit) goes to a thread per get, said with -v and in /_stats.
 With --cert and --key the HTTP port speaks HTTPS only (TLS 1.3, TLS_AES_128_GCM_SHA256, ALPN
 http/1.1; the same rings: handshakes stepped on them, responses sealed from the page cache by
-the record engine -v and /_stats name) and the URL printed is https://.
+the record engine -v and /_stats name) and the URL printed is https://. With --port too, the
+same certificate authenticates the sluice port to `sluice get --ca/--pin` (a TLS 1.3 handshake
+on the request connection, on a session thread); --ca, --pin and --crl make that port require
+a client certificate (`sluice get --cert/--key`).
 Prints the URL on the first line of stdout (with --port, the sluice:// URL on the second);
 SIGTERM or SIGINT drains and exits 0.
 Reads need a token ("Authorization: Bearer TOKEN" or ?token=TOKEN) unless --public. The
@@ -45,8 +48,15 @@ options:
   --get-rate-limit SIZE  bytes per second of each get session, e.g. 100M (default: unlimited)
   --mptcp                the --port listener takes Multipath TCP (and plain TCP) clients; -v
                          says per get session which its request came over
-  --cert FILE            HTTPS: the server's certificate (PEM, leaf first; with --key)
-  --key FILE             HTTPS: its private key (PEM); checked against --cert before listening
+  --cert FILE            HTTPS, and the sluice port's certificate mode: the server's
+                         certificate (PEM, leaf first; with --key)
+  --key FILE             its private key (PEM); checked against --cert before listening
+  --ca FILE              the sluice port requires a client certificate chaining to a CA in
+                         FILE (PEM); needs --port and --cert
+  --crl FILE             with --ca: refuse a client whose chain holds a certificate revoked
+                         by the CRLs (PEM) in FILE
+  --pin sha256:HEX       the sluice port requires a client certificate with this key;
+                         repeatable (any one matches)
   --bind ADDR            address to listen on (default: all)
   --host NAME            host name to print in the URL (default: ADDR, else localhost)
   --threads N            ring threads (default: the online CPUs)
@@ -86,7 +96,8 @@ std::string random_token() {
 int cmd_serve(int argc, char** argv) {
     Args a(argc, argv,
            {"--http", "--port", "--max-gets", "--get-rate-limit", "--bind", "--host", "--threads", "--token", "--token-file", "--max-connections", "--request-timeout",
-            "--idle-timeout", "--send-timeout", "--max-upload-size", "--max-uploads", "--upload-timeout", "--cert", "--key"},
+            "--idle-timeout", "--send-timeout", "--max-upload-size", "--max-uploads", "--upload-timeout", "--cert", "--key",
+            "--ca", "--crl", "--pin"},
            {"--public", "--allow-upload", "--sync", "--json", "--verbose", "-v", "--help", "-h", "--mptcp"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kServeHelp, stdout);
@@ -120,6 +131,10 @@ int cmd_serve(int argc, char** argv) {
     o.send_timeout_ms = static_cast<int>(a.uint_value("--send-timeout", 60, 1, 86400)) * 1000;
     o.cert_file = a.value("--cert").value_or("");
     o.key_file = a.value("--key").value_or("");
+    const Certificates clients = certificates_option(a);
+    o.ca_file = clients.ca_file;
+    o.pins = clients.pins;
+    o.crl_file = clients.crl_file;
     o.verbose = a.flag("--verbose") || a.flag("-v");
     o.log = [](std::string_view line) { std::cerr << "sluice: " << printable(line) << "\n"; };
     const Token token = resolve_token(a, "");

@@ -23,6 +23,16 @@ starting "sluice-old" (sluice-old, sluice-old-enc, ...) runs the binary given by
 (an earlier build) the same way: a before/after of a change in the same run. Each sluice row
 also records the receiver's and the sender's own CPU per GB from their JSON (cpu_user_s +
 cpu_sys_s), the two sides apart.
+
+At full size (--cold, issue 18, h18o): a set larger than the page cache (the large set at
+scale 1: 34 GB against 24 GiB of RAM) cannot start warm, and reading it first only evicts
+itself: each run starts cold instead (sync, drop_caches) and reads its source from the disk it
+writes its copy to; each row then records the disk's utilisation and read/write rates over the
+run (/proc/diskstats) and the machine's busy share, so that what bounds a run (disk, CPU,
+veth) is read from the same run. --check MANIFEST compares every copy with the set's manifest
+(sizes and sha256, bench/datasets/verify.py) after the run, outside its timing. Each side
+runs in a session of its own (setsid: this kernel's autogroups would otherwise weigh the
+sides' CPU by their thread counts, docs/benchmarks.md, h15k).
 """
 import argparse
 import json
@@ -42,6 +52,47 @@ SLUICE = os.environ.get("SB_SLUICE", str(ROOT / "build" / "tools" / "sluice"))
 WDT = shutil.which("wdt") or "/work/data/h19/wdt/bin/wdt"
 IP_SND, IP_RCV = "10.218.7.1", "10.218.7.2"
 ENV = dict(os.environ, SB_NS_SND="sl18-bench-snd", SB_NS_RCV="sl18-bench-rcv", SB_IP_SND=IP_SND, SB_IP_RCV=IP_RCV)
+
+
+DISK = os.environ.get("SB_DISK", "vda")
+
+
+def disk_counters():
+    """(sectors read, sectors written, ms the disk was busy) of DISK, from /proc/diskstats."""
+    for line in open("/proc/diskstats"):
+        f = line.split()
+        if f[2] == DISK:
+            return int(f[5]), int(f[9]), int(f[12])
+    return 0, 0, 0
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def check_copy(manifest, dst):
+    """The copy against the set's manifest (verify.py); exits naming the differences."""
+    sys.path.insert(0, str(ROOT / "bench" / "datasets"))
+    import verify
+    m = json.load(open(manifest))
+    root = dst
+    if not (dst / m["set"]).is_dir():  # WDT writes the set's contents, sluice the set's directory
+        root = dst.parent / (dst.name + "-root")
+        root.mkdir(exist_ok=True)
+        link = root / m["set"]
+        if not link.is_symlink():
+            link.symlink_to(dst)
+    t0 = time.monotonic()
+    problems = verify.compare(m, str(root))
+    if root != dst:
+        shutil.rmtree(root)
+    if problems:
+        sys.exit(f"{dst}: the copy differs from {manifest}: " + "; ".join(problems[:5]))
+    return time.monotonic() - t0
+
+
+COLD = {"on": False, "check": None}
 
 
 def busy_seconds():
@@ -119,7 +170,10 @@ def one(tool, src, dst, ip, ns_on, extra):
     # a machine whose cache holds other data, and the next tool read it from disk: sluice,
     # which runs after WDT in each round, measured 470-730 MB/s encrypted against 1,170-1,300
     # alone or first (2026-11-24, lead).
-    warm(src)
+    if COLD["on"]:
+        drop_caches()
+    else:
+        warm(src)
     if tool.startswith("sluice"):
         rcmd = [binary, "recv", str(dst), "--bind", ip, "--port", "0", "--token", "bench", "--json"] + extra
     elif tool.startswith("wdt"):
@@ -129,7 +183,8 @@ def one(tool, src, dst, ip, ns_on, extra):
     # The tools' own CPU (both processes and what they ran, user + system), beside the whole
     # machine's: on a machine shared with other users the latter carries their work too.
     u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    rx = subprocess.Popen(ns("rcv", rcmd, ns_on), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rx = subprocess.Popen(ns("rcv", rcmd, ns_on), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True)
     if tool.startswith("iperf3"):
         time.sleep(0.5)
         url = None
@@ -138,25 +193,40 @@ def one(tool, src, dst, ip, ns_on, extra):
         assert url, rx.stderr.read()
     if tool.startswith("sluice"):
         scmd = [binary, "send", str(src), url, "--json"] + extra
+        if tool.endswith("-s8"):  # the sender's streams only (the receiver takes what comes)
+            scmd += ["--streams", "8"]
     elif tool.startswith("wdt"):
         host = url.split("://", 1)[1].split("?", 1)[0]
         scmd = [WDT, "-directory", str(src), "-connection_url", url.replace("://" + host, "://" + ip, 1)] + extra
     else:
         scmd = ["iperf3", "-c", ip, "-p", "5218", "-n", str(tree_bytes(src)), "-C", "bbr"]
-    c0, t0 = busy_seconds(), time.monotonic()
-    tx = subprocess.run(ns("snd", scmd, ns_on), env=env, capture_output=True, text=True, timeout=300)
+    size = tree_bytes(src)
+    limit = max(300, size / 50e6)  # 50 MB/s at the least, on a loaded machine
+    c0, t0, d0 = busy_seconds(), time.monotonic(), disk_counters()
+    tx = subprocess.run(ns("snd", scmd, ns_on), env=env, capture_output=True, text=True, timeout=limit,
+                        start_new_session=True)
     out, err = rx.communicate(timeout=120)
-    t1, c1 = time.monotonic(), busy_seconds()
+    t1, c1, d1 = time.monotonic(), busy_seconds(), disk_counters()
     u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     tool_cpu = (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
     if tx.returncode != 0 or rx.returncode != 0:
         sys.exit(f"{tool}: sender {tx.returncode} {tx.stderr[-800:]}\nreceiver {rx.returncode} {err[-800:]}")
-    size = tree_bytes(src)
     if not tool.startswith("iperf3"):
         got = tree_bytes(dst)
         assert got == size, f"{tool}: received {got} of {size} bytes"
     rec = {"tool": tool, "bytes": size, "seconds": t1 - t0, "mb_s": size / (t1 - t0) / 1e6, "cpu_s_per_gb": (c1 - c0) / (size / 1e9),
-           "tool_cpu_s_per_gb": tool_cpu / (size / 1e9), "loadavg": os.getloadavg()[0]}
+           "tool_cpu_s_per_gb": tool_cpu / (size / 1e9), "loadavg": os.getloadavg()[0],
+           "disk_util": (d1[2] - d0[2]) / 1e3 / (t1 - t0), "disk_read_mb_s": (d1[0] - d0[0]) * 512 / (t1 - t0) / 1e6,
+           "disk_write_mb_s": (d1[1] - d0[1]) * 512 / (t1 - t0) / 1e6,
+           "machine_busy": (c1 - c0) / (t1 - t0) / os.cpu_count(), "when": time.strftime("%H:%M:%S", time.gmtime())}
+    if COLD["on"]:
+        # What the tool left in the page cache to be written (WDT writes through it, sluice's
+        # direct path does not): the time to flush it, outside the run's time, said beside it.
+        s0 = time.monotonic()
+        subprocess.run(["sync"], check=True)
+        rec["sync_after_s"] = time.monotonic() - s0
+    if COLD["check"] and not tool.startswith("iperf3"):
+        rec["check_s"] = check_copy(COLD["check"], dst)
     if tool.startswith("sluice"):
         s = json.loads(tx.stdout.strip().splitlines()[-1])
         rec["encryption"] = s["encryption"]
@@ -204,15 +274,20 @@ def main():
     ap.add_argument("--tools", default="",
                     help="loopback: which of sluice-enc, sluice-old-enc, sluice-enc-openssl, wdt-enc, sluice-clear, "
                          "wdt-clear run (default: sluice-enc, wdt-enc and the clear ones); veth: which of sluice "
-                         "(encrypted), sluice-old, sluice-openssl, "
+                         "(encrypted), sluice-s8 (encrypted, 8 streams), sluice-old, sluice-openssl, "
                          "wdt-enc, sluice-clear, wdt-clear (default: sluice, wdt-enc); one bench-lock call stays short")
     ap.add_argument("--old-sluice", help="the binary the sluice-old* tools run (an earlier build, for a before/after)")
     ap.add_argument("--set-names", default="large,minor", help="veth, 1gbit: which sets")
     ap.add_argument("--out", default="/work/data/h18/bench/results.jsonl")
+    ap.add_argument("--cold", action="store_true",
+                    help="each run from a cold page cache (sync, drop_caches) instead of a warmed source: a set "
+                         "larger than the page cache")
+    ap.add_argument("--check", metavar="MANIFEST", help="compare every copy with the set's manifest after its run")
     ap.add_argument("--fresh-dst", action="store_true",
                     help="each run into a new directory, removed when the call ends (no ext4 recently-deleted scan)")
     a = ap.parse_args()
     FRESH["on"] = a.fresh_dst
+    COLD["on"], COLD["check"] = a.cold, a.check
     OLD["sluice"] = a.old_sluice
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -247,9 +322,10 @@ def run_cases(a, work, results):
         try:
             for set_name in a.set_names.split(","):
                 src = Path(a.sets) / set_name
-                warm(src)
+                if not a.cold:
+                    warm(src)
                 if a.case == "veth":
-                    tools = [("sluice", []), ("sluice-old", []), ("sluice-openssl", []), ("wdt-enc", []),
+                    tools = [("sluice", []), ("sluice-s8", []), ("sluice-old", []), ("sluice-openssl", []), ("wdt-enc", []),
                              ("sluice-clear", ["--no-encrypt"]), ("wdt-clear", ["-encryption_type", "none"])]
                     want = a.tools.split(",") if a.tools else ["sluice", "wdt-enc"]
                     tools = [t for t in tools if t[0] in want]

@@ -67,6 +67,16 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
         sh.clients.push_back(std::make_unique<serve::ClientBoard>());
         sh.clients.back()->rows.reserve(serve::ClientTable::kMaxClients);
     }
+    const bool client_certs = !sh.opt.ca_file.empty() || !sh.opt.pins.empty() || !sh.opt.crl_file.empty();
+    if (client_certs && (!sh.opt.get_sessions || sh.opt.cert_file.empty()))
+        throw Error(ErrorCode::usage, "--ca, --pin and --crl judge the sluice port's clients: they need --port and the "
+                                      "server's own --cert and --key");
+    if (sh.opt.get_sessions && !sh.opt.cert_file.empty()) {
+        // The HTTPS certificate authenticates the sluice port too; loaded and checked (with
+        // the client CA, pins and CRL) before anything listens, as the HTTPS one.
+        sh.get_certs = std::make_shared<const tls::CertContext>(
+            Certificates{sh.opt.cert_file, sh.opt.key_file, sh.opt.ca_file, sh.opt.pins, sh.opt.crl_file}, tls::Side::server);
+    }
     if (sh.opt.get_sessions) {
         if (sh.opt.max_get_sessions == 0) throw Error(ErrorCode::usage, "max_get_sessions must be at least 1");
         impl_->get_port = std::make_unique<serve::GetPort>(sh);

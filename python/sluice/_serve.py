@@ -5,7 +5,7 @@ import os
 
 from . import _sluice
 from ._errors import UsageError
-from ._options import DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, _flag, _send_options, parse_size
+from ._options import DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, _certificates, _flag, _send_options, parse_size
 
 
 class Server:
@@ -23,12 +23,16 @@ class Server:
     or "1G"); max_uploads: bodies received at once (more get 503). mptcp: the get port listens
     with Multipath TCP (``--mptcp``; plain TCP clients are still served). cert, key: PEM files
     of a certificate and its key: the HTTP port speaks HTTPS only (``--cert``/``--key``: TLS 1.3,
-    docs/design.md "HTTPS"); a bad file raises UsageError naming it.
+    docs/design.md "HTTPS"), and with ``port`` the same certificate authenticates the sluice port
+    to ``get(..., ca=...)`` or ``pin=``; a bad file raises UsageError naming it. ca, pin, crl
+    (``--ca``/``--pin``/``--crl``, with cert and port): the sluice port requires a client
+    certificate chaining to ca (not revoked by crl) or with one of the pinned keys.
     """
 
     def __init__(self, dir, *, http_port=0, port=None, token=None, public=False, bind_address="", threads=0,
                  max_connections=16384, max_gets=64, get_rate_limit=0, allow_upload=False, sync=False,
-                 max_upload_size="1G", max_uploads=64, verbose=False, mptcp=False, cert=None, key=None):
+                 max_upload_size="1G", max_uploads=64, verbose=False, mptcp=False, cert=None, key=None, ca=None,
+                 pin=None, crl=None):
         for name, value in (("http_port", http_port), ("port", port)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535):
                 raise UsageError(f"{name}={value!r}: expected an int from 0 to 65535")
@@ -43,6 +47,7 @@ class Server:
             "verbose": bool(verbose), "mptcp": _flag(mptcp, "mptcp"),
             "cert": os.fsdecode(os.fspath(cert)) if cert is not None else "",
             "key": os.fsdecode(os.fspath(key)) if key is not None else "",
+            "certificates": _certificates(None, None, ca, pin, crl),
         }
         if opts["mptcp"] and port is None:
             raise UsageError("mptcp=True needs port= (it is for the get sessions' port)")
@@ -81,7 +86,7 @@ def serve(dir, **kwargs):
 
 def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", sync=False, verify=False,
         connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None, progress=None, progress_interval=0.2,
-        cancel=None, connect_back=False, mptcp=False, encrypt=None):
+        cancel=None, connect_back=False, mptcp=False, encrypt=None, cert=None, key=None, ca=None, pin=None, crl=None):
     """Fetches ``sluice://HOST:PORT/PATH`` (a file or a tree, relative to the served directory)
     from a ``sluice serve --port`` into the directory ``dest``, over sluice's protocol with
     ``streams`` streams, a checksum per block, and resume (the same call again continues).
@@ -91,6 +96,10 @@ def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", s
     mptcp_connections say which and why.
     encrypt: None (TLS 1.3 unless the server is on a loopback address), True or False; the
     server follows this side's choice. The stats' encryption fields say what ran.
+    ca, pin, crl, cert, key: certificate mode as ``sluice get --ca/--pin/--crl/--cert/--key``:
+    the server's certificate is verified on the request connection before the request is sent
+    (a server without one raises AuthError); cert and key answer a server that requires a client
+    certificate.
     Returns the receiver's stats as a dict; options, progress, log, cancel and errors as for ``send``."""
     if not isinstance(url, str) or not url.startswith("sluice://"):
         raise UsageError(f"url={url!r}: expected a sluice://HOST:PORT/PATH string")
@@ -103,6 +112,7 @@ def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", s
     opts = _send_options(token=token, streams=streams, block_size=DEFAULT_BLOCK_SIZE, rate_limit=0,
                          send_path="splice", connect_timeout=connect_timeout, idle_timeout=idle_timeout,
                          verbose=verbose, log=log, progress=progress, progress_interval=progress_interval,
-                         cancel=cancel, mptcp=mptcp, encrypt=encrypt)
+                         cancel=cancel, mptcp=mptcp, encrypt=encrypt,
+                         certificates=_certificates(cert, key, ca, pin, crl))
     opts.update(recv_path=recv_path, sync=bool(sync), verify=bool(verify), connect_back=bool(connect_back))
     return _sluice.get(f"sluice://{host_port}/{query}", path, os.fsdecode(os.fspath(dest)), opts)

@@ -42,6 +42,12 @@ ServeOptions serve_options(const py::dict& o) {
     s.get_mptcp = o["mptcp"].cast<bool>();
     s.cert_file = o["cert"].cast<std::string>();
     s.key_file = o["key"].cast<std::string>();
+    if (o.contains("certificates")) { // the sluice port's clients (sluice/_serve.py): ca, pins, crl
+        py::dict c = o["certificates"].cast<py::dict>();
+        s.ca_file = c["ca"].cast<std::string>();
+        s.pins = c["pins"].cast<std::vector<std::string>>();
+        s.crl_file = c["crl"].cast<std::string>();
+    }
     return s;
 }
 
@@ -114,6 +120,7 @@ void bind_serve(py::module_& m) {
             g.connect_back = o["connect_back"].cast<bool>();
             g.mptcp = so.mptcp;
             g.encrypt = so.encrypt;
+            g.certificates = so.certificates;
             return get(from, remote_path, dest, g);
         });
     });

@@ -1,5 +1,5 @@
-"""Certificates made with openssl at run time (never committed), for the certificate-mode
-tests (test_certificates.py) and HTTPS on `sluice serve` (test_serve_https.py)."""
+"""Certificates and CRLs made with openssl at run time (never committed), for the certificate-mode
+tests (test_certificates.py, test_serve_get_certificates.py) and HTTPS on `sluice serve` (test_serve_https.py)."""
 import hashlib
 import subprocess
 
@@ -34,3 +34,43 @@ def pin_of(cert):
     der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=pub, check=True,
                          capture_output=True).stdout
     return "sha256:" + hashlib.sha256(der).hexdigest()
+
+
+CA_CONF = """[ ca ]
+default_ca = here
+[ here ]
+database = index.txt
+crlnumber = crlnumber
+default_md = sha256
+default_crl_days = 2
+certificate = {ca}.pem
+private_key = {ca}.key
+"""
+
+
+def ca_db(d, ca):
+    """An `openssl ca` database in d for the CA ca (its .pem and .key in d)."""
+    (d / "index.txt").write_text("")
+    (d / "crlnumber").write_text("01\n")
+    (d / "ca.cnf").write_text(CA_CONF.format(ca=ca))
+
+
+def gencrl(d, out, *extra):
+    openssl("ca", "-config", "ca.cnf", "-gencrl", "-out", out, *extra, cwd=d)
+    return d / out
+
+
+def crls_of(d, ca, revoked):
+    """Two CRLs of the CA ca (its .pem and .key in d): one revoking nothing, one revoking the
+    certificates named (made by signed() in d)."""
+    ca_db(d, ca)
+    none = gencrl(d, "crl-none.pem")
+    for name in revoked:
+        openssl("ca", "-config", "ca.cnf", "-revoke", f"{name}.pem", cwd=d)
+    return none, gencrl(d, "crl-revoked.pem")
+
+
+def serial_of(cert):
+    out = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-serial"], check=True, capture_output=True,
+                         text=True).stdout
+    return out.strip().split("=", 1)[1]

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 import sluice_wire as w
-from certs import new_key_and_csr, openssl, pin_of, self_signed, signed
+from certs import ca_db, crls_of, gencrl, new_key_and_csr, openssl, pin_of, self_signed, serial_of, signed
 from conftest import SLUICE, run_sluice, write_random
 
 
@@ -259,37 +259,7 @@ def test_the_sender_refuses_the_receivers_certificate_in_mutual_tls(tmp_path, re
     assert not (tmp_path / "dst" / "src" / "big.bin").exists()
 
 
-# --crl (h18j): certificate revocation lists made here by `openssl ca` at run time.
-CA_CONF = """[ ca ]
-default_ca = here
-[ here ]
-database = index.txt
-crlnumber = crlnumber
-default_md = sha256
-default_crl_days = 2
-certificate = {ca}.pem
-private_key = {ca}.key
-"""
-
-
-def ca_db(d, ca):
-    """An `openssl ca` database in d for the CA ca (its .pem and .key in d)."""
-    (d / "index.txt").write_text("")
-    (d / "crlnumber").write_text("01\n")
-    (d / "ca.cnf").write_text(CA_CONF.format(ca=ca))
-
-
-def gencrl(d, out, *extra):
-    openssl("ca", "-config", "ca.cnf", "-gencrl", "-out", out, *extra, cwd=d)
-    return d / out
-
-
-def serial_of(cert):
-    out = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-serial"], check=True, capture_output=True,
-                         text=True).stdout
-    return out.strip().split("=", 1)[1]
-
-
+# --crl (h18j): certificate revocation lists made here by `openssl ca` at run time (certs.py).
 @pytest.fixture(scope="module")
 def crls(tmp_path_factory, pki):
     """CRLs of pki's CA: none revoked, two revoked (a receiver's and a sender's certificate
@@ -300,11 +270,7 @@ def crls(tmp_path_factory, pki):
     out["recv"], out["recv_key"] = signed(d, "revokedrecv", "ca")
     out["sender"], out["sender_key"] = signed(d, "revokedsender", "ca")
     out["good_sender"], out["good_sender_key"] = signed(d, "goodsender", "ca")
-    ca_db(d, "ca")
-    out["none"] = gencrl(d, "crl-none.pem")
-    for c in ("revokedrecv", "revokedsender"):
-        openssl("ca", "-config", "ca.cnf", "-revoke", f"{c}.pem", cwd=d)
-    out["revoked"] = gencrl(d, "crl-revoked.pem")
+    out["none"], out["revoked"] = crls_of(d, "ca", ["revokedrecv", "revokedsender"])
     out["expired"] = gencrl(d, "crl-expired.pem", "-crl_lastupdate", "20200101000000Z", "-crl_nextupdate",
                             "20200102000000Z")
     o = tmp_path_factory.mktemp("otherpki")

@@ -113,3 +113,30 @@ def test_crl_accepts_a_certificate_it_does_not_list_and_refuses_a_revoked_one(tm
     with pytest.raises(sluice.AuthError, match="revoked"):
         served.join()
     assert not (dst2 / "src").exists()
+
+
+def test_get_verifies_a_servers_certificate(tmp_path, cert):
+    """sluice.get(ca=/pin=) against sluice.serve(cert=, key=, port=) (h18o): a pinned server
+    is served encrypted and counted in certificate mode; a wrong pin raises AuthError naming
+    the server's pin, and writes nothing; a server that requires client certificates (ca=)
+    refuses a client without one."""
+    c, k, pin = cert
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "f.bin").write_bytes(bytes(range(256)) * 4096)
+    for d in "abc":
+        (tmp_path / d).mkdir()
+    with sluice.serve(root, http_port=0, port=0, public=True, bind_address="127.0.0.1", threads=1, cert=c,
+                      key=k) as srv:
+        url = f"sluice://127.0.0.1:{srv.get_port}/f.bin"
+        got = sluice.get(url, tmp_path / "a", pin=pin)
+        assert (tmp_path / "a" / "f.bin").read_bytes() == (root / "f.bin").read_bytes()
+        assert got["encryption"].startswith("tls13-")
+        with pytest.raises(sluice.AuthError, match=pin):
+            sluice.get(url, tmp_path / "b", pin="sha256:" + "0" * 64)
+        assert not (tmp_path / "b" / "f.bin").exists()
+        assert srv.stats()["get_sessions_certificate"] == 2
+    with sluice.serve(root, http_port=0, port=0, public=True, bind_address="127.0.0.1", threads=1, cert=c, key=k,
+                      pin=pin) as srv:
+        with pytest.raises(sluice.AuthError, match="requires a certificate from this side"):
+            sluice.get(f"sluice://127.0.0.1:{srv.get_port}/f.bin", tmp_path / "c", pin=pin)

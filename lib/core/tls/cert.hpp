@@ -39,6 +39,8 @@ public:
     CertOutcome handshake(int fd, const std::string& host, const std::string& peer) const;
     // "sha256:HEX" of this side's certificate's key, the value the peer pins; empty without --cert.
     const std::string& own_spki() const { return own_spki_; }
+    // A server that requires the client's certificate (it has --ca or --pin).
+    bool verifies_peer() const { return !ca_file_.empty() || !pins_.empty(); }
 
 private:
     struct CtxFree {

@@ -58,6 +58,7 @@ const char* get_status_text(GetStatus s) {
     case GetStatus::busy: return "the server is at its limit of get sessions";
     case GetStatus::bad_request: return "request refused";
     case GetStatus::missing_feature: return "a feature is missing";
+    case GetStatus::certificate_required: return "a client certificate is required";
     }
     return "unknown status";
 }
@@ -159,7 +160,7 @@ GetReply decode_get_reply(Span in) {
     ByteReader r(in, "GET_REPLY");
     GetReply p;
     uint8_t s = r.u8();
-    if (s > static_cast<uint8_t>(GetStatus::missing_feature)) bad("GET_REPLY: unknown status " + std::to_string(s));
+    if (s > static_cast<uint8_t>(GetStatus::certificate_required)) bad("GET_REPLY: unknown status " + std::to_string(s));
     p.status = static_cast<GetStatus>(s);
     read_array(r, p.mac);
     p.files = r.u64();

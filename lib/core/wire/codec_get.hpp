@@ -20,6 +20,14 @@ inline constexpr uint8_t kGetDone = 0x63;    // server -> client: how the transf
 inline constexpr uint8_t kGetAttach = 0x64;  // client -> server, instead of GET_REQUEST: this connection is a stream of that get
 inline constexpr uint32_t kMaxGetPayload = 16384;
 inline constexpr uint16_t kFeatureGetSessions = 1u << 5; // the brief's bit 5 (both hellos)
+// GET_HELLO bit 6 (issue 18, h18o): the server has a certificate on this port (serve --cert/--key).
+// A client that verifies servers (get --ca/--pin) then begins a TLS 1.3 handshake on the request
+// connection instead of sending GET_REQUEST, and every later frame on it is in TLS records; a
+// client that sees no bit refuses (no fallback to an unauthenticated request).
+inline constexpr uint16_t kFeatureGetCertificate = 1u << 6;
+// The first byte of a TLS record carrying a handshake (RFC 8446 5.1): what the server reads first
+// on a request connection whose client begins TLS; never a get frame's type (0x60-0x64).
+inline constexpr uint8_t kTlsHandshakeRecord = 0x16;
 inline constexpr size_t kMaxReceiverTokenBytes = 128;
 // GET_REQUEST features: what the client's receiver chose about encryption (h15i), so a
 // server that sends with send() (a session thread) makes the same choice; neither bit: a
@@ -46,7 +54,17 @@ struct GetRequest {
     std::array<unsigned char, kMacBytes> mac{}; // HMAC of the server's token (zeros when the server is public)
 };
 
-enum class GetStatus : uint8_t { ok = 0, bad_token = 1, not_found = 2, busy = 3, bad_request = 4, missing_feature = 5 };
+// certificate_required (h18o): the server verifies its clients' certificates (serve --ca/--pin)
+// and this request came in clear; a client from before reads it as an unknown status (refused too).
+enum class GetStatus : uint8_t {
+    ok = 0,
+    bad_token = 1,
+    not_found = 2,
+    busy = 3,
+    bad_request = 4,
+    missing_feature = 5,
+    certificate_required = 6,
+};
 const char* get_status_text(GetStatus s);
 
 struct GetReply {

@@ -42,6 +42,12 @@ struct GetOptions {
     // The transfer's connections (ServerHello's bit 3): automatic encrypts unless the server
     // is on a loopback address; the server follows this side's choice.
     Encrypt encrypt = Encrypt::automatic;
+    // Certificate mode (docs/guarantees.md, "Certificates"): ca_file and/or pins verify the
+    // server (its `serve --cert`) in a TLS 1.3 handshake on the request connection before the
+    // request is sent; cert_file and key_file answer a server that asks for a client certificate
+    // (`serve --ca`/`--pin`); crl_file needs ca_file. A server without a certificate is refused
+    // (auth), never asked unauthenticated. Turns encryption on (off with it is a usage error).
+    Certificates certificates;
     bool verbose = false;
     LogFn log;
     Progress* progress = nullptr;

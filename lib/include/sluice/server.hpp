@@ -63,8 +63,17 @@ struct ServeOptions {
     // http/1.1) with this certificate (PEM, leaf first) and key; the handshake is stepped on the
     // ring threads and responses are sealed by the record engine (docs/design.md, "HTTPS").
     // Checked when the Server is made (usage error naming the file and the reason).
+    // With get_sessions, the same certificate authenticates the server on its sluice port to a
+    // `sluice get --ca/--pin` (docs/protocol.md, "Get sessions", certificate mode).
     std::string cert_file;
     std::string key_file;
+    // The sluice port's clients in certificate mode (need cert_file and get_sessions): a client
+    // must show a certificate chaining to a CA in ca_file (and not revoked by crl_file) and/or
+    // whose key is one of pins ("sha256:HEX"); a request without one is refused. The HTTP port
+    // does not ask for client certificates.
+    std::string ca_file;
+    std::vector<std::string> pins;
+    std::string crl_file;
     bool verbose = false;
     LogFn log; // one line per event worth a line (start-up, paths chosen); default: dropped
 };
@@ -117,6 +126,11 @@ struct ServeStats {
     uint64_t get_sessions_ring = 0;
     uint64_t get_sessions_ring_encrypted = 0;
     uint64_t get_sessions_thread = 0;
+    // Of all get sessions: requests in certificate mode (a TLS 1.3 handshake with the server's
+    // certificate on the request connection; sent by a session thread), and those whose
+    // certificate handshake failed (a client refusing the server's certificate, or refused its own).
+    uint64_t get_sessions_certificate = 0;
+    uint64_t get_certificate_failed = 0;
     std::string get_path;
     // HTTPS (cert_file): handshakes ended, refused or abandoned (a bad ClientHello, a client
     // refusing the certificate, a client that closed mid-handshake, plain HTTP: also counted

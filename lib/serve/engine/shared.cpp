@@ -74,6 +74,8 @@ ServeStats Shared::snapshot() {
     s.get_sessions_ring = get_ring.load();
     s.get_sessions_ring_encrypted = get_ring_encrypted.load();
     s.get_sessions_thread = get_thread.load();
+    s.get_sessions_certificate = get_certificate.load();
+    s.get_certificate_failed = get_certificate_failed.load();
     s.get_path = get_path;
     return s;
 }
@@ -133,6 +135,8 @@ std::string ServeStats::to_json() const {
     num("get_sessions_ring", get_sessions_ring);
     num("get_sessions_ring_encrypted", get_sessions_ring_encrypted);
     num("get_sessions_thread", get_sessions_thread);
+    num("get_sessions_certificate", get_sessions_certificate);
+    num("get_certificate_failed", get_certificate_failed);
     str("get_path", get_path);
     o += std::string("\"https\":") + (https ? "true" : "false") + ",";
     num("tls_handshakes", tls_handshakes);

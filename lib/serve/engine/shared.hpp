@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "core/tls/cert.hpp"
 #include "core/tls/web_handshake.hpp"
 #include "serve/engine/clients.hpp"
 #include "sluice/server.hpp"
@@ -75,6 +76,10 @@ struct Shared {
     std::atomic<uint64_t> get_ring{0}, get_thread{0}; // transfers on the get ring / by a session thread
     std::atomic<uint64_t> get_ring_encrypted{0};      // of get_ring: the receiver encrypted (TLS on the ring)
     std::atomic<unsigned> get_admitted{0};            // sessions holding a --max-gets place (serve/get/admission.hpp)
+    // The sluice port's certificate (cert_file with get_sessions): a client that verifies the
+    // server runs a TLS 1.3 handshake with it on its request connection (serve/get/get_session.cpp).
+    std::shared_ptr<const tls::CertContext> get_certs;
+    std::atomic<uint64_t> get_certificate{0}, get_certificate_failed{0};
     // Which paths ran, as the first thread found them (the same kernel for all).
     std::mutex paths_mu;
     std::string recv_path, accept_path, cold_check_text, ring_mode;

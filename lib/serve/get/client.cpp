@@ -4,6 +4,8 @@
 // does (resume included: its journal is keyed by the destination's temporary names). A
 // thread waits on the request connection for GET_DONE, so a server-side failure (or the
 // server vanishing) cancels the Receiver instead of leaving it to its idle timeout.
+// Certificate mode (GetOptions::certificates): the request connection first runs a TLS 1.3
+// handshake that verifies the server's certificate, and its frames travel in records after it.
 #include "sluice/get.hpp"
 
 #include <sys/socket.h>
@@ -15,7 +17,9 @@
 #include "core/io/mptcp.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/tcp_tuning.hpp"
+#include "core/tls/cert.hpp"
 #include "core/tls/policy.hpp"
+#include "core/tls/relay.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec_get.hpp"
 
@@ -36,7 +40,8 @@ T read_get_frame(int fd, uint8_t type, const char* what, Decode decode) {
 
 ErrorCode code_of(GetStatus s) {
     switch (s) {
-    case GetStatus::bad_token: return ErrorCode::auth;
+    case GetStatus::bad_token:
+    case GetStatus::certificate_required: return ErrorCode::auth;
     case GetStatus::not_found: return ErrorCode::source;
     case GetStatus::busy: return ErrorCode::network;
     case GetStatus::ok:
@@ -102,6 +107,15 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
         }
     }
     const std::string server = from.host + ":" + std::to_string(from.port);
+    // Certificate mode: the files are checked before anything is asked of the server.
+    std::unique_ptr<tls::CertContext> certs;
+    const Encrypt encrypt = tls::with_certificates(o.encrypt, o.certificates); // on: the transfer's PSK is what binds it
+    if (o.certificates.any()) {
+        if (o.certificates.ca_file.empty() && o.certificates.pins.empty())
+            throw Error(ErrorCode::usage, "certificate mode: sluice get needs --ca FILE or --pin sha256:HEX to verify the "
+                                          "server (--cert, --key and --crl go with them)");
+        certs = std::make_unique<tls::CertContext>(o.certificates, tls::Side::client);
+    }
 
     RecvOptions ro;
     // Connecting out, the Receiver's own port is not used: kept off the network.
@@ -113,7 +127,7 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
     ro.confine_links = true; // the server is not ours to trust: no link in dest may lead out of it
     ro.idle_timeout_ms = o.idle_timeout_ms;
     ro.mptcp = o.mptcp;
-    ro.encrypt = o.encrypt;
+    ro.encrypt = encrypt;
     ro.verbose = o.verbose;
     ro.log = o.log;
     ro.progress = o.progress;
@@ -140,12 +154,43 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
         throw Error(ErrorCode::protocol, "server " + server + " lacks feature bit 5 (get sessions)");
     if (hello.token_required && from.token.empty())
         throw Error(ErrorCode::usage, "server " + server + " requires a token (give ?token= in the URL, or a token file)");
+    // The receiver decides each connection by the server's address (or the option), as this
+    // request's connection sees it: told to the server for its send() (a session thread).
+    const bool encrypted = tls::wants_encryption(encrypt, conn.get());
+
+    // Certificate mode: from here the request connection is a relay's plain end (its records
+    // sealed and opened by the relay's threads); fd is the one every later frame uses.
+    Verdict broke; // why the relay's connection failed (a refusal of our certificate is an alert)
+    std::unique_ptr<tls::Relay> relay;
+    UniqueFd plain;
+    int fd = conn.get();
+    if (certs) {
+        if (!(hello.features & wire::kFeatureGetCertificate))
+            throw Error(ErrorCode::auth, "server " + server + " has no certificate on its sluice port (it was not started "
+                                         "with --cert and --key): the request is not sent unauthenticated (--ca and --pin "
+                                         "verify a server; without them the server is not verified)");
+        tls::CertOutcome r = certs->handshake(conn.get(), from.host, "server " + server);
+        if (o.verbose && o.log)
+            o.log("server " + server + ": certificate verified (" +
+                  (o.certificates.ca_file.empty() ? std::string("--pin") : "--ca " + o.certificates.ca_file) + "), key " +
+                  r.peer_spki + "; the request connection is TLS 1.3");
+        relay = std::make_unique<tls::Relay>(std::move(conn), r.keys, "the get request connection",
+                                             [&broke](const Error& e) { broke.set(e); });
+        plain = relay->take_plain();
+        fd = plain.get();
+        set_io_timeout(fd, step_ms);
+    } else if ((hello.features & wire::kFeatureGetCertificate) && o.verbose && o.log) {
+        o.log("server " + server + " has a certificate on its sluice port; this get does not verify it (give --ca FILE or "
+              "--pin sha256:HEX to)");
+    }
+    auto relay_failure = [&broke]() -> std::optional<Error> {
+        std::lock_guard lock(broke.mu);
+        return broke.failure;
+    };
 
     wire::GetRequest q;
     q.streams = static_cast<uint16_t>(o.streams);
-    // The receiver decides each connection by the server's address (or the option), as this
-    // request's connection sees it: told to the server for its send() (a session thread).
-    q.features |= tls::wants_encryption(o.encrypt, conn.get()) ? wire::kGetEncrypted : wire::kGetClear;
+    q.features |= encrypted ? wire::kGetEncrypted : wire::kGetClear;
     q.reply_port = o.connect_back ? rx.port() : 0;
     q.receiver_token = ro.token;
     q.path = path;
@@ -156,8 +201,14 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
         wire::Mac mac = wire::client_hello_mac(from.token, hello.nonce, wire::get_request_signed_part(req));
         std::copy(mac.begin(), mac.end(), req.end() - static_cast<long>(mac.size()));
     }
-    send_all(conn.get(), req, "GET_REQUEST");
-    auto reply = read_get_frame<wire::GetReply>(conn.get(), wire::kGetReply, "GET_REPLY", wire::decode_get_reply);
+    wire::GetReply reply;
+    try {
+        send_all(fd, req, "GET_REQUEST");
+        reply = read_get_frame<wire::GetReply>(fd, wire::kGetReply, "GET_REPLY", wire::decode_get_reply);
+    } catch (const Error&) {
+        if (std::optional<Error> why = relay_failure()) throw *why; // e.g. the server refused our certificate
+        throw;
+    }
     if (reply.status != GetStatus::ok)
         throw Error(code_of(reply.status),
                     "server " + server + ": " + wire::get_status_text(reply.status) + ": " + reply.message +
@@ -174,21 +225,22 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
     if (!o.connect_back) attach_connections(from, server, q.nonce, 1 + o.streams, step_ms, o.mptcp, rx);
 
     // No deadline on GET_DONE itself: the transfer's liveness is the Receiver's idle timeout.
-    set_io_timeout(conn.get(), 0);
+    set_io_timeout(fd, 0);
     Verdict verdict;
     std::thread watcher([&] {
         try {
             // A tick, so that a cancel from the caller is seen while the server is quiet.
-            while (!wait_readable_for(conn.get(), 200)) {
+            while (!wait_readable_for(fd, 200)) {
                 if (o.cancel && o.cancel->load()) {
                     rx.cancel();
                     return;
                 }
             }
-            auto done = read_get_frame<wire::GetDone>(conn.get(), wire::kGetDone, "GET_DONE", wire::decode_get_done);
+            auto done = read_get_frame<wire::GetDone>(fd, wire::kGetDone, "GET_DONE", wire::decode_get_done);
             if (done.status == 0) return;
             verdict.set(Error(code_of_done(done.status), "server " + server + ": " + done.message, ErrorCause::peer_aborted));
         } catch (const Error& e) {
+            if (std::optional<Error> why = relay_failure()) verdict.set(*why);
             verdict.set(Error(e.code(), "server " + server + ": the get connection ended before GET_DONE: " + e.what(), e.cause()));
         }
         rx.cancel();
@@ -202,7 +254,7 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
         }
     };
     try {
-        Join join{watcher, conn.get()};
+        Join join{watcher, fd};
         return rx.wait();
     } catch (const Error& e) {
         std::lock_guard lock(verdict.mu);

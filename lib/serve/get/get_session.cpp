@@ -3,11 +3,14 @@
 // --connect-back, --get-rate-limit, ...). Here: the checks again (judge.hpp), GET_REPLY, the
 // transfer to the client's receiver by the public send() (1 + N threads, as `sluice send`),
 // GET_DONE. The reply has the request deadline; the transfer has send()'s own deadlines.
+// In certificate mode (the client began TLS: Asked::tls) the thread first runs the handshake
+// with the port's certificate and reads GET_REQUEST through the records.
 #include <fcntl.h>
 #include <sys/socket.h>
 
 #include "core/io/socket.hpp"
 #include "core/io/tcp_tuning.hpp"
+#include "core/tls/relay.hpp"
 #include "core/wire/codec_get.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/get/session_threads.hpp"
@@ -98,11 +101,68 @@ void session(Shared& sh, Attachments& att, Asked& a, const std::atomic<bool>& ca
     send_all(fd, out, "GET_DONE");
 }
 
+// Certificate mode: the TLS 1.3 handshake with the port's certificate (the client verifies it;
+// with --ca/--pin this side verifies the client's), then the request connection is a relay's
+// plain end (core/tls/relay.hpp): GET_REQUEST is read here through the records, as the ring
+// reads it in clear (header, then at most kMaxGetPayload), and session() runs as for any
+// request, its reply and GET_DONE sealed by the relay. The receiver_token the request carries
+// travels only inside this authenticated session, so the transfer's PSK handshakes (keyed by
+// it) admit only a receiver that this client started.
+void tls_session(Shared& sh, Attachments& att, Asked& a, const std::atomic<bool>& cancel) {
+    const int tcp = a.fd.get();
+    const int fl = ::fcntl(tcp, F_GETFL);
+    if (fl >= 0) ::fcntl(tcp, F_SETFL, fl & ~O_NONBLOCK);
+    const int deadline_ms = rtt_scaled_ms(sh.opt.request_timeout_ms, a.rtt_us);
+    set_io_timeout(tcp, deadline_ms);
+    const PeerAddress p = peer_address(tcp);
+    a.host = p.host;
+    a.peer_port = p.port;
+    const std::string who = "the client " + (p.host.empty() ? std::string("(address unknown)") : p.host);
+    bool counted = false; // once session() runs, it counts the outcome
+    try {
+        tls::CertOutcome r;
+        try {
+            r = sh.get_certs->handshake(tcp, "", who + " (get request connection)");
+        } catch (const Error&) {
+            sh.get_certificate_failed.fetch_add(1);
+            throw;
+        }
+        a.client_spki = r.peer_spki;
+        tls::Relay relay(std::move(a.fd), r.keys, "the get request connection", nullptr);
+        a.fd = relay.take_plain();
+        struct ClosePlain { // before the relay ends: it sends what was written, then closes
+            Asked& a;
+            ~ClosePlain() { a.fd.reset(); }
+        } close_plain{a};
+        set_io_timeout(a.fd.get(), deadline_ms);
+        a.frame.resize(wire::kFrameHeaderBytes);
+        recv_exact(a.fd.get(), a.frame, "GET_REQUEST");
+        uint8_t type = wire::kGetRequest;
+        const uint32_t len = wire::decode_get_first_header(wire::Span(a.frame), &type);
+        if (type != wire::kGetRequest)
+            throw Error(ErrorCode::protocol, who + " sent GET_ATTACH on a certificate-mode request connection");
+        a.frame.resize(wire::kFrameHeaderBytes + len);
+        recv_exact(a.fd.get(), std::span(a.frame).subspan(wire::kFrameHeaderBytes), "GET_REQUEST");
+        a.q = wire::decode_get_request(wire::Span(a.frame).subspan(wire::kFrameHeaderBytes));
+        if (sh.opt.verbose && sh.opt.log)
+            sh.opt.log("get request from " + a.host + " in certificate mode" +
+                       (a.client_spki.empty() ? std::string() : ", client key " + a.client_spki));
+        counted = true;
+        session(sh, att, a, cancel);
+    } catch (const Error&) {
+        if (!counted) sh.get_failed.fetch_add(1);
+        throw;
+    }
+}
+
 } // namespace
 
 void serve_get_session(Shared& sh, Attachments& att, Asked a, const std::atomic<bool>& cancel) {
     try {
-        session(sh, att, a, cancel);
+        if (a.tls)
+            tls_session(sh, att, a, cancel);
+        else
+            session(sh, att, a, cancel);
     } catch (const Error& e) {
         // The client went away before the transfer, or the server could not open what it asked.
         if (sh.opt.verbose && sh.opt.log) sh.opt.log(std::string("get session: ") + e.what());

@@ -65,6 +65,10 @@ Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ri
                                                       std::to_string(wire::kVersion) + ")");
     if (!(q.features & wire::kFeatureGetSessions))
         return refuse(GetStatus::missing_feature, "the request lacks feature bit 5 (get sessions)");
+    if (sh.get_certs && sh.get_certs->verifies_peer() && !a.tls)
+        return refuse(GetStatus::certificate_required, "this server verifies its clients (serve --ca/--pin): give sluice "
+                                                       "get --cert FILE --key FILE, and --ca FILE or --pin sha256:HEX to "
+                                                       "verify the server");
     wire::Mac mac{};
     if (a.hello.token_required) {
         wire::Mac want = wire::client_hello_mac(sh.opt.token, a.hello.nonce, wire::get_request_signed_part(a.frame));

@@ -26,6 +26,10 @@ struct Asked {
     uint32_t rtt_us = 0;  // the TCP handshake's round trip: deadlines scale with it
     std::string why_thread; // why a session thread sends it (said in -v); empty on the ring
     Admission admission;    // a session thread's place under --max-gets, given back with it
+    // Certificate mode: the client began TLS instead of a frame (ring_request.hpp); the thread
+    // runs the handshake, then reads the request through the records (get_session.cpp).
+    bool tls = false;
+    std::string client_spki; // certificate mode: "sha256:HEX" of the client's key, if it showed a certificate
 };
 
 struct Judged {

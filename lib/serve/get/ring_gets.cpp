@@ -78,6 +78,30 @@ std::string RingGets::not_on_ring(const Asked& a) const {
     return "";
 }
 
+// Certificate mode: the handshake and everything after it run on a session thread (blocking
+// OpenSSL, then the request through a relay), which takes a --max-gets place before it
+// starts: so handshakes in progress are bounded as sessions are. Over the bound the connection
+// is closed (there is no way to say "busy" in clear to a client that began TLS).
+void RingGets::on_tls(RingRequest& r) {
+    Asked& a = r.asked();
+    sh_.get_sessions.fetch_add(1);
+    sh_.get_certificate.fetch_add(1);
+    Admission admission = Admission::take(sh_.get_admitted, sh_.opt.max_get_sessions);
+    if (!admission) {
+        sh_.get_failed.fetch_add(1);
+        if (sh_.opt.verbose && sh_.opt.log)
+            sh_.opt.log("get session in certificate mode: closed before its handshake: the server is sending " +
+                        std::to_string(sh_.opt.max_get_sessions) + " gets (--max-gets)");
+        r.take();
+        return;
+    }
+    a.tls = true;
+    a.why_thread = "certificate mode (the request's TLS handshake and records on a session thread)";
+    a.admission = std::move(admission);
+    if (!threads_.start(a)) sh_.get_failed.fetch_add(1);
+    r.take();
+}
+
 void RingGets::on_request(RingRequest& r) {
     Asked& a = r.asked();
     if (sh_.opt.get_mptcp && sh_.opt.verbose && sh_.opt.log) {
@@ -143,6 +167,7 @@ void RingGets::start_session(RingStart s, int64_t now) {
 void RingGets::after(uint32_t slot, int64_t now) {
     RingRequest& r = *requests_[slot];
     using St = RingRequest::St;
+    if (r.state() == St::tls) on_tls(r);
     if (r.state() == St::request) on_request(r);
     if (r.state() == St::attach) {
         const std::string host = peer_address(r.asked().fd.get()).host;

@@ -33,7 +33,8 @@ private:
     void arm_accept();
     void on_accept(Completion& c, int64_t now);
     void after(uint32_t slot, int64_t now); // acts on what request `slot` came to
-    void on_request(RingRequest& r); // a request read: refused, to the ring once replied, or to a thread
+    void on_request(RingRequest& r);
+    void on_tls(RingRequest& r); // a request read: refused, to the ring once replied, or to a thread
     void start_session(RingStart s, int64_t now);
     std::string not_on_ring(const Asked& a) const;
 

@@ -30,6 +30,10 @@ RingRequest::RingRequest(UniqueFd fd, Shared& sh, Ring& ring, uint64_t tag_base,
     asked_.rtt_us = smoothed_rtt_us(asked_.fd.get());
     deadline_ms_ = now_ms + rtt_scaled_ms(sh.opt.request_timeout_ms, asked_.rtt_us);
     asked_.hello.token_required = !sh.opt.public_reads;
+    if (sh.get_certs) {
+        asked_.hello.features |= wire::kFeatureGetCertificate;
+        peeked_ = false;
+    }
     wire::random_bytes(asked_.hello.nonce);
     encode_get_hello(out_, asked_.hello);
     in_.reserve(wire::kFrameHeaderBytes + wire::kMaxGetPayload);
@@ -118,7 +122,29 @@ void RingRequest::drain() {
     }
 }
 
+// A client that verifies the server begins a TLS handshake where a frame would be: looked at
+// (MSG_PEEK, so OpenSSL reads the whole ClientHello on the session thread), never read here.
+bool RingRequest::peek_tls() {
+    for (;;) {
+        unsigned char b = 0;
+        ssize_t n = ::recv(asked_.fd.get(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && would_block(errno)) {
+            if (!rd_c_.busy()) ring_.poll(rd_c_, asked_.fd.get(), POLLIN);
+            return false;
+        }
+        if (n <= 0) {
+            close(); // the client went before its first byte: nobody to answer
+            return false;
+        }
+        peeked_ = true;
+        if (b == wire::kTlsHandshakeRecord) st_ = St::tls;
+        return true;
+    }
+}
+
 void RingRequest::read_more() {
+    if (!peeked_ && (!peek_tls() || st_ != St::reading)) return;
     // Never past the first frame: what follows an attach belongs to the transfer.
     for (;;) {
         size_t want = wire::kFrameHeaderBytes;

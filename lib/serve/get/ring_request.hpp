@@ -28,6 +28,7 @@ public:
 
     enum class St : uint8_t {
         reading,   // GET_HELLO out, the first frame in
+        tls,       // the client began a TLS handshake (certificate mode): take() it for a session thread
         attach,    // a GET_ATTACH came: nonce() says for which get; take() the connection
         request,   // a GET_REQUEST came: take() it, or reply()
         replying,  // a reply going out; then lingering, or ready
@@ -53,6 +54,7 @@ public:
 
 private:
     void read_more();
+    bool peek_tls(); // certificate mode: true once the first byte is known (st_ is tls when it began TLS)
     void on_frame();
     void refuse(const std::string& why); // a malformed request: bad_request, counted failed
     void flush();
@@ -66,6 +68,7 @@ private:
     wire::Bytes in_, out_;
     size_t out_off_ = 0, drained_ = 0;
     bool ok_reply_ = false;
+    bool peeked_ = true; // set false when this port has a certificate: the first byte is looked at first
     int64_t now_ms_ = 0, deadline_ms_ = 0;
     GetNonce nonce_{};
     Completion rd_c_, wr_c_;
