@@ -5,7 +5,9 @@
 //   floor_put IP PORT     one thread, epoll; keep-alive when the request asks for it (ab -k
 //                         sends HTTP/1.0 with Connection: Keep-Alive), else closed after 201
 // Bench-only: trusts its clients (a head of at most 8 KiB, Content-Length as written).
+#ifndef _GNU_SOURCE // meson may define it already
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

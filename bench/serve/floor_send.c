@@ -9,7 +9,9 @@
 //   floor_send thread IP PORT FILE   a thread per connection, blocking socket, one sendfile
 //                                    of the whole file (the kernel sleeps inside it)
 // Bench-only: trusts its clients (reads one request head of at most 4 KiB, never parses it).
+#ifndef _GNU_SOURCE // meson may define it already
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
