@@ -22,6 +22,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "floor_common.h"
+
 enum { kHead = 8192 };
 
 struct conn {
@@ -45,7 +47,8 @@ static long long content_length(const char* h, size_t len) {
 }
 
 // 1: the connection is done (closed by the client, an error, or answered without keep-alive).
-static int step(struct conn* c) {
+static int step(void* conn) {
+    struct conn* c = conn;
     for (;;) {
         if (c->in_body && c->body == 0) { // whole: answer, then the next request
             const char* a = c->keep ? kKeep : kClose;
@@ -90,41 +93,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
-    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2]))};
-    if (ls < 0 || inet_pton(AF_INET, argv[1], &a.sin_addr) != 1 || bind(ls, (struct sockaddr*)&a, sizeof a) != 0 ||
-        listen(ls, 1024) != 0) {
-        fprintf(stderr, "floor_put: cannot listen on %s:%s: %s\n", argv[1], argv[2], strerror(errno));
-        return 1;
-    }
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev);
-    struct epoll_event evs[64];
-    for (;;) {
-        int n = epoll_wait(ep, evs, 64, -1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return 1;
-        for (int i = 0; i < n; i++) {
-            struct conn* c = evs[i].data.ptr;
-            if (!c) {
-                int fd;
-                while ((fd = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-                    int nd = 1; // a 201 is one small segment: never held back for an ACK
-                    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nd, sizeof nd);
-                    c = calloc(1, sizeof *c);
-                    c->fd = fd;
-                    struct epoll_event ce = {.events = EPOLLIN | EPOLLET | EPOLLRDHUP, .data.ptr = c};
-                    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ce);
-                }
-                continue;
-            }
-            if (step(c)) {
-                close(c->fd);
-                free(c);
-            }
-        }
-    }
+    // a 201 is one small segment: TCP_NODELAY, never held back for an ACK
+    return floor_serve_epoll(floor_listen("floor_put", argv[1], argv[2], SOCK_NONBLOCK), EPOLLIN, sizeof(struct conn), 1,
+                             step);
 }

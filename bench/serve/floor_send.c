@@ -27,6 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "floor_common.h"
+
 enum { kMaxConns = 4096, kHead = 4096 };
 
 static int file_fd;
@@ -44,21 +46,9 @@ struct conn {
 
 static int head_complete(struct conn* c) { return memmem(c->req, (size_t)c->got, "\r\n\r\n", 4) != NULL; }
 
-static int listen_on(const char* ip, int port) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (s < 0 || inet_pton(AF_INET, ip, &a.sin_addr) != 1 || bind(s, (struct sockaddr*)&a, sizeof a) != 0 ||
-        listen(s, 1024) != 0) {
-        fprintf(stderr, "floor_send: cannot listen on %s:%d: %s\n", ip, port, strerror(errno));
-        exit(1);
-    }
-    return s;
-}
-
 // epoll: returns 1 when the connection is finished (sent or failed), 0 when it waits.
-static int step(struct conn* c) {
+static int step(void* conn) {
+    struct conn* c = conn;
     while (!head_complete(c)) {
         if (c->got == kHead) return 1;
         ssize_t n = recv(c->fd, c->req + c->got, (size_t)(kHead - c->got), 0);
@@ -76,35 +66,6 @@ static int step(struct conn* c) {
         if (n == 0) return 1;
     }
     return 1;
-}
-
-static int run_epoll(int ls) {
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev);
-    struct epoll_event evs[64];
-    for (;;) {
-        int n = epoll_wait(ep, evs, 64, -1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return 1;
-        for (int i = 0; i < n; i++) {
-            struct conn* c = evs[i].data.ptr;
-            if (!c) {
-                int fd;
-                while ((fd = accept4(ls, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-                    c = calloc(1, sizeof *c);
-                    c->fd = fd;
-                    struct epoll_event ce = {.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP, .data.ptr = c};
-                    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ce);
-                }
-                continue;
-            }
-            if (step(c)) {
-                close(c->fd); // also leaves the epoll set
-                free(c);
-            }
-        }
-    }
 }
 
 static void* serve_blocking(void* arg) {
@@ -160,8 +121,8 @@ int main(int argc, char** argv) {
     file_size = st.st_size;
     head_len = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %lld\r\nConnection: close\r\n\r\n",
                         (long long)file_size);
-    int ls = listen_on(argv[2], atoi(argv[3]));
-    if (strcmp(argv[1], "thread") == 0) return run_threads(ls);
-    fcntl(ls, F_SETFL, O_NONBLOCK);
-    return run_epoll(ls);
+    int thread = strcmp(argv[1], "thread") == 0;
+    int ls = floor_listen("floor_send", argv[2], argv[3], thread ? 0 : SOCK_NONBLOCK);
+    if (thread) return run_threads(ls);
+    return floor_serve_epoll(ls, EPOLLIN | EPOLLOUT, sizeof(struct conn), 0, step);
 }
