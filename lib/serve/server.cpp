@@ -4,9 +4,7 @@
 #include "sluice/server.hpp"
 
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -49,8 +47,6 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
     sh.root_display = dir.string();
     sh.root.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!sh.root) throw_errno(ErrorCode::destination, "cannot serve '" + sh.root_display + "'");
-    struct statfs fs {};
-    sh.hold_replaced = ::fstatfs(sh.root.get(), &fs) == 0 && fs.f_type == EXT4_SUPER_MAGIC;
     sh.opt = std::move(options);
     if (!sh.opt.cert_file.empty() || !sh.opt.key_file.empty()) {
         // Before any socket listens: a certificate or key that cannot serve is the user's

@@ -259,32 +259,3 @@ def test_sigterm_lets_an_upload_in_flight_finish(server, root):
     rc, out, err = server.stop()
     assert rc == 0, err
     assert (root / "drain.bin").read_bytes() == body
-
-
-def test_replaced_files_are_freed_and_not_held(server, root):
-    # Each PUT over an existing name holds the replaced file (O_PATH) past the rename and frees
-    # it on the pool (on ext4 freeing waits for its writeback): the answers still tell created
-    # from replaced, the name ends with the last body, and once the uploads are done the server
-    # holds no deleted file open (none leaked, whether freed on the pool or inline).
-    before = stats(server)
-    bodies = [os.urandom(3000) for _ in range(40)]
-    codes = []
-    with connect(server.port) as c:  # one keep-alive connection, one PUT after the other
-        reader = Reader(c)
-        for b in bodies:
-            c.sendall(f"PUT /again.bin HTTP/1.1\r\nHost: x\r\n{AUTH}Content-Length: {len(b)}\r\n\r\n".encode() + b)
-            codes.append(reader.response()[0])
-    assert codes == [201] + [200] * 39
-    assert (root / "again.bin").read_bytes() == bodies[-1]
-    after = stats(server)
-    assert after["uploads"] - before["uploads"] == 40
-    assert 0 <= after["replaced_freed_inline"] - before["replaced_freed_inline"] <= 39
-    held = []
-    for _ in range(200):  # bounded: the pool closes them as soon as their writeback allows
-        held = [os.readlink(f"/proc/{server.proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{server.proc.pid}/fd")]
-        held = [h for h in held if h.endswith(" (deleted)")]
-        if not held:
-            break
-        time.sleep(0.05)
-    assert not held, held
-    assert not leftovers(root)

@@ -99,10 +99,6 @@ struct ServeStats {
     uint64_t uploads_open = 0;        // bodies being received now
     uint64_t uploads_failed = 0;      // refused or not completed (the temporary file removed)
     uint64_t upload_bytes = 0;        // body bytes received
-    // Files replaced by an upload and freed on the ring thread, which may wait for the disk
-    // there (ext4 writeback), because the pool was missing (cold_read_threads 0) or had
-    // 64 waiting already; the others are freed on the pool.
-    uint64_t replaced_freed_inline = 0;
     unsigned threads = 0;
     // Per client address, the busiest 100 by recent rate (up to 200 ms old: each thread
     // publishes its table every tick). Bounded: 256 addresses per thread; a connection from a

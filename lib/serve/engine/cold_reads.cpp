@@ -107,16 +107,6 @@ void ColdReads::submit(ColdJob job) {
     cv_.notify_one();
 }
 
-bool ColdReads::release(UniqueFd& fd) {
-    {
-        std::lock_guard lock(mu_);
-        if (releases_.size() >= kMaxReleases) return false;
-        releases_.push_back(std::move(fd));
-    }
-    cv_.notify_one();
-    return true;
-}
-
 bool ColdReads::reading_joined(const FileKey& file, uint64_t offset, uint64_t length, WakeQueue* back, uint32_t conn,
                                uint32_t gen) {
     if (reading_count_.load(std::memory_order_acquire) == 0) return false; // the warm path: no lock
@@ -154,24 +144,13 @@ void ColdReads::run() {
     for (;;) {
         ColdJob job;
         bool ending;
-        UniqueFd freed; // closed below, outside the lock
         {
             std::unique_lock lock(mu_);
-            cv_.wait(lock, [&] { return ending_ || !queue_.empty() || !releases_.empty(); });
-            if (queue_.empty() && !releases_.empty()) {
-                freed = std::move(releases_.front());
-                releases_.pop_front();
-            } else if (queue_.empty()) {
-                return; // ending, and nothing left that a connection waits for
-            } else {
-                job = std::move(queue_.front());
-                queue_.pop_front();
-            }
+            cv_.wait(lock, [&] { return ending_ || !queue_.empty(); });
+            if (queue_.empty()) return; // ending, and nothing left that a connection waits for
+            job = std::move(queue_.front());
+            queue_.pop_front();
             ending = ending_;
-        }
-        if (freed) {
-            freed.reset(); // may wait for the replaced file's writeback: here, not on a ring
-            continue;
         }
         if (ending && !job.back && !job.commit) { // a read ahead for a server that has stopped
             ended(job, 0);
@@ -180,7 +159,7 @@ void ColdReads::run() {
         int err = 0;
         if (job.commit) {
             // The connection stays until it is woken: the UploadFile outlives this call.
-            job.commit->commit_status = job.commit->commit(true, false); // on the pool already
+            job.commit->commit_status = job.commit->commit(true);
             job.back->push(ColdDone{job.conn, job.gen, 0});
             continue;
         }

@@ -5,8 +5,7 @@
 // the page cache (sendfile into /dev/null: no copy; pread into a scratch buffer where that is
 // refused), and the ring thread is
 // woken (WakeQueue) to sendfile it from the cache. Bounded: a fixed set of threads, a queue.
-// The same threads run the fsyncs of uploads stored with --sync, and free the files uploads
-// replaced, for the same reason.
+// The same threads run the fsyncs of uploads stored with --sync, for the same reason.
 //
 // cachestat counts a page as cached as soon as it is in the page cache, also while the read
 // that fills it is still in flight; sendfile on such a page waits for the disk. So the pool
@@ -67,12 +66,6 @@ public:
     // Whether that range overlaps a read in flight, without waiting for it (a get ring seals
     // such a block on its own pool instead of reading it on the ring).
     bool reading(const FileKey& file, uint64_t offset, uint64_t length);
-    // Closes fd on a pool thread, after the jobs that connections wait for: the last reference
-    // to a file an upload replaced, whose freeing may wait for the disk (upload_file.cpp).
-    // false, fd left with the caller, when kMaxReleases wait already (a disk slower than the
-    // uploads: each one holds an unlinked file's blocks until it is closed).
-    bool release(UniqueFd& fd);
-    static constexpr size_t kMaxReleases = 64;
 
 private:
     struct Waiter {
@@ -93,7 +86,6 @@ private:
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<ColdJob> queue_;
-    std::deque<UniqueFd> releases_; // served when queue_ is empty
     std::vector<Reading> reading_;       // submitted, not yet read (at most one per connection)
     std::atomic<size_t> reading_count_{0}; // lets the warm path skip the lock
     uint64_t next_id_ = 1;

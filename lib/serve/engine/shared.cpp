@@ -51,7 +51,6 @@ ServeStats Shared::snapshot() {
         s.uploads += r(c->uploads);
         s.uploads_failed += r(c->uploads_failed);
         s.upload_bytes += r(c->upload_bytes);
-        s.replaced_freed_inline += r(c->replaced_freed_inline);
         s.tls_handshakes += r(c->tls_handshakes);
         s.tls_handshakes_failed += r(c->tls_failed);
         s.tls_plain_http += r(c->tls_plain_http);
@@ -112,7 +111,6 @@ std::string ServeStats::to_json() const {
     num("uploads_open", uploads_open);
     num("uploads_failed", uploads_failed);
     num("upload_bytes", upload_bytes);
-    num("replaced_freed_inline", replaced_freed_inline);
     num("threads", threads);
     num("clients_tracked", clients_tracked);
     num("clients_untracked", clients_untracked);

@@ -21,7 +21,7 @@ struct alignas(64) Counters {
     std::atomic<uint64_t> accepted{0}, open{0}, refused{0}, timed_out{0}, requests{0};
     std::atomic<uint64_t> status_class[6] = {}; // [2] = 2xx ... [5] = 5xx
     std::atomic<uint64_t> bytes{0}, body_bytes{0}, cold_reads{0}, cold_waits{0};
-    std::atomic<uint64_t> uploads{0}, uploads_failed{0}, upload_bytes{0}, replaced_freed_inline{0};
+    std::atomic<uint64_t> uploads{0}, uploads_failed{0}, upload_bytes{0};
     // HTTPS (--cert/--key): handshakes ended, refused (plain HTTP among them), timed out, and
     // connections closed for a record that failed (altered, truncated by the client's close).
     std::atomic<uint64_t> tls_handshakes{0}, tls_failed{0}, tls_plain_http{0}, tls_timed_out{0}, tls_bad_records{0};
@@ -61,10 +61,6 @@ struct Shared {
     std::string tls_path;                      // which record engine seals, and why
     bool cold_check = false; // cachestat(2) works here
     bool null_sink = false;  // the cold-read pool waits for pages by sendfile into /dev/null
-    // DIR is on ext4, where freeing a file an upload replaced waits for its writeback: the
-    // upload holds it past the rename and the pool frees it (upload_file.cpp). Elsewhere
-    // (tmpfs) that hand-off only costs: 0.82-0.87x the uploads a second (h15p).
-    bool hold_replaced = false;
     std::vector<std::unique_ptr<Counters>> counters;
     std::vector<std::unique_ptr<WakeQueue>> wakes;
     std::vector<std::unique_ptr<ClientBoard>> clients; // each thread's published per-client rows

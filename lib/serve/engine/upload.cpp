@@ -133,7 +133,7 @@ void Worker::finish_upload(Conn& k) {
         sh_.cold->submit(std::move(job));
         return;
     }
-    k.up->commit_status = k.up->commit(sh_.opt.sync_uploads, sh_.hold_replaced);
+    k.up->commit_status = k.up->commit(sh_.opt.sync_uploads);
     upload_done(k);
 }
 
@@ -145,9 +145,6 @@ void Worker::upload_done(Conn& k) {
         return respond_simple(k, status, false, upload_error_text(status));
     }
     cnt_.add(cnt_.uploads);
-    // The replaced file is freed on the pool; inline (counted) when the pool is missing or full.
-    if (u->replaced && !(sh_.opt.cold_read_threads > 0 && sh_.cold && sh_.cold->release(u->replaced)))
-        cnt_.add(cnt_.replaced_freed_inline);
     sh_.upload_gen.fetch_add(1, std::memory_order_relaxed);
     respond_simple(k, u->created ? 201 : 200, k.keep_alive && !k.peer_done, u->created ? "created" : "replaced");
 }

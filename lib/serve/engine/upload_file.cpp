@@ -157,25 +157,12 @@ int UploadFile::write(const char* data, size_t len) {
     return 0;
 }
 
-int UploadFile::commit(bool durable, bool hold_replaced) {
+int UploadFile::commit(bool durable) {
     if (durable && !fsync_retry(file_.get())) return status_of(errno);
-    // hold_replaced (ext4): the file being replaced is opened first (O_PATH: a reference to it,
-    // no access to its data), so the rename does not drop its last reference and the caller
-    // frees it later, off the ring thread. Freeing it is not cheap there: a rename over a file
-    // starts writeback of the new one (auto_da_alloc), and evicting the replaced file waits for
-    // its own writeback (and, with -o discard, for the discard of its blocks): 69% of the ring
-    // thread's time at ab -k -c 10 PUT of one name (h15p, /proc/TID/stack samples). The open
-    // also tells a replaced name (200) from a new one (201), in place of a RENAME_NOREPLACE try.
-    // Elsewhere that try tells them apart in one call.
-    int held = hold_replaced ? ::openat(dir(), leaf_.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
-    if (held >= 0) {
-        replaced.reset(held);
-        if (::renameat(dir(), temp_.c_str(), dir(), leaf_.c_str()) != 0) return status_of(errno);
-    } else if (hold_replaced && errno != ENOENT) {
-        return status_of(errno);
-    } else if (::renameat2(dir(), temp_.c_str(), dir(), leaf_.c_str(), RENAME_NOREPLACE) == 0) {
+    // RENAME_NOREPLACE first tells a new name (201) from a replaced one (200) in one call.
+    if (::renameat2(dir(), temp_.c_str(), dir(), leaf_.c_str(), RENAME_NOREPLACE) == 0) {
         created = true;
-    } else if (errno == EEXIST) { // made meanwhile by someone else: replaced after all
+    } else if (errno == EEXIST) {
         if (::renameat(dir(), temp_.c_str(), dir(), leaf_.c_str()) != 0) return status_of(errno);
     } else {
         return status_of(errno);

@@ -38,17 +38,13 @@ public:
     // The rename into place, with fsync of the file before and of its directory (and any
     // directory made for it) after when `durable`. 0, or the status to answer. May block on
     // the disk: with durable it runs on the pool, never on a ring thread.
-    // hold_replaced: the file it replaces is kept open in `replaced` (see Shared::hold_replaced).
-    int commit(bool durable, bool hold_replaced);
+    int commit(bool durable);
 
     uint64_t left = 0;      // body bytes still owed (chunked: 1 until the last chunk is in)
     bool is_chunked = false; // the body is framed in chunks: `chunks` finds its end
     http::ChunkedDecoder chunks;
     uint64_t received = 0;
     bool created = false;   // the final name did not exist before (201, else 200)
-    // After commit(): the file the upload replaced, still referenced (O_PATH). Closing it frees
-    // it, which may wait for the disk (upload_file.cpp): the caller closes it off the ring.
-    UniqueFd replaced;
     bool committing = false; // commit() runs on the pool
     int commit_status = 0;   // its result, read by the ring thread once woken
     int64_t total_deadline_ms = 0; // the whole body by then (--upload-timeout)
