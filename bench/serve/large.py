@@ -68,6 +68,34 @@ def run_iperf(streams, seconds, port=5201):
         srv.wait(timeout=30)
 
 
+def wait_listen(port, timeout=10):
+    """A listener is up (ss); for servers whose every GET is the 1 GiB file (floor_send)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ss = subprocess.run(["ip", "netns", "exec", run.SRV_NS, "ss", "-Hltn", f"sport = :{port}"], capture_output=True,
+                            text=True, env=run.ENV).stdout
+        if ss.strip():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+def start_floor(binary, mode, big, port):
+    p = subprocess.Popen(run.in_ns(run.SRV_NS, run.SRV_CPU, binary, mode, run.SRV_IP, port, big), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, env=run.ENV)
+    wait_listen(port)
+    return p, [p.pid]
+
+
+def cpu0_busy_seconds():
+    """CPU 0's non-idle time (the server's CPU: every process and softirq on it), /proc/stat."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith(f"cpu{run.SRV_CPU} "):
+            f = [int(x) for x in line.split()[1:]]
+            return (sum(f[:8]) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+    return 0.0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sluice", default=str(run.HERE.parents[1] / "build" / "tools" / "sluice"))
@@ -80,6 +108,9 @@ def main():
     ap.add_argument("--sluice-b", default=None, help="a second sluice build beside the first (an A/B of a change)")
     ap.add_argument("--sluice-c", default=None, help="a third one")
     ap.add_argument("--iperf-seconds", type=int, default=8, help="iperf3 -P CLIENTS -R for this long per round (0: none)")
+    ap.add_argument("--floor", default=None, help="floor_send binary: its epoll and thread modes beside the servers")
+    ap.add_argument("--floor-modes", default="epoll,thread", help="which of floor_send's modes run (comma list)")
+    ap.add_argument("--perf-dir", default=None, help="perf record -g -C SERVER_CPU of one extra warm run per server here")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     for tool in ("nginx", "curl", "taskset", "fincore"):
@@ -105,6 +136,12 @@ def main():
             p, pids = run.start_nginx(root, port, Path(a.data) / name, aio=name == "nginx")
             procs[name] = p
             servers[name] = (f"http://{run.SRV_IP}:{port}", pids)
+        for mode, port in (("epoll", 8085), ("thread", 8086)) if a.floor else ():
+            if mode not in a.floor_modes.split(","):
+                continue
+            p, pids = start_floor(a.floor, mode, big, port)
+            procs[f"floor-{mode}"] = p
+            servers[f"floor-{mode}"] = (f"http://{run.SRV_IP}:{port}", pids)
         for rnd in range(a.rounds):
             for cache in ("warm", "cold") if a.cold else ("warm",):
                 order = list(servers.items())
@@ -116,8 +153,11 @@ def main():
                     else:
                         run.make_data(root, True)  # reads it through once: warm
                     resident = resident_share(big)
+                    busy0 = cpu0_busy_seconds()
                     x = run.run_large(f"{base}/1g.bin", pids, a.clients)
-                    x.update(server=name, cache=cache, round=rnd, resident_before=resident)
+                    busy = cpu0_busy_seconds() - busy0
+                    x.update(server=name, cache=cache, round=rnd, resident_before=resident, cpu0_busy_s=busy,
+                             cpu0_s_per_gb=busy / (x["bytes"] / 1e9) if x["bytes"] else None)
                     print(json.dumps(x), flush=True)
                     results["large"].append(x)
             if a.iperf_seconds:  # the link's rate with as many streams, in the same round
@@ -139,15 +179,28 @@ def main():
             rec.wait(timeout=120)
             x.update(server="sluice-under-perf", cache="warm")
             results["perf_run"] = x
+        for name, (base, pids) in servers.items() if a.perf_dir else ():
+            Path(a.perf_dir).mkdir(parents=True, exist_ok=True)
+            run.make_data(root, True)
+            rec = subprocess.Popen(["perf", "record", "-g", "-C", run.SRV_CPU, "-o", f"{a.perf_dir}/{name}.data"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)  # perf is recording before the first byte
+            x = run.run_large(f"{base}/1g.bin", pids, a.clients)
+            rec.send_signal(2)
+            rec.wait(timeout=120)
+            x.update(server=name, cache="warm-perf", pids=pids)
+            print(json.dumps(x), flush=True)
+            results.setdefault("perf_runs", []).append(x)
     finally:
         run.stop_servers(procs, results)
         run.sh(run.NETNS, "down")
         shutil.rmtree(a.data, ignore_errors=True)
-    print("| cache | server | round | MB/s | server CPU s | CPU s/GB | complete |")
-    print("|---|---|---|---|---|---|---|")
+    print("| cache | server | round | MB/s | server CPU s | CPU s/GB | CPU 0 busy s/GB | complete |")
+    print("|---|---|---|---|---|---|---|---|")
     for x in results["large"]:
+        busy = f"{x['cpu0_s_per_gb']:.3f}" if x.get("cpu0_s_per_gb") is not None else "-"
         print(f"| {x['cache']} | {x['server']} | {x['round']} | {x['mb_s']:,.0f} | {x['server_cpu_s']:.2f} | "
-              f"{x['cpu_s_per_gb']:.3f} | {x['complete']} |")
+              f"{x['cpu_s_per_gb']:.3f} | {busy} | {x['complete']} |")
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1))
 

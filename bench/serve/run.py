@@ -79,12 +79,13 @@ def in_ns(ns, cpu, *cmd):
 
 
 def cpu_seconds(pids):
+    """utime + stime of each process: /proc/PID/stat counts every thread, live and exited (a
+    sum over /proc/PID/task missed the threads that had ended, as floor_send's do)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
     for pid in pids:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            f = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(f[11]) + int(f[12])) / tick
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(f[11]) + int(f[12])) / tick
     return total
 
 
@@ -177,9 +178,9 @@ def start_nginx(root, port, workdir, aio=True, location=""):
 
 
 def stop_servers(procs, results):
-    """SIGTERM sluice (it drains and prints its --json stats), SIGQUIT nginx (graceful)."""
+    """SIGTERM sluice (it drains and prints its --json stats) and the floors, SIGQUIT nginx (graceful)."""
     for name, p in procs.items():
-        p.send_signal(signal.SIGTERM if name.startswith("sluice") else signal.SIGQUIT)
+        p.send_signal(signal.SIGQUIT if name.startswith("nginx") else signal.SIGTERM)
         out, err = p.communicate(timeout=60)
         if name.startswith("sluice") and out.strip():
             results[f"{name}_stats"] = json.loads(out.strip().splitlines()[-1])

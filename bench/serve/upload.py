@@ -18,7 +18,9 @@ data (auto_da_alloc), for both servers. Bounded: ab -t SECONDS -n 5,000,000 and 
   /work/brief/bin/bench-lock python3 bench/serve/upload.py --out /tmp/upload.json"""
 import argparse
 import json
+import os
 import re
+import time
 import shutil
 import subprocess
 import sys
@@ -38,7 +40,17 @@ def run_ab(url, body, seconds, auth, method="PUT", keep=True):
     cmd = run.in_ns(run.CLI_NS, run.CLI_CPU, "ab", "-q", *(["-k"] if keep else []), "-c", "10", "-t", seconds, "-n",
                     "5000000", "-u" if method == "PUT" else "-p", body,
                     "-T", "application/octet-stream", *(["-H", f"Authorization: Bearer {TOKEN}"] if auth else []), url)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, env=run.ENV).stdout
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=run.ENV)
+    try:
+        out = p.stdout.read()  # ab -t ends it; the timeout below bounds a hung one
+        # ab's own CPU (ip netns exec, taskset and setsid exec in place: p.pid is ab): is the
+        # single-threaded client the limit?
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        if p.returncode is None:
+            p.kill()
+            p.wait()
 
     def num(label):
         m = re.search(rf"^{label}:\s+([\d.]+)", out, re.M)
@@ -46,8 +58,27 @@ def run_ab(url, body, seconds, auth, method="PUT", keep=True):
 
     non2xx = re.search(r"^Non-2xx responses:\s+(\d+)", out, re.M)
     pct = {p: float(m[1]) for p, m in ((p, re.search(rf"^\s+{p}%\s+(\d+)", out, re.M)) for p in (50, 99)) if m}
+    taken = num("Time taken for tests")
     return {"rps": num("Requests per second"), "complete": num("Complete requests"), "failed": num("Failed requests"),
-            "non2xx": int(non2xx[1]) if non2xx else 0, "p50_ms": pct.get(50), "p99_ms": pct.get(99)}
+            "non2xx": int(non2xx[1]) if non2xx else 0, "p50_ms": pct.get(50), "p99_ms": pct.get(99),
+            "ab_cpu_s": ru.ru_utime + ru.ru_stime, "ab_cpu_pct": 100 * (ru.ru_utime + ru.ru_stime) / taken if taken else None,
+            "seconds": taken}
+
+
+def block_device(path):
+    """The disk under PATH, as /proc/diskstats names it; a tmpfs has none (None)."""
+    dev = os.stat(path).st_dev
+    link = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    return link.resolve().name if link.exists() else None
+
+
+def disk_stats(name):
+    """(writes completed, sectors written, ms busy) of one disk, from /proc/diskstats."""
+    for line in Path("/proc/diskstats").read_text().splitlines():
+        f = line.split()
+        if f[2] == name:
+            return int(f[7]), int(f[9]), int(f[12])
+    return 0, 0, 0
 
 
 def run_wrk_put(base, prefix, kb, seconds, auth, limit):
@@ -84,6 +115,9 @@ def main():
     ap.add_argument("--new-names", action="store_true", help="also wrk PUTs to a new name per request")
     ap.add_argument("--sluice-b", default=None, help="a second sluice binary, run beside the first (rows 'sluice-b')")
     ap.add_argument("--perf", default=None, help="perf record -g sluice during its first cell into this file")
+    ap.add_argument("--floor", default=None,
+                    help="floor_put binary (build/bench/serve/floor_put): a server that discards the bodies and answers "
+                         "201, beside the others: what ab itself can drive here")
     ap.add_argument("--modes", default="PUT-k",
                     help="comma list of METHOD[-k]: PUT-k (ab -k -u), POST (ab -p, a connection per request, as the "
                          "report), POST-k. nginx's dav module takes no POST: nginx runs PUT with the same keep-alive")
@@ -101,8 +135,9 @@ def main():
     for kb in SIZES:
         bodies[kb] = data / f"body-{kb}k.bin"
         bodies[kb].write_bytes(bytes(range(256)) * (kb * 4))
+    disk = block_device(root) or block_device("/")  # on a tmpfs: the machine's disk, for the record
     run.sh(run.NETNS, "up")
-    results = {"command": " ".join(sys.argv), "runs": []}
+    results = {"command": " ".join(sys.argv), "runs": [], "disk": disk, "data_on_disk": bool(block_device(root))}
     procs = {}
     try:
         p, spids = run.start_sluice(a.sluice, root, 8080, ("--allow-upload", "--token", TOKEN))
@@ -116,6 +151,13 @@ def main():
             procs["sluice-b"] = p
             servers["sluice-b"] = (f"http://{run.SRV_IP}:8082", True)
             pids["sluice-b"] = bpids
+        if a.floor:
+            p = subprocess.Popen(run.in_ns(run.SRV_NS, run.SRV_CPU, a.floor, run.SRV_IP, 8083), stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True, env=run.ENV)
+            procs["floor"] = p
+            run.wait_port(8083)
+            servers["floor"] = (f"http://{run.SRV_IP}:8083", False)
+            pids["floor"] = [p.pid]
         perf = None
         for mode, kb in ((m, kb) for m in a.modes.split(",") for kb in SIZES):
             method, keep = mode.split("-")[0], mode.endswith("-k")
@@ -125,20 +167,25 @@ def main():
                 subprocess.run(run.in_ns(run.CLI_NS, run.CLI_CPU, "curl", "-s", "-o", "/dev/null", "--max-time", "10",
                                          "-T", bodies[kb], *(["-H", f"Authorization: Bearer {TOKEN}"] if auth else []),
                                          url), env=run.ENV, check=True)
-                sent = method if name.startswith("sluice") else "PUT"
+                sent = method if name != "nginx" else "PUT"
                 if a.perf and name == "sluice" and not results.get("perf_cell"):
                     results["perf_cell"] = f"{mode} {kb} KB"  # the first sluice cell, profiled (its rate counts perf's cost)
                     perf = subprocess.Popen(["perf", "record", "-g", "-o", a.perf, "-p", str(spids[0])],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 cpu0 = run.cpu_seconds(pids[name])
+                d0, t0 = disk_stats(disk), time.monotonic()
                 r = run_ab(url, bodies[kb], a.seconds, auth, sent, keep)
                 r["server_cpu_s"] = run.cpu_seconds(pids[name]) - cpu0  # over the -t SECONDS (ab stops then)
+                d1, wall = disk_stats(disk), time.monotonic() - t0
+                r.update(server_cpu_pct=100 * r["server_cpu_s"] / wall, disk_writes=d1[0] - d0[0],
+                         disk_mb_written=(d1[1] - d0[1]) * 512 / 1e6, disk_busy_pct=100 * (d1[2] - d0[2]) / 1000 / wall)
                 r["server_cpu_us_per_req"] = r["server_cpu_s"] / r["complete"] * 1e6 if r["complete"] else None
                 if perf:
                     perf.send_signal(2)
                     perf.wait(timeout=120)
                     perf = None
-                stored = (root / f"up-{kb}k.bin").read_bytes() == bodies[kb].read_bytes()
+                # the floor stores nothing: the file is whoever wrote it last (not checked)
+                stored = None if name == "floor" else (root / f"up-{kb}k.bin").read_bytes() == bodies[kb].read_bytes()
                 r.update(server=name, kb=kb, report_rps=REPORT[kb], stored_ok=stored, method=sent, keep_alive=keep,
                          mode=mode)
                 print(json.dumps(r), flush=True)
@@ -166,6 +213,12 @@ def main():
             table([dict(x, server="sluice") if x["server"] == "sluice-b" else x for x in results["runs"]
                    if x["mode"] == mode and x["server"] != "sluice"], f"body, ab -c 10 {mode}, sluice-b", "{:.0f}")
         print()
+    print("| mode | body | server | req/s | x report | server CPU % | ab CPU % | disk busy % | disk writes/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for x in results["runs"]:
+        print(f"| {x['mode']} | {x['kb']} KB | {x['server']} | {x['rps']:,.0f} | {x['rps'] / REPORT[x['kb']]:.2f}x | "
+              f"{x['server_cpu_pct']:.0f} | {x['ab_cpu_pct']:.0f} | {x['disk_busy_pct']:.0f} | "
+              f"{x['disk_writes'] / x['seconds']:,.0f} |")
     if results.get("new_names"):
         print()
         table(results["new_names"], "body, new name per PUT (wrk -c 10)", "{:.2f}")
