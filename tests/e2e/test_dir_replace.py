@@ -30,18 +30,24 @@ def old_dir(src):
     (src / "other").write_bytes(b"other")
 
 
+def sent_then_replaced(tmp_path, receiver_factory, after, *args):
+    """old_dir sent once (with args), then the source's x replaced by after: (src, dest)."""
+    src, dest = tmp_path / "t", tmp_path / "dest"
+    old_dir(src)
+    sent, rc, err = send(src, dest, receiver_factory, *args)
+    assert sent.returncode == 0 and rc == 0, err
+    shutil.rmtree(src / "x")
+    after(src / "x")
+    return src, dest
+
+
 @pytest.mark.parametrize("after", REPLACING, ids=[a.__name__.rstrip("_") for a in REPLACING])
 def test_with_delete_a_non_empty_directory_gives_way_to_what_the_source_has_there(tmp_path, receiver_factory, after):
     """rsync --delete's behaviour (a directory replaced by a file, or by a symlink as /lib by
     usr/lib): the new entry is made under its temporary name, the directory moved aside, the
     entry renamed into place, then the directory removed, its paths listed as deleted. Before
     session 16 a file was refused here (exit 6) even with --delete."""
-    src, dest = tmp_path / "t", tmp_path / "dest"
-    old_dir(src)
-    sent, rc, err = send(src, dest, receiver_factory, "--delete")
-    assert sent.returncode == 0 and rc == 0, err
-    shutil.rmtree(src / "x")
-    after(src / "x")
+    src, dest = sent_then_replaced(tmp_path, receiver_factory, after, "--delete")
     rx = receiver_factory(dest, "-v")
     sent = run_sluice("send", src, rx.url, "--delete")
     rc, out, err = rx.wait()
@@ -110,12 +116,7 @@ def test_with_delete_a_cut_transfer_leaves_the_directory_a_file_would_replace(tm
 
 
 def test_without_delete_a_file_in_place_of_a_non_empty_directory_is_still_refused(tmp_path, receiver_factory):
-    src, dest = tmp_path / "t", tmp_path / "dest"
-    old_dir(src)
-    sent, rc, err = send(src, dest, receiver_factory)
-    assert sent.returncode == 0 and rc == 0, err
-    shutil.rmtree(src / "x")
-    file_(src / "x")
+    src, dest = sent_then_replaced(tmp_path, receiver_factory, file_)
     sent, rc, err = send(src, dest, receiver_factory)
     assert rc == 6 and sent.returncode != 0
     assert "cannot put file 't/x' in place: the receiver has a directory there that is not empty" in err
@@ -125,12 +126,7 @@ def test_without_delete_a_file_in_place_of_a_non_empty_directory_is_still_refuse
 def test_dry_run_with_delete_lists_the_directory_a_file_would_replace(tmp_path, receiver_factory):
     """--dry-run --delete lists the old directory's paths as the real run deletes them, changes
     nothing, and refuses (exit 6, naming it) where the real run would, for a protected entry."""
-    src, dest = tmp_path / "t", tmp_path / "dest"
-    old_dir(src)
-    sent, rc, err = send(src, dest, receiver_factory, "--delete")
-    assert sent.returncode == 0 and rc == 0, err
-    shutil.rmtree(src / "x")
-    file_(src / "x")
+    src, dest = sent_then_replaced(tmp_path, receiver_factory, file_, "--delete")
     before = shape(dest / "t")
     rx = receiver_factory(dest)
     r = run_sluice("send", "--dry-run", "--delete", src, rx.url)
