@@ -99,7 +99,9 @@ filters (rsync's rules, a subset: docs/guarantees.md "Filters"; first match wins
   --exclude-from FILE  rules from FILE: "- PATTERN", "+ PATTERN" or a bare PATTERN per line
   --delete             the receiver removes what it has under the sent directories that they
                        no longer hold (never what the filters exclude; never outside its DIR,
-                       never through a symlink); listed in its -v output and --json "deleted"
+                       never through a symlink); listed in its -v output and --json "deleted".
+                       A directory where the source now has a file, symlink or special file
+                       gives way once that entry is complete
   -n, --dry-run        change nothing on the receiver and send no data: list what a transfer
                        would do, one line per path as rsync -n --itemize-changes does
                        (">f.st...... path"; with --delete "*deleting   path"; --json "changes")

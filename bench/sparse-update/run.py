@@ -35,7 +35,11 @@ bench/datasets/gen.py, first copied whole; then per round, twice: 1% of the file
 (so a quick check by size and whole seconds sees each), and the destination is brought up to date by `sluice send` and by `rsync -a` (delta
 transfer, the default to a daemon), alternating order. --old BIN adds a third tool, "sluice
 update (old)": the same update by another sluice build (both of its sides), in the same
-rotation, for a before/after beside rsync in one run.
+rotation, for a before/after beside rsync in one run. At full size (--scale 1, ~100k files, ~21 GB,
+as much again for the copy): --keep-dest keeps DATA_DIR/minor-dest between calls (`--rounds 0
+--keep-dest` makes only the first copy, outside the bench lock), and --check changed compares
+each result by the changed files' bytes and the whole tree's listing instead of diff -rq, which
+reads ~42 GB per round; run `diff -rq` once by hand after the last call.
 """
 import argparse
 import json
@@ -290,41 +294,76 @@ def touch_files(root, fraction, seed):
             f.write(rng.randbytes(min(4096, size)))
         mtime_s = max(st.st_mtime_ns // 1_000_000_000, int(time.time())) + 1
         os.utime(p, ns=(time.time_ns(), mtime_s * 1_000_000_000))
-    return len(files), len(picks)
+    return len(files), picks
 
 
-def bench_minor(data, rounds, scale, old=None, fraction=0.01):
+def tree_listing(root):
+    """{relpath: (kind, size, whole-second mtime)} of every entry under root."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(d, name)
+            st = os.lstat(p)
+            out[os.path.relpath(p, root)] = (st.st_mode >> 12, st.st_size if name in files else 0, int(st.st_mtime))
+    return out
+
+
+def same_tree(src, dest, changed, check):
+    """check "full": diff -rq of the whole tree (reads both trees: minutes at full size).
+    check "changed": every changed file's bytes (cmp) and the whole tree's listing (names,
+    kinds, sizes, whole-second mtimes); a full diff -rq after the last call (by hand) covers the
+    files neither tool should have touched."""
+    if check == "full":
+        return subprocess.run(["diff", "-rq", src, dest], capture_output=True).returncode == 0
+    if tree_listing(src) != tree_listing(dest):
+        return False
+    return all(same_bytes(p, os.path.join(dest, os.path.relpath(p, src))) for p in changed)
+
+
+def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, check="full"):
     sets = os.path.join(data, "sets")
     subprocess.run([sys.executable, os.path.join(ROOT, "bench", "datasets", "gen.py"), "--out", sets, "--scale", scale,
                     "--sets", "minor"], check=True)
     src = os.path.join(sets, "minor")
     dest_root = os.path.join(data, "minor-dest")
-    shutil.rmtree(dest_root, ignore_errors=True)
-    os.makedirs(dest_root)
+    # --keep-dest: the destination stays between calls (at full size its first copy takes
+    # ~20 GB and a minute or more: made once, outside the bench lock); each update brings it up to
+    # date again, so a call starts from a destination equal to the source.
+    first_copy = not (keep_dest and os.path.isdir(os.path.join(dest_root, "minor")))
+    if first_copy:
+        shutil.rmtree(dest_root, ignore_errors=True)
+        os.makedirs(dest_root)
     daemon = RsyncDaemon(data)
     rows = {"sluice update": [], "rsync -a": []}
     if old:
         rows["sluice update (old)"] = []
-    seed = 200
+    seed = 200 if not keep_dest else int(time.time())
+    n = changed = 0
     try:
-        sluice_run(src, dest_root)  # the first, whole copy (not timed)
+        if first_copy:
+            sluice_run(src, dest_root)  # the first, whole copy (not timed)
+        if rounds == 0:  # --rounds 0 --keep-dest: only the first copy
+            return {"about": {"set": f"minor at scale {scale}", "first_copy": first_copy}}
         for r in range(rounds):
             order = list(rows) if r % 2 == 0 else list(reversed(rows))
             for tool in order:
                 seed += 1
-                n, changed = touch_files(src, fraction, seed)
+                n, picks = touch_files(src, fraction, seed)
+                changed = len(picks)
                 if tool.startswith("sluice update"):
                     secs, s, _ = sluice_run(src, dest_root, binary=old if tool.endswith("(old)") else None)
                     sent = s["bytes_sent"]
                 else:
                     secs = rsync_run(daemon, src, "minor-dest", "-a")
                     sent = None
-                diff = subprocess.run(["diff", "-rq", src, os.path.join(dest_root, "minor")], capture_output=True)
-                rows[tool].append({"seconds": secs, "bytes_sent": sent, "equal": diff.returncode == 0})
+                equal = same_tree(src, os.path.join(dest_root, "minor"), picks, check)
+                rows[tool].append({"seconds": secs, "bytes_sent": sent, "equal": equal})
     finally:
         daemon.stop()
-        shutil.rmtree(dest_root, ignore_errors=True)
-    return summarize(rows, {"set": f"minor at scale {scale}", "files": n, "changed_per_update": changed})
+        if not keep_dest:
+            shutil.rmtree(dest_root, ignore_errors=True)
+    return summarize(rows, {"set": f"minor at scale {scale}", "files": n, "changed_per_update": changed,
+                            "check": check})
 
 
 def summarize(rows, about):
@@ -353,13 +392,18 @@ def main():
     ap.add_argument("--rsync-inplace", action="store_true", help="update: rsync with --inplace")
     ap.add_argument("--reflink-source", action="store_true", help="update: update from a reflink of the full send's result")
     ap.add_argument("--net", choices=["1gbit"], help="update: between two namespaces through tbf at this rate")
+    ap.add_argument("--keep-dest", action="store_true",
+                    help="minor: keep DATA/minor-dest between calls (copied whole only when absent)")
+    ap.add_argument("--check", choices=["full", "changed"], default="full",
+                    help="minor: compare each result by diff -rq (full) or the changed files' bytes and the "
+                         "tree's listing (changed; for the full-size set)")
     a = ap.parse_args()
     if a.what == "sparse":
         res = bench_sparse(a.data, a.rounds)
     elif a.what == "update":
         res = bench_update(a.data, a.rounds, a.src, a.rsync_inplace, a.net, a.reflink_source)
     else:
-        res = bench_minor(a.data, a.rounds, a.scale, a.old, a.fraction)
+        res = bench_minor(a.data, a.rounds, a.scale, a.old, a.fraction, a.keep_dest, a.check)
     text = json.dumps(res, indent=1)
     print(text)
     if a.out:

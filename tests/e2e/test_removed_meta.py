@@ -134,3 +134,58 @@ def test_attributes_sluice_does_not_carry_are_never_removed(tmp_path, receiver_f
     assert "trusted.gone" not in os.listxattr(got)  # a root sender's list covers trusted.
     if other:
         assert os.getxattr(got, "security.other") == b"s"
+
+
+def dry_run(src, dest, receiver_factory, *args):
+    rx = receiver_factory(dest)
+    r = run_sluice("send", "--dry-run", *args, src, rx.url)
+    assert rx.wait()[0] == 0 and r.returncode == 0, r.stderr
+    return r
+
+
+def listing(tree):
+    """Every entry's attribute names (ACLs included), not following symlinks."""
+    out = {}
+    for dirpath, dirs, files in os.walk(tree):
+        for n in [""] + dirs + files:
+            p = os.path.join(dirpath, n) if n else dirpath
+            out[os.path.relpath(p, tree)] = sorted(os.listxattr(p, follow_symlinks=False))
+    return out
+
+
+@pytest.mark.skipif(not HAS_SETFACL, reason="setfacl (the acl package) is not installed")
+def test_dry_run_lists_the_removals_the_real_run_makes(tmp_path, receiver_factory):
+    """--dry-run lists an entry kept in place whose ACL or attribute the real run removes (rsync's
+    'a' and 'x', text and JSON "changes"), removes nothing, and lists nothing once they are gone.
+    Before session 16 it listed none of them (docs/guarantees.md said so)."""
+    src = acl_tree(tmp_path)
+    os.setxattr(src / "plain", "user.gone", b"2")
+    os.setxattr(src / "plain", "user.keep", b"1")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    send(src, dest, receiver_factory)
+    assert dry_run(src, dest, receiver_factory).stdout == ""
+    assert os.system(f"setfacl -b '{src / 'dir' / 'file'}' && setfacl -k '{src / 'dir'}'") == 0
+    os.removexattr(src / "plain", "user.gone")
+    before = listing(dest)
+    r = dry_run(src, dest, receiver_factory)
+    items = {line[12:]: line[:11] for line in r.stdout.splitlines()}
+    assert set(items) == {"src/dir", "src/dir/file", "src/plain"}, r.stdout
+    assert items["src/dir"][9] == "a" and items["src/dir/file"][9] == "a", r.stdout
+    assert items["src/plain"][10] == "x" and items["src/plain"][9] == ".", r.stdout
+    got = json.loads(dry_run(src, dest, receiver_factory, "--json").stdout)
+    assert {c["path"]: c["item"] for c in got["changes"]} == items
+    assert listing(dest) == before  # nothing removed by the dry runs
+    send(src, dest, receiver_factory)
+    assert "user.gone" not in os.listxattr(dest / "src" / "plain")
+    assert "system.posix_acl_default" not in os.listxattr(dest / "src" / "dir")
+    assert dry_run(src, dest, receiver_factory).stdout == ""
+
+
+def test_dry_run_with_no_xattrs_lists_no_removal(tmp_path, receiver_factory):
+    """--no-xattrs: the real run removes nothing (the lists are not complete), so the dry run
+    lists nothing either."""
+    src, dest = copied_file(tmp_path, receiver_factory)
+    os.setxattr(dest / "src" / "f", "user.receivers", b"own")
+    assert dry_run(src, dest, receiver_factory, "--no-xattrs").stdout == ""
+    assert dry_run(src, dest, receiver_factory).stdout.splitlines() == [".f........x src/f"]

@@ -2,7 +2,7 @@
 rsync -aHAXS leaves them (issue 17, h17n): an entry the source now has as a directory replaces
 the file, symlink or fifo the receiver has under that name; an empty directory gives way to a
 file, a symlink or a special file; a non-empty one is refused naming it, before the file is
-sent and with nothing left beside it; --delete leaves each directory with the sender's mtime,
+sent and with nothing left beside it (with --delete it gives way: test_dir_replace.py); --delete leaves each directory with the sender's mtime,
 not the time the receiver removed something from it; another name of an updated file keeps what
 it had; a receiver that is not root updates read-only directories; and a source path longer than
 a transfer may carry is refused by the sender, naming it."""
@@ -114,41 +114,6 @@ def test_a_non_empty_directory_in_the_way_is_refused_naming_it_with_nothing_left
     assert f"cannot put {kind} 't/x' in place: the receiver has a directory there that is not empty" in err
     assert (dest / "t" / "x" / "kept").read_bytes() == b"receiver's"
     assert sorted(os.listdir(dest / "t")) == ["x"]  # no .sluice-part.* beside it
-
-
-@pytest.mark.parametrize("after", [symlink_, dirlink_, fifo_], ids=["symlink", "dirlink", "fifo"])
-def test_with_delete_a_non_empty_directory_gives_way_to_a_symlink_or_special_file(tmp_path, receiver_factory, after):
-    """rsync --delete's behaviour (a directory replaced by a symlink, as /lib by usr/lib): the
-    directory's contents are removed, listed, at the end of the transfer, before the symlink is
-    made. Not for a file (refused when it is registered: its data arrives before the end)."""
-    src, dest = tmp_path / "t", tmp_path / "dest"
-    (src / "x" / "sub").mkdir(parents=True)
-    (src / "x" / "sub" / "f").write_bytes(b"f")
-    sent, rc, err = send(src, dest, receiver_factory, "--delete")
-    assert sent.returncode == 0 and rc == 0, err
-    shutil.rmtree(src / "x")
-    after(src / "x")
-    rx = receiver_factory(dest)
-    sent = run_sluice("send", src, rx.url, "--delete")
-    rc, out, err = rx.wait()
-    assert sent.returncode == 0 and rc == 0, sent.stderr + err
-    assert shape(dest / "t") == shape(src)
-    assert json.loads(out.splitlines()[-1])["deleted"] == ["t/x/sub/f", "t/x/sub", "t/x"]
-
-
-def test_with_delete_a_directory_holding_a_protected_file_is_refused_not_emptied(tmp_path, receiver_factory):
-    src, dest = tmp_path / "t", tmp_path / "dest"
-    (src / "x").mkdir(parents=True)
-    (src / "x" / "f").write_bytes(b"f")
-    sent, rc, err = send(src, dest, receiver_factory, "--delete")
-    assert sent.returncode == 0 and rc == 0, err
-    (dest / "t" / "x" / "mine.keep").write_bytes(b"the receiver's")
-    shutil.rmtree(src / "x")
-    os.symlink("elsewhere", src / "x")
-    sent, rc, err = send(src, dest, receiver_factory, "--delete", "--exclude", "*.keep")
-    assert rc == 6 and sent.returncode != 0
-    assert "cannot put symlink 't/x' in place: the receiver has a directory there that is not empty" in err
-    assert sorted(os.listdir(dest / "t" / "x")) == ["mine.keep"]
 
 
 def test_delete_leaves_the_directories_with_the_senders_mtimes(tmp_path, receiver_factory):

@@ -122,8 +122,9 @@ UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f);
 // block: no temporary name to create and rename. Invalid fd when the file system refuses.
 UniqueFd open_unnamed_file(ParentDirCache& dirs, const RecvFile& f);
 // Sets size, mode and mtime, optionally fsyncs, and renames f into place (links it, when
-// f.unnamed). With f.replaces, the old version's inode goes to reaper to be closed there.
-void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync, InodeReaper* reaper);
+// f.unnamed). With f.replaces, the old version's inode goes to the table's reaper to be closed
+// there; a directory in the way gives way through the table's replacer (--delete) or is refused.
+void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync, FileTable& files);
 // Records a block whose data is written (fd) and whose checksum matched. The block that
 // completes its file finishes it (and drops its journal); any other is journaled, after an
 // fdatasync with --sync, so that a resume skips it. fd < 0: nothing was written (the discard path, `--recv-path null`).

@@ -272,7 +272,7 @@ void ControlSide::finish_empty_file(RecvFile& f) {
     if (target_.writes_files()) {
         ParentDirCache dirs(target_.tree());
         UniqueFd fd = open_temp_file(dirs, f);
-        finish_file(dirs, f, fd.get(), opts_.sync, &files_.reaper());
+        finish_file(dirs, f, fd.get(), opts_.sync, files_);
     }
     files_.set_complete(f);
     tally_.files_completed.fetch_add(1, std::memory_order_relaxed);
@@ -359,17 +359,7 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
     const std::function<void()> working = [this] { still_working(); };
     if (dry_) dry_run_end(working);
     if (writes()) {
-        // --delete before the directories' times and modes: removing an entry sets its
-        // directory's mtime (it came out as the time of the transfer, not the sender's), and a
-        // directory whose mode lacks u+w could not be emptied by a receiver that is not root.
-        // And before the links, symlinks and special files: a directory where the source now
-        // has one of those is removed by it (tree_mirror.cpp).
-        if (mirror_) {
-            deleted_ = mirror_->delete_extraneous(target_.tree(), files_, working);
-            for (const std::string& d : deleted_) log_.verbose_line("deleted '" + d + "'");
-        }
-        tree_meta_.make_links_and_specials(target_.tree(), files_, working);
-        make_symlinks(target_.tree(), links_, working);
+        delete_and_link(working);
         apply_dir_metadata(target_.tree(), dirs_, opts_.sync, working);
         tree_meta_.apply(target_.tree(), files_, working);
         tree_meta_.warnings().report(log_);

@@ -94,6 +94,9 @@ private:
     void dry_run_file(RecvFile& f, std::vector<wire::ByteRange>& already);
     void send_dry_run_page();
     void dry_run_end(const std::function<void()>& working);
+    // --delete's sweep, then the hard links, special files and symlinks (each of which a
+    // directory in its way gives way to under --delete), the removed paths into deleted_.
+    void delete_and_link(const std::function<void()>& working);
     // Whether entries are written to DIR (not a Sink or an fd, not a dry run).
     bool writes() const { return target_.writes_files() && !dry_; }
     void refuse_tree_meta(const wire::ManifestPage& page) const;

@@ -5,6 +5,7 @@
 
 #include "core/wire/codec.hpp"
 #include "recv/session/control_side.hpp"
+#include "recv/session/finishing.hpp"
 
 namespace sluice {
 
@@ -21,7 +22,11 @@ void ControlSide::on_tree_options(wire::TreeOptionsFrame&& t) {
         dry_.emplace(target_.tree(), tree_meta_);
         log_.verbose_line("dry run: the sender asks what this transfer would change; nothing is written");
     }
-    if (t.flags & wire::TreeOptionsFrame::kDelete) mirror_.emplace(t);
+    if (t.flags & wire::TreeOptionsFrame::kDelete) {
+        mirror_.emplace(t, [this] { still_working(); });
+        // Not in a dry run: the replacer changes the tree (the dry run's sweep lists instead).
+        if (!dry_) files_.set_dir_replacer(&mirror_->replacer());
+    }
     if (t.flags & wire::TreeOptionsFrame::kOwnerMaps)
         tree_meta_.add_sender_maps(t.usermap, t.groupmap, t.flags & wire::TreeOptionsFrame::kUserChown,
                                    t.flags & wire::TreeOptionsFrame::kGroupChown);
@@ -81,6 +86,26 @@ void ControlSide::dry_run_end(const std::function<void()>& working) {
         if (bytes >= (1u << 20)) flush();
     }
     flush();
+}
+
+// --delete before the directories' times and modes (apply_dir_metadata): removing an entry sets
+// its directory's mtime (it came out as the time of the transfer, not the sender's), and a
+// directory whose mode lacks u+w could not be emptied by a receiver that is not root. A
+// directory where the source now has a link, symlink or special file is left by the sweep and
+// gives way when that entry is made (dir_replacer.hpp), as one in a file's way did when the
+// file was complete.
+void ControlSide::delete_and_link(const std::function<void()>& working) {
+    if (mirror_) {
+        deleted_ = mirror_->delete_extraneous(target_.tree(), files_, working);
+        for (const std::string& d : deleted_) log_.verbose_line("deleted '" + d + "'");
+    }
+    tree_meta_.make_links_and_specials(target_.tree(), files_, working);
+    make_symlinks(target_.tree(), links_, working, files_.dir_replacer());
+    if (!mirror_) return;
+    for (std::string& d : mirror_->replacer().take_removed()) {
+        log_.verbose_line("deleted '" + d + "'");
+        deleted_.push_back(std::move(d));
+    }
 }
 
 // Directories and symlinks are made or finished at the end: a released slab's are copied out

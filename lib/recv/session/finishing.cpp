@@ -21,7 +21,7 @@ void check_files_complete(FileTable& files) {
 }
 
 void make_symlinks(const DestTree& tree, std::span<const wire::ManifestEntry* const> links,
-                   const std::function<void()>& still_working) {
+                   const std::function<void()>& still_working, DirReplacer* replacer) {
     for (const wire::ManifestEntry* link : links) {
         const wire::ManifestEntry& l = *link;
         still_working();
@@ -35,7 +35,7 @@ void make_symlinks(const DestTree& tree, std::span<const wire::ManifestEntry* co
             ::unlinkat(dir.get(), temp.c_str(), 0);
             throw_errno(ErrorCode::destination, "cannot set the mtime of symlink '" + l.path + "'", err);
         }
-        put_in_place(dir.get(), temp, DestTree::name_of(l.path), l.path, "symlink");
+        put_in_place(dir.get(), temp, DestTree::name_of(l.path), l.path, "symlink", replacer);
     }
 }
 

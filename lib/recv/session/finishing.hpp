@@ -13,8 +13,10 @@ namespace sluice {
 void check_files_complete(FileTable& files);
 // Symlinks are made last, so that no path of the transfer can be resolved through one.
 // still_working is called after each entry (the sender waits for this work: see
-// ControlSide::still_working).
-void make_symlinks(const DestTree& tree, std::span<const wire::ManifestEntry* const> links, const std::function<void()>& still_working);
+// ControlSide::still_working). A non-empty directory in a symlink's way gives way through
+// replacer (--delete) or, when it is null, is refused.
+void make_symlinks(const DestTree& tree, std::span<const wire::ManifestEntry* const> links, const std::function<void()>& still_working,
+                   DirReplacer* replacer);
 // Modes and mtimes of directories, deepest first (writing into a directory changes its
 // mtime); with sync, every directory and DIR itself are fsynced.
 void apply_dir_metadata(const DestTree& tree, std::span<const wire::ManifestEntry* const> dirs, bool sync,

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "recv/store/dest_tree.hpp"
+#include "recv/store/dir_replacer.hpp"
 #include "recv/store/journal.hpp"
 
 namespace sluice {
@@ -19,10 +20,14 @@ Resumed resume_file(int dir, FileTable& files, RecvFile& f, bool verify, std::ve
         return {.complete = true, .bytes = f.entry.size, .in_place = st};
     }
     // A directory where the source now has a file: an empty one goes when the file is put in
-    // place (put_in_place); a non-empty one is refused now, before any of the file is sent.
+    // place (put_in_place); a non-empty one gives way then with --delete (dir_replacer.hpp)
+    // unless the filters protect something in it, and is refused otherwise: both refusals now,
+    // before any of the file is sent.
     if (quick_check && S_ISDIR(st.st_mode) && ::unlinkat(dir, f.name.c_str(), AT_REMOVEDIR) != 0 &&
-        (errno == ENOTEMPTY || errno == EEXIST))
-        throw dir_in_the_way(f.entry.path, "file");
+        (errno == ENOTEMPTY || errno == EEXIST)) {
+        if (!files.dir_replacer()) throw dir_in_the_way(f.entry.path, "file");
+        files.dir_replacer()->check(dir, f.name, f.entry.path);
+    }
     // An older version with blocks: finish_file leaves freeing them to the reaper.
     f.replaces = quick_check && S_ISREG(st.st_mode) && st.st_blocks > 0;
     if (f.entry.size == 0) return {};

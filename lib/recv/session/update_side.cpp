@@ -177,7 +177,7 @@ UpdateSide::Applied UpdateSide::apply(const DestTree& tree, FileTable& files, co
         if (files.mark_verified(*f, x.offset, x.length)) a.complete = true;
     }
     if (a.complete) {
-        finish_file(dirs, *f, to.get(), sync, &files.reaper());
+        finish_file(dirs, *f, to.get(), sync, files);
         if (f->journaled) journal::remove(dirs.get(f->parent), f->temp); // blocks that arrived before
         if (f->keep_sums) cache_.keep(*f);
         files.set_complete(*f);

@@ -12,6 +12,7 @@
 
 #include "core/io/sys_error.hpp"
 #include "core/wire/protocol.hpp"
+#include "recv/store/dir_replacer.hpp"
 
 namespace sluice {
 
@@ -110,7 +111,7 @@ Error dir_in_the_way(const std::string& path, const std::string& what) {
 }
 
 void put_in_place(int dir, const std::string& temp, const std::string& name, const std::string& path,
-                  const std::string& what) {
+                  const std::string& what, DirReplacer* replacer) {
     if (::renameat(dir, temp.c_str(), dir, name.c_str()) == 0) return;
     int err = errno;
     // rename() over a directory: EISDIR for a non-directory, ENOTEMPTY/EEXIST never reached
@@ -119,6 +120,8 @@ void put_in_place(int dir, const std::string& temp, const std::string& name, con
         if (::unlinkat(dir, name.c_str(), AT_REMOVEDIR) == 0) {
             if (::renameat(dir, temp.c_str(), dir, name.c_str()) == 0) return;
             err = errno;
+        } else if ((errno == ENOTEMPTY || errno == EEXIST) && replacer) {
+            return replacer->replace(dir, temp, name, path, what);
         } else if (errno == ENOTEMPTY || errno == EEXIST) {
             ::unlinkat(dir, temp.c_str(), 0);
             throw dir_in_the_way(path, what);

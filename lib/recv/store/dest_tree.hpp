@@ -11,6 +11,8 @@
 
 namespace sluice {
 
+class DirReplacer;
+
 class DestTree {
 public:
     // Throws Error(destination) if dir is missing, not a directory or not writable.
@@ -43,12 +45,13 @@ private:
 
 // Renames temp over name in dir, the last step of every entry the receiver makes. An empty
 // directory under that name (the source had one there before) is removed first, as rsync
-// does; a non-empty one is not, and the error names path and why. On failure temp is removed:
-// nothing half-made is left beside the final name. `what` names the kind ("file", "symlink").
+// does; a non-empty one gives way through replacer (--delete, dir_replacer.hpp) or, without
+// one, is refused, the error naming path and why. On failure temp is removed: nothing
+// half-made is left beside the final name. `what` names the kind ("file", "symlink").
 // The refusal put_in_place gives for a non-empty directory in the way.
 Error dir_in_the_way(const std::string& path, const std::string& what);
 void put_in_place(int dir, const std::string& temp, const std::string& name, const std::string& path,
-                  const std::string& what);
+                  const std::string& what, DirReplacer* replacer);
 
 // A data stream's cache of the directory it last wrote into (small files come in runs per
 // directory, so most files cost no extra open).

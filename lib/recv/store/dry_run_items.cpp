@@ -121,11 +121,16 @@ uint16_t DryRunItems::owner_changes(const wire::EntryMeta* m, const struct stat&
 
 // Each attribute the sender sends is compared with the one under the name (lgetxattr through
 // the parent's handle: the entry itself, never what a symlink points at). Attributes only the
-// receiver has are not listed: a transfer leaves them (docs/guarantees.md).
+// receiver has count where the sender's lists are complete (exact lists: the real run removes
+// them, tree_apply.cpp), and not otherwise: a transfer leaves them (docs/guarantees.md).
 uint16_t DryRunItems::xattr_changes(int dir, const std::string& name, const wire::EntryMeta* m) {
-    if (!m || m->xattrs.empty()) return 0;
+    if (!m) return 0;
     const std::string at = "/proc/self/fd/" + std::to_string(dir) + "/" + name;
     uint16_t c = 0;
+    // The same list the real run takes (listxattrat beside the name, not following a symlink);
+    // one it cannot read is warned about then, and changes nothing here.
+    if (ids_.exact() && ids_.stale().find(dir, name.c_str(), at, false, m->xattrs, stale_))
+        for (const std::string& key : stale_) c |= key.starts_with("system.posix_acl_") ? Item::kAcl : Item::kXattrs;
     for (const auto& [key, value] : m->xattrs) {
         const uint16_t bit = key.starts_with("system.posix_acl_") ? Item::kAcl : Item::kXattrs;
         if (c & bit) continue;

@@ -4,7 +4,8 @@
 // rsync's --itemize-changes (the sender prints them): a file is sent when it is new or its size
 // or mtime differs (the quick check; updated by changed blocks where it exists), and its mode,
 // owner and group are compared with what the receiver would set, and each extended attribute
-// and ACL the sender sends with what the name has (rsync's 'x' and 'a').
+// and ACL the sender sends with what the name has (rsync's 'x' and 'a'), and, where the
+// sender's lists are complete (exact lists), each one it lacks, which the real run removes.
 #include <sys/types.h>
 
 #include <string>
@@ -46,6 +47,7 @@ private:
     std::unordered_set<uint64_t> written_; // files that would be written: their hard links are made again
     std::vector<wire::DryRunItem> page_;
     std::vector<char> value_; // xattr_changes' buffer, kept between entries
+    std::vector<std::string> stale_; // xattr_changes' names the sender's complete lists lack
 };
 
 } // namespace sluice

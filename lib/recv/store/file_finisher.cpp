@@ -40,7 +40,7 @@ namespace {
 // Gives the verified unnamed (O_TMPFILE) inode of f its final name. linkat never replaces, so
 // an older file already under that name is replaced the way a temporary file is: linked under
 // the temporary name first, then renamed over it (atomic for readers of the final name).
-void link_into_place(int dir, RecvFile& f, int fd) {
+void link_into_place(int dir, RecvFile& f, int fd, DirReplacer* replacer) {
     const std::string& path = f.entry.path;
     auto link_as = [&](const std::string& name) {
         if (::linkat(fd, "", dir, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
@@ -53,7 +53,7 @@ void link_into_place(int dir, RecvFile& f, int fd) {
     if (err == EEXIST) {
         ::unlinkat(dir, f.temp.c_str(), 0); // a temporary file an earlier run left
         err = link_as(f.temp);
-        if (err == 0) put_in_place(dir, f.temp, f.name, path, "file");
+        if (err == 0) put_in_place(dir, f.temp, f.name, path, "file", replacer);
     }
     if (err != 0) throw_errno(ErrorCode::destination, "cannot link '" + path + "' into place", err);
 }
@@ -67,7 +67,7 @@ UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f) {
     return fd;
 }
 
-void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync, InodeReaper* reaper) {
+void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync, FileTable& files) {
     const std::string& path = f.entry.path;
     struct stat st {};
     if (::fstat(fd, &st) != 0) throw_errno(ErrorCode::destination, "cannot stat '" + path + "'");
@@ -83,13 +83,13 @@ void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync, InodeReap
     // The old version's inode, held so that the rename does not free (and discard) its blocks
     // on this thread (inode_reaper.hpp). Not there any more, or not openable: the rename frees it.
     UniqueFd old;
-    if (f.replaces && reaper) old.reset(::openat(dir, f.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (f.replaces) old.reset(::openat(dir, f.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (f.unnamed) {
-        link_into_place(dir, f, fd);
+        link_into_place(dir, f, fd, files.dir_replacer());
     } else {
-        put_in_place(dir, f.temp, f.name, path, "file");
+        put_in_place(dir, f.temp, f.name, path, "file", files.dir_replacer());
     }
-    if (old) reaper->retire(std::move(old));
+    if (old) files.reaper().retire(std::move(old));
 }
 
 namespace {
@@ -156,7 +156,7 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
     if (!complete) return;
     if (fd >= 0) {
         if (ctx.verify) verify_from_disk(ctx, dirs, f);
-        finish_file(dirs, f, fd, ctx.sync, &ctx.files.reaper());
+        finish_file(dirs, f, fd, ctx.sync, ctx.files);
         if (f.journaled) journal::remove(dirs.get(f.parent), f.temp);
         if (ctx.still_working) ctx.still_working();
         if (f.keep_sums && ctx.sums_cache) ctx.sums_cache->keep(f);

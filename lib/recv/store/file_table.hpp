@@ -23,6 +23,8 @@
 
 namespace sluice {
 
+class DirReplacer;
+
 struct RecvFile {
     wire::ManifestEntry entry;
     std::string parent; // relative directory
@@ -164,6 +166,10 @@ public:
     void set_complete(RecvFile& f);
     // Closes the old versions of replaced files off the data streams (finish_file).
     InodeReaper& reaper() { return reaper_; }
+    // --delete's (TreeMirror's): a non-empty directory gives way to the entry the source now has
+    // under its name (dir_replacer.hpp). Null without --delete: such a directory is refused.
+    DirReplacer* dir_replacer() const { return dir_replacer_; }
+    void set_dir_replacer(DirReplacer* r) { dir_replacer_ = r; }
 
 private:
     // 1,024 entries (~300 KiB): the unit in which complete entries are given back.
@@ -205,6 +211,7 @@ private:
     uint64_t released_entries_ = 0;
     uint64_t held_peak_ = 0;
     InodeReaper reaper_;
+    DirReplacer* dir_replacer_ = nullptr;
 };
 
 } // namespace sluice

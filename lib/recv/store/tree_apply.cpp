@@ -40,8 +40,8 @@ mode_t type_bits(wire::EntryKind k) {
 }
 
 // Puts what was made under f's temporary name into place (over an older entry of that name).
-void rename_into_place(int dir, const RecvFile& f, const char* what) {
-    put_in_place(dir, f.temp, f.name, f.entry.path, what);
+void rename_into_place(int dir, const RecvFile& f, const char* what, DirReplacer* replacer) {
+    put_in_place(dir, f.temp, f.name, f.entry.path, what, replacer);
     // rename() of two names of one inode does nothing: a re-run's link is already there.
     ::unlinkat(dir, f.temp.c_str(), 0);
 }
@@ -70,7 +70,7 @@ void TreeMeta::make_links_and_specials(const DestTree& tree, FileTable& files, c
         ::unlinkat(dir.get(), l.temp.c_str(), 0); // one an earlier run left; usually none
         if (::linkat(from.get(), DestTree::name_of(path).c_str(), dir.get(), l.temp.c_str(), 0) != 0)
             throw_errno(ErrorCode::destination, "cannot create hard link '" + l.entry.path + "' to '" + path + "'");
-        rename_into_place(dir.get(), l, "hard link");
+        rename_into_place(dir.get(), l, "hard link", files.dir_replacer());
     }
     for (uint64_t id : specials_) {
         still_working();
@@ -91,7 +91,7 @@ void TreeMeta::make_links_and_specials(const DestTree& tree, FileTable& files, c
         }
         if (::utimensat(dir.get(), s.temp.c_str(), FileTimes(s.entry.mtime_ns).t, AT_SYMLINK_NOFOLLOW) != 0)
             throw_errno(ErrorCode::destination, "cannot set the mtime of '" + s.entry.path + "'");
-        rename_into_place(dir.get(), s, "special file");
+        rename_into_place(dir.get(), s, "special file", files.dir_replacer());
     }
 }
 

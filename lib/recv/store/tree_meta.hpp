@@ -62,6 +62,8 @@ public:
     // TREE_OPTIONS' kExact* flags: apply() removes what the sender's lists lack in those namespaces.
     void set_exact(uint32_t flags) { stale_.set_exact(flags); }
     bool exact() const { return stale_.on(); }
+    // What apply() would remove (--dry-run lists it, dry_run_items.hpp).
+    StaleXattrs& stale() { return stale_; }
 
     // Control thread, before the file table frees a slab of settled entries (issue 19): a
     // regular file's metadata is applied now (it is complete and in place) and forgotten; a
