@@ -6,7 +6,8 @@
 //   delayline --a DEV --b DEV [--delay-ab MS] [--delay-ba MS] [--jitter MS]
 //             [--loss-ab PCT] [--loss-ba PCT] [--ge-ab P,R,LOSS_BAD] [--ge-ba ...]
 //             [--queue FRAMES] [--rcvbuf BYTES] [--rx-ring BYTES] [--tx-batch N] [--cpu N]
-//             [--slack-us US] [--rate-ab MBIT --limit-ab BYTES] [--seed N] --stats FILE
+//             [--slack-us US] [--rate-ab MBIT --limit-ab BYTES [--burst-ab BYTES]]
+//             [--seed N] --stats FILE
 //
 // Direction ab is what arrives on --a (from the sending end) and leaves by --b. Jitter adds
 // a uniform 0..MS to each frame's delay but never lets a frame overtake the one before it
@@ -22,9 +23,12 @@
 // recv() per frame (0: recv, into a socket buffer of --rcvbuf); --tx-batch N sends up to N due
 // frames per sendmmsg() (1: one send() each); --cpu N pins the line to one CPU; --slack-us US
 // lets a wake-up wait up to US past the earliest due time so that frames due close together
-// leave in one batch (each frame then leaves at most US late; 0: exact); --rate-ab MBIT with
-// --limit-ab BYTES is the bottleneck on direction ab inside the line (a FIFO link of that rate
-// and queue, drop-tail: queue_drops) instead of a tbf on the veth.
+// leave in one batch (each frame then leaves at most US late, and never more than 1% of the
+// shorter delay; 0: exact). Defaults: a 256 MiB ring, batches of 64, 50 us (measured:
+// docs/benchmarks.md; at 80 ms, 1 Gbit/s the slack took the line from 95% to 59% of a CPU); --rate-ab MBIT with
+// --limit-ab BYTES (and --burst-ab BYTES, default 0) is the bottleneck on direction ab inside
+// the line, a tbf's token bucket of that rate, queue and burst (drop-tail: queue_drops), instead
+// of a tbf on the veth.
 #ifndef _GNU_SOURCE // meson defines it for the project; a bare gcc build of this file too
 #define _GNU_SOURCE
 #endif
@@ -86,20 +90,32 @@ void admit(struct direction* d, struct frame* f) {
     if (due < d->last_due_ns) due = d->last_due_ns;
     d->last_due_ns = due;
     if (d->rate_bpns > 0) {
-        // The bottleneck at the far end of the delay, as a tbf on the outgoing veth was: the
-        // frame reaches it at `due`, waits for the frames ahead of it (the link is busy until
-        // link_free_ns) and leaves once serialized. What is ahead of it is the backlog in
-        // bytes; a frame that does not fit the queue is dropped. Decided here on arrival, as
-        // the delay is known then: the line's queue keeps one ordered list of departures and
-        // the kernel needs no timer per frame (a tbf's watchdog fired once per frame).
+        // The bottleneck at the far end of the delay, the token bucket a tbf on the outgoing
+        // veth was: the frame reaches it at `due` and waits behind the frames ahead of it (the
+        // previous one leaves at link_free_ns); it leaves once the tokens, which grow at the
+        // rate up to `burst` bytes, cover its length. The bytes ahead of it are the queue
+        // (exact to within one frame: the frames queued behind an empty bucket leave one
+        // length's worth of time apart); a frame that does not fit `limit` is dropped, as the
+        // tbf's queue drops it. Decided here on arrival, as the delay is known then: the
+        // line's queue keeps one ordered list of departures and the kernel needs no timer per
+        // frame (a tbf's watchdog fired once per frame: the emulator's ceiling, README.md).
         uint64_t start = due > d->link_free_ns ? due : d->link_free_ns;
-        uint64_t backlog = (uint64_t)((double)(start - due) * d->rate_bpns);
-        if (backlog + f->len > d->limit) {
+        double backlog = (double)(start - due) * d->rate_bpns;
+        if (backlog + f->len > (double)d->limit) {
             d->queue_drops++;
             return;
         }
-        d->link_free_ns = start + (uint64_t)((double)f->len / d->rate_bpns);
-        due = d->link_free_ns;
+        double tokens = d->tokens + (double)(start - d->link_free_ns) * d->rate_bpns;
+        if (tokens > d->burst) tokens = d->burst;
+        if (tokens >= f->len) {
+            tokens -= f->len;
+        } else {
+            start += (uint64_t)((f->len - tokens) / d->rate_bpns);
+            tokens = 0;
+        }
+        d->tokens = tokens;
+        d->link_free_ns = start;
+        due = start;
     }
     f->due_ns = due;
     d->count++;
@@ -139,7 +155,7 @@ static int parse_ge(const char* s, struct ge_model* g) {
 static void usage(const char* why) {
     fprintf(stderr, "delayline: %s\nusage: delayline --a DEV --b DEV [--delay-ab MS] [--delay-ba MS] [--jitter MS] "
                     "[--loss-ab PCT] [--loss-ba PCT] [--ge-ab P,R,LOSS_BAD] [--ge-ba P,R,LOSS_BAD] [--queue FRAMES] "
-                    "[--rcvbuf BYTES] [--rx-ring BYTES] [--tx-batch N] [--cpu N] [--slack-us US] [--rate-ab MBIT --limit-ab BYTES] "
+                    "[--rcvbuf BYTES] [--rx-ring BYTES] [--tx-batch N] [--cpu N] [--slack-us US] [--rate-ab MBIT --limit-ab BYTES [--burst-ab BYTES]] "
                     "[--seed N] --stats FILE\n",
             why);
     exit(2);
@@ -150,8 +166,8 @@ int main(int argc, char** argv) {
     double delay_ab = 0, delay_ba = 0, jitter = 0, loss_ab = 0, loss_ba = 0;
     size_t cap = 32768;
     int cpu = -1;
-    double rate_ab = 0, limit_ab = 0;
-    uint64_t slack_ns = 0;
+    double rate_ab = 0, limit_ab = 0, burst_ab = 0;
+    uint64_t slack_ns = 50000; // 4 frames at 1 Gbit/s; capped at 1% of the delay below
     struct direction d[2] = {{.name = "ab"}, {.name = "ba"}};
     if (getrandom(&g_rng, sizeof g_rng, 0) != sizeof g_rng) g_rng = (uint64_t)now_ns();
     for (int i = 1; i < argc; ++i) {
@@ -179,13 +195,18 @@ int main(int argc, char** argv) {
         else if (!strcmp(k, "--tx-batch") && x >= 1 && x <= kBatch) g_port.tx_batch = (unsigned)x;
         else if (!strcmp(k, "--rate-ab")) rate_ab = x;
         else if (!strcmp(k, "--limit-ab") && x >= 2048) limit_ab = x;
+        else if (!strcmp(k, "--burst-ab") && x <= 1 << 30) burst_ab = x;
         else if (!strcmp(k, "--cpu") && x < CPU_SETSIZE) cpu = (int)x;
         else if (!strcmp(k, "--slack-us") && x <= 1000) slack_ns = (uint64_t)(x * 1000);
         else usage("unknown option or value out of range");
     }
     if (!dev_a || !dev_b || !stats) usage("--a, --b and --stats are required");
     if ((rate_ab > 0) != (limit_ab > 0)) usage("--rate-ab and --limit-ab go together");
-    d[0].rate_bpns = rate_ab * 1e6 / 8 / 1e9, d[0].limit = (uint64_t)limit_ab;
+    // A frame may leave up to the slack late: never more than 1% of either direction's delay
+    // (at 0.2 ms RTT 1 us; at 80 ms the 50 us default, 0.06%).
+    uint64_t shortest = (uint64_t)((delay_ab < delay_ba ? delay_ab : delay_ba) * 1e6);
+    if (slack_ns > shortest / 100) slack_ns = shortest / 100;
+    d[0].rate_bpns = rate_ab * 1e6 / 8 / 1e9, d[0].limit = (uint64_t)limit_ab, d[0].burst = burst_ab;
     g_jitter_ns = (uint64_t)(jitter * 1e6);
     int fa = open_port(dev_a), fb = open_port(dev_b);
     d[0].in_fd = fa, d[0].out_fd = fb, d[0].delay_ns = (uint64_t)(delay_ab * 1e6), d[0].loss = loss_ab / 100;

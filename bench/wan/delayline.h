@@ -34,9 +34,10 @@ struct direction {
     double loss; // random loss, 0..1
     struct ge_model ge;
     // The line's own bottleneck (--rate-ab/--limit-ab; 0: none, a tbf may be on the veth):
-    // a FIFO link of this rate with a queue of `limit` bytes, drop-tail.
+    // a token bucket of this rate and `burst` bytes with a queue of `limit` bytes, drop-tail.
     double rate_bpns; // bytes per ns
-    uint64_t limit, link_free_ns;
+    double burst, tokens;
+    uint64_t limit, link_free_ns; // link_free_ns: when the last frame admitted leaves it
     struct frame* q; // ring of `cap` frames
     size_t cap, head, count;
     uint64_t last_due_ns;

@@ -27,7 +27,7 @@
 // page-cache pages is charged more against the buffer than its length, so the line's socket
 // filled while the line kept up. Memory is only used by frames not yet read. A ring's slots are
 // a fixed 2048 bytes whatever the frame's pages.
-struct port_options g_port = {.rcvbuf = 256 << 20, .rx_ring = 0, .tx_batch = 1};
+struct port_options g_port = {.rcvbuf = 256 << 20, .rx_ring = 256 << 20, .tx_batch = 64};
 
 uint64_t now_ns(void) {
     struct timespec ts;

@@ -316,8 +316,8 @@ def main():
                     help="congestion controls; sluice's may carry send options: bbr+pace, bbr+no-pace")
     ap.add_argument("--tools", default="sluice,iperf3", help="also: tarnc, rsync, wdt (bench/wan/peers.py)")
     ap.add_argument("--rate", type=float, default=600.0, help="tbf ceiling, Mbit/s (1000 overloads the delay line here)")
-    ap.add_argument("--bottleneck", choices=["tbf", "line"], default="tbf",
-                    help="the rate limit: a tbf on R's veth, or the delay line's own FIFO link (wan.py)")
+    ap.add_argument("--bottleneck", choices=["line", "tbf"], default="line",
+                    help="the rate limit: the delay line's own token bucket, or a tbf on R's veth (wan.py)")
     ap.add_argument("--seconds", type=float, default=15.0, help="time bound of one sluice run")
     ap.add_argument("--iperf-seconds", type=int, default=8)
     ap.add_argument("--size", type=int, default=1 << 30)

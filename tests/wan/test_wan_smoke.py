@@ -32,8 +32,9 @@ def test_transfer_through_the_delay_line_and_teardown(tmp_path):
     src.write_bytes(os.urandom(3 << 20))
     dest = tmp_path / "dest"
     dest.mkdir()
-    w = wan.Wan(prefix=PREFIX, delay_ab=1, delay_ba=1, rate_mbit=100, log=lambda m: None)
+    w = wan.Wan(prefix=PREFIX, delay_ab=1, delay_ba=1, rate_mbit=100, bottleneck="tbf", log=lambda m: None)
     with w:
+        assert "tbf" in w.ex("r", ["tc", "qdisc", "show", "dev", f"{PREFIX}-rb"]).stdout
         assert sorted(namespaces()) == sorted(w.ns(s) for s in "arb")
         recv = w.popen("b", [SLUICE, "recv", "--bind", wan.ADDR_B, "--port", 7116, "--token", "wantest", "--json",
                              "--cc", "cubic", dest], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -57,9 +58,11 @@ def test_transfer_through_the_delay_line_and_teardown(tmp_path):
     assert c["ab"]["lost"] == 0 and c["ab"]["overflow"] == 0
     assert c["ba"]["tx"] > 0  # ACKs came back through the line too
     assert conserved(c["ab"]) and conserved(c["ba"]), c
-    # Its input sockets hold 256 MiB (doubled by the kernel): 32 MiB dropped tens of thousands of
-    # frames from zero-copy senders at 20 ms while the line kept up (h16j).
-    assert c["ab"]["rcvbuf"] >= 2 * (256 << 20) and c["ba"]["rcvbuf"] >= 2 * (256 << 20), c
+    # Its input rings hold 256 MiB each (h16p; without a ring, --rx-ring 0, the socket buffer of
+    # 256 MiB, doubled by the kernel: 32 MiB dropped tens of thousands of frames from zero-copy
+    # senders at 20 ms while the line kept up, h16j).
+    assert c["ab"]["rx_ring"] >= 256 << 20 and c["ba"]["rx_ring"] >= 256 << 20, c
+    assert c["ab"]["sock_drops"] == 0 and c["ba"]["sock_drops"] == 0, c
     assert namespaces() == []
 
 
@@ -87,16 +90,15 @@ def conserved(c):
 
 
 def test_line_bottleneck_drops_at_its_queue_and_counts_every_frame(tmp_path):
-    """The bottleneck inside the line (wan.py --bottleneck line, h16p): no tbf on the veth, a
-    queue of ~10 frames at 20 Mbit/s that two CUBIC streams' first flight (20 frames at once,
-    1 ms away) overflows, so it must drop there; the copy is still whole and every frame is
-    counted once."""
+    """The bottleneck inside the line (wan.py's default, h16p): no tbf on the veth, a queue of
+    ~10 frames at 20 Mbit/s behind a bucket of 32 KiB (22 frames) that two CUBIC streams
+    overflow (3 MiB in windows that grow past 32 frames each, against 2 ms of path), so it must
+    drop there; the copy is still whole and every frame is counted once."""
     src = tmp_path / "src.bin"
     src.write_bytes(os.urandom(3 << 20))
     dest = tmp_path / "dest"
     dest.mkdir()
-    w = wan.Wan(prefix=PREFIX, delay_ab=1, delay_ba=1, rate_mbit=20, buffer_bytes=16000, bottleneck="line",
-                log=lambda m: None)
+    w = wan.Wan(prefix=PREFIX, delay_ab=1, delay_ba=1, rate_mbit=20, buffer_bytes=16000, log=lambda m: None)
     with w:
         assert "tbf" not in w.ex("r", ["tc", "qdisc", "show", "dev", f"{PREFIX}-rb"]).stdout
         recv = w.popen("b", [SLUICE, "recv", "--bind", wan.ADDR_B, "--port", 7117, "--token", "wantest", "--json",
@@ -119,7 +121,7 @@ def test_line_bottleneck_drops_at_its_queue_and_counts_every_frame(tmp_path):
 
 
 def test_line_bottleneck_needs_its_queue():
-    w = wan.Wan(prefix=PREFIX, log=lambda m: None, delay_ab=1, delay_ba=1)
+    w = wan.Wan(prefix=PREFIX, rate_mbit=0, log=lambda m: None, delay_ab=1, delay_ba=1)  # no --limit-ab of its own
     with pytest.raises(ValueError, match="bottleneck 'qdisc'"):
         wan.Wan(prefix=PREFIX, bottleneck="qdisc", log=lambda m: None)
     os.environ["SLUICE_DELAYLINE_ARGS"] = "--rate-ab 100"  # without --limit-ab: refused, nothing left behind
