@@ -180,6 +180,72 @@ def iperf_case(net, a, streams, w=None, perf_path=None):
     return row
 
 
+def case_key(r):
+    """One bar group of the plot: the path, RTT, rate and streams of a row."""
+    if r["path"] == "veth":
+        return f"plain veth\n-P {r['streams']}"
+    rate = f"{r['rate']:g} Mbit/s" if r["rate"] else "no limit"
+    return f"{r['rtt']:g} ms\n{rate}\n-P {r['streams']}"
+
+
+def report(paths, plot_path=None):
+    """Markdown table of results files (every run, in order), and a bar plot of goodput per
+    case and delay line (every run a bar)."""
+    rows = [json.loads(line) for p in paths.split(",") for line in open(p) if line.strip()]
+    print("| UTC | line | RTT ms | rate Mbit/s | streams | Mbit/s | line CPU % | frames/s A->B + B->A | "
+          "us/frame | frames/batch | bottleneck drops | line drops | veth drops | retrans |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        vd = sum(v["rx_dropped"] + v["tx_dropped"] for v in r["veth_drops"].values())
+        if r["path"] == "veth":
+            print(f"| {r['utc'][11:19]} | plain veth | 0 | - | {r['streams']} | {r['mbit']:.0f} | - | - | - | - | - | - | "
+                  f"{vd} | {r['retrans']:,} |")
+            continue
+        ab, ba = r["line_ab"], r["line_ba"]
+        pps = ab["pps"] + ba["pps"]
+        us = r["line_cpu_pct"] / 100 / pps * 1e6 if pps else 0
+        batch = f"{ab['tx'] / ab['batches']:.1f}" if ab.get("batches") else "1"
+        # the tbf's own count and the line's ENOBUFS are the same drops; the line's queue is the other bottleneck
+        bott = max(r.get("tbf_drops") or 0, ab["enobufs"]) + ab.get("queue_drops", 0)
+        line = ab["sock_drops"] + ba["sock_drops"] + ab["overflow"] + ba["overflow"]
+        rate = f"{r['rate']:g}" if r["rate"] else "none"
+        print(f"| {r['utc'][11:19]} | {r['line']} | {r['rtt']:g} | {rate} | {r['streams']} | {r['mbit']:.0f} | "
+              f"{r['line_cpu_pct']:.0f} | {ab['pps']:,} + {ba['pps']:,} | {us:.1f} | {batch} | {bott:,} | {line} | "
+              f"{vd} | {r['retrans']:,} |")
+    if not plot_path:
+        return 0
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    cases = list(dict.fromkeys(case_key(r) for r in rows))
+    names = list(dict.fromkeys(r.get("line", "plain veth") for r in rows))
+    width = 0.8 / len(names)
+    fig, ax = plt.subplots(figsize=(1.4 * len(cases) + 2, 4.2))
+    for i, name in enumerate(names):
+        for j, key in enumerate(cases):
+            got = [r["mbit"] for r in rows if r.get("line", "plain veth") == name and case_key(r) == key]
+            xs = [j - 0.4 + width * (i + 0.5)] * len(got)
+            ax.scatter(xs, got, color=f"C{i}", zorder=3, s=14)
+            if got:
+                ax.bar(xs[0], sum(got) / len(got), width, color=f"C{i}", alpha=0.6,
+                       label=name if j == next(k for k, c in enumerate(cases) if any(
+                           r.get("line", "plain veth") == name and case_key(r) == c for r in rows)) else None)
+    top = 1.15 * max([r["mbit"] for r in rows if r["path"] == "line"] or [1000])
+    ax.set_ylim(0, top)
+    for j, key in enumerate(cases):  # the plain veth is off the scale: its figure as text
+        for r in rows:
+            if case_key(r) == key and r["mbit"] > top:
+                ax.annotate(f"{r['mbit']:.0f}", (j, top * 0.95), ha="center", fontsize=8)
+    ax.set_xticks(range(len(cases)), cases, fontsize=8)
+    ax.set_ylabel("iperf3 goodput, Mbit/s (bar: mean, dots: runs)")
+    ax.axhline(956, color="k", linestyle=":", linewidth=1, label="1 Gbit/s in 1448-byte payloads")
+    ax.set_title("The WAN emulator's ceiling by delay line (bench/wan/ceiling.py)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(plot_path, dpi=90)
+    return 0
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--paths", default="line,veth", help="line (the emulator) and/or veth (no delay line)")
@@ -196,12 +262,18 @@ def parse_args(argv):
     ap.add_argument("--perf-all", action="store_true", help="perf record the whole machine, not only the line")
     ap.add_argument("--perf-dir", default="/work/data/h16p/perf")
     ap.add_argument("--prefix", default="slceil")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--report", help="FILE[,FILE...]: print the markdown table of results instead of running")
+    ap.add_argument("--plot", help="with --report: a bar plot of goodput per case and line (PNG)")
     return ap.parse_args(argv)
 
 
 def main(argv):
     a = parse_args(argv)
+    if a.report:
+        return report(a.report, a.plot)
+    if not a.out:
+        raise SystemExit("ceiling.py: --out FILE is required to run")
     # NAME=BINARY[@OPTIONS]: options (space-separated) for that line only, after --line-args
     lines = [tuple(x.split("=", 1)) for x in a.lines.split(",") if x] or [("built", wan.find_delayline())]
     lines = [(n, *b.partition("@")[::2]) for n, b in lines]

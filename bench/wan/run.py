@@ -315,7 +315,9 @@ def main():
     ap.add_argument("--cc", default="cubic,bbr",
                     help="congestion controls; sluice's may carry send options: bbr+pace, bbr+no-pace")
     ap.add_argument("--tools", default="sluice,iperf3", help="also: tarnc, rsync, wdt (bench/wan/peers.py)")
-    ap.add_argument("--rate", type=float, default=600.0, help="tbf ceiling, Mbit/s (1000 overloads the delay line here)")
+    ap.add_argument("--rate", type=float, default=1000.0,
+                    help="bottleneck Mbit/s (the issue's 1 Gbit/s: the line's own bucket carries it, h16p; "
+                         "through --bottleneck tbf the tbf's timer held it near 650-750)")
     ap.add_argument("--bottleneck", choices=["line", "tbf"], default="line",
                     help="the rate limit: the delay line's own token bucket, or a tbf on R's veth (wan.py)")
     ap.add_argument("--seconds", type=float, default=15.0, help="time bound of one sluice run")
