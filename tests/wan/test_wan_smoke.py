@@ -27,6 +27,25 @@ def namespaces():
     return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX + "-")]
 
 
+def transfer(w, src, dest, port):
+    """sluice send (2 CUBIC streams) from A to a receiver in B, both bounded in time; returns the
+    sender's JSON stats."""
+    recv = w.popen("b", [SLUICE, "recv", "--bind", wan.ADDR_B, "--port", port, "--token", "wantest", "--json",
+                         "--cc", "cubic", dest], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert recv.stdout.readline().startswith("sluice://")
+        send = w.ex("a", [SLUICE, "send", "--streams", 2, "--cc", "cubic", "--json", src,
+                          f"sluice://{wan.ADDR_B}:{port}/?token=wantest"], check=False, timeout=180)
+        assert send.returncode == 0, send.stderr
+        _, err = recv.communicate(timeout=60)
+        assert recv.returncode == 0, err
+    finally:
+        if recv.poll() is None:
+            recv.kill()
+            recv.communicate()
+    return json.loads(send.stdout.strip().splitlines()[-1])
+
+
 def test_transfer_through_the_delay_line_and_teardown(tmp_path):
     src = tmp_path / "src.bin"
     src.write_bytes(os.urandom(3 << 20))
@@ -36,21 +55,8 @@ def test_transfer_through_the_delay_line_and_teardown(tmp_path):
     with w:
         assert "tbf" in w.ex("r", ["tc", "qdisc", "show", "dev", f"{PREFIX}-rb"]).stdout
         assert sorted(namespaces()) == sorted(w.ns(s) for s in "arb")
-        recv = w.popen("b", [SLUICE, "recv", "--bind", wan.ADDR_B, "--port", 7116, "--token", "wantest", "--json",
-                             "--cc", "cubic", dest], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert recv.stdout.readline().startswith("sluice://")
-            send = w.ex("a", [SLUICE, "send", "--streams", 2, "--cc", "cubic", "--json", src,
-                              f"sluice://{wan.ADDR_B}:7116/?token=wantest"], check=False, timeout=120)
-            assert send.returncode == 0, send.stderr
-            out, err = recv.communicate(timeout=60)
-            assert recv.returncode == 0, err
-        finally:
-            if recv.poll() is None:
-                recv.kill()
-                recv.communicate()
+        s = transfer(w, src, dest, 7116)
         c = w.counters()
-        s = json.loads(send.stdout.strip().splitlines()[-1])
     assert (dest / "src.bin").read_bytes() == src.read_bytes()
     assert s["congestion_control"] == "cubic"
     # Offloads are off: every frame is at most one MTU, so the data alone took this many frames.
@@ -101,19 +107,7 @@ def test_line_bottleneck_drops_at_its_queue_and_counts_every_frame(tmp_path):
     w = wan.Wan(prefix=PREFIX, delay_ab=1, delay_ba=1, rate_mbit=20, buffer_bytes=16000, log=lambda m: None)
     with w:
         assert "tbf" not in w.ex("r", ["tc", "qdisc", "show", "dev", f"{PREFIX}-rb"]).stdout
-        recv = w.popen("b", [SLUICE, "recv", "--bind", wan.ADDR_B, "--port", 7117, "--token", "wantest", "--json",
-                             "--cc", "cubic", dest], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert recv.stdout.readline().startswith("sluice://")
-            send = w.ex("a", [SLUICE, "send", "--streams", 2, "--cc", "cubic", "--json", src,
-                              f"sluice://{wan.ADDR_B}:7117/?token=wantest"], check=False, timeout=180)
-            assert send.returncode == 0, send.stderr
-            _, err = recv.communicate(timeout=60)
-            assert recv.returncode == 0, err
-        finally:
-            if recv.poll() is None:
-                recv.kill()
-                recv.communicate()
+        transfer(w, src, dest, 7117)
         c = w.counters()
     assert (dest / "src.bin").read_bytes() == src.read_bytes()
     assert c["ab"]["queue_drops"] > 0 and c["ba"]["queue_drops"] == 0, c
