@@ -5,7 +5,9 @@
 //
 //   delayline --a DEV --b DEV [--delay-ab MS] [--delay-ba MS] [--jitter MS]
 //             [--loss-ab PCT] [--loss-ba PCT] [--ge-ab P,R,LOSS_BAD] [--ge-ba ...]
-//             [--queue FRAMES] [--rcvbuf BYTES] [--seed N] --stats FILE
+//             [--queue FRAMES] [--rcvbuf BYTES] [--rx-ring BYTES] [--tx-batch N] [--cpu N]
+//             [--slack-us US] [--rate-ab MBIT --limit-ab BYTES [--burst-ab BYTES]]
+//             [--seed N] --stats FILE
 //
 // Direction ab is what arrives on --a (from the sending end) and leaves by --b. Jitter adds
 // a uniform 0..MS to each frame's delay but never lets a frame overtake the one before it
@@ -15,16 +17,27 @@
 // stats file (JSON); SIGTERM/SIGINT write them and exit. Drops that are not the settings' are
 // counted apart: overflow (the line's queue), enobufs (the tbf), sock_drops (frames the
 // kernel dropped because the line did not read them in time: past its ceiling).
+//
+// Cost per frame (the emulator's ceiling; docs/benchmarks.md "the emulator's ceiling"):
+// --rx-ring BYTES reads input from an mmap'ed PACKET_RX_RING of that size instead of one
+// recv() per frame (0: recv, into a socket buffer of --rcvbuf); --tx-batch N sends up to N due
+// frames per sendmmsg() (1: one send() each); --cpu N pins the line to one CPU; --slack-us US
+// lets a wake-up wait up to US past the earliest due time so that frames due close together
+// leave in one batch (each frame then leaves at most US late, and never more than 1% of the
+// shorter delay; 0: exact). Defaults: a 256 MiB ring, batches of 64, 50 us (measured:
+// docs/benchmarks.md; at 80 ms, 1 Gbit/s the slack took the line from 95% to 59% of a CPU); --rate-ab MBIT with
+// --limit-ab BYTES (and --burst-ab BYTES, default 0) is the bottleneck on direction ab inside
+// the line, a tbf's token bucket of that rate, queue and burst (drop-tail: queue_drops), instead
+// of a tbf on the veth.
+#ifndef _GNU_SOURCE // meson defines it for the project; a bare gcc build of this file too
 #define _GNU_SOURCE
-#include <arpa/inet.h>
+#endif
+#include "delayline.h"
+
 #include <errno.h>
-#include <linux/if_ether.h>
-#include <linux/if_packet.h>
-#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,34 +45,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-enum { kFrameMax = 2048, kBatch = 256 };
-
-struct frame {
-    uint64_t due_ns;
-    uint16_t len;
-    unsigned char data[kFrameMax];
-};
-
-struct ge_model { // Gilbert-Elliott; p == 0: off
-    double p, r, loss_bad;
-    int bad;
-};
-
-struct direction {
-    const char* name;
-    int in_fd, out_fd;
-    uint64_t delay_ns;
-    double loss; // random loss, 0..1
-    struct ge_model ge;
-    struct frame* q; // ring of `cap` frames
-    size_t cap, head, count;
-    uint64_t last_due_ns;
-    // counters (written to the stats file)
-    uint64_t rx, lost, overflow, enobufs, send_errors, tx, bytes_tx;
-    uint64_t sock_drops; // frames the kernel dropped before we read them (PACKET_STATISTICS): our ceiling
-    int rcvbuf;          // in_fd's receive buffer in effect (SO_RCVBUF), for the stats
-};
 
 static volatile sig_atomic_t g_dump, g_stop;
 static uint64_t g_rng;
@@ -72,12 +57,6 @@ static void on_signal(int sig) {
         g_stop = 1;
 }
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 // xorshift64*: fast and good enough for loss decisions; seeded from getrandom or --seed.
 static uint64_t rng_next(void) {
     g_rng ^= g_rng >> 12;
@@ -87,43 +66,6 @@ static uint64_t rng_next(void) {
 }
 
 static double rng_unit(void) { return (double)(rng_next() >> 11) / (double)(1ull << 53); }
-
-// --rcvbuf: each input socket's buffer (the kernel doubles it). 16 MiB (32 in effect) dropped
-// 40 thousand frames in 5 s at 20 ms under 64 unpaced BBR streams from a zero-copy sender
-// (splice, sendfile) and none from a copying one (read_send, iperf3); 256 MiB dropped none of
-// either at the same rate (h16j, docs/benchmarks.md): a frame whose data is page-cache pages is
-// charged more against the buffer than its length, so the line's socket filled while the line
-// kept up. Memory is only used by frames not yet read.
-static int g_rcvbuf = 256 << 20;
-
-static int open_port(const char* dev) {
-    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_ALL));
-    if (fd < 0) {
-        perror("delayline: socket(AF_PACKET)");
-        exit(1);
-    }
-    unsigned idx = if_nametoindex(dev);
-    if (!idx) {
-        fprintf(stderr, "delayline: no interface '%s'\n", dev);
-        exit(1);
-    }
-    struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL), .sll_ifindex = (int)idx};
-    if (bind(fd, (struct sockaddr*)&sll, sizeof sll) != 0) {
-        fprintf(stderr, "delayline: bind to %s: %s\n", dev, strerror(errno));
-        exit(1);
-    }
-    int one = 1; // our own sends on this device must not come back as input
-    if (setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) != 0) {
-        perror("delayline: PACKET_IGNORE_OUTGOING");
-        exit(1);
-    }
-    struct packet_mreq mr = {.mr_ifindex = (int)idx, .mr_type = PACKET_MR_PROMISC};
-    setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mr, sizeof mr);
-    int buf = 16 << 20; // what the line writes out of this socket waits in the tbf, not here
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &g_rcvbuf, sizeof g_rcvbuf);
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf);
-    return fd;
-}
 
 static int lose(struct direction* d) {
     if (d->ge.p > 0) {
@@ -136,66 +78,47 @@ static int lose(struct direction* d) {
     return d->loss > 0 && rng_unit() < d->loss;
 }
 
-// Reads what is waiting on d->in_fd (at most one batch) into d's queue.
-static void take_input(struct direction* d) {
-    for (int i = 0; i < kBatch; ++i) {
-        struct frame* f = &d->q[(d->head + d->count) % d->cap];
-        struct frame scratch;
-        if (d->count == d->cap) f = &scratch; // full: read it anyway, to drop it
-        ssize_t n = recv(d->in_fd, f->data, sizeof f->data, MSG_TRUNC);
-        if (n < 0) return; // EAGAIN: nothing more now
-        d->rx++;
-        if (d->count == d->cap || n > kFrameMax) {
-            d->overflow++;
-            continue;
-        }
-        if (lose(d)) {
-            d->lost++;
-            continue;
-        }
-        uint64_t due = now_ns() + d->delay_ns;
-        if (g_jitter_ns) due += (uint64_t)(rng_unit() * (double)g_jitter_ns);
-        if (due < d->last_due_ns) due = d->last_due_ns; // never overtake: no reordering
-        d->last_due_ns = due;
-        f->due_ns = due;
-        f->len = (uint16_t)n;
-        d->count++;
+// Loss is decided per frame on arrival; the due time is the arrival plus the delay (plus
+// jitter), never earlier than the frame before it: no reordering.
+void admit(struct direction* d, struct frame* f) {
+    if (lose(d)) {
+        d->lost++;
+        return;
     }
-}
-
-// Sends every due frame; returns the earliest due time still queued (0: none), or 1 when the
-// output socket is full (wait for POLLOUT).
-static uint64_t send_due(struct direction* d, int* blocked) {
-    uint64_t now = now_ns();
-    *blocked = 0;
-    while (d->count) {
-        struct frame* f = &d->q[d->head];
-        if (f->due_ns > now) return f->due_ns;
-        ssize_t n = send(d->out_fd, f->data, f->len, 0);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            *blocked = 1;
-            return 0;
+    uint64_t due = now_ns() + d->delay_ns;
+    if (g_jitter_ns) due += (uint64_t)(rng_unit() * (double)g_jitter_ns);
+    if (due < d->last_due_ns) due = d->last_due_ns;
+    d->last_due_ns = due;
+    if (d->rate_bpns > 0) {
+        // The bottleneck at the far end of the delay, the token bucket a tbf on the outgoing
+        // veth was: the frame reaches it at `due` and waits behind the frames ahead of it (the
+        // previous one leaves at link_free_ns); it leaves once the tokens, which grow at the
+        // rate up to `burst` bytes, cover its length. The bytes ahead of it are the queue
+        // (exact to within one frame: the frames queued behind an empty bucket leave one
+        // length's worth of time apart); a frame that does not fit `limit` is dropped, as the
+        // tbf's queue drops it. Decided here on arrival, as the delay is known then: the
+        // line's queue keeps one ordered list of departures and the kernel needs no timer per
+        // frame (a tbf's watchdog fired once per frame: the emulator's ceiling, README.md).
+        uint64_t start = due > d->link_free_ns ? due : d->link_free_ns;
+        double backlog = (double)(start - due) * d->rate_bpns;
+        if (backlog + f->len > (double)d->limit) {
+            d->queue_drops++;
+            return;
         }
-        if (n < 0) {
-            if (errno == ENOBUFS)
-                d->enobufs++; // the tbf's queue is full: the bottleneck dropped it
-            else
-                d->send_errors++; // ENETDOWN while tearing down
+        double tokens = d->tokens + (double)(start - d->link_free_ns) * d->rate_bpns;
+        if (tokens > d->burst) tokens = d->burst;
+        if (tokens >= f->len) {
+            tokens -= f->len;
         } else {
-            d->tx++;
-            d->bytes_tx += f->len;
+            start += (uint64_t)((f->len - tokens) / d->rate_bpns);
+            tokens = 0;
         }
-        d->head = (d->head + 1) % d->cap;
-        d->count--;
+        d->tokens = tokens;
+        d->link_free_ns = start;
+        due = start;
     }
-    return 0;
-}
-
-// Frames dropped at in_fd because the line did not read them in time (the counter resets on read).
-static void add_socket_drops(struct direction* d) {
-    struct tpacket_stats st;
-    socklen_t len = sizeof st;
-    if (getsockopt(d->in_fd, SOL_PACKET, PACKET_STATISTICS, &st, &len) == 0) d->sock_drops += st.tp_drops;
+    f->due_ns = due;
+    d->count++;
 }
 
 static void write_stats(const char* path, struct direction* dirs) {
@@ -209,10 +132,11 @@ static void write_stats(const char* path, struct direction* dirs) {
         add_socket_drops(d);
         fprintf(f,
                 "%s\"%s\":{\"rx\":%llu,\"lost\":%llu,\"overflow\":%llu,\"enobufs\":%llu,\"send_errors\":%llu,\"sock_drops\":%llu,\"tx\":%llu,\"bytes_tx\":%llu,"
-                "\"queued\":%zu,\"rcvbuf\":%d}",
+                "\"queued\":%zu,\"rcvbuf\":%d,\"rx_ring\":%zu,\"batches\":%llu,\"queue_drops\":%llu}",
                 i ? "," : "", d->name, (unsigned long long)d->rx, (unsigned long long)d->lost,
                 (unsigned long long)d->overflow, (unsigned long long)d->enobufs, (unsigned long long)d->send_errors, (unsigned long long)d->sock_drops, (unsigned long long)d->tx,
-                (unsigned long long)d->bytes_tx, d->count, d->rcvbuf);
+                (unsigned long long)d->bytes_tx, d->count, d->rcvbuf, d->ring.bytes,
+                (unsigned long long)d->batches, (unsigned long long)d->queue_drops);
     }
     fprintf(f, "}\n");
     fclose(f);
@@ -231,7 +155,8 @@ static int parse_ge(const char* s, struct ge_model* g) {
 static void usage(const char* why) {
     fprintf(stderr, "delayline: %s\nusage: delayline --a DEV --b DEV [--delay-ab MS] [--delay-ba MS] [--jitter MS] "
                     "[--loss-ab PCT] [--loss-ba PCT] [--ge-ab P,R,LOSS_BAD] [--ge-ba P,R,LOSS_BAD] [--queue FRAMES] "
-                    "[--rcvbuf BYTES] [--seed N] --stats FILE\n",
+                    "[--rcvbuf BYTES] [--rx-ring BYTES] [--tx-batch N] [--cpu N] [--slack-us US] [--rate-ab MBIT --limit-ab BYTES [--burst-ab BYTES]] "
+                    "[--seed N] --stats FILE\n",
             why);
     exit(2);
 }
@@ -240,6 +165,9 @@ int main(int argc, char** argv) {
     const char *dev_a = NULL, *dev_b = NULL, *stats = NULL;
     double delay_ab = 0, delay_ba = 0, jitter = 0, loss_ab = 0, loss_ba = 0;
     size_t cap = 32768;
+    int cpu = -1;
+    double rate_ab = 0, limit_ab = 0, burst_ab = 0;
+    uint64_t slack_ns = 50000; // 4 frames at 1 Gbit/s; capped at 1% of the delay below
     struct direction d[2] = {{.name = "ab"}, {.name = "ba"}};
     if (getrandom(&g_rng, sizeof g_rng, 0) != sizeof g_rng) g_rng = (uint64_t)now_ns();
     for (int i = 1; i < argc; ++i) {
@@ -262,15 +190,33 @@ int main(int argc, char** argv) {
         else if (!strcmp(k, "--loss-ba") && x <= 100) loss_ba = x;
         else if (!strcmp(k, "--queue") && x >= 16 && x <= 1 << 20) cap = (size_t)x;
         else if (!strcmp(k, "--seed")) g_rng = (uint64_t)x | 1;
-        else if (!strcmp(k, "--rcvbuf") && x >= 1 << 16 && x <= 1 << 30) g_rcvbuf = (int)x;
+        else if (!strcmp(k, "--rcvbuf") && x >= 1 << 16 && x <= 1 << 30) g_port.rcvbuf = (int)x;
+        else if (!strcmp(k, "--rx-ring") && (x == 0 || (x >= 1 << 20 && x <= 1u << 31))) g_port.rx_ring = (size_t)x;
+        else if (!strcmp(k, "--tx-batch") && x >= 1 && x <= kBatch) g_port.tx_batch = (unsigned)x;
+        else if (!strcmp(k, "--rate-ab")) rate_ab = x;
+        else if (!strcmp(k, "--limit-ab") && x >= 2048) limit_ab = x;
+        else if (!strcmp(k, "--burst-ab") && x <= 1 << 30) burst_ab = x;
+        else if (!strcmp(k, "--cpu") && x < CPU_SETSIZE) cpu = (int)x;
+        else if (!strcmp(k, "--slack-us") && x <= 1000) slack_ns = (uint64_t)(x * 1000);
         else usage("unknown option or value out of range");
     }
     if (!dev_a || !dev_b || !stats) usage("--a, --b and --stats are required");
+    if ((rate_ab > 0) != (limit_ab > 0)) usage("--rate-ab and --limit-ab go together");
+    // A frame may leave up to the slack late: never more than 1% of either direction's delay
+    // (at 0.2 ms RTT 1 us; at 80 ms the 50 us default, 0.06%).
+    uint64_t shortest = (uint64_t)((delay_ab < delay_ba ? delay_ab : delay_ba) * 1e6);
+    if (slack_ns > shortest / 100) slack_ns = shortest / 100;
+    d[0].rate_bpns = rate_ab * 1e6 / 8 / 1e9, d[0].limit = (uint64_t)limit_ab, d[0].burst = burst_ab;
     g_jitter_ns = (uint64_t)(jitter * 1e6);
     int fa = open_port(dev_a), fb = open_port(dev_b);
     d[0].in_fd = fa, d[0].out_fd = fb, d[0].delay_ns = (uint64_t)(delay_ab * 1e6), d[0].loss = loss_ab / 100;
     d[1].in_fd = fb, d[1].out_fd = fa, d[1].delay_ns = (uint64_t)(delay_ba * 1e6), d[1].loss = loss_ba / 100;
     for (int i = 0; i < 2; ++i) {
+        if (g_port.rx_ring && map_rx_ring(d[i].in_fd, &d[i].ring) != 0) {
+            fprintf(stderr, "delayline: a PACKET_RX_RING of %zu bytes on %s: %s\n", g_port.rx_ring,
+                    i ? dev_b : dev_a, strerror(errno));
+            return 1;
+        }
         socklen_t len = sizeof d[i].rcvbuf;
         if (getsockopt(d[i].in_fd, SOL_SOCKET, SO_RCVBUF, &d[i].rcvbuf, &len) != 0) d[i].rcvbuf = -1;
         d[i].cap = cap;
@@ -283,6 +229,15 @@ int main(int argc, char** argv) {
     // Real-time priority: on a busy machine an ordinary thread woke milliseconds late and the
     // RTT moved by up to 13 ms at 20 ms (measured). The kernel's RT throttling still leaves
     // others 5% of the CPU; the line sleeps whenever nothing is due.
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0) {
+            fprintf(stderr, "delayline: --cpu %d: %s\n", cpu, strerror(errno));
+            return 1;
+        }
+    }
     struct sched_param sp = {.sched_priority = 10};
     if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
         fprintf(stderr, "delayline: no real-time priority (%s): delays will follow the machine's load\n",
@@ -317,7 +272,7 @@ int main(int argc, char** argv) {
         struct timespec ts, *tsp = NULL;
         if (next) {
             uint64_t now = now_ns();
-            uint64_t wait = next > now ? next - now : 0;
+            uint64_t wait = next > now ? next - now + slack_ns : 0;
             ts.tv_sec = (time_t)(wait / 1000000000ull);
             ts.tv_nsec = (long)(wait % 1000000000ull);
             tsp = &ts;
@@ -330,6 +285,9 @@ int main(int argc, char** argv) {
         if (p[1].revents & POLLIN) take_input(&d[1]);
     }
     write_stats(stats, d);
-    for (int i = 0; i < 2; ++i) free(d[i].q); // a sanitized build's LeakSanitizer counts them otherwise
+    for (int i = 0; i < 2; ++i) { // a sanitized build's LeakSanitizer counts them otherwise
+        free(d[i].q);
+        unmap_rx_ring(&d[i].ring);
+    }
     return 0;
 }

@@ -167,7 +167,7 @@ def run_matrix(a):
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     for rtt in a.rtts:
         w = wan.Wan(prefix="slwanb", delay_ab=rtt / 2, delay_ba=rtt / 2, loss_ab=0.01, rate_mbit=a.rate,
-                    log=lambda m: print(m, flush=True))
+                    log=lambda m: print(m, flush=True), bottleneck=a.bottleneck)
         with w:
             if a.validate:  # off only for diagnostic runs (rows say "validated": false)
                 w.validate()  # RTT, 1% loss counted in the line, one CUBIC stream vs Mathis at 1%
@@ -198,7 +198,9 @@ def run_matrix(a):
                                        rtt_ms=rtt, loss_pct=loss, streams=int(n) if n.isdigit() else n, tool=tool, cc=cc,
                                        wall_s=round(time.monotonic() - t, 2), frames_ab=rx,
                                        measured_loss_pct=100 * (c1["lost"] - c0["lost"]) / rx if rx else 0,
-                                       tbf_drops=c1["enobufs"] - c0["enobufs"],
+                                       # the bottleneck's drops: the tbf's (ENOBUFS) or the line's own queue
+                                       tbf_drops=c1["enobufs"] - c0["enobufs"] +
+                                       c1.get("queue_drops", 0) - c0.get("queue_drops", 0),
                                        line_drops=c1["overflow"] - c0["overflow"] +
                                        c1.get("sock_drops", 0) - c0.get("sock_drops", 0))
                             if "bytes" in res and res["seconds"] > 0:
@@ -313,7 +315,11 @@ def main():
     ap.add_argument("--cc", default="cubic,bbr",
                     help="congestion controls; sluice's may carry send options: bbr+pace, bbr+no-pace")
     ap.add_argument("--tools", default="sluice,iperf3", help="also: tarnc, rsync, wdt (bench/wan/peers.py)")
-    ap.add_argument("--rate", type=float, default=600.0, help="tbf ceiling, Mbit/s (1000 overloads the delay line here)")
+    ap.add_argument("--rate", type=float, default=1000.0,
+                    help="bottleneck Mbit/s (the issue's 1 Gbit/s: the line's own bucket carries it, h16p; "
+                         "through --bottleneck tbf the tbf's timer held it near 650-750)")
+    ap.add_argument("--bottleneck", choices=["line", "tbf"], default="line",
+                    help="the rate limit: the delay line's own token bucket, or a tbf on R's veth (wan.py)")
     ap.add_argument("--seconds", type=float, default=15.0, help="time bound of one sluice run")
     ap.add_argument("--iperf-seconds", type=int, default=8)
     ap.add_argument("--size", type=int, default=1 << 30)

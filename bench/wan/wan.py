@@ -54,13 +54,20 @@ def mathis_bps(rtt_ms, loss):
 
 class Wan:
     def __init__(self, prefix="slwan", delay_ab=10.0, delay_ba=10.0, jitter=0.0, loss_ab=0.0, loss_ba=0.0,
-                 ge_ab=None, rate_mbit=1000.0, buffer_bytes=None, sockbuf=None, delayline=None, log=print):
+                 ge_ab=None, rate_mbit=1000.0, buffer_bytes=None, sockbuf=None, delayline=None, log=print,
+                 bottleneck="line"):
         if len(prefix) > 12 or not re.fullmatch(r"[a-z0-9]+", prefix):
             raise ValueError(f"prefix '{prefix}': 1-12 lower-case letters or digits (interface names are 15 at most)")
         self.p = prefix
         self.delay_ab, self.delay_ba, self.jitter = delay_ab, delay_ba, jitter
         self.loss_ab, self.loss_ba, self.ge_ab = loss_ab, loss_ba, ge_ab
         self.rate_mbit = rate_mbit
+        # Where the rate limit is: the delay line's own token bucket, or a tbf on R's veth
+        # toward B of the same rate, burst and buffer (README.md: the tbf's watchdog timer
+        # fired once per frame and bounded the emulator near 650-750 Mbit/s at 80 ms).
+        if bottleneck not in ("tbf", "line"):
+            raise ValueError(f"bottleneck '{bottleneck}': tbf or line")
+        self.bottleneck = bottleneck
         rtt_s = (delay_ab + delay_ba + jitter) / 1000
         self.bdp = int(rate_mbit * 1e6 / 8 * rtt_s) if rate_mbit else int(1e9 / 8 * rtt_s)
         # tbf queue: one bandwidth-delay product (wan.md), at least 64 KB
@@ -76,6 +83,11 @@ class Wan:
     # names
     def ns(self, side):
         return f"{self.p}-{side}"
+
+    @property
+    def burst(self):
+        """The bottleneck's token bucket in bytes: about 1 ms of the rate, at least 32 KiB."""
+        return max(32 * 1024, int(self.rate_mbit * 1e6 / 8 / 1000))
 
     @property
     def rtt_ms(self):
@@ -124,11 +136,9 @@ class Wan:
             self.ex(side, ["ip", "link", "set", f"{p}-{dev}", "up"])
         self.ex("a", ["ip", "addr", "add", f"{ADDR_A}/24", "dev", f"{p}-ar"])
         self.ex("b", ["ip", "addr", "add", f"{ADDR_B}/24", "dev", f"{p}-br"])
-        if self.rate_mbit:
-            rate_bytes = self.rate_mbit * 1e6 / 8
-            burst = max(32 * 1024, int(rate_bytes / 1000))  # about 1 ms of the rate
+        if self.rate_mbit and self.bottleneck == "tbf":
             self.ex("r", ["tc", "qdisc", "replace", "dev", f"{p}-rb", "root", "tbf", "rate", f"{self.rate_mbit}mbit",
-                          "burst", burst, "limit", self.buffer])
+                          "burst", self.burst, "limit", self.buffer])
         for side in "ab":
             for key in ("tcp_rmem", "tcp_wmem"):
                 self.ex(side, ["sysctl", "-q", f"net.ipv4.{key}=4096 131072 {self.sockbuf}"])
@@ -142,6 +152,8 @@ class Wan:
                 "--loss-ba", self.loss_ba * 100, "--stats", self.stats_path]
         if self.ge_ab:
             args += ["--ge-ab", ",".join(str(x) for x in self.ge_ab)]
+        if self.rate_mbit and self.bottleneck == "line":
+            args += ["--rate-ab", self.rate_mbit, "--limit-ab", self.buffer, "--burst-ab", self.burst]
         args += os.environ.get("SLUICE_DELAYLINE_ARGS", "").split()  # e.g. --rcvbuf 268435456
         Path(self.stats_path).unlink(missing_ok=True)
         self.line = self.popen("r", args, stderr=subprocess.PIPE, text=True)
@@ -286,6 +298,8 @@ def parse_args(argv):
     ap.add_argument("--ge", help="Gilbert-Elliott loss A->B: P,R,LOSS_BAD (probabilities 0..1)")
     ap.add_argument("--rate", type=float, default=1000.0, help="tbf bottleneck in Mbit/s toward B (0: none)")
     ap.add_argument("--buffer", type=int, help="tbf queue in bytes (default one bandwidth-delay product)")
+    ap.add_argument("--bottleneck", choices=["line", "tbf"], default="line",
+                    help="the rate limit: the delay line's own token bucket, or a tbf on R's veth toward B")
     ap.add_argument("--sockbuf", type=int, help="tcp_rmem/tcp_wmem max at the ends (default 4 BDP, >= 4 MiB)")
     return ap.parse_args(argv)
 
@@ -296,7 +310,8 @@ def main(argv):
     ge = tuple(float(x) for x in a.ge.split(",")) if a.ge else None
     wan = Wan(prefix=a.prefix, delay_ab=a.delay_ab if a.delay_ab is not None else half,
               delay_ba=a.delay_ba if a.delay_ba is not None else half, jitter=a.jitter, loss_ab=a.loss / 100,
-              loss_ba=a.loss_ba / 100, ge_ab=ge, rate_mbit=a.rate, buffer_bytes=a.buffer, sockbuf=a.sockbuf)
+              loss_ba=a.loss_ba / 100, ge_ab=ge, rate_mbit=a.rate, buffer_bytes=a.buffer, sockbuf=a.sockbuf,
+              bottleneck=a.bottleneck)
     if a.action == "down":
         wan.down()
         return 0
