@@ -11,6 +11,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def finish(ax, ylabel, title):
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("idle connections held")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+
+
 def main():
     out, files = sys.argv[1], sys.argv[2:]
     steps = sorted((json.load(open(f)) for f in files), key=lambda r: r.get("held", 0))
@@ -26,22 +35,12 @@ def main():
     for r in steps:
         mem.annotate(f"K={r['server_procs']}", (r["held"], r["server_pss_per_conn_vs_min_slots"]),
                      textcoords="offset points", xytext=(0, 8), fontsize=8, ha="center")
-    mem.set_xscale("log")
-    mem.set_ylim(bottom=0)
-    mem.set_xlabel("idle connections held")
-    mem.set_ylabel("bytes per held connection")
-    mem.set_title("memory per idle connection (vs the same K servers with one slot each)")
-    mem.legend(fontsize=8)
+    finish(mem, "bytes per held connection", "memory per idle connection (vs the same K servers with one slot each)")
     ratio.plot(held, [r["rps_ratio"] for r in steps], "-o", label="wrk requests/s: held / none")
     ratio.plot(held, [r["p99_ratio"] for r in steps], "-s", label="wrk p99: held / none")
     ratio.axhline(0.8, color="tab:blue", lw=0.8, ls=":", label="goal: requests/s at least 0.8")
     ratio.axhline(2.0, color="tab:orange", lw=0.8, ls=":", label="goal: p99 at most 2x")
-    ratio.set_xscale("log")
-    ratio.set_ylim(bottom=0)
-    ratio.set_xlabel("idle connections held")
-    ratio.set_ylabel("ratio (same K processes, same run)")
-    ratio.set_title("100 active connections (wrk -c100, 1 KB) while idle ones are held")
-    ratio.legend(fontsize=8)
+    finish(ratio, "ratio (same K processes, same run)", "100 active connections (wrk -c100, 1 KB) while idle ones are held")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
