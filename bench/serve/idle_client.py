@@ -90,7 +90,8 @@ def hold(first_source, count, min_free, deadline):
 
 
 def server_inode_by_probe_port():
-    """{probe's source port: inode of the server's end}, from `ss` in this namespace."""
+    """{probe's source port: inode of the server's end}, from `ss` in this namespace; 0 while
+    the connection waits in a listener's queue (not yet accepted: no fd, no inode)."""
     out = subprocess.run(["ss", "-tnHe", "state", "established", "dst", PROBE_SOURCE],
                          capture_output=True, text=True, timeout=120).stdout
     found = {}
@@ -99,6 +100,24 @@ def server_inode_by_probe_port():
         if m:
             found[int(m[1])] = int(m[2])
     return found
+
+
+def new_socket_inodes(pid, known_fds):
+    """Socket inodes behind the fds of `pid` not in `known_fds` (the probes' accepted ends):
+    reading only those keeps a round to well under the server's 10 s request deadline, which
+    closes a connection that has not sent its request (the probes wait silent until asked)."""
+    fd_dir = f"/proc/{pid}/fd"
+    out = set()
+    for name in os.listdir(fd_dir):
+        if name in known_fds:
+            continue
+        try:
+            target = os.readlink(f"{fd_dir}/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            out.add(int(target[8:-1]))
+    return out
 
 
 def get_stats(s):
@@ -112,53 +131,58 @@ def get_stats(s):
         got += chunk
     head, _, body = got.partition(b"\r\n\r\n")
     if not head.startswith(b"HTTP/1.1 200"):
-        raise ConnectionError(head[:60].decode(errors="replace"))
+        raise ConnectionError(f"no /_stats answer ({len(got)} bytes: {head[:60]!r})")
     return json.loads(body)
 
 
 def probe(pids, per_pid, max_rounds=6):
     """Prints one JSON object: per server pid its connections_open, the probe connections it
-    held, the idle connections it held (the difference) and its socket count from /proc."""
+    held (its own /_stats entry for PROBE_SOURCE, read in the same answer: no race with
+    accepts or closes), the idle connections it held (the difference) and its sockets in /proc."""
     inodes = {pid: socket_inodes(pid) for pid in pids}
-    owner = {ino: pid for pid, s in inodes.items() for ino in s}
-    probes = {}  # source port -> socket
-    on = {pid: [] for pid in pids}  # pid -> its probes' ports
-    result = {"rounds": 0}
-    for r in range(max_rounds):  # bounded: each round adds per_pid * K probes
+    known = {pid: set(os.listdir(f"/proc/{pid}/fd")) for pid in pids}
+    per = {str(pid): {"sockets_in_proc": len(inodes[pid])} for pid in pids}
+    left = set(pids)
+    result = {"rounds": 0, "probes": 0}
+    for r in range(max_rounds):  # bounded: each round opens per_pid probes per process left
+        if not left:
+            break
         result["rounds"] = r + 1
-        for _ in range(per_pid * len(pids)):
+        probes = {}
+        for _ in range(per_pid * len(left)):
             s = connect_from(PROBE_SOURCE)
             probes[s.getsockname()[1]] = s
+        result["probes"] += len(probes)
+        end = time.monotonic() + 5  # until every probe is accepted (has an inode), bounded
         by_port = server_inode_by_probe_port()
-        unmapped = [ino for ino in by_port.values() if ino not in owner]
-        if unmapped:  # accepted since the scan: read the fds again (only these inodes are new)
-            for pid in pids:
-                for ino in socket_inodes(pid):
-                    owner.setdefault(ino, pid)
-        on = {pid: [] for pid in pids}
+        while time.monotonic() < end and (len(by_port) < len(probes) or 0 in by_port.values()):
+            time.sleep(0.1)
+            by_port = server_inode_by_probe_port()
+        owner = {ino: pid for pid in left for ino in new_socket_inodes(pid, known[pid])}
         for port, ino in by_port.items():
-            if port in probes and ino in owner:
-                on[owner[ino]].append(port)
-        if all(on.values()):
-            break
-    per = {}
-    for pid in pids:
-        sockets = len(inodes[pid])
-        entry = {"sockets_in_proc": sockets, "probes": len(on[pid])}
-        if on[pid]:
+            pid = owner.get(ino)
+            if pid not in left or port not in probes:
+                continue
+            entry = per[str(pid)]
             try:
-                st = get_stats(probes[on[pid][0]])
+                st = get_stats(probes[port])
+                mine = [c for c in st.get("clients", []) if c.get("address") == PROBE_SOURCE]
                 entry["connections_open"] = st["connections_open"]
-                entry["idle_held"] = st["connections_open"] - len(on[pid])
+                if not mine:  # its table full (256 addresses): the difference cannot be told
+                    raise KeyError(f"{PROBE_SOURCE} not among the clients /_stats tracks")
+                entry["probes"] = mine[0]["connections_open"]
+                entry["idle_held"] = st["connections_open"] - entry["probes"]
                 entry["requests"] = st["requests"]
                 entry["connections_refused"] = st.get("connections_refused")
+                entry["connections_timed_out"] = st.get("connections_timed_out")
+                entry.pop("error", None)
+                left.discard(pid)
             except (OSError, ValueError, KeyError) as e:
-                entry["error"] = str(e)[:200]
-        per[str(pid)] = entry
-    for s in probes.values():
-        s.close()
+                entry["error"] = str(e)[:200] or type(e).__name__
+        for s in probes.values():
+            s.close()
+    result["unanswered"] = sorted(left)
     result["per_process"] = per
-    result["probes"] = len(probes)
     print(json.dumps(result), flush=True)
 
 
