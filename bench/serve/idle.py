@@ -2,31 +2,36 @@
 """Idle keep-alive connections held by `sluice serve` (issue 15, "Idle connections").
 
 In a network namespace of its own (loopback only: every 127.x.y.z address is local, so the
-client binds many source addresses, ~28k ports each, with no other set-up), one
-`sluice serve --threads T` (pinned to CPU 0) and:
+client binds many source addresses, ~28k ports each, with no other set-up), --server-procs K
+`sluice serve --threads T` processes on one port (each binds its own SO_REUSEPORT listener;
+all pinned to CPU 0, each in a session of its own) and:
   1. wrk -c ACTIVE on a 1 KB file for --seconds (pinned to CPU 1): requests/s and p99 with no
-     idle connections;
-  2. --procs client processes that open up to --count keep-alive connections in all, each
-     sending one request and reading its answer, then holding it idle;
-  3. the same wrk run while they are held.
-Recorded: connections held, the server's RSS (and its RSS with the default --max-connections,
-so the preallocated slots are counted), /proc/meminfo Slab / SUnreclaim / MemAvailable and
-/proc/net/sockstat before and after, and why the clients stopped (count reached, the machine's
-free memory at --min-free-gib, a connect error, or the time bound).
-Bounded: --connect-seconds for opening, wrk -d, and everything is torn down at the end
-(clients killed, server stopped, sysctls put back, the namespace deleted). Run it alone:
-  /work/brief/bin/bench-lock python3 bench/serve/idle.py --sluice build/tools/sluice --out /tmp/idle.json
-Needs root (namespace, fs.nr_open / fs.file-max). Every process holds at most RLIMIT_NOFILE fds:
-without CAP_SYS_RESOURCE (this VM's container drops it from the bounding set) the hard limit
-cannot rise, so --count is capped to what the server process may hold and the result says so
-(rlimit_nofile, cap_sys_resource, count_capped_by_rlimit_nofile)."""
+     idle connections, against these same K processes;
+  2. client processes (idle_client.py hold, each at most --per-client connections) that open
+     --count keep-alive connections in all, each sending one GET and reading its answer, then
+     holding it idle;
+  3. each server process's own /_stats (idle_client.py probe): connections_open per process;
+  4. the same wrk run while the idle connections are held.
+Why K processes: every process here has RLIMIT_NOFILE 20,000 (hard) and the container lacks
+CAP_SYS_RESOURCE, so one process holds at most ~19,800 connections (fds); --count is capped to
+what K processes may hold, and the result says so (rlimit_nofile, cap_sys_resource, count_capped_*).
+Recorded: connections held (per process, from /_stats and from /proc/PID/fd), the servers'
+memory summed over the K processes (Pss, Private, RSS from smaps_rollup) against the same K
+started with one connection slot each, /proc/meminfo Slab / SUnreclaim / MemAvailable and
+/proc/net/sockstat before and while held, and why the clients stopped (count reached, free
+memory at --min-free-gib, a connect error, the time bound). Before it starts, a step whose
+connections would take MemAvailable under --min-free-gib (at --kernel-bytes-per-conn) is capped
+(count_capped_by_memory). Bounded: --connect-seconds for opening, wrk -d, and everything is torn
+down at the end (clients killed, servers stopped, sysctls put back, the namespace deleted):
+  /work/brief/bin/bench-lock timeout 470 python3 bench/serve/idle.py --sluice build/tools/sluice \
+      --count 1000000 --server-procs 56 --out /tmp/idle.json
+Needs root (namespace, fs.nr_open / fs.file-max)."""
 import argparse
 import json
 import os
-import re
 import resource
+import selectors
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,46 +39,26 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from idle_client import PER_SOURCE, PORT  # noqa: E402
+from idle_proc import loadavg, meminfo, rollup_sum  # noqa: E402
 from run import parse_wrk  # noqa: E402 (the same wrk output as the serve bench)
 
 NS = "h15d-idle"
-PORT = 8080
-IP_BIND_ADDRESS_NO_PORT = 24
-PER_SOURCE = 20000  # connections per source address (the port range holds ~28k)
+HERE = Path(__file__).resolve().parent
+MEM_KEYS = ("MemAvailable", "MemFree", "Slab", "SUnreclaim", "SReclaimable")
 
 
-def meminfo():
-    out = {}
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        k, v = line.split(":", 1)
-        out[k] = int(v.split()[0]) * 1024
-    return out
-
-
-def sockstat():
-    text = Path("/proc/net/sockstat").read_text()  # of the reading process's namespace: read inside NS
-    return text
-
-
-def in_ns(*cmd):
-    return ["ip", "netns", "exec", NS, *cmd]
-
-
-def rss_bytes(pid):
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+def in_ns(cpu, *cmd):
+    # setsid execs in place (the pid stays): a side's CPU share is not weighted by autogroups.
+    return ["ip", "netns", "exec", NS, "taskset", "-c", cpu, "setsid", *map(str, cmd)]
 
 
 def run_wrk(conns, seconds):
-    cmd = in_ns("taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s",
+    cmd = in_ns("1", "wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s",
                 f"http://127.0.0.1:{PORT}/1k.bin")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60).stdout
     return parse_wrk(out)
 
-
-# ---- the client side: one process, run as `idle.py --child FIRST_SOURCE COUNT MIN_FREE DEADLINE`
 
 def raise_nofile(want):
     """RLIMIT_NOFILE of this process up to `want` (the hard limit too when CAP_SYS_RESOURCE
@@ -95,58 +80,6 @@ def can_raise_hard_limit():
     return False
 
 
-def child(first_source, count, min_free, deadline):
-    got = raise_nofile(count + 100)
-    count = min(count, got - 50)
-    req = b"GET /idle.txt HTTP/1.1\r\nHost: x\r\n\r\n"
-    held = []
-    why = "count reached"
-    last_report = 0
-    for i in range(count):
-        if i % 2000 == 0:
-            if time.monotonic() > deadline:
-                why = "time bound"
-                break
-            if meminfo()["MemAvailable"] < min_free:
-                why = "free memory at the bound"
-                break
-            if i - last_report >= 10000:
-                print(f"held {i}", flush=True)
-                last_report = i
-        k = first_source + i // PER_SOURCE
-        src = f"127.{1 + k // 62500}.{(k // 250) % 250}.{1 + k % 250}"
-        try:
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1)
-            s.settimeout(30)
-            s.bind((src, 0))
-            s.connect(("127.0.0.1", PORT))
-            s.sendall(req)
-            got = b""
-            while not (got.endswith(b"\r\n\r\nidle\n") or b"HTTP/1.1 4" in got or b"HTTP/1.1 5" in got):
-                chunk = s.recv(4096)
-                if not chunk:
-                    raise ConnectionError("closed by the server")
-                got += chunk
-            if not got.startswith(b"HTTP/1.1 200"):
-                raise ConnectionError(got[:40].decode(errors="replace"))
-        except OSError as e:
-            why = f"connect/request error after {len(held)}: {e}"
-            s.close()
-            break
-        held.append(s.detach())  # an int per connection: this process's own memory stays small
-    print(f"held {len(held)}", flush=True)
-    print(f"done {len(held)} {why}", flush=True)
-    # Hold until killed (the parent's SIGTERM; bounded by the parent's deadline and its own).
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    end = deadline + 600
-    while time.monotonic() < end:
-        time.sleep(1)
-    os._exit(0)
-
-
-# ---- the parent
-
 def sysctl_set(name, value):
     path = Path("/proc/sys") / name.replace(".", "/")
     old = path.read_text().strip()
@@ -159,152 +92,250 @@ def sysctl_restore(name, old):
     (Path("/proc/sys") / name.replace(".", "/")).write_text(old)
 
 
-def start_server(sluice, root, threads, max_conns):
-    cmd = in_ns("taskset", "-c", "0", sluice, "serve", str(root),
-                "--http", str(PORT), "--bind", "127.0.0.1", "--threads", str(threads), "--public",
-                "--max-connections", str(max_conns), "--idle-timeout", "3600")
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
-    if not line.startswith("http://"):
-        p.kill()
-        raise SystemExit(f"serve did not start: {line} {p.stderr.read()}")
-    # The pid of sluice itself (ip netns exec and taskset exec it in place).
-    return p
+def start_servers(sluice, root, k, threads, max_conns, logs):
+    """K servers on one port; their output goes to files (a pipe nobody reads would stall one)."""
+    procs = []
+    try:
+        for i in range(k):
+            cmd = in_ns("0", sluice, "serve", root, "--http", PORT, "--bind", "127.0.0.1", "--threads", threads,
+                        "--public", "--max-connections", max_conns, "--idle-timeout", "3600")
+            out = logs / f"serve-{max_conns}-{i}.out"
+            with open(out, "w") as o, open(logs / f"serve-{max_conns}-{i}.err", "w") as e:
+                procs.append(subprocess.Popen(cmd, stdout=o, stderr=e))
+            procs[-1].out = out
+        end = time.monotonic() + 60
+        for p in procs:  # each prints its URL once listening
+            while not p.out.read_text().startswith("http://"):
+                if time.monotonic() > end or p.poll() is not None:
+                    raise SystemExit(f"serve did not start: {p.out.read_text()[:200]!r} "
+                                     f"{p.out.with_suffix('.err').read_text()[:400]!r}")
+                time.sleep(0.05)
+    except BaseException:
+        stop_all(procs)
+        raise
+    return procs
 
 
-def stop(p, timeout=120):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
+def killpg(p, sig):
+    try:
+        os.killpg(p.pid, sig)  # setsid made each process the leader of its own group
+    except ProcessLookupError:
+        pass
+
+
+def stop_all(procs, timeout=90):
+    for p in procs:
+        if p.poll() is None:
+            killpg(p, signal.SIGTERM)
+    end = time.monotonic() + timeout
+    for p in procs:
         try:
-            p.wait(timeout=timeout)
+            p.wait(timeout=max(0.1, end - time.monotonic()))
         except subprocess.TimeoutExpired:
-            p.kill()
+            killpg(p, signal.SIGKILL)
             p.wait()
+
+
+def kernel_state():
+    m = meminfo()
+    ss = subprocess.run(["ip", "netns", "exec", NS, "cat", "/proc/net/sockstat"], capture_output=True, text=True).stdout
+    return {k: m[k] for k in MEM_KEYS}, ss
+
+
+def open_idle(a, deadline):
+    """Starts the client processes and waits (bounded) for each one's `done` line."""
+    per = -(-a.count // a.procs)
+    sources_per = -(-per // PER_SOURCE)
+    children = []
+    for i in range(a.procs):
+        n = min(per, a.count - i * per)
+        if n <= 0:
+            break
+        # time.monotonic is system-wide: the children compare against the same clock.
+        cmd = in_ns(a.client_cpus, sys.executable, HERE / "idle_client.py", "hold", i * sources_per, n,
+                    int(a.min_free_gib * 2**30), deadline)
+        children.append(subprocess.Popen(cmd, stdout=subprocess.PIPE))
+    done = {}
+    pending = {}  # the raw fd is read (a buffered readline could hide a line select cannot see)
+    sel = selectors.DefaultSelector()
+    for c in children:
+        sel.register(c.stdout.fileno(), selectors.EVENT_READ, c)
+        pending[c.pid] = b""
+    end = deadline + 90  # a child checks the deadline every 100 connections (30 s per connect at most)
+    while len(done) < len(children) and time.monotonic() < end:
+        for key, _ in sel.select(timeout=1):
+            c = key.data
+            chunk = os.read(key.fd, 4096)
+            pending[c.pid] += chunk
+            for line in pending[c.pid].decode().splitlines():
+                if line.startswith("done "):
+                    _, n, why = line.strip().split(" ", 2)
+                    done[c.pid] = (int(n), why)
+            if c.pid in done or not chunk:
+                done.setdefault(c.pid, (0, "client exited early"))
+                sel.unregister(key.fd)
+    sel.close()
+    for c in children:
+        done.setdefault(c.pid, (0, "no answer by the time bound"))
+    return children, done
+
+
+def per_server(pids, per_pid=12):
+    cmd = ["ip", "netns", "exec", NS, sys.executable, HERE / "idle_client.py", "probe", str(per_pid),
+           ",".join(map(str, pids))]
+    out = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=300)
+    try:
+        return json.loads(out.stdout)
+    except ValueError:
+        return {"error": (out.stdout + out.stderr)[-400:]}
+
+
+def plan(a, result, nofile):
+    """Caps --count by the fd limit (per process) and by MemAvailable; sets a.procs."""
+    slots = nofile - 300  # fds a server needs besides its connections: listener, ring, files, stdio
+    result["max_connections_per_server"] = slots
+    fit = slots - a.active - 100
+    if a.server_procs > 1:
+        # SO_REUSEPORT spreads connections by a hash, not evenly: leave each process ~7% for it
+        fit = int(a.server_procs * (slots - a.active) * 0.93)
+    if a.count > fit:
+        a.count = fit
+        result["count_capped_by_rlimit_nofile"] = fit
+    avail = meminfo()["MemAvailable"]
+    result["mem_available_at_plan"] = avail
+    room = int((avail - a.min_free_gib * 2**30) / a.kernel_bytes_per_conn)
+    if a.count > room:
+        a.count = max(0, room)
+        result["count_capped_by_memory"] = a.count
+    a.procs = max(a.procs, -(-a.count // a.per_client))
+
+
+def measure(a, sluice, root, logs, result):
+    k = a.server_procs
+    small = start_servers(sluice, root, k, a.threads, a.threads, logs)
+    try:
+        time.sleep(1)
+        result["server_mem_min_slots"], _ = rollup_sum([p.pid for p in small])
+    finally:
+        stop_all(small)
+    servers = start_servers(sluice, root, k, a.threads, result["max_connections_per_server"], logs)
+    children = []
+    try:
+        pids = [p.pid for p in servers]
+        time.sleep(1)
+        result["server_mem_start"], _ = rollup_sum(pids)
+        run_wrk(a.active, 2)  # warm the page cache and each server's buffer pools
+        result["wrk_no_idle"] = run_wrk(a.active, a.seconds)
+        result["server_mem_after_wrk"], _ = rollup_sum(pids)
+        result["meminfo_before"], result["sockstat_before"] = kernel_state()
+        result["loadavg_before"] = loadavg()
+        t0 = time.monotonic()
+        children, done = open_idle(a, t0 + a.connect_seconds)
+        result["client_procs"] = len(children)
+        result["connect_seconds"] = time.monotonic() - t0
+        held = sum(n for n, _ in done.values())
+        result["held"] = held
+        result["stopped_because"] = sorted({w for _, w in done.values()})
+        time.sleep(2)
+        result["meminfo_held"], result["sockstat_held"] = kernel_state()
+        result["loadavg_held"] = loadavg()
+        result["server_mem_held"], each = rollup_sum(pids)
+        result["client_mem_held"], _ = rollup_sum([c.pid for c in children if c.poll() is None])
+        result["per_server"] = per_server(pids)
+        for pid, e in result["per_server"].get("per_process", {}).items():
+            e["pss"], e["rss"] = each[int(pid)]["Pss"], each[int(pid)]["Rss"]
+        result["idle_held_by_stats"] = sum(e.get("idle_held", 0) for e in result["per_server"].get("per_process", {}).values())
+        result["wrk_with_idle"] = run_wrk(a.active, a.seconds)
+        result["server_mem_after_wrk_idle"], _ = rollup_sum(pids)
+    finally:
+        t_end = time.monotonic()
+        for c in children:  # SIGKILL: their sockets reset (SO_LINGER 0), no TIME_WAIT
+            killpg(c, signal.SIGKILL)
+        for c in children:
+            c.wait()
+        stop_all(servers)
+        result["teardown_seconds"] = time.monotonic() - t_end
+        errs = [e.read_text()[-300:] for e in sorted(logs.glob("serve-*.err")) if e.stat().st_size]
+        result["server_stderr"] = {"processes": len(errs), "first": errs[:3]}
+
+
+def derive(result):
+    held = result.get("held", 0)
+    if not held:
+        return
+    m0, m1 = result["meminfo_before"], result["meminfo_held"]
+    lo, hi = result["server_mem_min_slots"], result["server_mem_held"]
+    for key in ("Pss", "Private", "Rss"):
+        result[f"server_{key.lower()}_per_conn_vs_min_slots"] = (hi[key] - lo[key]) / held
+        result[f"server_{key.lower()}_per_conn_grown"] = (hi[key] - result["server_mem_after_wrk"][key]) / held
+    result["kernel_slab_per_conn"] = (m1["Slab"] - m0["Slab"]) / held
+    result["kernel_sunreclaim_per_conn"] = (m1["SUnreclaim"] - m0["SUnreclaim"]) / held
+    result["mem_available_used_per_conn"] = (m0["MemAvailable"] - m1["MemAvailable"]) / held
+    result["client_pss_per_conn"] = result["client_mem_held"]["Pss"] / held
+    b, w = result["wrk_no_idle"], result["wrk_with_idle"]
+    result["rps_ratio"] = w["rps"] / b["rps"]
+    result["p99_ratio"] = w["p99_ms"] / b["p99_ms"] if b["p99_ms"] else None
+    # the old keys (one process: RSS), kept for the h15d runs' readers
+    result["server_rss_min_slots"] = lo["Rss"]
+    result["server_rss_held"] = hi["Rss"]
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", nargs=4)
     ap.add_argument("--sluice", default="build/tools/sluice")
-    ap.add_argument("--count", type=int, default=1_000_000)  # capped by RLIMIT_NOFILE when it cannot rise
-    ap.add_argument("--procs", type=int, default=4)
+    ap.add_argument("--count", type=int, default=1_000_000)  # capped by the fd limit and MemAvailable
+    ap.add_argument("--server-procs", type=int, default=1)
+    ap.add_argument("--procs", type=int, default=4, help="client processes at least (more if --per-client asks)")
+    ap.add_argument("--per-client", type=int, default=18000, help="connections per client process at most (fds)")
     ap.add_argument("--threads", type=int, default=1)
+    # On loopback a connect's handshake runs mostly on the connecting CPU: opening a million on
+    # CPU 1 alone takes longer than a bench-lock turn. Once open the clients are silent.
+    ap.add_argument("--client-cpus", default="1", help="CPUs of the idle clients (wrk stays on CPU 1)")
     ap.add_argument("--active", type=int, default=100)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connect-seconds", type=int, default=240)
     ap.add_argument("--min-free-gib", type=float, default=4.5)
+    ap.add_argument("--kernel-bytes-per-conn", type=int, default=11_000, help="both ends (h15d: 10.5 KB)")
     ap.add_argument("--out")
     a = ap.parse_args()
-    if a.child:
-        child(int(a.child[0]), int(a.child[1]), int(a.child[2]), float(a.child[3]))
-        return
+    # timeout(1) and bench-lock stop with SIGTERM: tear down (finally) rather than die in place
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("idle.py: stopped by SIGTERM"))
     sluice = str(Path(a.sluice).resolve())
-    result = {"count_asked": a.count, "procs": a.procs, "threads": a.threads, "active": a.active,
-              "seconds": a.seconds, "min_free_gib": a.min_free_gib, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    result = {"count_asked": a.count, "server_procs": a.server_procs, "threads": a.threads, "active": a.active,
+              "seconds": a.seconds, "min_free_gib": a.min_free_gib, "client_cpus": a.client_cpus,
+              "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "loadavg_start": loadavg()}
     # Every process here inherits this one's RLIMIT_NOFILE; it can rise past the hard limit
-    # only with CAP_SYS_RESOURCE. The server needs one fd per connection plus the active ones.
-    want = a.count + a.active + 1000
-    nofile = raise_nofile(want)
+    # only with CAP_SYS_RESOURCE. A server needs one fd per connection plus the active ones.
+    nofile = raise_nofile(a.count // a.server_procs + a.active + 1000)
     result["rlimit_nofile"] = nofile
     result["cap_sys_resource"] = can_raise_hard_limit()
-    if nofile < want:
-        a.count = nofile - a.active - 200
-        result["count_capped_by_rlimit_nofile"] = a.count
+    plan(a, result, nofile)
+    result["count"], result["client_procs_planned"] = a.count, a.procs
     olds = {}
-    children = []
-    server = None
     tmp = tempfile.TemporaryDirectory(prefix="h15d-idle-")
     root = Path(tmp.name)
+    logdir = tempfile.TemporaryDirectory(prefix="h15d-idle-logs-")
     (root / "1k.bin").write_bytes(os.urandom(1024))
     (root / "idle.txt").write_bytes(b"idle\n")
     subprocess.run(["ip", "netns", "add", NS], check=True)
     try:
-        subprocess.run(in_ns("ip", "link", "set", "lo", "up"), check=True)
+        subprocess.run(["ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up"], check=True)
         for name, v in (("fs.nr_open", nofile + 1000), ("fs.file-max", 3 * a.count + 200000)):
             olds[name] = sysctl_set(name, v)
         for name, v in (("net.core.somaxconn", 65535), ("net.ipv4.tcp_max_syn_backlog", 65535)):
-            subprocess.run(in_ns("sysctl", "-q", "-w", f"{name}={v}"), check=True)
-        # The server's RSS with one connection slot per thread: what the slots, buffers and
-        # pools for the connections add is measured against it.
-        small = start_server(sluice, root, a.threads, a.threads)
-        time.sleep(1)
-        result["server_rss_min_slots"] = rss_bytes(small.pid)
-        stop(small)
-        server = start_server(sluice, root, a.threads, a.count + a.active + 100)
-        time.sleep(1)
-        result["server_rss_start"] = rss_bytes(server.pid)
-        run_wrk(a.active, 2)  # warm the page cache and the open-file cache
-        result["wrk_no_idle"] = run_wrk(a.active, a.seconds)
-        result["server_rss_after_wrk"] = rss_bytes(server.pid)
-        m0 = meminfo()
-        ss0 = subprocess.run(in_ns("cat", "/proc/net/sockstat"), capture_output=True, text=True).stdout
-        result["meminfo_before"] = {k: m0[k] for k in ("MemAvailable", "Slab", "SUnreclaim", "SReclaimable")}
-        result["sockstat_before"] = ss0
-        deadline = time.monotonic() + a.connect_seconds
-        per = -(-a.count // a.procs)
-        sources_per = -(-per // PER_SOURCE)
-        t0 = time.monotonic()
-        for i in range(a.procs):
-            n = min(per, a.count - i * per)
-            if n <= 0:
-                break
-            cmd = in_ns("taskset", "-c", "1", sys.executable, __file__, "--child", str(i * sources_per), str(n),
-                        str(int(a.min_free_gib * 2**30)), str(deadline))
-            # time.monotonic is system-wide: the children compare against the same clock.
-            children.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
-        done = {}
-        for c in children:
-            for line in c.stdout:
-                if line.startswith("done "):
-                    _, n, why = line.strip().split(" ", 2)
-                    done[c.pid] = (int(n), why)
-                    break
-        held = sum(n for n, _ in done.values())
-        result["connect_seconds"] = time.monotonic() - t0
-        result["held"] = held
-        result["stopped_because"] = sorted({w for _, w in done.values()})
-        time.sleep(2)
-        m1 = meminfo()
-        result["meminfo_held"] = {k: m1[k] for k in ("MemAvailable", "Slab", "SUnreclaim", "SReclaimable")}
-        result["sockstat_held"] = subprocess.run(in_ns("cat", "/proc/net/sockstat"), capture_output=True, text=True).stdout
-        result["server_rss_held"] = rss_bytes(server.pid)
-        stats = subprocess.run(in_ns("curl", "-s", "--max-time", "30", f"http://127.0.0.1:{PORT}/_stats"),
-                               capture_output=True, text=True).stdout
-        try:
-            st = json.loads(stats)
-            result["server_connections_open"] = st.get("connections_open", st.get("connections"))
-        except ValueError:
-            result["server_stats_error"] = stats[:200]
-        result["wrk_with_idle"] = run_wrk(a.active, a.seconds)
-        result["server_rss_after_wrk_idle"] = rss_bytes(server.pid)
-        if held:
-            result["server_rss_per_conn_grown"] = (result["server_rss_held"] - result["server_rss_after_wrk"]) / held
-            result["server_rss_per_conn_vs_min_slots"] = (result["server_rss_held"] - result["server_rss_min_slots"]) / held
-            # What the kernel would need for --count at this rate, against what is free now
-            result["kernel_bytes_for_count_asked"] = (m0["MemAvailable"] - m1["MemAvailable"]) / held * result["count_asked"]
-            result["kernel_slab_per_conn"] = (m1["Slab"] - m0["Slab"]) / held
-            result["mem_available_used_per_conn"] = (m0["MemAvailable"] - m1["MemAvailable"]) / held
-        b, w = result["wrk_no_idle"], result["wrk_with_idle"]
-        result["rps_ratio"] = w["rps"] / b["rps"]
-        result["p99_ratio"] = w["p99_ms"] / b["p99_ms"] if b["p99_ms"] else None
+            subprocess.run(["ip", "netns", "exec", NS, "sysctl", "-q", "-w", f"{name}={v}"], check=True)
+        if a.count > 0:
+            measure(a, sluice, str(root), Path(logdir.name), result)
     finally:
-        t_end = time.monotonic()
-        if server:
-            stop(server)  # closes every connection (its drain), so the server side holds the TIME_WAITs
-        for c in children:
-            if c.poll() is None:
-                c.send_signal(signal.SIGTERM)
-        for c in children:
-            try:
-                c.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                c.kill()
-                c.wait()
-        result["teardown_seconds"] = time.monotonic() - t_end
-        subprocess.run(["ip", "netns", "del", NS])
+        t = time.monotonic()
+        subprocess.run(["ip", "netns", "del", NS], timeout=300)
+        result["netns_del_seconds"] = time.monotonic() - t
         for name, old in olds.items():
             sysctl_restore(name, old)
         tmp.cleanup()
+        logdir.cleanup()
+    derive(result)
+    result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     text = json.dumps(result, indent=1)
     print(text)
     if a.out:
