@@ -296,6 +296,9 @@ def main():
     ap.add_argument("--connect-seconds", type=int, default=240)
     ap.add_argument("--min-free-gib", type=float, default=4.5)
     ap.add_argument("--kernel-bytes-per-conn", type=int, default=11_000, help="both ends (h15d: 10.5 KB)")
+    ap.add_argument("--ehash-entries", type=int, default=0,
+                    help="the bench namespace's own TCP established hash (tcp_child_ehash_entries, a power of"
+                         " two; 0: it shares the host's, tcp_ehash_entries, 262,144 here)")
     ap.add_argument("--out")
     a = ap.parse_args()
     # timeout(1) and bench-lock stop with SIGTERM: tear down (finally) rather than die in place
@@ -317,6 +320,12 @@ def main():
     logdir = tempfile.TemporaryDirectory(prefix="h15d-idle-logs-")
     (root / "1k.bin").write_bytes(os.urandom(1024))
     (root / "idle.txt").write_bytes(b"idle\n")
+    # A namespace takes its own established-socket hash when it is made, sized by the host's
+    # tcp_child_ehash_entries then (0: it shares the host's). Two million sockets in 262,144
+    # buckets put ~8 on each chain every active packet walks.
+    if a.ehash_entries:
+        olds["net.ipv4.tcp_child_ehash_entries"] = sysctl_set("net.ipv4.tcp_child_ehash_entries", a.ehash_entries)
+    result["ehash_entries"] = a.ehash_entries or int(Path("/proc/sys/net/ipv4/tcp_ehash_entries").read_text())
     subprocess.run(["ip", "netns", "add", NS], check=True)
     try:
         subprocess.run(["ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up"], check=True)
