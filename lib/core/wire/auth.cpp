@@ -25,6 +25,17 @@ Mac hmac(const std::string& key, std::string_view label, std::span<const unsigne
     return out;
 }
 
+// Tokens are text (a URL's ?token=, a token file): lowercase hex of random or derived bytes.
+std::string hex_of(std::span<const unsigned char> bytes) {
+    static const char* hex = "0123456789abcdef";
+    std::string t;
+    for (unsigned char c : bytes) {
+        t.push_back(hex[c >> 4]);
+        t.push_back(hex[c & 15]);
+    }
+    return t;
+}
+
 } // namespace
 
 void random_bytes(std::span<unsigned char> out) {
@@ -42,13 +53,7 @@ void random_bytes(std::span<unsigned char> out) {
 std::string random_token() {
     std::array<unsigned char, 16> b{};
     random_bytes(b);
-    static const char* hex = "0123456789abcdef";
-    std::string t;
-    for (unsigned char c : b) {
-        t.push_back(hex[c >> 4]);
-        t.push_back(hex[c & 15]);
-    }
-    return t;
+    return hex_of(b);
 }
 
 Mac client_hello_mac(const std::string& token, std::span<const unsigned char> server_nonce,
@@ -75,13 +80,7 @@ std::string get_transfer_token(const std::string& token, std::span<const unsigne
                                const std::string& receiver_token) {
     Mac m = hmac(token, "sluice-v1 get transfer", request_nonce,
                  std::span(reinterpret_cast<const unsigned char*>(receiver_token.data()), receiver_token.size()));
-    static const char* hex = "0123456789abcdef";
-    std::string t;
-    for (unsigned char c : m) {
-        t.push_back(hex[c >> 4]);
-        t.push_back(hex[c & 15]);
-    }
-    return t;
+    return hex_of(m);
 }
 
 bool macs_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
