@@ -27,7 +27,9 @@ Every connection goes from this host to the server's port (it works behind NAT);
 --connect-back the server connects to a port this command listens on instead, at the
 address the request came from (the way of servers from before GET_ATTACH).
 The token comes from --token-file, --token, the URL's ?token= or SLUICE_TOKEN; a --public
-server needs none. With --ca or --pin the server is verified by its certificate (`serve --cert`)
+server needs none, and a get given a token refuses a server that asks none (exit 3). In token
+mode the transfer is keyed with a token bound to the server's (never with what the request
+carries in clear); only --ca or --pin authenticates a --public server. With --ca or --pin the server is verified by its certificate (`serve --cert`)
 in a TLS 1.3 handshake before the request is sent: a server without one, or whose certificate
 does not verify, is refused (exit 3); the transfer is then encrypted.
 

@@ -21,6 +21,7 @@ class Server:
         if token:
             env["SLUICE_TOKEN"] = token
         self.token = token
+        self.public = public  # its GET_HELLO asks no token: a client given one refuses it (h18p)
         self.proc = subprocess.Popen(cmd + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline().strip()
         assert line.startswith(("http://127.0.0.1:", "https://127.0.0.1:")), self.proc.stderr.read()

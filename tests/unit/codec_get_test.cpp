@@ -1,7 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <random>
 
+#include "core/wire/auth.hpp"
 #include "core/wire/codec_get.hpp"
 #include "core/wire/link_target.hpp"
 
@@ -222,4 +225,32 @@ TEST_CASE("GET_ATTACH carries the request's nonce; a client's first frame is a r
     Bytes d;
     encode_get_done(d, GetDone{});
     CHECK_THROWS_AS(decode_get_first_header(Span(d).first(kFrameHeaderBytes), &type), Error);
+}
+
+// h18p: the get's transfer is keyed with a token bound to the server's, never with the
+// receiver_token the request carries in clear. Known answers from Python's hmac (the e2e
+// test's own implementation) so both ends and the docs agree on the construction.
+TEST_CASE("bound transfer token and reply MAC") {
+    std::array<unsigned char, kNonceBytes> n{}, sn{};
+    for (size_t i = 0; i < n.size(); ++i) {
+        n[i] = static_cast<unsigned char>(i);
+        sn[i] = static_cast<unsigned char>(16 + i);
+    }
+    const std::string t = get_transfer_token("testtoken", n, "rt-1");
+    CHECK(t == "b215ff38a1851f9fc8057c60e9dae48e338d2979de66f69174e5696e0af89337");
+    CHECK(t.size() == 64);
+    CHECK(t.size() <= kMaxReceiverTokenBytes); // an old server may be sent it as receiver_token
+    CHECK(t != get_transfer_token("othertoken", n, "rt-1")); // the server's token keys it
+    CHECK(t != get_transfer_token("testtoken", n, "rt-2"));
+    std::array<unsigned char, kNonceBytes> n2 = n;
+    n2[0] ^= 1;
+    CHECK(t != get_transfer_token("testtoken", n2, "rt-1"));
+
+    const Mac m = get_reply_mac("testtoken", n, sn, 0xa0);
+    static const unsigned char want[32] = {0xdb, 0x3f, 0xf4, 0xc9, 0x5e, 0x7f, 0x76, 0xb7, 0x36, 0x8f, 0x39,
+                                           0x9d, 0x14, 0x45, 0xb0, 0x70, 0xb4, 0x3b, 0xcb, 0xcd, 0x0f, 0x07,
+                                           0xc6, 0x68, 0x97, 0xd1, 0xed, 0x4d, 0x16, 0x6b, 0x25, 0x62};
+    CHECK(std::equal(m.begin(), m.end(), want));
+    CHECK(!macs_equal(m, get_reply_mac("testtoken", n, sn, 0x20))); // the offer removed: another MAC
+    CHECK(!macs_equal(m, server_auth_mac("testtoken", n, sn)));      // never the old one
 }

@@ -25,6 +25,17 @@ Mac hmac(const std::string& key, std::string_view label, std::span<const unsigne
     return out;
 }
 
+// Tokens are text (a URL's ?token=, a token file): lowercase hex of random or derived bytes.
+std::string hex_of(std::span<const unsigned char> bytes) {
+    static const char* hex = "0123456789abcdef";
+    std::string t;
+    for (unsigned char c : bytes) {
+        t.push_back(hex[c >> 4]);
+        t.push_back(hex[c & 15]);
+    }
+    return t;
+}
+
 } // namespace
 
 void random_bytes(std::span<unsigned char> out) {
@@ -42,13 +53,7 @@ void random_bytes(std::span<unsigned char> out) {
 std::string random_token() {
     std::array<unsigned char, 16> b{};
     random_bytes(b);
-    static const char* hex = "0123456789abcdef";
-    std::string t;
-    for (unsigned char c : b) {
-        t.push_back(hex[c >> 4]);
-        t.push_back(hex[c & 15]);
-    }
-    return t;
+    return hex_of(b);
 }
 
 Mac client_hello_mac(const std::string& token, std::span<const unsigned char> server_nonce,
@@ -59,6 +64,23 @@ Mac client_hello_mac(const std::string& token, std::span<const unsigned char> se
 Mac server_auth_mac(const std::string& token, std::span<const unsigned char> client_nonce,
                     std::span<const unsigned char> server_nonce) {
     return hmac(token, "sluice-v1 server auth", client_nonce, server_nonce);
+}
+
+Mac get_reply_mac(const std::string& token, std::span<const unsigned char> client_nonce,
+                  std::span<const unsigned char> server_nonce, uint16_t hello_features) {
+    std::array<unsigned char, kNonceBytes + 2> tail{};
+    if (server_nonce.size() != kNonceBytes) throw Error(ErrorCode::internal, "get_reply_mac: nonce size");
+    std::copy(server_nonce.begin(), server_nonce.end(), tail.begin());
+    tail[kNonceBytes] = static_cast<unsigned char>(hello_features & 0xff); // little-endian, as it travels
+    tail[kNonceBytes + 1] = static_cast<unsigned char>(hello_features >> 8);
+    return hmac(token, "sluice-v1 get reply bound", client_nonce, tail);
+}
+
+std::string get_transfer_token(const std::string& token, std::span<const unsigned char> request_nonce,
+                               const std::string& receiver_token) {
+    Mac m = hmac(token, "sluice-v1 get transfer", request_nonce,
+                 std::span(reinterpret_cast<const unsigned char*>(receiver_token.data()), receiver_token.size()));
+    return hex_of(m);
 }
 
 bool macs_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }

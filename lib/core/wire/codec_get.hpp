@@ -34,6 +34,13 @@ inline constexpr size_t kMaxReceiverTokenBytes = 128;
 // client from before, whose receiver decides by address (automatic) as the server does.
 inline constexpr uint8_t kGetEncrypted = 1u << 0;
 inline constexpr uint8_t kGetClear = 1u << 1;
+// Bound transfer tokens (h18p). GET_HELLO bit 7: the server keys a get's transfer with
+// transfer_token() (auth.hpp), never with the receiver_token the request carries in clear, and
+// MACs its GET_REPLY over the GET_HELLO features it sent (get_reply_mac). GET_REQUEST bit 7: the
+// client knows this; it checks the reply's MAC over the features it saw, so a hello whose offer
+// was removed on the way fails the get before any stream. Only with a token (not --public).
+inline constexpr uint16_t kFeatureGetBoundTransfer = 1u << 7;
+inline constexpr uint8_t kGetBoundTransfer = 1u << 7;
 
 struct GetHello {
     uint16_t version = kVersion;

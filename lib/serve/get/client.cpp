@@ -93,6 +93,24 @@ void attach_connections(const Endpoint& from, const std::string& server, const s
     }
 }
 
+// GET_REPLY's MAC (h18p): bound (over the hello's features as this side saw them) when the
+// hello offered bound transfer tokens, else the old one. Any mismatch ends the get before a
+// stream is opened or the receiver admits anything (it handshakes only in wait()).
+void check_reply_mac(const std::string& token, std::span<const unsigned char> nonce, const wire::GetHello& hello,
+                     bool offered, const wire::Mac& got, const std::string& server) {
+    const wire::Mac want = offered ? wire::get_reply_mac(token, nonce, hello.nonce, hello.features)
+                                   : wire::server_auth_mac(token, nonce, hello.nonce);
+    if (wire::macs_equal(want, got)) return;
+    // A server that offers sent its hello with the bit: a MAC over that says the hello we read lost it.
+    if (!offered && wire::macs_equal(wire::get_reply_mac(token, nonce, hello.nonce,
+                                                         hello.features | wire::kFeatureGetBoundTransfer),
+                                     got))
+        throw Error(ErrorCode::auth, "server " + server + ": the GET_HELLO was altered on the way (its offer of bound "
+                                     "transfer tokens was removed): a man in the middle? nothing was transferred");
+    throw Error(ErrorCode::auth, "server " + server + " did not prove it holds the token (or the GET_HELLO was altered "
+                                 "on the way); nothing was transferred");
+}
+
 } // namespace
 
 Stats get(const Endpoint& from, const std::string& remote_path, const std::filesystem::path& dest, const GetOptions& o) {
@@ -120,7 +138,14 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
     RecvOptions ro;
     // Connecting out, the Receiver's own port is not used: kept off the network.
     ro.bind_address = o.connect_back ? o.bind_address : "127.0.0.1";
-    ro.token = wire::random_token(); // one-time: admits only the sender this request asks for
+    // One-time: admits only the sender this request asks for. With a token (h18p), the
+    // receiver's is the bound transfer token, which the request never carries: an active man
+    // in the middle reads receiver_token in clear but cannot compute this without the token.
+    wire::GetRequest q;
+    wire::random_bytes(q.nonce);
+    const std::string receiver_token = wire::random_token();
+    const std::string bound = from.token.empty() ? receiver_token : wire::get_transfer_token(from.token, q.nonce, receiver_token);
+    ro.token = bound;
     ro.path = o.path;
     ro.sync = o.sync;
     ro.verify = o.verify;
@@ -154,6 +179,17 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
         throw Error(ErrorCode::protocol, "server " + server + " lacks feature bit 5 (get sessions)");
     if (hello.token_required && from.token.empty())
         throw Error(ErrorCode::usage, "server " + server + " requires a token (give ?token= in the URL, or a token file)");
+    // A hello that asks no token is what a man in the middle would send to skip every MAC: a
+    // client given a token wants the server to prove it holds it (h18p).
+    if (!hello.token_required && !from.token.empty())
+        throw Error(ErrorCode::auth, "server " + server + " does not ask for a token, so it cannot prove it holds yours: "
+                                     "a --public server (get without ?token=, and --ca/--pin to verify it) or a man in "
+                                     "the middle; nothing was asked");
+    // The server offers bound transfer tokens (GET_HELLO bit 7): the request carries
+    // receiver_token and both ends key the transfer with the token bound from it. Without the
+    // offer (a server from before) the request carries that token itself, as before; the reply's
+    // MAC then tells whether the offer was removed on the way (checked below, before any stream).
+    const bool offered = hello.token_required && (hello.features & wire::kFeatureGetBoundTransfer);
     // The receiver decides each connection by the server's address (or the option), as this
     // request's connection sees it: told to the server for its send() (a session thread).
     const bool encrypted = tls::wants_encryption(encrypt, conn.get());
@@ -188,13 +224,12 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
         return broke.failure;
     };
 
-    wire::GetRequest q;
     q.streams = static_cast<uint16_t>(o.streams);
     q.features |= encrypted ? wire::kGetEncrypted : wire::kGetClear;
+    if (hello.token_required) q.features |= wire::kGetBoundTransfer; // always: so a stripped offer is seen
     q.reply_port = o.connect_back ? rx.port() : 0;
-    q.receiver_token = ro.token;
+    q.receiver_token = offered ? receiver_token : bound;
     q.path = path;
-    wire::random_bytes(q.nonce);
     wire::Bytes req;
     encode_get_request(req, q);
     if (hello.token_required) {
@@ -215,9 +250,7 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
                         (reply.status == GetStatus::bad_request && reply.message.find("reply port 0") != std::string::npos
                              ? " (a server from before GET_ATTACH: use --connect-back)"
                              : ""));
-    if (hello.token_required &&
-        !wire::macs_equal(wire::server_auth_mac(from.token, q.nonce, hello.nonce), wire::Mac(reply.mac)))
-        throw Error(ErrorCode::auth, "server " + server + " did not prove it holds the token");
+    if (hello.token_required) check_reply_mac(from.token, q.nonce, hello, offered, wire::Mac(reply.mac), server);
     if (o.log && !reply.message.empty()) o.log("server " + server + ": " + reply.message);
     if (o.verbose && o.log)
         o.log("getting " + std::to_string(reply.files) + " files, " + std::to_string(reply.bytes) + " bytes from " + server);

@@ -85,7 +85,7 @@ void session(Shared& sh, Attachments& att, Asked& a, const std::atomic<bool>& ca
     try {
         // Connecting out, the client listens nowhere (reply_port 0): the send's messages name
         // it by its request connection's address, never as "host:0".
-        Stats st = send(j.src.list, Endpoint{host, q.reply_port ? q.reply_port : a.peer_port, q.receiver_token}, so);
+        Stats st = send(j.src.list, Endpoint{host, q.reply_port ? q.reply_port : a.peer_port, j.transfer_token}, so);
         sh.get_bytes.fetch_add(st.bytes_sent);
         counted.ok = true;
     } catch (const Error& e) {

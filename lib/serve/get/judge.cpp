@@ -70,10 +70,19 @@ Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ri
                                                        "get --cert FILE --key FILE, and --ca FILE or --pin sha256:HEX to "
                                                        "verify the server");
     wire::Mac mac{};
+    std::string transfer_token = q.receiver_token; // a client from before, or a --public server
     if (a.hello.token_required) {
         wire::Mac want = wire::client_hello_mac(sh.opt.token, a.hello.nonce, wire::get_request_signed_part(a.frame));
         if (!wire::macs_equal(want, wire::Mac(q.mac))) return refuse(GetStatus::bad_token, "wrong token");
-        mac = wire::server_auth_mac(sh.opt.token, q.nonce, a.hello.nonce);
+        // Bound (h18p): the reply's MAC covers the hello's features as sent, so a client whose
+        // hello lost its offer on the way sees a mismatch; the transfer is keyed with what only
+        // the two token holders can compute, not with the receiver_token read in clear.
+        if (q.features & wire::kGetBoundTransfer) {
+            mac = wire::get_reply_mac(sh.opt.token, q.nonce, a.hello.nonce, a.hello.features);
+            transfer_token = wire::get_transfer_token(sh.opt.token, q.nonce, q.receiver_token);
+        } else {
+            mac = wire::server_auth_mac(sh.opt.token, q.nonce, a.hello.nonce);
+        }
     }
     if (on_ring && is_directory(sh.root.get(), q.path)) {
         Judged j;
@@ -81,6 +90,7 @@ Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ri
         return j;
     }
     Judged j;
+    j.transfer_token = std::move(transfer_token);
     try {
         j.src = open_get_sources(sh.root.get(), q.path, sh.opt.max_get_files);
     } catch (const Error& e) {

@@ -37,6 +37,7 @@ struct Judged {
     GetSources src;                          // ok: what to send
     std::unique_ptr<Attachments::Slot> slot; // ok without --connect-back: where the client's connections arrive
     bool tree = false;                       // on_ring: the path is a directory, for a session thread
+    std::string transfer_token;              // keys the transfer: derived when bound (h18p), else receiver_token
 };
 
 // The address and port fd's peer has (host empty when unknown).

@@ -145,7 +145,7 @@ void RingGets::on_request(RingRequest& r) {
     s.name = f.name;
     s.label = "'" + a.q.path + "' by " + a.host;
     s.streams = a.q.streams;
-    s.receiver_token = a.q.receiver_token;
+    s.receiver_token = j.transfer_token; // bound (h18p) or, from an older client, its receiver_token
     s.attach_wait_ms = rtt_scaled_ms(SendOptions{}.connect_timeout_ms, a.rtt_us);
     s.idle_ms = sh_.opt.send_timeout_ms;
     s.admission = std::move(admission);

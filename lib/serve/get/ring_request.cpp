@@ -30,6 +30,8 @@ RingRequest::RingRequest(UniqueFd fd, Shared& sh, Ring& ring, uint64_t tag_base,
     asked_.rtt_us = smoothed_rtt_us(asked_.fd.get());
     deadline_ms_ = now_ms + rtt_scaled_ms(sh.opt.request_timeout_ms, asked_.rtt_us);
     asked_.hello.token_required = !sh.opt.public_reads;
+    // Bound transfer tokens need the shared token: a --public server has none to bind with.
+    if (asked_.hello.token_required) asked_.hello.features |= wire::kFeatureGetBoundTransfer;
     if (sh.get_certs) {
         asked_.hello.features |= wire::kFeatureGetCertificate;
         peeked_ = false;
