@@ -70,7 +70,7 @@ if len(sys.argv) > 2:
     ax.axhline(0.95, color="gray", lw=1, ls="--")
     ax.set_xticks(range(len(labels)), labels, fontsize=7)
     ax.set_ylabel("auto / 4 fixed (goodput)")
-    ax.set_ylim(0.5, 1.25)
+    ax.set_ylim(0.4, 1.25)
     ax.set_title("--streams auto against 4 fixed streams, same build each (main b2b9f7b; o2 = this branch), bbr, bench/wan; dots: each auto run / 4's median")
     ax.title.set_fontsize(9)
     ax.legend(fontsize=8)
