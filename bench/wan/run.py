@@ -173,7 +173,9 @@ def run_matrix(a):
                 w.validate()  # RTT, 1% loss counted in the line, one CUBIC stream vs Mathis at 1%
             for loss in a.losses:
                 w.set_loss(loss / 100)
-                for n, rep, tool in ((n, rep, tool) for n in a.streams for rep in range(a.repeat) for tool in a.tools):
+                order = ((n, rep, tool) for rep in range(a.repeat) for n in a.streams for tool in a.tools) if a.alternate \
+                    else ((n, rep, tool) for n in a.streams for rep in range(a.repeat) for tool in a.tools)
+                for n, rep, tool in order:
                         for cc in a.cc:
                             c0 = w.counters()["ab"]
                             t = time.monotonic()
@@ -195,7 +197,7 @@ def run_matrix(a):
                             res.update(validated=a.validate, run=rep,
                                        binary=a.base if tool == "base" else a.sluice if tool == "sluice" else "",
                                        send_args=a.send_args if tool in ("sluice", "base") else "",
-                                       rtt_ms=rtt, loss_pct=loss, streams=int(n) if n.isdigit() else n, tool=tool, cc=cc,
+                                       rtt_ms=rtt, loss_pct=loss, rate_mbit=a.rate, streams=int(n) if n.isdigit() else n, tool=tool, cc=cc,
                                        wall_s=round(time.monotonic() - t, 2), frames_ab=rx,
                                        measured_loss_pct=100 * (c1["lost"] - c0["lost"]) / rx if rx else 0,
                                        # the bottleneck's drops: the tbf's (ENOBUFS) or the line's own queue
@@ -340,6 +342,9 @@ def main():
     ap.add_argument("--title", help="with --plot: added to each panel's title (e.g. the ceiling)")
     ap.add_argument("--base", help="tool 'base': this sluice binary (e.g. main's build), run beside --sluice")
     ap.add_argument("--repeat", type=int, default=1, help="runs per cell, interleaved (streams, then run, then tool)")
+    ap.add_argument("--alternate", action="store_true",
+                    help="with --repeat: each run goes through every stream count before the next run (4, auto, 4, "
+                         "auto, ...), so a drift of the machine's load falls on both alike")
     ap.add_argument("--compare", action="store_true",
                     help="with --report: medians per cell of sluice and base, their ratio, and each one's goodput "
                          "against its best with fewer streams (bench/wan/compare.py)")

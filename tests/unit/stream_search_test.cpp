@@ -87,3 +87,12 @@ TEST_CASE("a count whose round trip stands kQueued above the path's lowest ends 
     CHECK(step.count == 8);
     CHECK(step.why == "8 streams gave less than 10% more than 4");
 }
+
+TEST_CASE("a period in which the streams moved less than an initial window each is not measured") {
+    // h16o: "4 streams 0.0 Mbit/s" was judged at 150 ms and the search went on to 8 streams.
+    CHECK_FALSE(StreamSearch::had_work(0, 4));
+    CHECK_FALSE(StreamSearch::had_work(StreamSearch::kWorkBytesPerStream * 4 - 1, 4));
+    CHECK(StreamSearch::had_work(StreamSearch::kWorkBytesPerStream * 4, 4));
+    CHECK(StreamSearch::had_work(StreamSearch::kWorkBytesPerStream, 1));
+    CHECK(StreamSearch::had_work(StreamSearch::kWorkBytesPerStream, 0)); // never a count of 0
+}

@@ -117,7 +117,9 @@ void StreamGovernor::search() {
             }
             const Sample b = sample();
             const auto t1 = std::chrono::steady_clock::now();
-            if (b.acked == a.acked) { // no work yet (the manifest's first answer): measure again
+            // No work yet (the manifest's first answer), or a reopened stream's counters began
+            // again from 0: measure again.
+            if (b.acked < a.acked || !StreamSearch::had_work(b.acked - a.acked, active_)) {
                 a = b, t0 = t1;
                 continue;
             }
