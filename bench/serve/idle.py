@@ -266,6 +266,12 @@ def measure(a, sluice, root, logs, result):
             killpg(c, signal.SIGKILL)
         for c in children:
             c.wait()
+        if a.wrk_after and "wrk_with_idle" in result:
+            # the same wrk once the idle connections are gone: a baseline taken after, so that
+            # drift in the shared machine's load over the run is not read as their cost
+            time.sleep(5)
+            result["sockstat_after_idle"] = kernel_state()[1]
+            result["wrk_after_idle"] = run_wrk(a.active, a.seconds, a.perf_dir, "after_idle", result, pids)
         stop_all(servers)
         result["teardown_seconds"] = time.monotonic() - t_end
         errs = [e.read_text()[-300:] for e in sorted(logs.glob("serve-*.err")) if e.stat().st_size]
@@ -314,6 +320,7 @@ def main():
                          " two; 0: it shares the host's, tcp_ehash_entries, 262,144 here)")
     ap.add_argument("--perf-dir", help="during both wrk runs: perf record -a -g, perf stat, /proc/vmstat and"
                     " per-CPU deltas (idle_perf.py); perf data written here")
+    ap.add_argument("--wrk-after", action="store_true", help="wrk a third time after the idle clients are killed")
     ap.add_argument("--out")
     a = ap.parse_args()
     # timeout(1) and bench-lock stop with SIGTERM: tear down (finally) rather than die in place
