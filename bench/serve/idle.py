@@ -11,7 +11,10 @@ all pinned to CPU 0, each in a session of its own) and:
      --count keep-alive connections in all, each sending one GET and reading its answer, then
      holding it idle;
   3. each server process's own /_stats (idle_client.py probe): connections_open per process;
-  4. the same wrk run while the idle connections are held.
+  4. the same wrk run while the idle connections are held;
+  5. with --wrk-after, the same wrk run again once the idle clients are killed.
+With --perf-dir, each wrk run is profiled (idle_perf.py: perf record/stat, /proc/vmstat and
+per-CPU deltas, the servers' and wrk's CPU); `python3 idle_perf.py RESULT.json` splits it.
 Why K processes: every process here has RLIMIT_NOFILE 20,000 (hard) and the container lacks
 CAP_SYS_RESOURCE, so one process holds at most ~19,800 connections (fds); --count is capped to
 what K processes may hold, and the result says so (rlimit_nofile, cap_sys_resource, count_capped_*).
