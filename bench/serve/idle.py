@@ -11,7 +11,10 @@ all pinned to CPU 0, each in a session of its own) and:
      --count keep-alive connections in all, each sending one GET and reading its answer, then
      holding it idle;
   3. each server process's own /_stats (idle_client.py probe): connections_open per process;
-  4. the same wrk run while the idle connections are held.
+  4. the same wrk run while the idle connections are held;
+  5. with --wrk-after, the same wrk run again once the idle clients are killed.
+With --perf-dir, each wrk run is profiled (idle_perf.py: perf record/stat, /proc/vmstat and
+per-CPU deltas, the servers' and wrk's CPU); `python3 idle_perf.py RESULT.json` splits it.
 Why K processes: every process here has RLIMIT_NOFILE 20,000 (hard) and the container lacks
 CAP_SYS_RESOURCE, so one process holds at most ~19,800 connections (fds); --count is capped to
 what K processes may hold, and the result says so (rlimit_nofile, cap_sys_resource, count_capped_*).
@@ -40,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from idle_client import PER_SOURCE, PORT  # noqa: E402
+from idle_perf import profile  # noqa: E402
 from idle_proc import loadavg, meminfo, rollup_sum  # noqa: E402
 from run import parse_wrk  # noqa: E402 (the same wrk output as the serve bench)
 
@@ -53,10 +57,22 @@ def in_ns(cpu, *cmd):
     return ["ip", "netns", "exec", NS, "taskset", "-c", cpu, "setsid", *map(str, cmd)]
 
 
-def run_wrk(conns, seconds):
+def run_wrk(conns, seconds, perf_dir=None, tag=None, result=None, servers=()):
     cmd = in_ns("1", "wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s",
                 f"http://127.0.0.1:{PORT}/1k.bin")
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60).stdout
+    if not perf_dir:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60).stdout
+        return parse_wrk(out)
+    # profile the middle of the run: from 1 s in, for all but the last second
+    w = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        finish = profile(perf_dir, tag, 1, max(1, seconds - 2), {"servers": servers, "wrk": [w.pid]})
+        result[f"perf_{tag}"] = finish()  # before wrk ends: its CPU is read while it runs
+        out, _ = w.communicate(timeout=seconds + 60)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait()
     return parse_wrk(out)
 
 
@@ -225,7 +241,7 @@ def measure(a, sluice, root, logs, result):
         time.sleep(1)
         result["server_mem_start"], _ = rollup_sum(pids)
         run_wrk(a.active, 2)  # warm the page cache and each server's buffer pools
-        result["wrk_no_idle"] = run_wrk(a.active, a.seconds)
+        result["wrk_no_idle"] = run_wrk(a.active, a.seconds, a.perf_dir, "no_idle", result, pids)
         result["server_mem_after_wrk"], _ = rollup_sum(pids)
         result["meminfo_before"], result["sockstat_before"] = kernel_state()
         result["loadavg_before"] = loadavg()
@@ -245,7 +261,7 @@ def measure(a, sluice, root, logs, result):
         for pid, e in result["per_server"].get("per_process", {}).items():
             e["pss"], e["rss"] = each[int(pid)]["Pss"], each[int(pid)]["Rss"]
         result["idle_held_by_stats"] = sum(e.get("idle_held", 0) for e in result["per_server"].get("per_process", {}).values())
-        result["wrk_with_idle"] = run_wrk(a.active, a.seconds)
+        result["wrk_with_idle"] = run_wrk(a.active, a.seconds, a.perf_dir, "idle_held", result, pids)
         result["server_mem_after_wrk_idle"], _ = rollup_sum(pids)
     finally:
         t_end = time.monotonic()
@@ -253,6 +269,12 @@ def measure(a, sluice, root, logs, result):
             killpg(c, signal.SIGKILL)
         for c in children:
             c.wait()
+        if a.wrk_after and "wrk_with_idle" in result:
+            # the same wrk once the idle connections are gone: a baseline taken after, so that
+            # drift in the shared machine's load over the run is not read as their cost
+            time.sleep(5)
+            result["sockstat_after_idle"] = kernel_state()[1]
+            result["wrk_after_idle"] = run_wrk(a.active, a.seconds, a.perf_dir, "after_idle", result, pids)
         stop_all(servers)
         result["teardown_seconds"] = time.monotonic() - t_end
         errs = [e.read_text()[-300:] for e in sorted(logs.glob("serve-*.err")) if e.stat().st_size]
@@ -299,6 +321,9 @@ def main():
     ap.add_argument("--ehash-entries", type=int, default=0,
                     help="the bench namespace's own TCP established hash (tcp_child_ehash_entries, a power of"
                          " two; 0: it shares the host's, tcp_ehash_entries, 262,144 here)")
+    ap.add_argument("--perf-dir", help="during both wrk runs: perf record -a -g, perf stat, /proc/vmstat and"
+                    " per-CPU deltas (idle_perf.py); perf data written here")
+    ap.add_argument("--wrk-after", action="store_true", help="wrk a third time after the idle clients are killed")
     ap.add_argument("--out")
     a = ap.parse_args()
     # timeout(1) and bench-lock stop with SIGTERM: tear down (finally) rather than die in place

@@ -1,0 +1,131 @@
+"""Where the CPU goes during one wrk run of idle.py (--perf-dir): system-wide `perf record -g`
+and `perf stat` (software events: this VM exposes no hardware counters), /proc/vmstat deltas
+(reclaim: pgscan, pgsteal, kswapd) and per-CPU busy time from /proc/stat, taken over the same
+window in the middle of the run. Each profiler is bounded by its own `sleep`."""
+import os
+import subprocess
+import time
+from pathlib import Path
+
+STAT_EVENTS = "task-clock,context-switches,cpu-migrations,page-faults,major-faults"
+VMSTAT_KEYS = ("pgscan", "pgsteal", "kswapd", "pgfault", "pgmajfault", "compact", "slabs_scanned", "allocstall",
+               "pgrefill", "pgactivate", "pgdeactivate", "numa", "thp")
+
+
+def vmstat():
+    out = {}
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        k, v = line.split()
+        if k.startswith(VMSTAT_KEYS):
+            out[k] = int(v)
+    return out
+
+
+def cpu_times():
+    # per CPU: (busy, total) jiffies; busy = everything but idle and iowait
+    out = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        f = line.split()
+        if f[0].startswith("cpu") and f[0] != "cpu":
+            v = list(map(int, f[1:]))
+            out[f[0]] = {"user": v[0] + v[1], "system": v[2], "irq": v[5], "softirq": v[6],
+                         "idle": v[3] + v[4], "steal": v[7], "total": sum(v[:8])}
+    return out
+
+
+def proc_cpu(pids):
+    # utime + stime in clock ticks, summed over the processes still there (the kernel's own
+    # accounting, to set beside the sampler's count)
+    total = 0
+    for pid in pids:
+        try:
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(f[11]) + int(f[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def profile(directory, tag, delay, seconds, groups=None):
+    """Start the profilers after `delay` seconds; returns a function that waits and reports.
+    groups: name -> pids whose utime + stime over the window is reported (in seconds)."""
+    groups = groups or {}
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    time.sleep(delay)
+    v0, c0, t0 = vmstat(), cpu_times(), time.monotonic()
+    g0 = {name: proc_cpu(pids) for name, pids in groups.items()}
+    rec = subprocess.Popen(["perf", "record", "-a", "-g", "-q", "-o", str(d / f"{tag}.data"), "--",
+                            "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    st = subprocess.Popen(["perf", "stat", "-a", "-x,", "-e", STAT_EVENTS, "-o", str(d / f"{tag}.stat"), "--",
+                           "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def finish():
+        for p in (rec, st):
+            p.wait(timeout=seconds + 120)
+        v1, c1, t1 = vmstat(), cpu_times(), time.monotonic()
+        hz = os.sysconf("SC_CLK_TCK")
+        g1 = {name: proc_cpu(pids) for name, pids in groups.items()}
+        stat = {}
+        for line in (d / f"{tag}.stat").read_text().splitlines():
+            f = line.split(",")
+            if len(f) > 2 and f[2]:
+                stat[f[2]] = f[0]
+        cpus = {}
+        for cpu in c0:
+            dt = c1[cpu]["total"] - c0[cpu]["total"] or 1
+            cpus[cpu] = {k: round((c1[cpu][k] - c0[cpu][k]) / dt, 3) for k in ("user", "system", "irq", "softirq", "idle", "steal")}
+        return {"seconds": round(t1 - t0, 2), "perf_stat": stat, "cpu_share": cpus,
+                "cpu_seconds": {name: (g1[name] - g0[name]) / hz for name in groups},
+                "vmstat_delta": {k: v1[k] - v0.get(k, 0) for k in v1 if v1[k] != v0.get(k, 0)},
+                "perf_data": str(d / f"{tag}.data")}
+    return finish
+
+
+def samples(data, server_pids):
+    """cpu-clock samples (4 kHz: 0.25 ms each) of one perf.data split into the bench's servers
+    (by process id: other users' `sluice` runs share the name), wrk, and everyone else."""
+    import collections
+    import re
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "pid,tid,comm,ip,sym", "-G"],
+                         capture_output=True, text=True, timeout=600).stdout
+    split = {"servers": collections.Counter(), "wrk": collections.Counter(), "others": collections.Counter()}
+    for line in out.splitlines():
+        m = re.match(r"\s*(.*?)\s+(\d+)/\d+\s+([0-9a-f]+)\s*(.*)$", line)
+        if not m:
+            continue
+        comm, pid, sym = m.group(1), m.group(2), m.group(4).strip() or "[unknown]"
+        who = "servers" if pid in server_pids else "wrk" if comm == "wrk" else "others"
+        split[who][sym if who != "others" else comm] += 1
+    return split
+
+
+def main():
+    """idle_perf.py RESULT.json [N]: CPU per request of the servers and wrk in both wrk runs,
+    and the N symbols whose cost per request grew most while the idle connections were held."""
+    import json
+    import sys
+    r = json.loads(Path(sys.argv[1]).read_text())
+    top = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    pids = set(r["per_server"]["per_process"])
+    runs = {"no_idle": "wrk_no_idle", "idle_held": "wrk_with_idle"}
+    got = {t: samples(r[f"perf_{t}"]["perf_data"], pids) for t in runs}
+    # requests in the profiled window: the rate times its length (perf stat's task-clock / CPUs)
+    req = {t: r[w]["rps"] * float(r[f"perf_{t}"]["perf_stat"]["task-clock"]) / 1000 / len(r[f"perf_{t}"]["cpu_share"])
+           for t, w in runs.items()}
+    print(f"wrk req/s {r['wrk_no_idle']['rps']:.0f} / {r['wrk_with_idle']['rps']:.0f}"
+          f" ({r['wrk_with_idle']['rps'] / r['wrk_no_idle']['rps']:.2f})")
+    for t in runs:
+        print(f"{t}: samples {sum(sum(c.values()) for c in got[t].values())}, others {got[t]['others'].most_common(5)}")
+    for who in ("servers", "wrk"):
+        a, b = got["no_idle"][who], got["idle_held"][who]
+        ua, ub = (sum(c.values()) * 250 / req[t] for t, c in (("no_idle", a), ("idle_held", b)))
+        print(f"{who}: samples {sum(a.values())} / {sum(b.values())}, us per request {ua:.2f} / {ub:.2f} ({ub / ua:.2f})")
+        rows = sorted(((b[s] * 250e3 / req["idle_held"] - a[s] * 250e3 / req["no_idle"], s) for s in set(a) | set(b)),
+                      reverse=True)
+        for d, s in rows[:top]:
+            print(f"   {d:+7.0f} ns/req  ({a[s] * 250e3 / req['no_idle']:.0f} -> {b[s] * 250e3 / req['idle_held']:.0f})  {s}")
+
+
+if __name__ == "__main__":
+    main()
