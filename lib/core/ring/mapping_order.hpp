@@ -22,23 +22,17 @@
 
 namespace sluice::ring_mapping {
 
-inline void made(const io_uring& r) noexcept {
 #ifdef SLUICE_TSAN
+inline void each(const io_uring& r, void (*f)(void*)) noexcept {
     for (void* p : {r.sq.ring_ptr, r.cq.ring_ptr, static_cast<void*>(r.sq.sqes)})
-        if (p) __tsan_acquire(p);
-#else
-    (void)r;
-#endif
+        if (p) f(p);
 }
-
+inline void made(const io_uring& r) noexcept { each(r, __tsan_acquire); }
 // Before io_uring_queue_exit unmaps them.
-inline void ending(const io_uring& r) noexcept {
-#ifdef SLUICE_TSAN
-    for (void* p : {r.sq.ring_ptr, r.cq.ring_ptr, static_cast<void*>(r.sq.sqes)})
-        if (p) __tsan_release(p);
+inline void ending(const io_uring& r) noexcept { each(r, __tsan_release); }
 #else
-    (void)r;
+inline void made(const io_uring&) noexcept {}
+inline void ending(const io_uring&) noexcept {}
 #endif
-}
 
 } // namespace sluice::ring_mapping
