@@ -181,18 +181,23 @@ int cmd_serve(int argc, char** argv) {
         std::thread& t;
         ~Join() {
             done.store(true);
-            t.join();
+            if (t.joinable()) t.join();
         }
     } join{done, signals};
+    // Joined before the server goes, never detached: a serve that ended within the wait left a
+    // detached thread calling stats() on a destroyed server (a SEGV found by scripts/test-tsan).
+    std::thread paths;
+    Join join_paths{done, paths};
     if (o.verbose) {
-        std::thread([&server] {
+        paths = std::thread([&server, &done] {
             // The paths are known once the threads have set up their rings.
-            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            for (int i = 0; i < 30 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            if (done.load()) return;
             ServeStats s = server.stats();
             std::cerr << "sluice: receive path: " << s.recv_path << "\nsluice: accept path: " << s.accept_path
                       << "\nsluice: cold reads: " << s.cold_check << "\nsluice: ring: " << s.ring_mode << "\n";
             if (s.https) std::cerr << "sluice: https: " << s.tls_path << "\n";
-        }).detach();
+        });
     }
     server.run();
     ServeStats s = server.stats();

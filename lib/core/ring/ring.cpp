@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include "core/io/sys_error.hpp"
+#include "core/ring/mapping_order.hpp"
 
 namespace sluice {
 
@@ -85,12 +86,14 @@ Ring::Ring(unsigned entries) {
         }
     }
     if (rc < 0) throw_errno(ErrorCode::internal, "io_uring_setup", -rc);
+    ring_mapping::made(ring_);
     sq_entries_ = p.sq_entries;
     probe_opcodes(&ring_, features_);
 }
 
 Ring::~Ring() {
     cancel_all(true);
+    ring_mapping::ending(ring_);
     io_uring_queue_exit(&ring_);
 }
 

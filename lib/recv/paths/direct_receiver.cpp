@@ -200,7 +200,9 @@ private:
                 throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
             fb_.tmpfile_refused = true; // the file system has no O_TMPFILE: said in the stats
         }
-        f.unnamed = false;
+        // Written only when set: the streams that share a file of several blocks all come here,
+        // and a plain store of the same false by each was a data race (scripts/test-tsan).
+        if (f.unnamed) f.unnamed = false;
         int dir = dirs_.get(f.parent);
         int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
         fd_.reset(::openat(dir, f.temp.c_str(), flags | (direct_ ? O_DIRECT : 0), 0600));
