@@ -183,8 +183,8 @@ Stats get(const Endpoint& from, const std::string& remote_path, const std::files
     // client given a token wants the server to prove it holds it (h18p).
     if (!hello.token_required && !from.token.empty())
         throw Error(ErrorCode::auth, "server " + server + " does not ask for a token, so it cannot prove it holds yours: "
-                                     "a --public server (get without ?token=, and --ca/--pin to verify it) or a man in "
-                                     "the middle; nothing was asked");
+                                     "a --public server (get it with no token: no ?token=, --token, --token-file or "
+                                     "SLUICE_TOKEN; --ca/--pin to verify it) or a man in the middle; nothing was asked");
     // The server offers bound transfer tokens (GET_HELLO bit 7): the request carries
     // receiver_token and both ends key the transfer with the token bound from it. Without the
     // offer (a server from before) the request carries that token itself, as before; the reply's
