@@ -1,5 +1,4 @@
 """Pipe mode end to end: `producer | sluice send - URL` into `sluice recv --stdout | consumer`."""
-import hashlib
 import json
 import os
 import signal
@@ -8,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import SLUICE, free_port, write_random
+from conftest import SLUICE, file_sha256 as sha256_file, free_port, write_random
 
 
 class StreamReceiver:
@@ -28,14 +27,6 @@ class StreamReceiver:
 
     def stats(self, err):
         return json.loads(err.strip().splitlines()[-1])
-
-
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(1 << 20):
-            h.update(b)
-    return h.hexdigest()
 
 
 def send_from(producer_cmd, url, *args, shell=True):
