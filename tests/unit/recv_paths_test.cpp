@@ -272,7 +272,7 @@ TEST_CASE("pipe mode into an fd reads its frames through the same reader") {
             char buf[65536];
             for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
         });
-        StreamReceipt r = h.run(w, [&](int sock) { return make_pipe_to_fd_receiver(sock, h.ctx, ordered); });
+        StreamReceipt r = h.run(w, [&](int sock) { return make_pipe_to_fd_receiver(sock, 1, h.ctx, ordered); });
         ::close(out[1]);
         reader.join();
         CHECK(r.blocks == 2);
@@ -281,7 +281,7 @@ TEST_CASE("pipe mode into an fd reads its frames through the same reader") {
     SUBCASE("an empty piece is refused as on every other path") {
         Wire w;
         w.block(0, 0, "");
-        CHECK_THROWS_WITH(h.run(w, [&](int sock) { return make_pipe_to_fd_receiver(sock, h.ctx, ordered); }),
+        CHECK_THROWS_WITH(h.run(w, [&](int sock) { return make_pipe_to_fd_receiver(sock, 1, h.ctx, ordered); }),
                           "BLOCK frame without data on data stream");
         ::close(out[1]);
     }

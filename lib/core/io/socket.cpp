@@ -276,4 +276,16 @@ std::string primary_address() {
     return found;
 }
 
+std::string peer_address(int fd) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+    const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
+    if (ss.ss_family == AF_INET6)
+        return "[" + address_text(sa) + "]:" + std::to_string(ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port));
+    if (ss.ss_family == AF_INET)
+        return address_text(sa) + ":" + std::to_string(ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port));
+    return "?";
+}
+
 } // namespace sluice

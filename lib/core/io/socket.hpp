@@ -80,5 +80,8 @@ private:
 
 // The address a peer should use to reach this host (first non-loopback IPv4), or 127.0.0.1.
 std::string primary_address();
+// The connected peer of fd as "192.0.2.7:40112" or "[2001:db8::7]:40112", for messages ("?"
+// where it cannot be told).
+std::string peer_address(int fd);
 
 } // namespace sluice

@@ -1,41 +1,15 @@
+// Submission, completion and cancellation: the one place a CQE becomes an outcome for its
+// Completion, and the waits. Set-up is in ring_setup.cpp, request preparation in ring_requests.cpp.
 #include "core/ring/ring.hpp"
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <sys/uio.h>
 
 #include "core/io/sys_error.hpp"
-#include "core/ring/mapping_order.hpp"
 
 namespace sluice {
 
-std::string RingFeatures::setup_mode() const {
-    if (single_issuer && defer_taskrun) return "single_issuer+defer_taskrun";
-    if (coop_taskrun) return "coop_taskrun";
-    return "plain";
-}
-
 namespace {
-
-void probe_opcodes(io_uring* ring, RingFeatures& f) {
-    io_uring_probe* probe = io_uring_get_probe_ring(ring);
-    if (!probe) return;
-    f.op_splice = io_uring_opcode_supported(probe, IORING_OP_SPLICE);
-    f.op_send = io_uring_opcode_supported(probe, IORING_OP_SEND);
-    f.op_recv = io_uring_opcode_supported(probe, IORING_OP_RECV);
-    f.op_write = io_uring_opcode_supported(probe, IORING_OP_WRITE);
-    f.op_read = io_uring_opcode_supported(probe, IORING_OP_READ);
-    f.op_send_zc = io_uring_opcode_supported(probe, IORING_OP_SEND_ZC);
-    f.op_openat = io_uring_opcode_supported(probe, IORING_OP_OPENAT);
-    f.op_close = io_uring_opcode_supported(probe, IORING_OP_CLOSE);
-    f.op_statx = io_uring_opcode_supported(probe, IORING_OP_STATX);
-    f.op_read_fixed = io_uring_opcode_supported(probe, IORING_OP_READ_FIXED);
-    f.op_write_fixed = io_uring_opcode_supported(probe, IORING_OP_WRITE_FIXED);
-    f.op_accept = io_uring_opcode_supported(probe, IORING_OP_ACCEPT);
-    f.op_poll = io_uring_opcode_supported(probe, IORING_OP_POLL_ADD);
-    io_uring_free_probe(probe);
-}
 
 // The one place a CQE's result becomes a decision. EAGAIN means "try again" only where the
 // kernel can return it for a request it did not finish: sockets and pipes. For a file
@@ -64,37 +38,6 @@ bool Ring::completions_waiting() {
     if (io_uring_cq_ready(&ring_) > 0) return true;
     if (features_.defer_taskrun) io_uring_get_events(&ring_); // an error here only means "none yet"
     return io_uring_cq_ready(&ring_) > 0;
-}
-
-Ring::Ring(unsigned entries) {
-    io_uring_params p{};
-    p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_CQSIZE;
-    p.cq_entries = entries * 4;
-    int rc = io_uring_queue_init_params(entries, &ring_, &p);
-    if (rc == 0) {
-        features_.single_issuer = features_.defer_taskrun = true;
-    } else {
-        p = io_uring_params{};
-        p.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_CQSIZE;
-        p.cq_entries = entries * 4;
-        rc = io_uring_queue_init_params(entries, &ring_, &p);
-        if (rc == 0) {
-            features_.coop_taskrun = true;
-        } else {
-            p = io_uring_params{};
-            rc = io_uring_queue_init_params(entries, &ring_, &p);
-        }
-    }
-    if (rc < 0) throw_errno(ErrorCode::internal, "io_uring_setup", -rc);
-    ring_mapping::made(ring_);
-    sq_entries_ = p.sq_entries;
-    probe_opcodes(&ring_, features_);
-}
-
-Ring::~Ring() {
-    cancel_all(true);
-    ring_mapping::ending(ring_);
-    io_uring_queue_exit(&ring_);
 }
 
 void Ring::cancel_all(bool ring_ending) noexcept {
@@ -145,153 +88,6 @@ void Ring::unlink(Completion& c) noexcept {
     if (c.next_) c.next_->prev_ = c.prev_;
     c.prev_ = c.next_ = nullptr;
     c.ring_ = nullptr;
-}
-
-io_uring_sqe* Ring::take_sqe(Completion& c, uint8_t op) {
-    if (c.ring_) throw Error(ErrorCode::internal, "io_uring: a request queued on a completion still in flight");
-    io_uring_sqe* sqe;
-    if (chain_open_) {
-        if (chain_left_ == 0) throw Error(ErrorCode::internal, "io_uring: a chain grew past the entries it reserved");
-        --chain_left_;
-        sqe = io_uring_get_sqe(&ring_);
-        if (!sqe) std::abort(); // reserved by chain(): cannot happen
-        if (chain_last_) chain_last_->flags |= IOSQE_IO_LINK;
-        chain_last_ = sqe;
-    } else {
-        sqe = io_uring_get_sqe(&ring_);
-        if (!sqe) {
-            submit();
-            sqe = io_uring_get_sqe(&ring_);
-            if (!sqe) throw Error(ErrorCode::internal, "io_uring: no submission entry free after submit");
-        }
-    }
-    c.ring_ = this;
-    c.op_ = op;
-    c.flags_ = 0;
-    c.res_ = 0;
-    c.prev_ = nullptr;
-    c.next_ = in_flight_;
-    if (in_flight_) in_flight_->prev_ = &c;
-    in_flight_ = &c;
-    ++owed_;
-    return sqe;
-}
-
-void Ring::recv(Completion& c, int fd, void* buf, size_t len, int msg_flags, bool poll_first) {
-    io_uring_sqe* sqe = take_sqe(c, IORING_OP_RECV);
-    io_uring_prep_recv(sqe, fd, buf, len, msg_flags);
-    if (poll_first) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
-    io_uring_sqe_set_data(sqe, &c);
-}
-
-void Ring::send(Completion& c, int fd, const void* buf, size_t len, int msg_flags) {
-    io_uring_sqe* sqe = take_sqe(c, IORING_OP_SEND);
-    io_uring_prep_send(sqe, fd, buf, len, msg_flags);
-    io_uring_sqe_set_data(sqe, &c);
-}
-
-void Ring::send_zc(Completion& c, int fd, const void* buf, size_t len, int msg_flags, unsigned zc_flags, int buf_index) {
-    io_uring_sqe* sqe = take_sqe(c, IORING_OP_SEND_ZC);
-    if (buf_index >= 0)
-        io_uring_prep_send_zc_fixed(sqe, fd, buf, len, msg_flags, zc_flags, static_cast<unsigned>(buf_index));
-    else
-        io_uring_prep_send_zc(sqe, fd, buf, len, msg_flags, zc_flags);
-    io_uring_sqe_set_data(sqe, &c);
-}
-
-void Ring::read(Completion& c, int fd, void* buf, unsigned len, uint64_t offset, int buf_index) {
-    io_uring_sqe* sqe = take_sqe(c, buf_index >= 0 ? IORING_OP_READ_FIXED : IORING_OP_READ);
-    if (buf_index >= 0)
-        io_uring_prep_read_fixed(sqe, fd, buf, len, offset, buf_index);
-    else
-        io_uring_prep_read(sqe, fd, buf, len, offset);
-    io_uring_sqe_set_data(sqe, &c);
-}
-
-void Ring::write(Completion& c, int fd, const void* buf, unsigned len, uint64_t offset, int buf_index) {
-    io_uring_sqe* sqe = take_sqe(c, buf_index >= 0 ? IORING_OP_WRITE_FIXED : IORING_OP_WRITE);
-    if (buf_index >= 0)
-        io_uring_prep_write_fixed(sqe, fd, buf, len, offset, buf_index);
-    else
-        io_uring_prep_write(sqe, fd, buf, len, offset);
-    io_uring_sqe_set_data(sqe, &c);
-}
-
-void Ring::splice(Completion& c, int fd_in, int64_t off_in, int fd_out, int64_t off_out, unsigned len, unsigned flags) {
-    io_uring_sqe* sqe = take_sqe(c, IORING_OP_SPLICE);
-    io_uring_prep_splice(sqe, fd_in, off_in, fd_out, off_out, len, flags);
-    io_uring_sqe_set_data(sqe, &c);
-}
-
-void Ring::accept(Completion& c, int fd, int flags, bool multishot) {
-    io_uring_sqe* sqe = take_sqe(c, IORING_OP_ACCEPT);
-    if (multishot)
-        io_uring_prep_multishot_accept(sqe, fd, nullptr, nullptr, flags);
-    else
-        io_uring_prep_accept(sqe, fd, nullptr, nullptr, flags);
-    io_uring_sqe_set_data(sqe, &c);
-}
-
-void Ring::recv_provided(Completion& c, int fd, uint16_t group, bool multishot) {
-    io_uring_sqe* sqe = take_sqe(c, IORING_OP_RECV);
-    if (multishot)
-        io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
-    else
-        io_uring_prep_recv(sqe, fd, nullptr, 0, 0);
-    sqe->flags |= IOSQE_BUFFER_SELECT;
-    sqe->buf_group = group;
-    io_uring_sqe_set_data(sqe, &c);
-}
-
-void Ring::poll(Completion& c, int fd, unsigned events) {
-    io_uring_sqe* sqe = take_sqe(c, IORING_OP_POLL_ADD);
-    io_uring_prep_poll_add(sqe, fd, events);
-    io_uring_sqe_set_data(sqe, &c);
-}
-
-void Ring::cancel(Completion& c) {
-    if (c.ring_ != this) return; // nothing in flight
-    queue_cancel(reinterpret_cast<uintptr_t>(&c), 0);
-}
-
-int Ring::register_buf_ring(void* ring_addr, unsigned entries, uint16_t group) {
-    io_uring_buf_reg reg{};
-    reg.ring_addr = reinterpret_cast<uintptr_t>(ring_addr);
-    reg.ring_entries = entries;
-    reg.bgid = group;
-    return io_uring_register_buf_ring(&ring_, &reg, 0);
-}
-
-void Ring::unregister_buf_ring(uint16_t group) noexcept { io_uring_unregister_buf_ring(&ring_, group); }
-
-void Ring::link_timeout(Completion& c, const __kernel_timespec& ts) {
-    if (!chain_open_ || !chain_last_) throw Error(ErrorCode::internal, "io_uring: a link timeout outside a chain bounds nothing");
-    io_uring_sqe* sqe = take_sqe(c, IORING_OP_LINK_TIMEOUT);
-    // The kernel reads ts when the request is submitted, not later.
-    io_uring_prep_link_timeout(sqe, const_cast<__kernel_timespec*>(&ts), 0);
-    io_uring_sqe_set_data(sqe, &c);
-}
-
-Ring::Chain Ring::chain(unsigned max_requests) {
-    if (chain_open_) throw Error(ErrorCode::internal, "io_uring: chains do not nest");
-    if (max_requests > sq_entries_)
-        throw Error(ErrorCode::internal, "io_uring: a chain of " + std::to_string(max_requests) +
-                                             " requests does not fit a ring of " + std::to_string(sq_entries_));
-    // Submitting what is queued is safe here: no chain is half-built.
-    if (io_uring_sq_space_left(&ring_) < max_requests) submit();
-    if (io_uring_sq_space_left(&ring_) < max_requests)
-        throw Error(ErrorCode::internal, "io_uring: submission queue still full after submit");
-    chain_open_ = true;
-    chain_left_ = max_requests;
-    chain_last_ = nullptr;
-    return Chain(*this);
-}
-
-Ring::Chain::~Chain() {
-    // The last request links to nothing: the next chain is not bound to this one.
-    ring_.chain_open_ = false;
-    ring_.chain_left_ = 0;
-    ring_.chain_last_ = nullptr;
 }
 
 void Ring::submit() {
@@ -373,28 +169,6 @@ Completion* Ring::wait_for(int timeout_ms) {
         complete(cqe, c);
         if (c) return c;
     }
-}
-
-int Ring::register_buffers(std::span<const iovec> bufs) {
-    if (buffers_registered_) {
-        io_uring_unregister_buffers(&ring_);
-        buffers_registered_ = false;
-    }
-    int rc = io_uring_register_buffers(&ring_, bufs.data(), static_cast<unsigned>(bufs.size()));
-    buffers_registered_ = rc == 0;
-    return rc;
-}
-
-const RingFeatures& probe_ring_features() {
-    static const RingFeatures features = [] {
-        try {
-            Ring r(4);
-            return r.features();
-        } catch (const Error&) {
-            return RingFeatures{};
-        }
-    }();
-    return features;
 }
 
 } // namespace sluice

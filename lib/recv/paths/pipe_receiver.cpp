@@ -35,10 +35,10 @@ constexpr const char* kWhat = "data stream";
 // The frame loop both paths share: BLOCK frames go to on_block, STREAM_END ends the stream.
 class FrameLoop : public StreamReceiver {
 public:
-    FrameLoop(int sock, RecvContext& ctx) : sock_(sock), ctx_(ctx) {}
+    FrameLoop(int sock, unsigned index, RecvContext& ctx) : sock_(sock), index_(index), ctx_(ctx) {}
 
     StreamReceipt run() override {
-        auto read = [this](unsigned char* p, size_t n) { recv_exact(sock_, {p, n}, kWhat); };
+        auto read = [this](unsigned char* p, size_t n) { recv_patiently(sock_, {p, n}, index_, ctx_, kWhat); };
         while (auto b = frames_.next(read)) on_block(b->prefix, b->data_length);
         wire::refuse_data_after_end(frames_, sock_);
         return {frames_.counts().blocks, frames_.counts().bytes};
@@ -66,26 +66,30 @@ protected:
     }
 
     int sock_;
+    unsigned index_;
     RecvContext& ctx_;
     wire::DataFrameReader frames_{kWhat};
     uint64_t next_offset_ = 0;
 };
 
-// Waits for the socket to have data, or fails after the idle timeout.
-void wait_readable(int sock, int timeout_ms) {
+// Waits for the socket to have data, or fails once the stream and the rest of the transfer
+// have been silent for the idle timeout (silence_excused()).
+void wait_readable(int sock, unsigned index, const RecvContext& ctx) {
     pollfd p{sock, POLLIN, 0};
     for (;;) {
-        int r = ::poll(&p, 1, timeout_ms > 0 ? timeout_ms : -1);
+        int r = ::poll(&p, 1, ctx.idle_timeout_ms > 0 ? ctx.idle_timeout_ms : -1);
         if (r > 0) return;
         if (r < 0 && errno == EINTR) continue;
-        if (r == 0) throw Error(ErrorCode::network, "data stream: timed out waiting for the peer", ErrorCause::timed_out);
+        if (r == 0 && silence_excused(ctx)) continue;
+        if (r == 0) throw stream_went_silent(index, ctx);
         throw_errno(ErrorCode::network, "poll on a data stream");
     }
 }
 
 class PipeToFd final : public FrameLoop {
 public:
-    PipeToFd(int sock, RecvContext& ctx, OrderedOutput& out) : FrameLoop(sock, ctx), out_(out), pipe_(wire::kMaxPiece) {}
+    PipeToFd(int sock, unsigned index, RecvContext& ctx, OrderedOutput& out)
+        : FrameLoop(sock, index, ctx), out_(out), pipe_(wire::kMaxPiece) {}
     std::string fallback() const override { return out_.fallback(); }
 
 private:
@@ -94,7 +98,7 @@ private:
         size_t received = 0, parked = 0;
         bool turn = false;
         while (received < length) {
-            wait_readable(sock_, ctx_.idle_timeout_ms);
+            wait_readable(sock_, index_, ctx_);
             ssize_t n = ::splice(sock_, nullptr, pipe_.write_fd(), nullptr, length - received, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
             if (n > 0) {
                 received += static_cast<size_t>(n);
@@ -128,8 +132,8 @@ private:
 
 class SinkReceiver final : public FrameLoop {
 public:
-    SinkReceiver(int sock, RecvContext& ctx, Sink& sink, OrderedOutput& pipe_out)
-        : FrameLoop(sock, ctx), sink_(sink), pipe_out_(pipe_out) {}
+    SinkReceiver(int sock, unsigned index, RecvContext& ctx, Sink& sink, OrderedOutput& pipe_out)
+        : FrameLoop(sock, index, ctx), sink_(sink), pipe_out_(pipe_out) {}
 
 private:
     void on_block(const wire::BlockPrefix& p, uint32_t length) override {
@@ -164,7 +168,7 @@ private:
     // Grows to the largest block seen (bounded by the frame decoder's 64 MiB).
     std::span<const unsigned char> receive(uint32_t length) {
         if (!buf_ || buf_->size() < length) buf_.emplace((length + 4095) / 4096 * 4096);
-        recv_exact(sock_, std::span(buf_->data(), length), kWhat);
+        recv_patiently(sock_, std::span(buf_->data(), length), index_, ctx_, kWhat);
         return {buf_->data(), length};
     }
 
@@ -185,12 +189,13 @@ private:
 
 } // namespace
 
-std::unique_ptr<StreamReceiver> make_pipe_to_fd_receiver(int sock, RecvContext& ctx, OrderedOutput& out) {
-    return std::make_unique<PipeToFd>(sock, ctx, out);
+std::unique_ptr<StreamReceiver> make_pipe_to_fd_receiver(int sock, unsigned index, RecvContext& ctx, OrderedOutput& out) {
+    return std::make_unique<PipeToFd>(sock, index, ctx, out);
 }
 
-std::unique_ptr<StreamReceiver> make_sink_receiver(int sock, RecvContext& ctx, Sink& sink, OrderedOutput& pipe_out) {
-    return std::make_unique<SinkReceiver>(sock, ctx, sink, pipe_out);
+std::unique_ptr<StreamReceiver> make_sink_receiver(int sock, unsigned index, RecvContext& ctx, Sink& sink,
+                                                   OrderedOutput& pipe_out) {
+    return std::make_unique<SinkReceiver>(sock, index, ctx, sink, pipe_out);
 }
 
 } // namespace sluice

@@ -9,9 +9,10 @@
 namespace sluice {
 
 // Pipe pieces parked in this data stream's pipe and spliced to the output in turn.
-std::unique_ptr<StreamReceiver> make_pipe_to_fd_receiver(int sock, RecvContext& ctx, OrderedOutput& out);
+std::unique_ptr<StreamReceiver> make_pipe_to_fd_receiver(int sock, unsigned index, RecvContext& ctx, OrderedOutput& out);
 // Everything received into a buffer, verified, and handed to the sink.
-std::unique_ptr<StreamReceiver> make_sink_receiver(int sock, RecvContext& ctx, Sink& sink, OrderedOutput& pipe_out);
+std::unique_ptr<StreamReceiver> make_sink_receiver(int sock, unsigned index, RecvContext& ctx, Sink& sink,
+                                                   OrderedOutput& pipe_out);
 
 SinkEntry sink_entry_of(const wire::ManifestEntry& e);
 

@@ -143,7 +143,7 @@ private:
     size_t recv_result() {
         switch (recv_.outcome()) {
         case Completion::Outcome::ok: break;
-        case Completion::Outcome::cancelled: throw stream_went_silent(index_, ctx_.idle_timeout_ms);
+        case Completion::Outcome::cancelled: throw stream_went_silent(index_, ctx_);
         case Completion::Outcome::retry: // wait_recv queued it again
         case Completion::Outcome::failed: throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
         }

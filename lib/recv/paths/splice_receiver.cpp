@@ -36,7 +36,7 @@ public:
     }
 
     StreamReceipt run() override {
-        auto read = [this](unsigned char* p, size_t n) { recv_patiently(p, n); };
+        auto read = [this](unsigned char* p, size_t n) { recv_patiently(sock_, {p, n}, index_, ctx_, frames_.label()); };
         while (auto b = frames_.next(read)) receive_block(b->prefix, b->data_length);
         wire::refuse_data_after_end(frames_, sock_);
         return {frames_.counts().blocks, frames_.counts().bytes};
@@ -84,26 +84,6 @@ private:
         return hash_.digest();
     }
 
-    // recv_exact, but a timeout (SO_RCVTIMEO) the receiver's own work excuses waits again
-    // (silence_excused()); bytes already read are kept.
-    void recv_patiently(unsigned char* p, size_t n) {
-        size_t done = 0;
-        while (done < n) {
-            ssize_t r = ::recv(sock_, p + done, n - done, MSG_WAITALL);
-            if (r > 0) {
-                done += static_cast<size_t>(r);
-                continue;
-            }
-            if (r == 0) throw stream_cut_short(index_);
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if (silence_excused(ctx_)) continue;
-                throw stream_went_silent(index_, ctx_.idle_timeout_ms);
-            }
-            throw_errno(ErrorCode::network, frames_.label());
-        }
-    }
-
     // Same accounting as the splice sender: a short step breaks the chain; what each step
     // really moved decides where the next round starts.
     void splice_in(const RecvFile& f, uint64_t offset, uint64_t len) {
@@ -139,7 +119,7 @@ private:
                 // blocks like the system call), so the sender was silent; retrying would wait
                 // again forever.
                 if (!to_file && c.outcome() == Completion::Outcome::retry && c.error() == EAGAIN && !silence_excused(ctx_))
-                    throw stream_went_silent(index_, ctx_.idle_timeout_ms);
+                    throw stream_went_silent(index_, ctx_);
                 if (c.outcome() == Completion::Outcome::cancelled || c.outcome() == Completion::Outcome::retry) continue;
                 if (c.outcome() == Completion::Outcome::failed) {
                     if (to_file) throw_errno(ErrorCode::destination, "cannot write '" + f.entry.path + "'", c.error());

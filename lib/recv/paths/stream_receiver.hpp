@@ -6,11 +6,13 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "sluice/sluice.hpp"
 #include "recv/paths/mark_policy.hpp"
+#include "recv/paths/transfer_pulse.hpp"
 #include "recv/store/dest_tree.hpp"
 #include "recv/store/file_table.hpp"
 #include "recv/store/sums_cache.hpp"
@@ -18,33 +20,6 @@
 #include "core/wire/protocol.hpp"
 
 namespace sluice {
-
-// When the receiver last answered the sender on the control connection. The sender sends a
-// manifest page's data only after its MANIFEST_ACK, so while the control thread works on a
-// page (directories, empty files, fsyncs for --sync) and for an idle timeout after it has
-// answered, a data stream that hears nothing is waiting for us, not for a silent sender.
-class AnswerClock {
-public:
-    // The control thread took a frame the sender waits on the answer to.
-    void working() noexcept { working_.store(true); }
-    // ... and has answered it.
-    void answered() noexcept {
-        answered_.store(std::chrono::steady_clock::now().time_since_epoch().count());
-        working_.store(false);
-    }
-    // Whether a data stream's silence of the idle timeout is our own doing (read on a
-    // timeout only, never per block).
-    bool excuses(int idle_timeout_ms) const noexcept {
-        if (working_.load()) return true;
-        auto since = std::chrono::steady_clock::now() -
-                     std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(answered_.load()));
-        return since < std::chrono::milliseconds(idle_timeout_ms);
-    }
-
-private:
-    std::atomic<bool> working_{false};
-    std::atomic<std::chrono::steady_clock::rep> answered_{0};
-};
 
 // What every stream shares with the session.
 struct RecvContext {
@@ -65,20 +40,23 @@ struct RecvContext {
     // Called during the receiver's own long work the sender may be waiting for (--verify's
     // read-back, --sync's fsyncs): keeps the sender's idle deadline from firing (WORKING).
     std::function<void()> still_working;
-    // The control thread's answers: a stream's idle timer that fires while they excuse the
+    // When the transfer last moved: a stream's idle timer that fires while it excuses the
     // silence waits again instead of failing (silence_excused()).
-    const AnswerClock* answers = nullptr;
+    TransferPulse* pulse = nullptr;
     // Bytes a stream wrote with O_DIRECT (the direct path): stats' bytes_written_direct.
     std::atomic<uint64_t>* bytes_written_direct = nullptr;
     // Where a complete file with keep_sums leaves its block sums (recv/store/sums_cache.hpp).
     SumsCache* sums_cache = nullptr;
     // What the streams' low-water marks did (marked_wait.hpp): stats and -v.
     MarkTally* marks = nullptr;
+    // The sender's address ("192.0.2.7:40112"), for messages; set before any stream starts.
+    std::string sender;
 };
 
-// A data stream heard nothing for the idle timeout: true if that is the receiver's own doing
-// (see AnswerClock) and the stream should wait again, false if the sender went silent.
-inline bool silence_excused(const RecvContext& ctx) noexcept { return ctx.answers && ctx.answers->excuses(ctx.idle_timeout_ms); }
+// A data stream heard nothing for the idle timeout: true if the transfer moved meanwhile or
+// the receiver's own work is the cause (transfer_pulse.hpp) and the stream should wait again,
+// false if the whole transfer went silent.
+inline bool silence_excused(const RecvContext& ctx) noexcept { return ctx.pulse && ctx.pulse->excuses(ctx.idle_timeout_ms); }
 
 struct StreamReceipt {
     uint64_t blocks = 0;
@@ -109,9 +87,14 @@ inline constexpr const char* kRecordsDirectRecvPath = "tls_direct";
 
 // The two ways a data stream ends early, worded and caused alike on every path (the session
 // tells a sender that hung up from one that went silent by the cause).
-Error stream_went_silent(unsigned stream_index, int idle_timeout_ms);
+Error stream_went_silent(unsigned stream_index, const RecvContext& ctx);
 // where: "the transfer", or the quoted file the stream was in.
 Error stream_cut_short(unsigned stream_index, std::string_view where = "the transfer");
+// recv_exact on a data socket whose SO_RCVTIMEO is the idle timeout, except that a timeout
+// silence_excused() excuses waits again (bytes already read are kept); throws
+// stream_went_silent, stream_cut_short, or a network Error naming `what`.
+void recv_patiently(int sock, std::span<unsigned char> data, unsigned stream_index, const RecvContext& ctx,
+                    const std::string& what);
 
 // Shared steps of every path (file_finisher.cpp).
 // The file a BLOCK names, checked against the manifest: known id, a regular file, in bounds.

@@ -1,5 +1,13 @@
-// Picks the receive path a data stream runs; the errors every path ends a stream with.
+// Picks the receive path a data stream runs; how every path waits on its socket for a frame,
+// and the errors it ends a stream with.
 #include "recv/paths/stream_receiver.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "core/io/socket.hpp"
+#include "core/io/sys_error.hpp"
 
 namespace sluice {
 
@@ -24,10 +32,13 @@ std::unique_ptr<StreamReceiver> make_stream_receiver(RecvPath path, int sock, un
     return nullptr;
 }
 
-Error stream_went_silent(unsigned index, int idle_timeout_ms) {
+Error stream_went_silent(unsigned index, const RecvContext& ctx) {
+    // Said only once the rest of the transfer stood still too (silence_excused()).
     return Error(ErrorCode::network,
-                 "no data from the sender on stream " + std::to_string(index) + " for " + std::to_string(idle_timeout_ms / 1000) +
-                     " s",
+                 "no data from the sender on stream " + std::to_string(index) + " for " + timeout_text(ctx.idle_timeout_ms) +
+                     " (sender " + (ctx.sender.empty() ? std::string("unknown") : ctx.sender) +
+                     "), and nothing else of the transfer moved either (no data on its other streams, no frame on the "
+                     "control connection) within the idle timeout",
                  ErrorCause::timed_out);
 }
 
@@ -35,6 +46,24 @@ Error stream_cut_short(unsigned index, std::string_view where) {
     return Error(ErrorCode::network,
                  "sender closed data stream " + std::to_string(index) + " in the middle of " + std::string(where),
                  ErrorCause::peer_closed);
+}
+
+void recv_patiently(int sock, std::span<unsigned char> data, unsigned index, const RecvContext& ctx, const std::string& what) {
+    size_t done = 0;
+    while (done < data.size()) {
+        ssize_t r = ::recv(sock, data.data() + done, data.size() - done, MSG_WAITALL);
+        if (r > 0) {
+            done += static_cast<size_t>(r);
+            continue;
+        }
+        if (r == 0) throw stream_cut_short(index);
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (silence_excused(ctx)) continue;
+            throw stream_went_silent(index, ctx);
+        }
+        throw_errno(ErrorCode::network, what);
+    }
 }
 
 } // namespace sluice

@@ -67,7 +67,7 @@ size_t StreamSocketReader::recv_between(unsigned char* p, size_t least, size_t m
         case Completion::Outcome::cancelled:
             if (wait_.fell_back(plan)) continue; // the mark's deadline: take what is there
             if (silence_excused(ctx_)) continue; // the sender waits for our answer: wait again
-            throw stream_went_silent(index_, ctx_.idle_timeout_ms);
+            throw stream_went_silent(index_, ctx_);
         case Completion::Outcome::failed:
             throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());
         }

@@ -16,11 +16,12 @@ void ControlSide::serve(uint16_t stream_count) {
         await_frame(stream_count);
         // Once a frame has begun, the rest must follow within the idle timeout (SO_RCVTIMEO).
         Frame f = control_.read("control connection");
+        pulse_.moved(); // the transfer moves: a data stream with nothing to carry may wait on
         switch (f.type()) {
         case wire::FrameType::manifest:
-            answers_.working(); // the sender waits for the ack before sending this page's data
+            pulse_.working(); // the sender waits for the ack before sending this page's data
             on_manifest(wire::decode_manifest(f.payload));
-            answers_.answered();
+            pulse_.answered();
             break;
         case wire::FrameType::tree_options: on_tree_options(wire::decode_tree_options(f.payload)); break;
         case wire::FrameType::owner_names: on_owner_names(wire::decode_owner_names(f.payload)); break;
@@ -79,6 +80,7 @@ void ControlSide::await_frame(uint16_t stream_count) {
         // sender alive, and the streams may all end.
         const auto slice = std::max(idle / 4, std::chrono::milliseconds(100));
         if (wait_readable_for(control_.fd(), static_cast<int>(std::min(wait, slice).count()))) return;
+        pulse_.look(); // dates the data streams' movement for each other's idle timers
         uint64_t bytes = tally_.bytes_received.load(std::memory_order_relaxed);
         if (bytes != bytes_seen && !manifest_ended_) {
             bytes_seen = bytes;

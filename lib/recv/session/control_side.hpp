@@ -18,6 +18,7 @@
 #include "core/session/control_channel.hpp"
 #include "core/session/failure_latch.hpp"
 #include "core/session/session_log.hpp"
+#include "recv/paths/transfer_pulse.hpp"
 #include "recv/session/recv_tally.hpp"
 #include "recv/session/recv_target.hpp"
 #include "recv/session/resend_policy.hpp"
@@ -56,8 +57,8 @@ public:
     // closes or goes silent before the end is the sender's doing.
     Error as_sender_fault(const Error& e) const;
 
-    // The control thread's answers, for the data streams' idle timers (RecvContext).
-    const AnswerClock& answers() const { return answers_; }
+    // When the transfer last moved, for the data streams' idle timers (RecvContext).
+    TransferPulse& pulse() { return pulse_; }
 
     // The sender keeps an announce window (ClientHello bit 7): we report complete files
     // (FILES_DONE). Before serve().
@@ -127,7 +128,7 @@ private:
     SumsCache sums_cache_;
     std::string sums_note_; // why the cache stored nothing, if it could not
     UpdateSide update_; // control thread only
-    AnswerClock answers_;
+    TransferPulse pulse_{tally_.bytes_received, tally_.files_completed};
     bool silence_reported_ = false; // await_frame() threw: its message says it all
     // When we last sent the sender anything (still_working() counts from there).
     std::atomic<std::chrono::steady_clock::rep> working_sent_{std::chrono::steady_clock::now().time_since_epoch().count()};

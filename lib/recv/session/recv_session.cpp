@@ -57,7 +57,7 @@ RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
            .block_failed = [this](RecvFile& f, uint64_t off, uint64_t len) { control_side_.block_failed(f, off, len); },
            .file_completed = [this] { control_side_.file_completed(); },
            .still_working = [this] { control_side_.still_working(); },
-           .answers = &control_side_.answers(),
+           .pulse = &control_side_.pulse(),
            .bytes_written_direct = &tally_.bytes_written_direct,
            .sums_cache = &control_side_.sums_cache(),
            .marks = &tally_.marks},
@@ -137,6 +137,7 @@ void RecvSession::start_transfer(const wire::ClientHello& h, UniqueFd control) {
     // it from here on (the data threads and the control thread start after this).
     deadlines_ = rtt_deadlines(0, opts_.idle_timeout_ms, smoothed_rtt_us(control.get()));
     opts_.idle_timeout_ms = ctx_.idle_timeout_ms = deadlines_.idle_ms;
+    ctx_.sender = peer_address(control.get()); // before any data stream's thread reads it
     acceptor_.set_idle_timeout(deadlines_.idle_ms);
     log_.verbose_line(deadlines_line(deadlines_));
     // Until the manifest has ended the sender must keep talking (ControlSide lifts this).

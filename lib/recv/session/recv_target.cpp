@@ -41,8 +41,8 @@ public:
     explicit SinkTarget(Sink& sink) : sink_(sink) { out_ = std::make_unique<OrderedOutput>(sink); }
 
     void check_kind(const wire::ManifestEntry&) const override {}
-    std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned, RecvContext& ctx, const tls::LinkKeys*) override {
-        return make_sink_receiver(sock, ctx, sink_, *out_);
+    std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned index, RecvContext& ctx, const tls::LinkKeys*) override {
+        return make_sink_receiver(sock, index, ctx, sink_, *out_);
     }
     std::string data_path() const override { return "sink"; }
     void empty_file_done(const RecvFile& f) override { sink_.entry_done(sink_entry_of(f.entry)); }
@@ -71,8 +71,8 @@ public:
                         "the sender sends files ('" + e.path +
                             "'), but this receiver writes one byte stream to its output: receive files with `sluice recv DIR`");
     }
-    std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned, RecvContext& ctx, const tls::LinkKeys*) override {
-        return make_pipe_to_fd_receiver(sock, ctx, *out_);
+    std::unique_ptr<StreamReceiver> open_stream(int sock, unsigned index, RecvContext& ctx, const tls::LinkKeys*) override {
+        return make_pipe_to_fd_receiver(sock, index, ctx, *out_);
     }
     std::string data_path() const override { return "pipe_splice"; }
 };
