@@ -93,3 +93,38 @@ def test_a_block_cut_after_its_first_o_direct_writes_is_written_again_whole(tmp_
     # at least the first 4 MiB of the block that was cut: that block's range was written twice.
     assert got["bytes_written_direct"] >= size + (4 << 20), got
     assert (dest / "f.bin").read_bytes() == src.read_bytes()
+
+
+@pytest.mark.parametrize("path", ["direct", "recv_write"])
+def test_a_file_of_one_block_cut_by_a_reset_is_sent_again_and_taken(tmp_path, path):
+    # Files of one block each (700 KiB: above the small-file batch, below the direct path's
+    # O_DIRECT size, so it writes each into an unnamed inode). The reset 5 MiB into the first
+    # stream to pass it lands inside a block's data wherever the stream's files were (every frame
+    # is 700 KiB + 32 bytes). The receiver gives up the cut block's claim before it answers the
+    # reopened stream (STREAM_RESUME); the copy sent again, on any stream, is taken, not refused
+    # as the same whole-file block on two streams at once (FileTable::claim).
+    src = tmp_path / "src"
+    src.mkdir()
+    size = 700 << 10
+    for i in range(40):
+        write_random(src / f"f{i:02}", size, 100 + i)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = Receiver(dest, "--recv-path", path, "-v", token="reconnect")
+    proxy = CorruptingProxy(rx.port, at=(5 << 20) + 12345, reset=True)
+    try:
+        r = run_sluice("send", src, "--to", f"127.0.0.1:{proxy.port}", "--token", "reconnect", "--block-size", "1M",
+                       "--streams", "2", "--json", "-v")
+        code, out, err = rx.wait()
+    finally:
+        proxy.close()
+        rx.kill()
+    assert proxy.flipped
+    assert r.returncode == 0, r.stderr
+    assert code == 0, err
+    s = json.loads(r.stdout.strip().splitlines()[-1])
+    assert s["streams_reopened"] == 1, r.stderr
+    assert s["bytes_resent_after_break"] >= size, s  # at least the file cut in two
+    assert "waiting for the sender to reopen it" in err
+    for i in range(40):
+        assert (dest / "src" / f"f{i:02}").read_bytes() == (src / f"f{i:02}").read_bytes(), i
