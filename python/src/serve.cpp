@@ -105,6 +105,12 @@ void bind_serve(py::module_& m) {
 
     m.def("get", [](const std::string& url, const std::string& remote_path, const std::string& dest, const py::dict& o) {
         Endpoint from = endpoint(url, o);
+        // Read here, with the GIL: run_send runs the call on a thread of its own without it, where
+        // o["..."] made and dropped Python objects unlocked (a race on their reference counts:
+        // pybind11's check aborted python-serve under scripts/test-tsan's debug build).
+        const RecvPath path = parse_recv_path(o["recv_path"].cast<std::string>());
+        const bool sync = o["sync"].cast<bool>(), verify = o["verify"].cast<bool>();
+        const bool connect_back = o["connect_back"].cast<bool>();
         return run_send(o, [&](const SendOptions& so) {
             GetOptions g;
             g.streams = so.streams;
@@ -114,10 +120,10 @@ void bind_serve(py::module_& m) {
             g.log = so.log;
             g.progress = so.progress;
             g.cancel = so.cancel;
-            g.path = parse_recv_path(o["recv_path"].cast<std::string>());
-            g.sync = o["sync"].cast<bool>();
-            g.verify = o["verify"].cast<bool>();
-            g.connect_back = o["connect_back"].cast<bool>();
+            g.path = path;
+            g.sync = sync;
+            g.verify = verify;
+            g.connect_back = connect_back;
             g.mptcp = so.mptcp;
             g.encrypt = so.encrypt;
             g.certificates = so.certificates;

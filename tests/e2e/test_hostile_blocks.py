@@ -253,3 +253,83 @@ def test_an_abandoned_file_without_a_verified_block_is_removed(tmp_path, receive
     rc, out, err = rx.wait()
     assert rc != 0
     assert leftovers(dest) == []
+
+
+def start_streams(rx, sizes, streams):
+    """Control connection and manifest (no MANIFEST_END: the receiver waits for more), then
+    the data streams. Returns (control, data sockets)."""
+    tid = os.urandom(16)
+    c, status = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, streams, tid)
+    assert status == 0
+    c.settimeout(120)
+    c.sendall(w.manifest(0, [(i, w.FILE, f"f{i}", n, "") for i, n in enumerate(sizes)]))
+    assert w.read_frame(c)[0] == w.MANIFEST_ACK
+    socks = []
+    for i in range(1, streams + 1):
+        d, status = w.handshake("127.0.0.1", rx.port, "testtoken", 1, i, streams, tid)
+        assert status == 0
+        socks.append(d)
+    return c, socks
+
+
+def refused_as_sent_twice(rx, dest, data):
+    """The receiver fails with a protocol error naming f0, and leaves nothing but f0 (whole)."""
+    rc, out, err = rx.wait()
+    assert rc != 0
+    assert "'f0'" in err and "a block sent twice" in err, err
+    names = sorted(p.name for p in Path(dest).iterdir())
+    assert names in ([], ["f0"]), names
+    if names:
+        assert (Path(dest) / "f0").read_bytes() == data
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("size", [4097, 3 * MiB])
+def test_a_block_of_a_complete_file_sent_again_is_refused(tmp_path, receiver_factory, path, size):
+    """An honest sender never sends a block twice (after a reconnect it sends again only what the
+    receiver's STREAM_RESUME says did not arrive). A file is complete (its verified ranges are
+    freed then) when its block comes again on another stream: refused as a protocol error before
+    the stream touches the entry's names, not counted a second time (it once passed the overlap
+    check against the freed ranges and journaled the file as '.j' at the top of DIR)."""
+    data = random.Random(size).randbytes(size)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest, "--recv-path", path)
+    c, socks = start_streams(rx, [size], 2)
+    socks[0].sendall(block_frame(0, 0, data))
+    assert wait_for(lambda: (dest / "f0").exists(), 60)
+    socks[1].sendall(block_frame(0, 0, data))
+    refused_as_sent_twice(rx, dest, data)
+    for s in socks + [c]:
+        s.close()
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("size", [4097, 3 * MiB])
+def test_one_block_on_two_streams_at_once_is_refused(tmp_path, receiver_factory, path, size):
+    """The same whole-file block on two streams at the same moment: whichever comes second is
+    refused (while the first is in flight, or once it completed the file), and the two streams
+    never share the entry (under scripts/test-tsan: no report)."""
+    data = random.Random(size).randbytes(size)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    rx = receiver_factory(dest, "--recv-path", path)
+    c, socks = start_streams(rx, [size], 2)
+    frame = block_frame(0, 0, data)
+    go = threading.Barrier(2)
+
+    def send(s):
+        go.wait(timeout=60)
+        try:
+            s.sendall(frame)
+        except OSError:
+            pass  # the receiver may have failed already and closed this stream
+
+    threads = [threading.Thread(target=send, args=(s,)) for s in socks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    refused_as_sent_twice(rx, dest, data)
+    for s in socks + [c]:
+        s.close()

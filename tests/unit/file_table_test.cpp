@@ -41,6 +41,47 @@ TEST_CASE("overlapping or repeated blocks are protocol errors") {
     CHECK_NOTHROW(t.mark_verified(f, 0, 100));
 }
 
+TEST_CASE("a block claimed twice, or after its file completed, is refused before the stream touches the entry") {
+    FileTable t(10);
+    RecvFile& one = t.append(file(0, 4097)); // arrives whole, in one block
+    RecvFile& big = t.append(file(1, 3000));
+    t.publish();
+    // The whole file on a second stream while the first has it: refused, the first goes on.
+    t.claim(one, 0, 4097);
+    CHECK_THROWS_WITH(t.claim(one, 0, 4097), doctest::Contains("two streams at once"));
+    CHECK_THROWS_WITH(t.claim(one, 0, 100), doctest::Contains("two streams at once"));
+    // A checksum failure or a break gives the claim up: the copy asked for again is taken.
+    t.disown(one, 0, 4097);
+    t.claim(one, 0, 4097);
+    CHECK(t.mark_verified(one, 0, 4097, {}, true));
+    t.set_complete(one); // frees its names and verified ranges
+    CHECK(one.verified.empty());
+    // Not the freed ranges' word (they are empty now): the entry's.
+    CHECK_THROWS_WITH(t.claim(one, 0, 4097), doctest::Contains("already complete"));
+    // Blocks of a file in several streams at once are the ordinary case.
+    t.claim(big, 0, 1000);
+    t.claim(big, 1000, 1000);
+    CHECK_THROWS_WITH(t.claim(big, 0, 3000), doctest::Contains("two streams at once"));
+    CHECK_FALSE(t.mark_verified(big, 0, 1000, {}, true));
+    CHECK_THROWS_WITH(t.claim(big, 500, 100), doctest::Contains("overlaps"));
+    t.claim(big, 2000, 1000);
+    CHECK_FALSE(t.mark_verified(big, 2000, 1000, {}, true));
+    t.disown(big, 1000, 1000); // as if its checksum failed
+    t.claim(big, 1000, 1000);  // the copy asked for again
+    CHECK(t.mark_verified(big, 1000, 1000, {}, true));
+    CHECK(big.receiving == 0);
+    // Two copies of a part of a file in flight at once (not told apart until verified): the
+    // one that would complete the file while the other is open is refused.
+    RecvFile& two = t.append(file(2, 2000));
+    t.publish();
+    t.claim(two, 0, 1000);
+    t.claim(two, 0, 1000); // the copy, on another stream
+    t.claim(two, 1000, 1000);
+    CHECK_FALSE(t.mark_verified(two, 0, 1000, {}, true));
+    CHECK_THROWS_WITH(t.mark_verified(two, 1000, 1000, {}, true), doctest::Contains("still arriving on another stream"));
+    CHECK_FALSE(two.complete);
+}
+
 TEST_CASE("ids must be dense and within the receiver's cap") {
     FileTable t(2);
     CHECK_THROWS_WITH(t.append(file(1, 1)), doctest::Contains("expected 0"));

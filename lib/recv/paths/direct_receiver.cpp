@@ -135,6 +135,9 @@ public:
         }
         for (const PendingBlock& b : pending_)
             if (b.received) return std::nullopt;
+        // The block cut short is the sender's to send again, on any stream: its claim goes
+        // before STREAM_RESUME tells the sender so.
+        for (const PendingBlock& b : pending_) ctx_.files.disown(*b.file, b.offset, b.length);
         return whole_;
     }
 
@@ -267,7 +270,7 @@ private:
             if (!b.checksum_ok) {
                 // Asked for only now that the bad data's writes are done, so the resent block,
                 // which may come on another stream, cannot be overwritten by them.
-                ctx_.block_failed(*b.file, b.offset, b.length);
+                block_failed(ctx_, *b.file, b.offset, b.length);
             } else if (b.kept || b.file == open_file_) {
                 block_verified(ctx_, dirs_, *b.file, b.fd, b.offset, b.length, b.checksum);
             } else {

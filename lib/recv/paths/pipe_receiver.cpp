@@ -152,12 +152,12 @@ private:
         auto data = receive(length);
         counted(length);
         if (xxh3_64(data.data(), data.size()) != p.checksum) {
-            ctx_.block_failed(file, p.offset, length);
+            block_failed(ctx_, file, p.offset, length);
             return;
         }
         SinkEntry e = sink_entry_of(file.entry);
         guarded([&] { sink_.write(e, p.offset, std::as_bytes(data)); });
-        if (!ctx_.files.mark_verified(file, p.offset, length)) return;
+        if (!ctx_.files.mark_verified(file, p.offset, length, {}, true)) return;
         guarded([&] { sink_.entry_done(e); });
         ctx_.files.set_complete(file);
         ctx_.files_completed.fetch_add(1, std::memory_order_relaxed);

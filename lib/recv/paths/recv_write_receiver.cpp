@@ -91,6 +91,10 @@ public:
     // far were written and finished: nothing is in flight then. Anything else is no break.
     std::optional<StreamReceipt> settle_after_break() override {
         if (!done_.empty() || !writes_.empty() || recv_.busy() || recv_timeout_.busy()) return std::nullopt;
+        // The block cut short is the sender's to send again, on any stream: its claim goes
+        // before STREAM_RESUME tells the sender so.
+        if (in_block_) ctx_.files.disown(*block_.file, block_.offset, block_.length);
+        in_block_ = false;
         return whole_;
     }
 
@@ -103,6 +107,7 @@ private:
         last_id_ = p.file_id;
         RecvFile& f = file_for_block(ctx_.files, p, len);
         block_ = {&f, p.offset, len, p.checksum};
+        in_block_ = true;
         write_pos_ = p.offset;
         xxh_.reset();
         if (!discard_ && open_file_ != &f) {
@@ -120,6 +125,7 @@ private:
     }
     void block_end() override {
         done_.push_back({block_, xxh_.digest()});
+        in_block_ = false;
         ++whole_.blocks;
         whole_.bytes += block_.length;
     }
@@ -214,7 +220,7 @@ private:
         for (const Verdict& v : done_) {
             const Block& b = v.block;
             if (v.digest != b.checksum) {
-                ctx_.block_failed(*b.file, b.offset, b.length);
+                block_failed(ctx_, *b.file, b.offset, b.length);
                 continue;
             }
             block_verified(ctx_, dirs_, *b.file, discard_ ? -1 : fd_of(b.file), b.offset, b.length, b.checksum);
@@ -248,6 +254,7 @@ private:
     std::optional<tls::RecordReader> records_; // encrypted: what the socket is read into
 
     Block block_;
+    bool in_block_ = false; // block_ begun and not ended (claimed: FileTable::claim)
     StreamReceipt whole_; // blocks that arrived whole (a reconnect's STREAM_RESUME)
     uint64_t write_pos_ = 0;
     RecvFile* open_file_ = nullptr;

@@ -60,7 +60,7 @@ private:
         if (ok)
             block_verified(ctx_, dirs_, f, open_fd_.get(), p.offset, len, p.checksum);
         else
-            ctx_.block_failed(f, p.offset, len);
+            block_failed(ctx_, f, p.offset, len);
     }
 
     // XXH3 of what was just written at [offset, offset+len) of the temporary file, read back

@@ -97,7 +97,9 @@ void recv_patiently(int sock, std::span<unsigned char> data, unsigned stream_ind
                     const std::string& what);
 
 // Shared steps of every path (file_finisher.cpp).
-// The file a BLOCK names, checked against the manifest: known id, a regular file, in bounds.
+// The file a BLOCK names, checked against the manifest: known id, a regular file, in bounds;
+// and claimed for this stream (FileTable::claim): the block ends in block_verified() (or
+// mark_verified with claimed), in RecvContext::block_failed, or disowned after a break.
 RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t data_length);
 // Opens (creating) the temporary file of f for writing at offsets.
 UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f);
@@ -113,5 +115,8 @@ void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync, FileTable
 // fdatasync with --sync, so that a resume skips it. fd < 0: nothing was written (the discard path, `--recv-path null`).
 void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd, uint64_t offset, uint64_t length,
                     uint64_t checksum);
+// A block whose checksum failed: its claim is given up before ctx.block_failed asks the sender
+// again (the new copy, on any stream, claims it anew).
+void block_failed(RecvContext& ctx, RecvFile& f, uint64_t offset, uint64_t length);
 
 } // namespace sluice

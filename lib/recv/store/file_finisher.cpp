@@ -27,6 +27,7 @@ RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t 
         throw Error(ErrorCode::protocol, "BLOCK [" + std::to_string(p.offset) + ", +" + std::to_string(len) + ") lies outside '" +
                                              f->entry.path + "' of " + std::to_string(f->entry.size) + " bytes");
     check_inside_data(*f, p.offset, len);
+    files.claim(*f, p.offset, len);
     return *f;
 }
 
@@ -139,7 +140,7 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
     // Recorded before the range is marked, so whoever completes the file sees every checksum.
     if ((ctx.verify || f.keep_sums) && fd >= 0) ctx.files.record_checksum(f, offset, length, checksum);
     if (fd < 0) {
-        complete = ctx.files.mark_verified(f, offset, length);
+        complete = ctx.files.mark_verified(f, offset, length, {}, true);
     } else {
         complete = ctx.files.mark_verified(f, offset, length, [&](bool first) {
             if (ctx.sync && ::fdatasync(fd) != 0) throw_errno(ErrorCode::destination, "cannot fsync '" + f.entry.path + "'");
@@ -151,7 +152,7 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
                 // Name the user's file, not our hidden journal beside it.
                 throw Error(e.code(), "cannot record progress of '" + f.entry.path + "' (" + e.what() + ")", e.cause());
             }
-        });
+        }, true);
     }
     if (!complete) return;
     if (fd >= 0) {
@@ -165,6 +166,11 @@ void block_verified(RecvContext& ctx, ParentDirCache& dirs, RecvFile& f, int fd,
     ctx.files_completed.fetch_add(1, std::memory_order_relaxed);
     if (ctx.progress) ctx.progress->files_done.fetch_add(1, std::memory_order_relaxed);
     if (ctx.file_completed) ctx.file_completed();
+}
+
+void block_failed(RecvContext& ctx, RecvFile& f, uint64_t offset, uint64_t length) {
+    ctx.files.disown(f, offset, length);
+    ctx.block_failed(f, offset, length);
 }
 
 } // namespace sluice

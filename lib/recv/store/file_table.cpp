@@ -104,14 +104,53 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     return f;
 }
 
-bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const std::function<void(bool first)>& on_partial) {
-    std::lock_guard lk(lock_for(f));
-    uint64_t end = offset + len;
-    auto& v = f.verified;
+namespace {
+
+using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+
+// Where [offset, end) would go in the sorted ranges v; throws protocol if it overlaps one.
+Ranges::iterator place(Ranges& v, const RecvFile& f, uint64_t offset, uint64_t end) {
     auto it = std::lower_bound(v.begin(), v.end(), std::make_pair(offset, uint64_t{0}));
     if ((it != v.end() && it->first < end) || (it != v.begin() && std::prev(it)->second > offset))
         throw Error(ErrorCode::protocol,
                     "block at offset " + std::to_string(offset) + " of '" + f.entry.path + "' overlaps data already received");
+    return it;
+}
+
+bool whole_file(const RecvFile& f, uint64_t offset, uint64_t len) { return offset == 0 && len == f.entry.size; }
+
+} // namespace
+
+void FileTable::claim(RecvFile& f, uint64_t offset, uint64_t len) {
+    std::lock_guard lk(lock_for(f));
+    if (f.complete)
+        throw Error(ErrorCode::protocol, "BLOCK at offset " + std::to_string(offset) + " of '" + f.entry.path +
+                                             "', which is already complete (a block sent twice)");
+    place(f.verified, f, offset, offset + len);
+    const bool whole = whole_file(f, offset, len);
+    if (f.receiving_whole || (whole && f.receiving > 0))
+        throw Error(ErrorCode::protocol, "'" + f.entry.path + "' (BLOCK at offset " + std::to_string(offset) +
+                                             ") is being received on two streams at once (a block sent twice)");
+    ++f.receiving;
+    f.receiving_whole = whole;
+}
+
+void FileTable::disown(RecvFile& f, uint64_t offset, uint64_t len) {
+    std::lock_guard lk(lock_for(f));
+    if (f.receiving > 0) --f.receiving;
+    if (whole_file(f, offset, len)) f.receiving_whole = false;
+}
+
+bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const std::function<void(bool first)>& on_partial,
+                              bool claimed) {
+    std::lock_guard lk(lock_for(f));
+    if (claimed) {
+        if (f.receiving > 0) --f.receiving;
+        if (whole_file(f, offset, len)) f.receiving_whole = false;
+    }
+    uint64_t end = offset + len;
+    auto& v = f.verified;
+    auto it = place(v, f, offset, end);
     // Merge with neighbours so the list stays as short as the number of gaps.
     bool merge_prev = it != v.begin() && std::prev(it)->second == offset;
     bool merge_next = it != v.end() && it->first == end;
@@ -130,6 +169,10 @@ bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const 
     }
     f.verified_bytes += len;
     bool complete = f.verified_bytes == f.entry.size;
+    // Every byte is verified, so a claim still open is a copy of bytes already here, on
+    // another stream that reads the names set_complete() frees.
+    if (complete && f.receiving > 0)
+        throw Error(ErrorCode::protocol, "'" + f.entry.path + "' is complete while a block of it is still arriving on another stream (a block sent twice)");
     if (!complete && on_partial) {
         on_partial(!f.journaled);
         f.journaled = true;

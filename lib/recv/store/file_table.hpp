@@ -40,6 +40,10 @@ struct RecvFile {
     // Guarded by the table's stripe lock for this id:
     std::vector<std::pair<uint64_t, uint64_t>> verified; // sorted, merged [begin, end)
     uint64_t verified_bytes = 0;
+    // Blocks streams have claimed and not yet verified or disowned (FileTable::claim), and
+    // whether one of them is the whole file: no other stream may touch the entry meanwhile.
+    uint32_t receiving = 0;
+    bool receiving_whole = false;
     bool complete = false;  // renamed into place
     bool journaled = false; // a journal of verified ranges exists beside the temp file
     // The quick check found an older regular file with blocks under the final name: its inode
@@ -154,11 +158,24 @@ public:
     uint64_t held() const { return count_ - released_entries_; }
     uint64_t held_peak() const { return held_peak_; }
 
-    // Records [offset, offset+len) of f as verified. Returns true to the one caller whose
-    // range completes the file. Throws protocol Error on an overlap (a block sent twice).
-    // `on_partial(first)` runs under the file's lock when the range leaves the file
+    // A data stream takes the block [offset, offset+len) of f before it touches the entry's
+    // names or writes a byte (file_for_block). Throws protocol Error, with f untouched, if f is
+    // complete (its names and verified ranges may be freed: a stream must not use them), if the
+    // block overlaps a verified range, or if it is the whole file and another block of f is
+    // being received, or the whole file is: a block sent twice, which an honest sender never
+    // does (a reconnect sends again only what STREAM_RESUME says did not arrive, a RESEND only
+    // once the bad copy is disowned). So f completes only with no stream still on it.
+    void claim(RecvFile& f, uint64_t offset, uint64_t len);
+    // A claimed block that will not be verified: its checksum failed (before the RESEND goes
+    // out) or its connection broke inside it (before STREAM_RESUME goes out).
+    void disown(RecvFile& f, uint64_t offset, uint64_t len);
+    // Records [offset, offset+len) of f as verified; claimed: a stream's block, whose claim it
+    // ends. Returns true to the one caller whose range completes the file. Throws protocol
+    // Error on an overlap, or on completion while another stream's claim is open (a block sent
+    // twice). `on_partial(first)` runs under the file's lock when the range leaves the file
     // incomplete (first: no journal yet), so journal records of one file never race.
-    bool mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const std::function<void(bool first)>& on_partial = {});
+    bool mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const std::function<void(bool first)>& on_partial = {},
+                       bool claimed = false);
     void record_checksum(RecvFile& f, uint64_t offset, uint64_t len, uint64_t checksum);
     bool is_complete(RecvFile& f);
     // Marks f in place and frees what it no longer needs: parent, name, temp, verified and

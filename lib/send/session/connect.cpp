@@ -109,7 +109,10 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     const bool relay = c.encrypted && !records;
     out.keys.assign(c.encrypted && records ? c.streams : 0, std::nullopt);
     out.tcp.clear();
-    out.tcp.resize(relay ? c.streams : 0);
+    // Placeholders too, for the same reason as data's: stop() shuts these down from another
+    // thread while streams open, so a slot is never assigned after this, only dup2'ed into
+    // (an assignment from the opening thread was a data race with that shutdown: scripts/test-tsan).
+    for (unsigned i = 0; relay && i < c.streams; ++i) out.tcp.push_back(placeholder());
     if (opts.progress) opts.progress->stream_count = c.streams;
     const bool encrypted = c.encrypted;
     // Side by side, in the background: one after the other cost ~2.5 round trips each.
@@ -127,10 +130,12 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
         h.role = wire::Role::data;
         h.stream_index = static_cast<uint16_t>(i);
         if (relay) {
-            // The relay holds the TCP connection's number: it stays in tcp, its plain end takes the slot.
-            HelloResult hr = client_handshake(fd.get(), to.token, h, peer);
-            UniqueFd plain = links.secure(fd.get(), tls::Side::client, hr.psk, peer, i, on_fail);
-            out.tcp[i - 1] = std::move(fd);
+            // The TCP connection takes its tcp slot's number (the relay holds that number), and
+            // the relay's plain end the data slot's.
+            const int tcp_slot = out.tcp[i - 1].get();
+            take_number(std::move(fd), tcp_slot);
+            HelloResult hr = client_handshake(tcp_slot, to.token, h, peer);
+            UniqueFd plain = links.secure(tcp_slot, tls::Side::client, hr.psk, peer, i, on_fail);
             take_number(std::move(plain), slot);
         } else {
             take_number(std::move(fd), slot);

@@ -49,7 +49,8 @@ struct DataStreams {
     // so that shutting the session's streams down also ends a handshake in flight.
     std::vector<UniqueFd>& data;
     // Encrypted through relays (pipe mode): data holds what the session writes plain frames
-    // on (tls::Links), and tcp the TCP connections (TCP_INFO, congestion control). Else empty.
+    // on (tls::Links), and tcp the TCP connections (TCP_INFO, congestion control), placeholders
+    // from the start like data's, each taking its connection's number. Else empty.
     std::vector<UniqueFd>& tcp;
     // Encrypted with records (the file sender): data holds the TCP connections themselves,
     // and keys[i] the record keys of data[i] (none where the kernel took them). Else empty.

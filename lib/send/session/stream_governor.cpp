@@ -139,14 +139,18 @@ void StreamGovernor::search() {
             break;
         }
     }
+    std::string choice = "auto: " + std::to_string(active_) + " of " + std::to_string(opened) + " streams (" + why + ")" +
+                         (s.steps().empty() ? "" : "; measured: " + s.steps());
+    // Said before the count is published: the pacer begins once it is (and says so), so its
+    // lines follow this one. Said after, the pacer's came first now and then (wan-pacing-auto
+    // under scripts/test-tsan's slower threads).
+    verbose_("streams " + choice + (active_ < opened ? "; the other " + std::to_string(opened - active_) + " end" : ""));
     {
         std::lock_guard lk(mu_);
+        choice_ = std::move(choice);
         settled_->store(std::max(active_, 1u));
-        choice_ = "auto: " + std::to_string(active_) + " of " + std::to_string(opened) + " streams (" + why + ")" +
-                  (s.steps().empty() ? "" : "; measured: " + s.steps());
     }
     cv_.notify_all(); // the streams past the count end now (retired())
-    verbose_("streams " + choice_ + (active_ < opened ? "; the other " + std::to_string(opened - active_) + " end" : ""));
 }
 
 } // namespace sluice
