@@ -28,14 +28,7 @@ using sluice::ColdBlockSender;
 using sluice::Segment;
 constexpr uint64_t kMiB = 1 << 20;
 
-// Reads [offset, offset + length) of path into the page cache without read-ahead beyond it.
-void cache_range(const std::string& path, uint64_t offset, uint64_t length) {
-    sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    REQUIRE(fd);
-    REQUIRE(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM) == 0);
-    std::vector<unsigned char> b(length);
-    REQUIRE(::pread(fd.get(), b.data(), length, static_cast<off_t>(offset)) == static_cast<ssize_t>(length));
-}
+using unit_test::cache_range;
 
 bool cached(const std::string& path, uint64_t offset, uint64_t length) {
     sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

@@ -43,6 +43,15 @@ inline Source make_source(const std::string& dir, uint64_t id, size_t size, bool
     return s;
 }
 
+// Reads [offset, offset + length) of path into the page cache without read-ahead beyond it.
+inline void cache_range(const std::string& path, uint64_t offset, uint64_t length) {
+    sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(fd);
+    REQUIRE(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM) == 0);
+    std::vector<unsigned char> b(length);
+    REQUIRE(::pread(fd.get(), b.data(), length, static_cast<off_t>(offset)) == static_cast<ssize_t>(length));
+}
+
 inline size_t cached_pages(const std::string& path, size_t size) {
     sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
@@ -55,20 +64,13 @@ inline size_t cached_pages(const std::string& path, size_t size) {
     return n;
 }
 
-// Reads BLOCK frames from fd until it closes: (file_id, offset, checksum, data) in order.
+// BLOCK frames: (file_id, offset, checksum, data).
 struct Frame {
     uint64_t file_id, offset, checksum;
     std::vector<unsigned char> data;
 };
-inline std::vector<Frame> read_frames(int fd) {
-    std::vector<unsigned char> in;
-    unsigned char buf[1 << 16];
-    for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        REQUIRE(n >= 0);
-        if (n == 0) break;
-        in.insert(in.end(), buf, buf + n);
-    }
+// The BLOCK frames in plain bytes `in` (all of them whole), in order.
+inline std::vector<Frame> parse_frames(const std::vector<unsigned char>& in) {
     std::vector<Frame> out;
     size_t at = 0;
     while (at < in.size()) {
@@ -84,5 +86,20 @@ inline std::vector<Frame> read_frames(int fd) {
     }
     return out;
 }
+
+// All bytes of fd until it closes.
+inline std::vector<unsigned char> read_all(int fd) {
+    std::vector<unsigned char> in;
+    unsigned char buf[1 << 16];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        REQUIRE(n >= 0);
+        if (n == 0) break;
+        in.insert(in.end(), buf, buf + n);
+    }
+    return in;
+}
+
+inline std::vector<Frame> read_frames(int fd) { return parse_frames(read_all(fd)); }
 
 } // namespace unit_test
