@@ -111,6 +111,7 @@ private:
     // A buffer neither holding the current block, nor lent, nor read into ahead; sized.
     int free_buffer(uint64_t length);
 
+    static constexpr uint64_t kHugeFrom = uint64_t{512} << 10; // blocks given a 2 MiB buffer at least
     static constexpr int kBuffers = 3;
     std::optional<AlignedBuffer> bufs_[kBuffers]; // one block each, allocated on first use
     int cur_ = 0;                                 // the buffer the current block is read into
