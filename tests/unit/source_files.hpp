@@ -4,11 +4,13 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/io/file_times.hpp"
@@ -101,5 +103,28 @@ inline std::vector<unsigned char> read_all(int fd) {
 }
 
 inline std::vector<Frame> read_frames(int fd) { return parse_frames(read_all(fd)); }
+
+// A socket pair whose far end a thread reads until the near end (tx, the path's socket) closes.
+struct Wire {
+    sluice::UniqueFd tx, rx;
+    std::vector<unsigned char> bytes;
+    std::thread reader;
+    Wire() {
+        int sv[2];
+        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        tx = sluice::UniqueFd(sv[0]);
+        rx = sluice::UniqueFd(sv[1]);
+        reader = std::thread([this] { bytes = read_all(rx.get()); });
+    }
+    // Closes tx; all the far end read.
+    const std::vector<unsigned char>& close() {
+        if (reader.joinable()) {
+            tx.reset();
+            reader.join();
+        }
+        return bytes;
+    }
+    ~Wire() { close(); }
+};
 
 } // namespace unit_test

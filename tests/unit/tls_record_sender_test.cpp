@@ -7,10 +7,8 @@
 // larger than the writer is hashed in the O_DIRECT buffer (one read) when cold, read twice and
 // said so when cached.
 #include <doctest/doctest.h>
-#include <sys/socket.h>
 
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "core/checksum/xxh3.hpp"
@@ -52,30 +50,7 @@ std::vector<unsigned char> open_all(const std::vector<unsigned char>& in) {
     return plain;
 }
 
-// A socket pair whose far end is read until the near end closes.
-struct Wire {
-    sluice::UniqueFd tx, rx;
-    std::vector<unsigned char> bytes;
-    std::thread reader;
-    Wire() {
-        int sv[2];
-        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-        tx = sluice::UniqueFd(sv[0]);
-        rx = sluice::UniqueFd(sv[1]);
-        reader = std::thread([this] { bytes = unit_test::read_all(rx.get()); });
-    }
-    std::vector<unit_test::Frame> close() {
-        tx.reset();
-        reader.join();
-        return unit_test::parse_frames(open_all(bytes));
-    }
-    ~Wire() {
-        if (reader.joinable()) {
-            tx.reset();
-            reader.join();
-        }
-    }
-};
+using unit_test::Wire;
 
 void check_frame(const unit_test::Frame& fr, const unit_test::Source& s, uint64_t offset, uint64_t len) {
     CHECK(fr.file_id == s.f.file_id);
@@ -113,7 +88,7 @@ TEST_CASE("an encrypted stream reads cold blocks with O_DIRECT, the next one ahe
         CHECK(sender->fallback().empty());
     }
     CHECK(!s.f.held());
-    const auto frames = w.close();
+    const auto frames = unit_test::parse_frames(open_all(w.close()));
     REQUIRE(frames.size() == segs.size());
     for (size_t i = 0; i < segs.size(); ++i) check_frame(frames[i], s, segs[i].offset, segs[i].length);
     // The cold blocks were read past the page cache: only what the test cached is there.
@@ -137,7 +112,7 @@ TEST_CASE("a block larger than the writer: hashed in the O_DIRECT buffer when co
             fallback = sender->fallback();
         }
         CHECK((fallback.find("read twice") != std::string::npos) == cached);
-        const auto frames = w.close();
+        const auto frames = unit_test::parse_frames(open_all(w.close()));
         REQUIRE(frames.size() == 1);
         check_frame(frames[0], s, 0, size);
     }
