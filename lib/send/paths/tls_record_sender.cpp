@@ -7,11 +7,12 @@
 //
 // Where the bytes come from: a block not in the page cache is read with O_DIRECT into the
 // stream's aligned buffer, with the stream's next block's read already on the disk
-// (direct_block_reader.hpp, as the clear paths' cold blocks) and copied from there into the
-// record slots; a cached block is read with preadv straight into the slots. Either way one
-// copy per byte before the cipher, but a cold block no longer fills page-cache pages nor
-// makes the stream wait for the disk between its blocks (issue 18, h18o: 0.91-0.94 CPU s/GB
-// at the sender and the disk idle 15-26% of a full-size encrypted run).
+// (direct_block_reader.hpp, as the clear paths' cold blocks), hashed there and encrypted from
+// there into the record slots (AES-GCM is the copy); a cached block is read with preadv
+// straight into the slots and sealed in place. A cold block no longer fills page-cache pages,
+// nor makes the stream wait for the disk between its blocks (issue 18, h18o: 0.91-0.94 CPU
+// s/GB at the sender and the disk idle 15-26% of a full-size encrypted run), nor is copied
+// before the cipher.
 //
 // A block larger than the writer (--block-size above 8 MiB) is hashed first and then sent a
 // writer's worth at a time: read from the disk twice when it came through the page cache
@@ -19,7 +20,6 @@
 #include <sys/uio.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/checksum/xxh3.hpp"
 #include "core/tls/record_writer.hpp"
@@ -89,8 +89,8 @@ private:
     }
 
     // Fills the reservation's records with the segment's file from offset, kBatch at a time:
-    // copied from mem (the bytes at offset, read with O_DIRECT) or, without mem, read from fd;
-    // each batch hashed (when hash) and sealed.
+    // sealed from mem (the bytes at offset, read with O_DIRECT) into the slots or, without mem,
+    // read from fd into the slots and sealed there; each batch hashed (when hash) first.
     void fill(int fd, const unsigned char* mem, const Segment& seg, uint64_t offset, const tls::RecordWriter::Reserved& r,
               bool hash) {
         const SourceFile& f = *seg.file;
@@ -100,20 +100,20 @@ private:
             size_t want = 0;
             for (size_t j = 0; j < n; ++j) want += r.iov[k + j].iov_len;
             if (mem) {
-                for (size_t j = 0; j < n; ++j) {
-                    std::memcpy(r.iov[k + j].iov_base, mem, r.iov[k + j].iov_len);
-                    mem += r.iov[k + j].iov_len;
-                }
+                // Hashed where it was read, then encrypted from there into the slots.
+                if (hash) hash_.update(mem, want);
+                w_.seal_data_from(mem, k + n);
+                mem += want;
             } else {
                 iovec iov[kBatch];
                 std::copy(r.iov + k, r.iov + k + n, iov);
                 const size_t got = SourceReader::preadv_full(fd, f, iov, n, at);
                 if (got < want)
                     throw_source_shrank(f, f.file_offset(seg.offset), seg.length, at + got - f.file_offset(seg.offset));
+                if (hash)
+                    for (size_t j = 0; j < n; ++j) hash_.update(r.iov[k + j].iov_base, r.iov[k + j].iov_len);
+                w_.seal_data(k + n);
             }
-            if (hash)
-                for (size_t j = 0; j < n; ++j) hash_.update(r.iov[k + j].iov_base, r.iov[k + j].iov_len);
-            w_.seal_data(k + n);
             at += want;
         }
     }
