@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """docs/img/encrypt-*.png from run.py's results.jsonl: median MB/s and CPU s/GB per case and
-tool (encrypted sluice against WDT's encrypted run; sluice with its records on OpenSSL and
-iperf3 too where the file has them), one bar group per case.
+tool (encrypted sluice against WDT's encrypted run; sluice with its records on OpenSSL, an
+earlier sluice build (run.py's sluice-old tools) and iperf3 too where the file has them), one
+bar group per case; failed runs are left out.
 Usage: /usr/bin/python3 bench/encrypt/plot.py RESULTS.jsonl OUT.png [TITLE]"""
 import json
 import statistics
@@ -17,14 +18,18 @@ def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
     groups = {}
     for r in rows:
+        if "failed" in r:  # a tool's failed run (run.py records it): no figures
+            continue
         case = r["case"] + (", " + r["set"] if r.get("set") else "")
         tool = {"sluice": "sluice encrypted", "sluice-enc": "sluice encrypted", "wdt-enc": "WDT encrypted",
                 "sluice-openssl": "sluice encrypted, OpenSSL engine", "sluice-enc-openssl": "sluice encrypted, OpenSSL engine",
+                "sluice-old": "sluice encrypted, earlier build", "sluice-old-enc": "sluice encrypted, earlier build",
                 "iperf3": "iperf3 (clear)"}.get(r["tool"])
         if tool:
             groups.setdefault(case, {}).setdefault(tool, []).append(r)
     cases = list(groups)
-    order = ["sluice encrypted", "sluice encrypted, OpenSSL engine", "WDT encrypted", "iperf3 (clear)"]
+    order = ["sluice encrypted", "sluice encrypted, earlier build", "sluice encrypted, OpenSSL engine", "WDT encrypted",
+             "iperf3 (clear)"]
     tools = [t for t in order if any(t in g for g in groups.values())]
     fig, (ax_mb, ax_cpu) = plt.subplots(1, 2, figsize=(12, 4.5))
     w = 0.8 / len(tools)

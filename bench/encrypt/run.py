@@ -39,6 +39,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -153,6 +154,12 @@ def remove_copies(work):
 OLD = {"sluice": None}
 
 
+class ToolFailed(Exception):
+    """A tool's run failed (its exit status): the run is recorded as failed and the call goes on,
+    so that the runs before it in the same call are not lost (h18q: WDT failing its 34 GB run
+    with SOCKET_WRITE_ERROR on a loaded machine took the call's sluice run with it)."""
+
+
 def one(tool, src, dst, ip, ns_on, extra):
     dst = fresh(dst)
     env = dict(ENV)
@@ -210,7 +217,7 @@ def one(tool, src, dst, ip, ns_on, extra):
     u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     tool_cpu = (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
     if tx.returncode != 0 or rx.returncode != 0:
-        sys.exit(f"{tool}: sender {tx.returncode} {tx.stderr[-800:]}\nreceiver {rx.returncode} {err[-800:]}")
+        raise ToolFailed(f"{tool}: sender {tx.returncode} {tx.stderr[-800:]}\nreceiver {rx.returncode} {err[-800:]}")
     if not tool.startswith("iperf3"):
         got = tree_bytes(dst)
         assert got == size, f"{tool}: received {got} of {size} bytes"
@@ -286,6 +293,8 @@ def main():
     ap.add_argument("--fresh-dst", action="store_true",
                     help="each run into a new directory, removed when the call ends (no ext4 recently-deleted scan)")
     a = ap.parse_args()
+    # bench-lock's timeout ends a call with SIGTERM: the runs done by then are still written.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("run.py: terminated (the call's timeout)"))
     FRESH["on"] = a.fresh_dst
     COLD["on"], COLD["check"] = a.cold, a.check
     OLD["sluice"] = a.old_sluice
@@ -297,9 +306,9 @@ def main():
         run_cases(a, work, results)
     finally:
         remove_copies(work)
-    with open(a.out, "a") as f:
-        for r in results:
-            f.write(json.dumps(dict(r, case=a.case, fresh_dst=a.fresh_dst)) + "\n")
+        with open(a.out, "a") as f:
+            for r in results:
+                f.write(json.dumps(dict(r, case=a.case, fresh_dst=a.fresh_dst)) + "\n")
 
 
 def run_cases(a, work, results):
@@ -334,13 +343,19 @@ def run_cases(a, work, results):
                 rs = []
                 for _ in range(a.rounds):
                     for tool, extra in tools:
-                        rs.append(dict(one(tool, src, work / "dst", IP_RCV, True, extra), set=set_name, case=a.case))
+                        try:
+                            rs.append(dict(one(tool, src, work / "dst", IP_RCV, True, extra), set=set_name, case=a.case))
+                        except ToolFailed as e:
+                            print(f"FAILED {e}", flush=True)
+                            results.append({"tool": tool, "failed": str(e)[-1600:], "set": set_name,
+                                            "when": time.strftime("%H:%M:%S", time.gmtime())})
+                results += rs
                 med = table(rs, f"{a.case}, set {set_name}")
                 other = "wdt-enc" if a.case == "veth" else "iperf3"
-                print(f"\nsluice / {other}: {med['sluice'][0] / med[other][0]:.2f}x MB/s, "
-                      f"{med['sluice'][1] / med[other][1]:.2f}x CPU/GB, "
-                      f"{med['sluice'][2] / med[other][2]:.2f}x the tools' own CPU/GB")
-                results += rs
+                if "sluice" in med and other in med:
+                    print(f"\nsluice / {other}: {med['sluice'][0] / med[other][0]:.2f}x MB/s, "
+                          f"{med['sluice'][1] / med[other][1]:.2f}x CPU/GB, "
+                          f"{med['sluice'][2] / med[other][2]:.2f}x the tools' own CPU/GB")
         finally:
             subprocess.run([str(NETNS), "down"], env=ENV, capture_output=True)
 

@@ -8,10 +8,8 @@
 // ahead of its turn whose file changed reports that in the block's turn, never before.
 #include <doctest/doctest.h>
 #include <fcntl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <thread>
 #include <vector>
 
 #include "core/checksum/xxh3.hpp"
@@ -28,14 +26,7 @@ using sluice::ColdBlockSender;
 using sluice::Segment;
 constexpr uint64_t kMiB = 1 << 20;
 
-// Reads [offset, offset + length) of path into the page cache without read-ahead beyond it.
-void cache_range(const std::string& path, uint64_t offset, uint64_t length) {
-    sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    REQUIRE(fd);
-    REQUIRE(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM) == 0);
-    std::vector<unsigned char> b(length);
-    REQUIRE(::pread(fd.get(), b.data(), length, static_cast<off_t>(offset)) == static_cast<ssize_t>(length));
-}
+using unit_test::cache_range;
 
 bool cached(const std::string& path, uint64_t offset, uint64_t length) {
     sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -58,26 +49,7 @@ std::string source_error(F f) {
     return {};
 }
 
-struct Wire {
-    sluice::UniqueFd tx, rx;
-    std::vector<unit_test::Frame> frames;
-    std::thread reader;
-    Wire() {
-        int sv[2];
-        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-        tx = sluice::UniqueFd(sv[0]);
-        rx = sluice::UniqueFd(sv[1]);
-        reader = std::thread([this] { frames = unit_test::read_frames(rx.get()); });
-    }
-    std::vector<unit_test::Frame>& close() {
-        tx.reset();
-        reader.join();
-        return frames;
-    }
-    ~Wire() {
-        if (reader.joinable()) close();
-    }
-};
+using unit_test::Wire;
 
 } // namespace
 
@@ -106,7 +78,7 @@ TEST_CASE("cold blocks go out of the O_DIRECT buffer whole; cached ones are left
         CHECK(cold.unaligned() == 0);
     }
     CHECK(!s.f.held()); // the sender let go of the file it kept open
-    auto& frames = w.close();
+    const auto frames = unit_test::parse_frames(w.close());
     CHECK(sent == std::vector<bool>{true, false, true, true});
     CHECK(blocks == 3);
     CHECK(bytes == size - kMiB);
@@ -148,7 +120,7 @@ TEST_CASE("a file that shrinks or grows between its cold blocks is an error nami
     CHECK(grew.find("changed while it was being sent") != std::string::npos);
     CHECK(cold.blocks() == 2);
     cold.drain();
-    CHECK(w.close().size() == 2); // only the blocks read whole reached the socket
+    CHECK(unit_test::parse_frames(w.close()).size() == 2); // only the blocks read whole reached the socket
 }
 
 TEST_CASE("a block at an offset O_DIRECT cannot read stays on the page-cache path, counted") {
@@ -167,7 +139,7 @@ TEST_CASE("a block at an offset O_DIRECT cannot read stays on the page-cache pat
     CHECK(!cold.try_send(Segment{&s.f, 0, kMiB}, false));
     CHECK(cold.unaligned() == 1);
     CHECK(cold.blocks() == 0);
-    CHECK(w.close().empty());
+    CHECK(unit_test::parse_frames(w.close()).empty());
 }
 
 TEST_CASE("the next cold block's read is queued ahead and its block sent from it; a wrong guess is dropped") {
@@ -199,7 +171,7 @@ TEST_CASE("the next cold block's read is queued ahead and its block sent from it
     // Blocks 1, 2 and 3 came from reads queued ahead; 0 had none, 5 and 4 were not the ones named.
     CHECK(ahead == 3);
     CHECK(on_open_fd == 5); // every guess (after blocks 0-4) was of the file open: no fd of its own
-    auto& frames = w.close();
+    const auto frames = unit_test::parse_frames(w.close());
     REQUIRE(frames.size() == 6);
     for (size_t k = 0; k < 6; ++k) {
         const Segment& g = segs[order[k]];
@@ -246,7 +218,7 @@ TEST_CASE("a read ahead is a guess: a file changed before it opens, or shrunk af
     CHECK(!a.f.held());
     CHECK(!changed.f.held());
     CHECK(!shrinks.f.held());
-    auto& frames = w.close();
+    const auto frames = unit_test::parse_frames(w.close());
     REQUIRE(frames.size() == 2); // a's block and shrinks' first, read whole
     CHECK(frames[0].offset == 0);
     CHECK(std::equal(frames[0].data.begin(), frames[0].data.end(), a.data.begin()));
@@ -270,7 +242,7 @@ TEST_CASE("a read ahead of the open file's next block uses its fd; another file'
     }
     CHECK(!a.f.held());
     CHECK(!b.f.held());
-    auto& frames = w.close();
+    const auto frames = unit_test::parse_frames(w.close());
     REQUIRE(frames.size() == 4);
     for (size_t i = 0; i < 4; ++i) {
         const unit_test::Source& s = segs[i].file == &a.f ? a : b;

@@ -4,11 +4,13 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/io/file_times.hpp"
@@ -43,6 +45,15 @@ inline Source make_source(const std::string& dir, uint64_t id, size_t size, bool
     return s;
 }
 
+// Reads [offset, offset + length) of path into the page cache without read-ahead beyond it.
+inline void cache_range(const std::string& path, uint64_t offset, uint64_t length) {
+    sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    REQUIRE(fd);
+    REQUIRE(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_RANDOM) == 0);
+    std::vector<unsigned char> b(length);
+    REQUIRE(::pread(fd.get(), b.data(), length, static_cast<off_t>(offset)) == static_cast<ssize_t>(length));
+}
+
 inline size_t cached_pages(const std::string& path, size_t size) {
     sluice::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
@@ -55,20 +66,13 @@ inline size_t cached_pages(const std::string& path, size_t size) {
     return n;
 }
 
-// Reads BLOCK frames from fd until it closes: (file_id, offset, checksum, data) in order.
+// BLOCK frames: (file_id, offset, checksum, data).
 struct Frame {
     uint64_t file_id, offset, checksum;
     std::vector<unsigned char> data;
 };
-inline std::vector<Frame> read_frames(int fd) {
-    std::vector<unsigned char> in;
-    unsigned char buf[1 << 16];
-    for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        REQUIRE(n >= 0);
-        if (n == 0) break;
-        in.insert(in.end(), buf, buf + n);
-    }
+// The BLOCK frames in plain bytes `in` (all of them whole), in order.
+inline std::vector<Frame> parse_frames(const std::vector<unsigned char>& in) {
     std::vector<Frame> out;
     size_t at = 0;
     while (at < in.size()) {
@@ -84,5 +88,43 @@ inline std::vector<Frame> read_frames(int fd) {
     }
     return out;
 }
+
+// All bytes of fd until it closes.
+inline std::vector<unsigned char> read_all(int fd) {
+    std::vector<unsigned char> in;
+    unsigned char buf[1 << 16];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        REQUIRE(n >= 0);
+        if (n == 0) break;
+        in.insert(in.end(), buf, buf + n);
+    }
+    return in;
+}
+
+inline std::vector<Frame> read_frames(int fd) { return parse_frames(read_all(fd)); }
+
+// A socket pair whose far end a thread reads until the near end (tx, the path's socket) closes.
+struct Wire {
+    sluice::UniqueFd tx, rx;
+    std::vector<unsigned char> bytes;
+    std::thread reader;
+    Wire() {
+        int sv[2];
+        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        tx = sluice::UniqueFd(sv[0]);
+        rx = sluice::UniqueFd(sv[1]);
+        reader = std::thread([this] { bytes = read_all(rx.get()); });
+    }
+    // Closes tx; all the far end read.
+    const std::vector<unsigned char>& close() {
+        if (reader.joinable()) {
+            tx.reset();
+            reader.join();
+        }
+        return bytes;
+    }
+    ~Wire() { close(); }
+};
 
 } // namespace unit_test

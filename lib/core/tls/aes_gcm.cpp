@@ -76,6 +76,18 @@ void AesGcm::seal(const unsigned char nonce[kNonceBytes], const unsigned char* a
         throw Error(ErrorCode::internal, "OpenSSL: AES-128-GCM encryption failed");
 }
 
+void AesGcm::seal_from(const unsigned char nonce[kNonceBytes], const unsigned char* aad, size_t aad_len,
+                       const unsigned char* in, size_t len, unsigned char last, unsigned char* out, unsigned char tag[kTagBytes]) {
+    if (ipsec_) return ipsec::seal_from(*ipsec_, nonce, aad, aad_len, in, len, last, out, tag);
+    int n = 0, m = 0;
+    if (EVP_EncryptInit_ex(evp_, nullptr, nullptr, nullptr, nonce) != 1 ||
+        EVP_EncryptUpdate(evp_, nullptr, &n, aad, static_cast<int>(aad_len)) != 1 ||
+        EVP_EncryptUpdate(evp_, out, &n, in, static_cast<int>(len)) != 1 ||
+        EVP_EncryptUpdate(evp_, out + n, &m, &last, 1) != 1 || EVP_EncryptFinal_ex(evp_, out + n + m, &m) != 1 ||
+        EVP_CIPHER_CTX_ctrl(evp_, EVP_CTRL_GCM_GET_TAG, kTagBytes, tag) != 1)
+        throw Error(ErrorCode::internal, "OpenSSL: AES-128-GCM encryption failed");
+}
+
 bool AesGcm::open(const unsigned char nonce[kNonceBytes], const unsigned char* aad, size_t aad_len,
                   const unsigned char* in, unsigned char* out, size_t len, const unsigned char tag[kTagBytes]) {
     if (ipsec_) return ipsec::open(*ipsec_, nonce, aad, aad_len, in, out, len, tag);

@@ -46,6 +46,13 @@ public:
     // Encrypts data[0..len) in place and writes its tag; aad is authenticated, not encrypted.
     void seal(const unsigned char nonce[kNonceBytes], const unsigned char* aad, size_t aad_len, unsigned char* data,
               size_t len, unsigned char tag[kTagBytes]);
+    // Encrypts in[0..len) followed by the byte `last` (a TLS 1.3 record's content type) into
+    // out[0..len + 1), not overlapping in, and writes the tag: a record sealed straight from
+    // the buffer its data was read into, with no copy into the record first (h18q: that copy
+    // was 12.6% of the encrypted sender's samples, perf). The same function as seal() of the
+    // len + 1 bytes in place.
+    void seal_from(const unsigned char nonce[kNonceBytes], const unsigned char* aad, size_t aad_len, const unsigned char* in,
+                   size_t len, unsigned char last, unsigned char* out, unsigned char tag[kTagBytes]);
     // Decrypts in[0..len) into out (the same place or not overlapping) and checks tag: false
     // when it does not match (out then holds bytes that must not be used).
     bool open(const unsigned char nonce[kNonceBytes], const unsigned char* aad, size_t aad_len, const unsigned char* in,

@@ -79,6 +79,16 @@ void seal(const AesGcm::IpsecKey& k, const unsigned char nonce[AesGcm::kNonceByt
     IMB_AES128_GCM_ENC(mgr(), &k.key, &ctx, data, data, len, nonce, aad, aad_len, tag, AesGcm::kTagBytes);
 }
 
+void seal_from(const AesGcm::IpsecKey& k, const unsigned char nonce[AesGcm::kNonceBytes], const unsigned char* aad,
+               size_t aad_len, const unsigned char* in, size_t len, unsigned char last, unsigned char* out,
+               unsigned char tag[AesGcm::kTagBytes]) {
+    gcm_context_data ctx;
+    IMB_AES128_GCM_INIT(mgr(), &k.key, &ctx, nonce, aad, aad_len);
+    IMB_AES128_GCM_ENC_UPDATE(mgr(), &k.key, &ctx, out, in, len);
+    IMB_AES128_GCM_ENC_UPDATE(mgr(), &k.key, &ctx, out + len, &last, 1);
+    IMB_AES128_GCM_ENC_FINALIZE(mgr(), &k.key, &ctx, tag, AesGcm::kTagBytes);
+}
+
 bool open(const AesGcm::IpsecKey& k, const unsigned char nonce[AesGcm::kNonceBytes], const unsigned char* aad,
           size_t aad_len, const unsigned char* in, unsigned char* out, size_t len,
           const unsigned char tag[AesGcm::kTagBytes]) {

@@ -16,6 +16,9 @@ AesGcm::IpsecKey* make_key(const unsigned char key[AesGcm::kKeyBytes]);
 void free_key(AesGcm::IpsecKey* k);
 void seal(const AesGcm::IpsecKey& k, const unsigned char nonce[AesGcm::kNonceBytes], const unsigned char* aad,
           size_t aad_len, unsigned char* data, size_t len, unsigned char tag[AesGcm::kTagBytes]);
+void seal_from(const AesGcm::IpsecKey& k, const unsigned char nonce[AesGcm::kNonceBytes], const unsigned char* aad,
+               size_t aad_len, const unsigned char* in, size_t len, unsigned char last, unsigned char* out,
+               unsigned char tag[AesGcm::kTagBytes]);
 bool open(const AesGcm::IpsecKey& k, const unsigned char nonce[AesGcm::kNonceBytes], const unsigned char* aad,
           size_t aad_len, const unsigned char* in, unsigned char* out, size_t len,
           const unsigned char tag[AesGcm::kTagBytes]);

@@ -21,6 +21,10 @@ void seal(const AesGcm::IpsecKey&, const unsigned char*, const unsigned char*, s
           unsigned char*) {
     throw Error(ErrorCode::internal, "intel-ipsec-mb is not built in");
 }
+void seal_from(const AesGcm::IpsecKey&, const unsigned char*, const unsigned char*, size_t, const unsigned char*, size_t,
+               unsigned char, unsigned char*, unsigned char*) {
+    throw Error(ErrorCode::internal, "intel-ipsec-mb is not built in");
+}
 bool open(const AesGcm::IpsecKey&, const unsigned char*, const unsigned char*, size_t, const unsigned char*,
           unsigned char*, size_t, const unsigned char*) {
     throw Error(ErrorCode::internal, "intel-ipsec-mb is not built in");

@@ -10,6 +10,17 @@ namespace sluice::tls {
 namespace {
 constexpr unsigned char kApplicationData = 23;
 constexpr unsigned char kAlert = 21;
+
+// The record header (the associated data) of a record of `plain` content bytes.
+void write_header(unsigned char* rec, size_t plain) {
+    const size_t body = plain + 1 + kTagBytes;
+    rec[0] = kApplicationData;
+    rec[1] = 3;
+    rec[2] = 3;
+    rec[3] = static_cast<unsigned char>(body >> 8);
+    rec[4] = static_cast<unsigned char>(body);
+}
+
 } // namespace
 
 CipherCtx::CipherCtx(const TrafficKey& k, bool encrypt) : gcm_(k.key.data(), encrypt) {
@@ -27,17 +38,22 @@ void CipherCtx::nonce_of(uint64_t seq, unsigned char out[kIvBytes]) const {
 
 size_t Sealer::seal_at(unsigned char* rec, size_t plain, uint64_t seq) {
     const size_t body = plain + 1 + kTagBytes;
-    rec[0] = kApplicationData;
-    rec[1] = 3;
-    rec[2] = 3;
-    rec[3] = static_cast<unsigned char>(body >> 8);
-    rec[4] = static_cast<unsigned char>(body);
+    write_header(rec, plain);
     unsigned char* data = rec + kHeaderBytes;
     data[plain] = kApplicationData; // the inner content type
     unsigned char nonce[kIvBytes];
     nonce_of(seq, nonce);
     gcm_.seal(nonce, rec, kHeaderBytes, data, plain + 1, data + plain + 1);
     return kHeaderBytes + body;
+}
+
+size_t Sealer::seal_from(unsigned char* rec, const unsigned char* from, size_t n, uint64_t seq) {
+    write_header(rec, n);
+    unsigned char nonce[kIvBytes];
+    nonce_of(seq, nonce);
+    unsigned char* data = rec + kHeaderBytes;
+    gcm_.seal_from(nonce, rec, kHeaderBytes, from, n, kApplicationData, data, data + n + 1);
+    return kHeaderBytes + n + 1 + kTagBytes;
 }
 
 size_t Opener::record_size(const unsigned char* hdr) const {

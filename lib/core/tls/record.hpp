@@ -56,6 +56,9 @@ public:
         return first;
     }
     size_t seal_at(unsigned char* rec, size_t plain, uint64_t seq);
+    // The same with the content at `from` (n bytes, not overlapping rec): encrypted into the
+    // record's slot, never copied there first.
+    size_t seal_from(unsigned char* rec, const unsigned char* from, size_t n, uint64_t seq);
 };
 
 class Opener : public CipherCtx {

@@ -65,6 +65,14 @@ void RecordWriter::seal_data(size_t upto) {
             sealer_.seal_at(slot(first_ + sealed_), iov_[sealed_].iov_len, seq_ + has_head_ + sealed_);
 }
 
+void RecordWriter::seal_data_from(const unsigned char* from, size_t upto) {
+    for (; sealed_ < upto; ++sealed_) {
+        const size_t n = iov_[sealed_].iov_len;
+        sizes_[first_ + sealed_] = sealer_.seal_from(slot(first_ + sealed_), from, n, seq_ + has_head_ + sealed_);
+        from += n;
+    }
+}
+
 void RecordWriter::commit() {
     seal_data(count_);
     if (has_head_) sizes_[head_slot_] = sealer_.seal_at(slot(head_slot_), head_len_, seq_);

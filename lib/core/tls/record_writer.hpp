@@ -53,6 +53,9 @@ public:
     };
     Reserved reserve(size_t head, size_t data);
     void seal_data(size_t upto);
+    // Instead of filling records: seals the next records up to `upto` from `from`, their
+    // content back to back there (an O_DIRECT buffer), encrypted into the slots with no copy.
+    void seal_data_from(const unsigned char* from, size_t upto);
     void commit();
 
     // Seals what write() left in a partial record and sends everything sealed.

@@ -58,7 +58,8 @@ struct Stats {
     uint64_t files_sums_hashed = 0;
     uint64_t files_sums_stored = 0;
     // Sender: bytes read with O_DIRECT because they were not in the page cache (sent from the
-    // buffer they were read into); the rest of bytes_sent came through the page cache.
+    // buffer they were read into; encrypted, sealed from it); the rest of bytes_sent came
+    // through the page cache.
     uint64_t bytes_read_direct = 0;
     uint64_t files = 0;         // regular files
     uint64_t dirs = 0;

@@ -15,15 +15,21 @@ class RecordWriter;
 
 namespace sluice {
 
+class DirectBlockReader;
+
 class BlockSender {
 public:
     virtual ~BlockSender() = default;
     // Sends `seg` as one BLOCK frame; `more` says another frame follows at once (lets TCP
-    // coalesce small files). Throws Error naming the file on failure.
-    virtual void send(const Segment& seg, bool more) = 0;
+    // coalesce small files). next: the block this stream sends after seg, if known (a path
+    // with a direct_reader() reads it ahead). Throws Error naming the file on failure.
+    virtual void send(const Segment& seg, bool more, const Segment* next) = 0;
     virtual const char* name() const = 0;
     // Why this stream used a slower way than its path's own, if it did (empty otherwise).
     virtual std::string fallback() const { return {}; }
+    // The path's own O_DIRECT reads of cold blocks (tls_records), for the stream's counts;
+    // nullptr on the paths that leave them to the stream's ColdBlockSender or read their own.
+    virtual const DirectBlockReader* direct_reader() const { return nullptr; }
     SourceReader& reader() { return reader_; }
     // The receiver's silence that fails a send: a blocking send is bounded by SO_SNDTIMEO,
     // a ring's socket request by a link timeout of this length.

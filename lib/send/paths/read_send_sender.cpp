@@ -19,7 +19,7 @@ public:
     explicit ReadSendSender(int sock) : BlockSender(sock), buf_(1 << 20) {}
     const char* name() const override { return "read_send"; }
 
-    void send(const Segment& seg, bool more) override {
+    void send(const Segment& seg, bool more, const Segment*) override {
         const int fd = reader_.open(*seg.file);
         unsigned char prefix[32];
         frame_prefix(seg, prefix);

@@ -16,7 +16,7 @@ public:
     explicit SendfileSender(int sock) : BlockSender(sock) {}
     const char* name() const override { return "sendfile"; }
 
-    void send(const Segment& seg, bool more) override {
+    void send(const Segment& seg, bool more, const Segment*) override {
         const int fd = reader_.open(*seg.file);
         unsigned char prefix[32];
         frame_prefix(seg, prefix);

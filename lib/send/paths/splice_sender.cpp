@@ -26,7 +26,7 @@ public:
     explicit SpliceSender(int sock) : BlockSender(sock), pipe_(kPipeBytes), ring_(64) {}
     const char* name() const override { return "splice"; }
 
-    void send(const Segment& seg, bool more) override {
+    void send(const Segment& seg, bool more, const Segment*) override {
         const int fd = reader_.open(*seg.file);
         unsigned char* prefix = prefix_; // a member: the send of it may be in flight when an error unwinds
         frame_prefix(seg, prefix);

@@ -65,7 +65,7 @@ public:
     explicit ZcSender(int sock) : BlockSender(sock), ring_(256) {}
     const char* name() const override { return "zc"; }
 
-    void send(const Segment& seg, bool more) override {
+    void send(const Segment& seg, bool more, const Segment*) override {
         cur_ = &seg;
         reader_.check_unchanged();
         const int fd = reader_.open(*seg.file);

@@ -79,8 +79,8 @@ Stats SendSession::transfer() {
     // Known once the streams are open: kTLS may take the records over (connect.cpp).
     const bool records = sealed_records();
     if (records)
-        log_.verbose_line(std::string("send path: ") + kRecordsPath + " (encrypted: blocks read into record slots, sealed in place, " +
-                          "sent with one sendmsg each; instead of " + send_path_name(choice.path) + ")");
+        log_.verbose_line(std::string("send path: ") + kRecordsPath + " (encrypted: cached blocks read into record slots, cold " +
+                          "ones read with O_DIRECT ahead and copied there, sealed in place, sent with one sendmsg each; instead of " + send_path_name(choice.path) + ")");
     const bool ring = !records && (choice.path == SendPath::splice || choice.path == SendPath::zc);
     return closing_stats(
         Stats{

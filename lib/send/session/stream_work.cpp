@@ -25,6 +25,12 @@ struct StreamWork::Cursor {
 
 namespace {
 
+// Whose O_DIRECT reads of cold blocks the stream made: its ColdBlockSender's (clear) or its
+// path's own (encrypted).
+const DirectBlockReader* direct_of(const BlockSender& sender, const std::optional<ColdBlockSender>& cold) {
+    return cold ? &cold->reader() : sender.direct_reader();
+}
+
 struct Busy {
     explicit Busy(const std::function<void(bool)>& f) : f_(f) { f_(true); }
     ~Busy() { f_(false); }
@@ -46,19 +52,20 @@ std::optional<wire::StreamEnd> StreamWork::run(size_t i, int sock, SendPath path
     // Blocks not in the page cache are read with O_DIRECT and sent from the buffer they were
     // read into, on the paths that would otherwise fill the page cache with them (splice,
     // sendfile). zc reads its own with O_DIRECT; read_send is the baseline; an encrypted
-    // stream reads into its record slots.
+    // stream's path (tls_records) reads its cold blocks with O_DIRECT itself, into its own
+    // buffer, to seal them into its record slots.
     const bool cold_path = !records && (path == SendPath::splice || path == SendPath::sendfile);
     std::optional<ColdBlockSender> cold;
     if (cold_path) cold.emplace(sock, s_.opts.idle_timeout_ms);
     for (;;) {
         try {
             if (!send_until_closed(c, *sender, batch, cold)) {
-                count_reads(batch, cold);
+                count_reads(batch, direct_of(*sender, cold));
                 return std::nullopt; // the transfer stopped
             }
             break;
         } catch (const Error& e) {
-            count_reads(batch, cold);
+            count_reads(batch, direct_of(*sender, cold));
             if (s_.opts.retry_for_ms <= 0 || !breaks_connection(e) || s_.stopped() || !c.log.complete()) throw;
             sender.reset(); // their rings let go of the old socket before its number is reused
             batch.reset();
@@ -72,7 +79,7 @@ std::optional<wire::StreamEnd> StreamWork::run(size_t i, int sock, SendPath path
         }
     }
     sender->reader().check_unchanged();
-    count_reads(batch, cold);
+    count_reads(batch, direct_of(*sender, cold));
     fallback = sender->fallback();
     if (batch && !batch->fallback().empty()) fallback += (fallback.empty() ? "" : "; ") + batch->fallback();
     if (cold && !cold->fallback().empty()) fallback += (fallback.empty() ? "" : "; ") + cold->fallback();
@@ -131,7 +138,9 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
                 batch->add(seg); // holds the file from here
             } else {
                 if (batch) batch->flush(true);
-                if (!(cold && cold->try_send(seg, more, cold_next(c, batch)))) sender.send(seg, more);
+                // The block after this one, read ahead by the path that reads cold blocks.
+                const Segment* next = cold || sender.direct_reader() ? cold_next(c, batch) : nullptr;
+                if (!(cold && cold->try_send(seg, more, next))) sender.send(seg, more, next);
                 seg.file->let_go(); // the item's hold (SourceFile::hold); the reader keeps its own
             }
             if (c.sp) {
@@ -159,17 +168,17 @@ const Segment* StreamWork::cold_next(Cursor& c, const std::optional<SmallFileBat
     return next && !(batch && SmallFileBatch::fits(*next)) ? next : nullptr;
 }
 
-void StreamWork::count_reads(const std::optional<SmallFileBatch>& batch, const std::optional<ColdBlockSender>& cold) {
+void StreamWork::count_reads(const std::optional<SmallFileBatch>& batch, const DirectBlockReader* direct) {
     if (batch) {
         batch_direct_files_ += batch->direct_reads();
         batch_direct_bytes_ += batch->direct_bytes();
     }
-    if (cold) {
-        cold_blocks_ += cold->blocks();
-        cold_bytes_ += cold->bytes();
-        cold_unaligned_ += cold->unaligned();
-        cold_ahead_ += cold->read_ahead();
-        cold_ahead_open_fd_ += cold->ahead_on_open_fd();
+    if (direct) {
+        cold_blocks_ += direct->blocks();
+        cold_bytes_ += direct->bytes();
+        cold_unaligned_ += direct->unaligned();
+        cold_ahead_ += direct->read_ahead();
+        cold_ahead_open_fd_ += direct->ahead_on_open_fd();
     }
 }
 

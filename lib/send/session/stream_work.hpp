@@ -24,6 +24,7 @@ namespace sluice {
 
 class BlockSender;
 class ColdBlockSender;
+class DirectBlockReader;
 class SmallFileBatch;
 class StreamLog;
 
@@ -60,7 +61,7 @@ public:
     unsigned reopened() const { return reopened_.load(); }
     uint64_t resent_after_break() const { return resent_after_break_.load(); }
     // Bytes read with O_DIRECT (not in the page cache): by the streams' blocks
-    // (paths/cold_block_sender.hpp) and by their small-file batches.
+    // (paths/direct_block_reader.hpp: clear and encrypted) and by their small-file batches.
     uint64_t bytes_read_direct() const { return cold_bytes_.load() + batch_direct_bytes_.load(); }
     // The -v line that says how the blocks were read.
     std::string read_summary() const;
@@ -71,8 +72,8 @@ private:
                            std::optional<ColdBlockSender>& cold);
     // The whole block this stream sends after the current one, if known now (never waited for).
     const Segment* cold_next(Cursor& c, const std::optional<SmallFileBatch>& batch);
-    // Adds what batch and cold read to the session's counts (before they go).
-    void count_reads(const std::optional<SmallFileBatch>& batch, const std::optional<ColdBlockSender>& cold);
+    // Adds what batch and direct read to the session's counts (before they go).
+    void count_reads(const std::optional<SmallFileBatch>& batch, const DirectBlockReader* direct);
     void reopen(Cursor& c, const Error& e);
 
     Session s_;
