@@ -3,10 +3,8 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include "core/wire/auth.hpp"
-#include "serve/engine/doc_root.hpp"
 #include "serve/engine/shared.hpp"
 
 namespace sluice::serve {
@@ -49,15 +47,9 @@ Judged refuse(GetStatus status, std::string message, const wire::Mac& mac = {}) 
     return j;
 }
 
-bool is_directory(int root_fd, const std::string& rel) {
-    Opened o = open_beneath(root_fd, rel);
-    struct stat st {};
-    return o.status == 0 && ::fstat(o.fd.get(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 } // namespace
 
-Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ring, int notify) {
+Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, int notify) {
     const wire::GetRequest& q = a.q;
     if (busy) return refuse(GetStatus::busy, "the server is sending " + std::to_string(sh.opt.max_get_sessions) + " gets; try again later");
     if (q.version != wire::kVersion)
@@ -83,11 +75,6 @@ Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ri
         } else {
             mac = wire::server_auth_mac(sh.opt.token, q.nonce, a.hello.nonce);
         }
-    }
-    if (on_ring && is_directory(sh.root.get(), q.path)) {
-        Judged j;
-        j.tree = true;
-        return j;
     }
     Judged j;
     j.transfer_token = std::move(transfer_token);

@@ -71,7 +71,7 @@ void RingGets::on_accept(Completion& c, int64_t now) {
 }
 
 // Why this get is not for the get ring ("" when it may be): said in -v and counted in stats
-// (get_sessions_thread), never a silent fallback. A tree is found once the path is looked at.
+// (get_sessions_thread), never a silent fallback.
 std::string RingGets::not_on_ring(const Asked& a) const {
     if (a.q.reply_port != 0) return "--connect-back (the server connects out)";
     if (sh_.opt.get_rate_limit) return "--get-rate-limit (not on the get ring yet)";
@@ -112,15 +112,6 @@ void RingGets::on_request(RingRequest& r) {
     // A place under --max-gets, over every ring and session thread (attached connections take none).
     Admission admission = Admission::take(sh_.get_admitted, sh_.opt.max_get_sessions);
     const bool busy = !admission;
-    Judged j;
-    if (why.empty() || busy) {
-        j = judge(sh_, att_, a, busy, true, efd_.get());
-        if (j.tree) why = "a tree (not on the get ring yet)";
-        if (!j.tree && j.reply.status == wire::GetStatus::ok && (j.src.list.size() != 1 || j.src.files != 1)) {
-            why = "a tree (not on the get ring yet)"; // it became one since it was looked at
-            j = Judged{};
-        }
-    }
     if (!why.empty() && !busy) {
         a.why_thread = why;
         a.admission = std::move(admission);
@@ -128,21 +119,17 @@ void RingGets::on_request(RingRequest& r) {
         r.take();
         return;
     }
+    // A tree's walk (open_get_sources) runs here, on the ring: bounded by --max-get-files,
+    // and it opens each entry once; its stat and readdir calls wait for the disk where the
+    // tree's metadata is not cached.
+    Judged j = judge(sh_, att_, a, busy, efd_.get());
     if (j.reply.status != wire::GetStatus::ok) {
         sh_.get_failed.fetch_add(1);
         return r.reply(j.reply);
     }
-    const FdSource& f = j.src.list[0];
-    struct stat st {};
     RingStart& s = r.start;
-    s.file = std::move(j.src.fds[0]);
+    s.src = std::move(j.src);
     s.slot = std::move(j.slot);
-    s.size = f.length;
-    s.mtime_ns = f.mtime_ns >= 0 ? f.mtime_ns
-                 : ::fstat(s.file.get(), &st) == 0 ? int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec
-                                                   : 0;
-    s.mode = f.mode;
-    s.name = f.name;
     s.label = "'" + a.q.path + "' by " + a.host;
     s.streams = a.q.streams;
     s.receiver_token = j.transfer_token; // bound (h18p) or, from an older client, its receiver_token
@@ -162,6 +149,7 @@ void RingGets::start_session(RingStart s, int64_t now) {
     ++gens_[slot];
     sh_.get_ring.fetch_add(1);
     sessions_[slot] = std::make_unique<RingSession>(std::move(s), sh_, *ring_, pool_, slot, gens_[slot], now);
+    if (sessions_[slot]->tree()) sh_.get_ring_tree.fetch_add(1);
 }
 
 void RingGets::after(uint32_t slot, int64_t now) {

@@ -111,7 +111,7 @@ void SumPool::work() {
         // the whole block is asked for at once, so the disk gets it as one batch.
         ::posix_fadvise(j.fd, static_cast<off_t>(j.offset), static_cast<off_t>(j.length), POSIX_FADV_WILLNEED);
         if (j.seal)
-            j.err = j.seal->fill(j.fd, j.offset, j.length, &j.sum);
+            j.err = j.seal->fill(j.fd, j.entry, j.offset, j.length, &j.sum);
         else
             hash_range(j, buf.get());
         {

@@ -32,6 +32,7 @@ struct SumJob {
     // it frees the buffer.
     SealedBlock* seal = nullptr;
     uint16_t link = 0; // which of the session's connections it is for
+    uint32_t entry = 0; // which of the session's files (its manifest file_id)
 };
 
 // The ranges of files being read (not thread-safe: the SumPool's lock guards it).
