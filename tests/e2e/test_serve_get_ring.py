@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 
 import sluice_wire as w
-from conftest import SLUICE, file_hash, kill_process, run_sluice, wait_for, write_random
+from conftest import SLUICE, file_hash, journaled, kill_process, run_sluice, wait_for, write_random
 from serve_client import Server
 
 BLOCK = 8 << 20
@@ -312,7 +312,7 @@ def test_a_real_client_resumes_on_the_ring(root, tmp_path):
     try:
         first = subprocess.Popen([SLUICE, "get", slow.sluice_base + "big.bin?token=testtoken", str(dest), "--streams", "2"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert wait_for(lambda: list(dest.glob(".sluice-part.*.j")), 60), "no partial file was journaled"
+        assert wait_for(lambda: journaled(dest), 60), "no verified block was journaled"
         kill_process(first)
     finally:
         slow.kill()

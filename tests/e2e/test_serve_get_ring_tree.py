@@ -15,7 +15,7 @@ import time
 import pytest
 
 import sluice_wire as w
-from conftest import SLUICE, file_hash, kill_process, leftovers, wait_for, write_random
+from conftest import SLUICE, file_hash, journaled, kill_process, leftovers, wait_for, write_random
 from serve_client import Server
 from test_serve_get_ring import get, get_done, handshakes, settled_fds, start, stats, threads
 
@@ -192,7 +192,7 @@ def test_a_tree_cut_short_resumes_on_the_ring(root, tmp_path):
         first = subprocess.Popen([SLUICE, "get", slow.sluice_base + "set?token=testtoken", str(dest), "--streams", "2"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert wait_for(lambda: list(dest.rglob(".sluice-part.*.j")), 60), "no partial file was journaled"
+            assert wait_for(lambda: journaled(dest), 60), "no verified block was journaled"
         finally:
             kill_process(first)
     finally:
