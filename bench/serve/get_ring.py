@@ -18,8 +18,8 @@ run (VmHWM minus VmRSS at start) per session.
   --cold (h15j): the file (or tree) is dropped from the page cache before each run, so the
       ring's blocks are read by the pool, and sessions meet blocks another one is still reading
       (-v's counts per get are summed: sealed on the ring, on the pool, of these still being read).
-Which path each get took is counted from the server's -v (ring_gets / thread_gets): a tree
-goes to session threads until the ring sends trees, whatever the mode.
+Which path each get took is counted from the server's -v (ring_gets / thread_gets): since h15r
+a tree is sent by the ring too, so --tree compares the two paths for trees.
   /work/brief/bin/bench-lock timeout 470 python3 bench/serve/get_ring.py --net ns --out /tmp/get_ring.json
 Bounded: fixed rounds, a timeout on every command; the file lives under --data, deleted at the end."""
 import argparse

@@ -3,8 +3,10 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "core/wire/auth.hpp"
+#include "serve/engine/doc_root.hpp"
 #include "serve/engine/shared.hpp"
 
 namespace sluice::serve {
@@ -47,9 +49,15 @@ Judged refuse(GetStatus status, std::string message, const wire::Mac& mac = {}) 
     return j;
 }
 
+bool is_directory(int root_fd, const std::string& rel) {
+    Opened o = open_beneath(root_fd, rel);
+    struct stat st {};
+    return o.status == 0 && ::fstat(o.fd.get(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 } // namespace
 
-Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, int notify) {
+Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, int notify, bool walk) {
     const wire::GetRequest& q = a.q;
     if (busy) return refuse(GetStatus::busy, "the server is sending " + std::to_string(sh.opt.max_get_sessions) + " gets; try again later");
     if (q.version != wire::kVersion)
@@ -75,6 +83,11 @@ Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, int notify
         } else {
             mac = wire::server_auth_mac(sh.opt.token, q.nonce, a.hello.nonce);
         }
+    }
+    if (!walk && is_directory(sh.root.get(), q.path)) {
+        Judged j;
+        j.tree = true;
+        return j;
     }
     Judged j;
     j.transfer_token = std::move(transfer_token);

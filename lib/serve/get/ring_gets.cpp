@@ -102,7 +102,7 @@ void RingGets::on_tls(RingRequest& r) {
     r.take();
 }
 
-void RingGets::on_request(RingRequest& r) {
+void RingGets::on_request(RingRequest& r, uint32_t slot) {
     Asked& a = r.asked();
     if (sh_.opt.get_mptcp && sh_.opt.verbose && sh_.opt.log) {
         const ConnectionMptcp m = mptcp_of(a.fd.get(), 0, true, true);
@@ -119,10 +119,47 @@ void RingGets::on_request(RingRequest& r) {
         r.take();
         return;
     }
-    // A tree's walk (open_get_sources) runs here, on the ring: bounded by --max-get-files,
-    // and it opens each entry once; its stat and readdir calls wait for the disk where the
-    // tree's metadata is not cached.
-    Judged j = judge(sh_, att_, a, busy, efd_.get());
+    Judged j = judge(sh_, att_, a, busy, efd_.get(), false);
+    if (j.tree) {
+        // A tree's walk (readdir, openat and fstat of every entry) may wait for the disk: it
+        // runs on the pool, judged again there (the same checks, then the walk), and the
+        // request waits in the ring until it is back (on_walked).
+        r.start.admission = std::move(admission);
+        r.walking = true;
+        Shared& sh = sh_;
+        Attachments& att = att_;
+        const int notify = efd_.get();
+        pool_.post(slot, [&sh, &att, &r, notify] {
+            try {
+                r.walked = judge(sh, att, r.asked(), false, notify);
+            } catch (const Error& e) {
+                r.walk_error = e.what();
+            }
+        });
+        return;
+    }
+    answer(r, std::move(j), std::move(admission));
+}
+
+void RingGets::on_walked(uint32_t slot) {
+    if (slot >= requests_.size() || !requests_[slot]) return;
+    RingRequest& r = *requests_[slot];
+    r.walking = false;
+    Judged j = std::move(r.walked);
+    Admission admission = std::move(r.start.admission);
+    if (r.state() != RingRequest::St::request) return; // closed meanwhile (the server stops): j goes with its fds
+    if (!r.walk_error.empty()) {
+        // The server's own fault (as an fd table full while opening): no reply, the connection closed.
+        sh_.get_failed.fetch_add(1);
+        if (sh_.opt.verbose && sh_.opt.log) sh_.opt.log("get session: " + r.walk_error);
+        r.take();
+        return;
+    }
+    answer(r, std::move(j), std::move(admission));
+}
+
+void RingGets::answer(RingRequest& r, Judged j, Admission admission) {
+    Asked& a = r.asked();
     if (j.reply.status != wire::GetStatus::ok) {
         sh_.get_failed.fetch_add(1);
         return r.reply(j.reply);
@@ -156,7 +193,7 @@ void RingGets::after(uint32_t slot, int64_t now) {
     RingRequest& r = *requests_[slot];
     using St = RingRequest::St;
     if (r.state() == St::tls) on_tls(r);
-    if (r.state() == St::request) on_request(r);
+    if (r.state() == St::request && !r.walking) on_request(r, slot);
     if (r.state() == St::attach) {
         const std::string host = peer_address(r.asked().fd.get()).host;
         UniqueFd fd = r.take();
@@ -194,6 +231,7 @@ void RingGets::run() {
     ring.read(sum_c, pool_.wake_fd(), &sum_v, sizeof sum_v, 0);
     ring.read(wake_c, efd_.get(), &wake_v, sizeof wake_v, 0);
     std::vector<SumJob> sums;
+    std::vector<uint64_t> walks;
     int64_t now = monotonic_ms(), next_tick = now + kTickMs;
     for (;;) {
         Completion* c = ring.wait_for(static_cast<int>(std::max<int64_t>(1, next_tick - now)));
@@ -209,6 +247,11 @@ void RingGets::run() {
             for (const SumJob& j : sums)
                 if (j.session < sessions_.size() && sessions_[j.session] && sessions_[j.session]->gen() == j.gen)
                     sessions_[j.session]->on_sum(j, now);
+            pool_.take_tasks(walks);
+            for (const uint64_t slot : walks) {
+                on_walked(static_cast<uint32_t>(slot));
+                if (slot < requests_.size() && requests_[slot]) after(static_cast<uint32_t>(slot), now);
+            }
             ring.read(sum_c, pool_.wake_fd(), &sum_v, sizeof sum_v, 0);
         } else if (c && (c->tag & kRequestBit)) {
             const uint64_t slot = (c->tag & ~kRequestBit) >> 1;
