@@ -236,7 +236,7 @@ def sender_key(links, candidates):
 
 
 @pytest.mark.parametrize("path,args", [("one", []), ("tree", []),  # the get ring
-                                       ("tree", ["--get-rate-limit", "1G"])])  # a session thread
+                                       ("tree", ["--get-rate-limit", "1G"])])  # the ring, paced
 @pytest.mark.parametrize("bound", [True, False])   # a client of now, and one from before
 def test_the_server_keys_its_sender_as_the_request_asks(root, path, args, bound):
     s = Server(root, "--port", "0", *args)

@@ -151,16 +151,16 @@ def test_many_clients_at_once_get_the_right_bytes_with_no_thread_each(root, tmp_
         s.kill()
 
 
-def test_a_rate_limited_get_goes_to_a_session_thread_and_says_so(root, tmp_path):
-    s = Server(root, "--port", "0", "--get-rate-limit", "1G", "-v")
+def test_a_connect_back_get_goes_to_a_session_thread_and_says_so(root, tmp_path):
+    s = Server(root, "--port", "0", "-v")
     try:
-        r = get(s, "tree", tmp_path)
+        r = get(s, "tree", tmp_path, "--connect-back")
         assert r.returncode == 0, r.stderr
         assert (tmp_path / "tree" / "a").read_bytes() == (root / "tree" / "a").read_bytes()
         st = stats(s)
         assert st["get_sessions_thread"] == 1 and st["get_sessions_ring"] == 0, st
         _, _, err = s.stop()
-        assert "get 'tree' by 127.0.0.1: sent by a session thread: --get-rate-limit (not on the get ring yet)" in err, err
+        assert "get 'tree' by 127.0.0.1: sent by a session thread: --connect-back (the server connects out)" in err, err
     finally:
         s.kill()
 

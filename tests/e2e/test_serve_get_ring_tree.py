@@ -2,8 +2,9 @@
 machines, with no thread per session: nested directories, empty files and directories, symlinks
 that stay inside, a large file and more than one manifest page of small files arrive identical,
 in clear and encrypted; a receiver's resume ranges and RESEND are honoured per file; a get cut
-short resumes; 16 tree gets at once leave the server's thread count where it was; /_stats
-(get_sessions_ring_tree) and -v say which path sent each."""
+short resumes; --get-rate-limit paces a tree on the ring; 16 tree gets at once leave the
+server's thread count where it was; /_stats (get_sessions_ring_tree) and -v say which path sent
+each."""
 import json
 import os
 import re
@@ -79,6 +80,27 @@ def test_a_tree_arrives_identical_on_the_ring(root, tmp_path, streams, extra):
         _, _, err = s.stop()
         entries = 1 + len(want)  # the directory asked for, then everything in it
         assert re.search(rf"get 'set' by 127\.0\.0\.1 \(on the get ring, a tree of {entries} entries[,)].*: sent", err), err
+    finally:
+        s.kill()
+
+
+def test_a_rate_limited_tree_is_paced_on_the_ring(root, tmp_path):
+    """--get-rate-limit no longer sends a get to a session thread: the ring paces the session
+    (its token bucket), and -v says so. The rate is not timed here (no timed assertions); the
+    resume tests below rely on it being slow enough to cut."""
+    s = Server(root, "--port", "0", "--get-rate-limit", "64M", "-v")
+    try:
+        for i, extra in enumerate([[], ["--encrypt"]]):
+            dest = tmp_path / f"in{i}"
+            dest.mkdir()
+            r = get(s, "set", dest, "--streams", "2", *extra)
+            assert r.returncode == 0, r.stderr
+            assert listing(dest / "set") == listing(root / "set")
+        st = stats(s)
+        assert st["get_sessions_ring_tree"] == 2 and st["get_sessions_thread"] == 0, st
+        _, _, err = s.stop()
+        assert err.count("paced at 67108864 bytes/s (--get-rate-limit)") == 2, err
+        assert "sent by a session thread" not in err, err
     finally:
         s.kill()
 
@@ -184,7 +206,7 @@ def test_an_ack_naming_another_pages_file_fails_the_get(root):
 
 def test_a_tree_cut_short_resumes_on_the_ring(root, tmp_path):
     """A tree get cut short (on a rate-limited server: slow enough to kill mid-way) is finished by
-    a server whose ring sends it: each file's verified ranges are skipped, the rest sent."""
+    a server without the limit: each file's verified ranges are skipped, the rest sent."""
     dest = tmp_path / "in"
     dest.mkdir()
     slow = Server(root, "--port", "0", "--get-rate-limit", "8M")

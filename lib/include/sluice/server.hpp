@@ -120,9 +120,9 @@ struct ServeStats {
     std::string cold_check; // "cachestat" or why there is none
     std::string ring_mode;
     // Get sessions (sluice protocol): transfers sent on the get ring (files and trees asked for
-    // without --connect-back or --get-rate-limit; of them encrypted: the client's receiver
+    // without --connect-back, paced by --get-rate-limit; of them encrypted: the client's receiver
     // encrypts, as every one not on loopback does; of them trees: a directory asked for) and by
-    // a session thread each (the rest: --connect-back, --get-rate-limit, certificate mode), and
+    // a session thread each (the rest: --connect-back, certificate mode), and
     // which path takes which, and why.
     uint64_t get_sessions_ring = 0;
     uint64_t get_sessions_ring_encrypted = 0;

@@ -74,7 +74,6 @@ void RingGets::on_accept(Completion& c, int64_t now) {
 // (get_sessions_thread), never a silent fallback.
 std::string RingGets::not_on_ring(const Asked& a) const {
     if (a.q.reply_port != 0) return "--connect-back (the server connects out)";
-    if (sh_.opt.get_rate_limit) return "--get-rate-limit (not on the get ring yet)";
     return "";
 }
 
@@ -172,6 +171,7 @@ void RingGets::answer(RingRequest& r, Judged j, Admission admission) {
     s.receiver_token = j.transfer_token; // bound (h18p) or, from an older client, its receiver_token
     s.attach_wait_ms = rtt_scaled_ms(SendOptions{}.connect_timeout_ms, a.rtt_us);
     s.idle_ms = sh_.opt.send_timeout_ms;
+    s.rate = sh_.opt.get_rate_limit;
     s.admission = std::move(admission);
     r.reply(j.reply);
 }

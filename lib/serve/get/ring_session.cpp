@@ -33,6 +33,7 @@ RingSession::RingSession(RingStart s, Shared& sh, Ring& ring, SumPool& pool, uin
     : sh_(sh), ring_(ring), pool_(pool), s_(std::move(s)), slot_(slot), gen_(gen),
       tag_base_(static_cast<uint64_t>(slot) << kTagBits), now_ms_(now_ms), req_c_(tag_base_ | kRequestTag) {
     deadline_ms_ = now_ms + s_.attach_wait_ms;
+    refilled_ms_ = now_ms;
     open_files();
     wire::random_bytes(transfer_id_);
     sh_.get_open.fetch_add(1);
@@ -238,11 +239,14 @@ bool RingSession::flush(Link& l) {
                        MSG_DONTWAIT | MSG_NOSIGNAL | (l.has_block ? MSG_MORE : 0));
             if (n > 0) l.out_off += static_cast<size_t>(n);
         } else {
+            const uint64_t may = allowance();
+            if (may == 0) return false; // paced: the next tick drives this stream again
             off_t off = static_cast<off_t>(l.blk_off);
-            n = ::sendfile(l.fd.get(), l.blk_fd, &off, static_cast<size_t>(std::min<uint64_t>(l.blk_end - l.blk_off, 1u << 30)));
+            n = ::sendfile(l.fd.get(), l.blk_fd, &off, static_cast<size_t>(std::min<uint64_t>({l.blk_end - l.blk_off, 1u << 30, may})));
             if (n > 0) {
                 l.blk_off += static_cast<uint64_t>(n);
                 sent_bytes_ += static_cast<uint64_t>(n);
+                if (s_.rate) spend(static_cast<uint64_t>(n));
             }
             if (n == 0) return fail(ErrorCode::source, "a file got shorter while it was sent"), false;
         }
@@ -257,6 +261,16 @@ bool RingSession::flush(Link& l) {
         }
     }
     return true;
+}
+
+uint64_t RingSession::allowance() {
+    if (!s_.rate) return ~uint64_t{0};
+    const double rate = static_cast<double>(s_.rate), burst = std::max(rate / 4, 65536.0);
+    tokens_ = std::min(burst, tokens_ + rate * static_cast<double>(now_ms_ - refilled_ms_) / 1000);
+    refilled_ms_ = now_ms_;
+    if (tokens_ >= 1) return static_cast<uint64_t>(tokens_);
+    paced_ = true;
+    return 0;
 }
 
 // The control connection: manifest pages as the socket takes them, and what else is queued.

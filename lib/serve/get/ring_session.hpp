@@ -51,6 +51,7 @@ struct RingStart {
     std::string receiver_token;
     int attach_wait_ms = 10000;
     int idle_ms = 60000;
+    uint64_t rate = 0;   // --get-rate-limit: bytes per second of the session (all its streams); 0: none
     Admission admission; // the place under --max-gets, given back when the session goes
 };
 
@@ -135,6 +136,11 @@ private:
     void drive();        // hands blocks to idle streams, ends streams, writes what is owed
     void watch_request();
     void drive_control(Link& ctl);
+    // --get-rate-limit: a token bucket of the session, refilled by the clock, at most a
+    // quarter second (and at least 64 KiB) of burst. allowance() is what may go now (all when
+    // there is no limit); at 0 the stream waits, and the next tick (200 ms) drives again.
+    uint64_t allowance();
+    void spend(uint64_t n) { tokens_ -= static_cast<double>(n); }
     // ring_session_end.cpp: the deadline, failure and the end
     void fail(ErrorCode code, const std::string& why, ErrorCause cause = ErrorCause::none);
     void finish(uint32_t status, const std::string& message);
@@ -186,6 +192,9 @@ private:
     bool manifest_ended_ = false, all_verified_ = false, transfer_end_ = false;
     bool ended_ = false, ok_ = false, counted_open_ = false, encrypted_ = false;
     uint64_t sent_bytes_ = 0;
+    double tokens_ = 0;       // --get-rate-limit: bytes the session may send (negative: owed)
+    int64_t refilled_ms_ = 0; // when tokens_ was last refilled
+    bool paced_ = false;      // a stream waits for tokens: the next tick drives
     uint64_t ring_sealed_ = 0, pool_sealed_ = 0; // encrypted: where each block was sealed (-v)
     uint64_t in_flight_ = 0; // of pool_sealed_: counted cached, but a pool read of it was in flight (-v)
 };

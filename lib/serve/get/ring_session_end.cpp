@@ -13,6 +13,10 @@ namespace sluice::serve {
 
 void RingSession::tick(int64_t now_ms) {
     now_ms_ = now_ms;
+    if (paced_ && !ended_) { // streams waited for --get-rate-limit's tokens: the clock has added some
+        paced_ = false;
+        drive();
+    }
     if (ended_ || now_ms < deadline_ms_ || sums_in_flight_ > 0) return; // a read of the disk: its own bound
     if (links_.size() < 1u + s_.streams)
         return fail(ErrorCode::network,
@@ -69,7 +73,8 @@ void RingSession::finish(uint32_t status, const std::string& message) {
     if (!ok_) sh_.get_failed.fetch_add(1);
     sh_.get_open.fetch_sub(1);
     counted_open_ = false;
-    const std::string what = tree() ? "on the get ring, a tree of " + std::to_string(s_.src.entries.size()) + " entries" : "on the get ring";
+    std::string what = tree() ? "on the get ring, a tree of " + std::to_string(s_.src.entries.size()) + " entries" : "on the get ring";
+    if (s_.rate) what += ", paced at " + std::to_string(s_.rate) + " bytes/s (--get-rate-limit)";
     if (sh_.opt.verbose && sh_.opt.log)
         sh_.opt.log("get " + s_.label +
                     (encrypted_ ? " (" + what + ", encrypted: TLS 1.3; blocks sealed on the ring " + std::to_string(ring_sealed_) +

@@ -128,7 +128,9 @@ bool RingSession::flush_tls(Link& l) {
 void RingSession::drive_sealed(Link& l) {
     while (!ended_ && l.st == Link::St::ready && !l.sealing && flush(l)) {
         Range r;
+        if (allowance() == 0) return; // paced: the next tick drives this stream again
         if (next_range(SealedBlock::kMaxData, r)) {
+            if (s_.rate) spend(r.end - r.off); // a whole block at once: the bucket may owe up to 1 MiB
             SumJob j = job(r);
             j.seal = l.sealed.get();
             j.link = l.index;
