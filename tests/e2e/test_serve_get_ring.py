@@ -302,27 +302,35 @@ def test_a_hostile_client_gets_a_clear_error_and_others_are_served(root, tmp_pat
         s.kill()
 
 
-def test_a_real_client_resumes_on_the_ring(root, tmp_path):
-    """A get cut short on the session-thread path (a rate limit keeps it there, slow enough to
-    kill mid-way) is finished by a server whose get goes on the ring: the receiver's journal
-    answers MANIFEST_ACK with what it has, and only the rest is sent."""
-    dest = tmp_path / "in"
-    dest.mkdir()
+def cut_then_resume(root, path, dest):
+    """A get of path into dest cut short on a rate-limited server (slow enough to kill once a
+    verified block is journaled), then finished by a server without the limit: the receiver's
+    journal answers MANIFEST_ACK with what it has, and only the rest is sent. Returns that
+    second server's /_stats."""
     slow = Server(root, "--port", "0", "--get-rate-limit", "8M")
     try:
-        first = subprocess.Popen([SLUICE, "get", slow.sluice_base + "big.bin?token=testtoken", str(dest), "--streams", "2"],
+        first = subprocess.Popen([SLUICE, "get", slow.sluice_base + path + "?token=testtoken", str(dest), "--streams", "2"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert wait_for(lambda: journaled(dest), 60), "no verified block was journaled"
-        kill_process(first)
+        try:
+            assert wait_for(lambda: journaled(dest), 60), "no verified block was journaled"
+        finally:
+            kill_process(first)
     finally:
         slow.kill()
     s = Server(root, "--port", "0")
     try:
-        r = get(s, "big.bin", dest, "--streams", "2")
+        r = get(s, path, dest, "--streams", "2")
         assert r.returncode == 0, r.stderr
         st = json.loads(r.stdout.splitlines()[-1])
         assert st["bytes_skipped"] > 0 and st["bytes_sent"] + st["bytes_skipped"] == st["bytes"], st
-        assert file_hash(dest / "big.bin") == file_hash(root / "big.bin")
-        assert stats(s)["get_sessions_ring"] == 1
+        return stats(s)
     finally:
         s.kill()
+
+
+def test_a_real_client_resumes_on_the_ring(root, tmp_path):
+    dest = tmp_path / "in"
+    dest.mkdir()
+    st = cut_then_resume(root, "big.bin", dest)
+    assert file_hash(dest / "big.bin") == file_hash(root / "big.bin")
+    assert st["get_sessions_ring"] == 1

@@ -5,7 +5,6 @@ in clear and encrypted; a receiver's resume ranges and RESEND are honoured per f
 short resumes; --get-rate-limit paces a tree on the ring; 16 tree gets at once leave the
 server's thread count where it was; /_stats (get_sessions_ring_tree) and -v say which path sent
 each."""
-import json
 import os
 import re
 import select
@@ -16,9 +15,9 @@ import time
 import pytest
 
 import sluice_wire as w
-from conftest import SLUICE, file_hash, journaled, kill_process, leftovers, wait_for, write_random
+from conftest import SLUICE, file_hash, kill_process, leftovers, wait_for, write_random
 from serve_client import Server
-from test_serve_get_ring import get, get_done, handshakes, settled_fds, start, stats, threads
+from test_serve_get_ring import cut_then_resume, get, get_done, handshakes, settled_fds, start, stats, threads
 
 BLOCK = 8 << 20
 SMALL = 1100  # small files: with the rest, more than one manifest page (1,024 entries)
@@ -209,27 +208,10 @@ def test_a_tree_cut_short_resumes_on_the_ring(root, tmp_path):
     a server without the limit: each file's verified ranges are skipped, the rest sent."""
     dest = tmp_path / "in"
     dest.mkdir()
-    slow = Server(root, "--port", "0", "--get-rate-limit", "8M")
-    try:
-        first = subprocess.Popen([SLUICE, "get", slow.sluice_base + "set?token=testtoken", str(dest), "--streams", "2"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert wait_for(lambda: journaled(dest), 60), "no verified block was journaled"
-        finally:
-            kill_process(first)
-    finally:
-        slow.kill()
-    s = Server(root, "--port", "0")
-    try:
-        r = get(s, "set", dest, "--streams", "2")
-        assert r.returncode == 0, r.stderr
-        st = json.loads(r.stdout.splitlines()[-1])
-        assert st["bytes_skipped"] > 0 and st["bytes_sent"] + st["bytes_skipped"] == st["bytes"], st
-        assert listing(dest / "set") == listing(root / "set")
-        assert leftovers(dest) == []
-        assert stats(s)["get_sessions_ring_tree"] == 1
-    finally:
-        s.kill()
+    st = cut_then_resume(root, "set", dest)
+    assert listing(dest / "set") == listing(root / "set")
+    assert leftovers(dest) == []
+    assert st["get_sessions_ring_tree"] == 1
 
 
 def test_16_tree_gets_at_once_add_no_thread(root, tmp_path):
