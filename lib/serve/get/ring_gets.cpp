@@ -146,7 +146,10 @@ void RingGets::on_walked(uint32_t slot) {
     r.walking = false;
     Judged j = std::move(r.walked);
     Admission admission = std::move(r.start.admission);
-    if (r.state() != RingRequest::St::request) return; // closed meanwhile (the server stops): j goes with its fds
+    if (r.state() != RingRequest::St::request) { // closed meanwhile (the server stops): j goes with its fds
+        sh_.get_failed.fetch_add(1);
+        return;
+    }
     if (!r.walk_error.empty()) {
         // The server's own fault (as an fd table full while opening): no reply, the connection closed.
         sh_.get_failed.fetch_add(1);
