@@ -26,9 +26,10 @@ and POST store a file (a Content-Length or a chunked body; written to a temporar
 renamed into place when the whole body arrived; a client that leaves mid-body leaves nothing).
 With --port, also serves `sluice get` over sluice's protocol on PORT (N streams, checksums,
 resume; the client connects out to PORT for every connection). Get rings (one io_uring
-thread each, as many as --threads) read every request and send every single file, in clear
-or encrypted as the client's receiver asks (TLS 1.3: every client not on loopback); the rest
-(trees, --connect-back, --get-rate-limit) goes to a thread per get, said with -v and in /_stats.
+thread each, as many as --threads) read every request and send every file and tree (paced
+by --get-rate-limit), in clear or encrypted as the client's receiver asks (TLS 1.3: every
+client not on loopback); the rest (get --connect-back, certificate mode) goes to a thread per
+get, said with -v and in /_stats.
 With --cert and --key the HTTP port speaks HTTPS only (TLS 1.3, TLS_AES_128_GCM_SHA256, ALPN
 http/1.1; the same rings: handshakes stepped on them, responses sealed from the page cache by
 the record engine -v and /_stats name) and the URL printed is https://. With --port too, the

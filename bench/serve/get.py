@@ -14,6 +14,10 @@ at most, none written). Cases:
   the default get opens every connection from the client);
   - 16 `sluice get` clients of one 1 GiB file at once: aggregate MB/s and the server's CPU
     seconds per GB (utime + stime of its process, from /proc).
+With --tree-before BINARY, only the minor set instead: a tree get from a server running BINARY
+(an older build: h15r's base sent trees on session threads) beside one running --sluice (trees
+on the get ring) and send/recv, interleaved in one call; each server's stats say which path
+its gets took (get_sessions_ring_tree, get_sessions_thread).
 Run it under the bench lock:
   /work/brief/bin/bench-lock python3 bench/serve/get.py --out /tmp/get.json
 Every command has a timeout. Data under --data (deleted at the end unless --keep)."""
@@ -58,9 +62,9 @@ def last_json(out):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_get(binary, path, streams, *extra):
+def run_get(binary, path, streams, *extra, port=GET_PORT):
     t0 = time.monotonic()
-    r = subprocess.run(in_ns(CLI_NS, CLI_CPU, binary, "get", f"sluice://{SRV_IP}:{GET_PORT}/{path}", "/tmp", "--recv-path",
+    r = subprocess.run(in_ns(CLI_NS, CLI_CPU, binary, "get", f"sluice://{SRV_IP}:{port}/{path}", "/tmp", "--recv-path",
                              "null", "--streams", streams, "--json", *extra), capture_output=True, text=True, timeout=400, env=ENV)
     wall = time.monotonic() - t0
     if r.returncode != 0:
@@ -100,6 +104,49 @@ def run_many_gets(binary, path, clients, srv_pid, streams):
             "cpu_s_per_gb": cpu / (total / 1e9) if total else None}
 
 
+def start_server(binary, root, port):
+    srv = subprocess.Popen(in_ns(SRV_NS, SRV_CPU, binary, "serve", root, "--http", "0", "--port", port, "--bind", SRV_IP,
+                                 "--threads", "1", "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    srv.stdout.readline()
+    srv.stdout.readline()
+    return srv
+
+
+def stop_server(srv):
+    srv.send_signal(signal.SIGTERM)
+    out, _ = srv.communicate(timeout=60)
+    return last_json(out) if out.strip() else None
+
+
+def tree_before_after(a, root):
+    """The minor set by get from the older server (--tree-before) and from this one, and by
+    send/recv, interleaved; the client is --sluice for both gets (the wire is unchanged)."""
+    servers = {}
+    results = {"command": " ".join(sys.argv), "kernel": os.uname().release, "case": "minor set (tree get)"}
+    try:
+        servers["before"] = start_server(a.tree_before, root, GET_PORT)
+        servers["after"] = start_server(a.sluice, root, GET_PORT + 2)
+        rows = {"get before": [], "get after": [], "send/recv": []}
+        for _ in range(a.repeats):
+            rows["get before"].append(run_get(a.sluice, "minor", a.streams, port=GET_PORT))
+            rows["get after"].append(run_get(a.sluice, "minor", a.streams, port=GET_PORT + 2))
+            rows["send/recv"].append(run_send_recv(a.sluice, root / "minor", a.streams))
+        med = {k: sorted(r["mb_s"] for r in v)[len(v) // 2] for k, v in rows.items()}
+        results.update(runs=rows, median_mb_s=med, after_vs_before=med["get after"] / med["get before"],
+                       after_vs_send_recv=med["get after"] / med["send/recv"],
+                       before_vs_send_recv=med["get before"] / med["send/recv"])
+        print(json.dumps(med), f"after/before {results['after_vs_before']:.2f}",
+              f"after/send-recv {results['after_vs_send_recv']:.2f} before/send-recv {results['before_vs_send_recv']:.2f}",
+              flush=True)
+    finally:
+        for k, srv in servers.items():
+            st = stop_server(srv)
+            if st:
+                results[f"serve_stats_{k}"] = {x: st.get(x) for x in ("get_sessions", "get_sessions_ring", "get_sessions_ring_tree",
+                                                                      "get_sessions_thread", "get_sessions_failed", "get_path")}
+    return results
+
+
 def big_file(path, size):
     if path.exists() and path.stat().st_size == size:
         return
@@ -120,11 +167,14 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--connect-back", action="store_true", help="also get with --connect-back (the server connects to the client)")
     ap.add_argument("--prepare-only", action="store_true", help="make the data and exit (outside the bench lock)")
+    ap.add_argument("--tree-before", default=None, metavar="BINARY",
+                    help="only the minor set: get from a server running BINARY beside one running --sluice, and send/recv")
     a = ap.parse_args()
     root = Path(a.data) / "www"
     root.mkdir(parents=True, exist_ok=True)
-    big_file(root / "2g.bin", 2 << 30)
-    big_file(root / "1g.bin", 1 << 30)
+    if not a.tree_before:  # the tree comparison needs the minor set only
+        big_file(root / "2g.bin", 2 << 30)
+        big_file(root / "1g.bin", 1 << 30)
     subprocess.run([sys.executable, GEN, "--out", Path(a.data) / "sets", "--sets", "minor", "--scale", "1/16"], check=True,
                    timeout=600)
     minor = root / "minor"
@@ -138,6 +188,16 @@ def main():
                 while h.read(8 << 20):
                     pass
     subprocess.run([NETNS, "up"], check=True, env=ENV)
+    if a.tree_before:
+        try:
+            results = tree_before_after(a, root)
+        finally:
+            subprocess.run([NETNS, "down"], env=ENV)
+            if not a.keep:
+                shutil.rmtree(a.data, ignore_errors=True)
+        if a.out:
+            Path(a.out).write_text(json.dumps(results, indent=1))
+        return
     results = {"command": " ".join(sys.argv), "kernel": os.uname().release, "cases": {}}
     srv = None
     try:

@@ -2,8 +2,9 @@
 """N concurrent `sluice get` clients of one cached file (issue 15, h15g; namespaces and
 encryption h15i): the get ring (single files: one io_uring thread for every transfer, TLS
 included) against the session-thread path it replaced for them (1 + streams threads per
-session; forced here with a --get-rate-limit far above any rate, which keeps a get off the
-ring). Alternating, a fresh server per run, the file read once before (cached); receivers
+session; forced here with `get --connect-back`, which keeps a get off the ring: the server
+connects to the client then, the one difference besides the path; until h15r a
+--get-rate-limit far above any rate forced it, but the ring paces such gets itself now). Alternating, a fresh server per run, the file read once before (cached); receivers
 discard (--recv-path null). Per run: aggregate MB/s, the server's CPU seconds per GB (utime +
 stime of its process), its peak thread count and the growth of its resident memory over the
 run (VmHWM minus VmRSS at start) per session.
@@ -18,8 +19,8 @@ run (VmHWM minus VmRSS at start) per session.
   --cold (h15j): the file (or tree) is dropped from the page cache before each run, so the
       ring's blocks are read by the pool, and sessions meet blocks another one is still reading
       (-v's counts per get are summed: sealed on the ring, on the pool, of these still being read).
-Which path each get took is counted from the server's -v (ring_gets / thread_gets): a tree
-goes to session threads until the ring sends trees, whatever the mode.
+Which path each get took is counted from the server's -v (ring_gets / thread_gets): since h15r
+a tree is sent by the ring too, so --tree compares the two paths for trees.
   /work/brief/bin/bench-lock timeout 470 python3 bench/serve/get_ring.py --net ns --out /tmp/get_ring.json
 Bounded: fixed rounds, a timeout on every command; the file lives under --data, deleted at the end."""
 import argparse
@@ -94,11 +95,11 @@ def one_run(binary, root, name, clients, streams, mode, net, cold=False):
 
 
 def measured(binary, root, name, clients, streams, mode, net, paths):
-    extra = ["--get-rate-limit", "1000G"] if mode == "thread" else []
+    extra = ["--connect-back"] if mode == "thread" else []
     bind = "127.0.0.1" if net == "loopback" else ENV["SB_IP_RCV"]
     # --max-gets exactly the clients: attached connections hold no session slot (since h15i).
     srv = subprocess.Popen(placed(net, "srv", [binary, "serve", str(root), "--port", "0", "--bind", bind, "--threads", "2",
-                                               "--max-gets", str(clients), "-v", *extra]),
+                                               "--max-gets", str(clients), "-v"]),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         srv.stdout.readline()
@@ -117,7 +118,7 @@ def measured(binary, root, name, clients, streams, mode, net, paths):
         before = cpu_seconds(srv.pid)
         t0 = time.monotonic()
         procs = [subprocess.Popen(placed(net, "cli", [binary, "get", url, "/tmp", "--recv-path", "null", "--streams", str(streams),
-                                                      "--json"]),
+                                                      "--json", *extra]),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV) for _ in range(clients)]
         outs = [p.communicate(timeout=300) for p in procs]
         wall = time.monotonic() - t0

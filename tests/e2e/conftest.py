@@ -203,6 +203,20 @@ def leftovers(root):
     return [str(p) for p in Path(root).rglob(".sluice-part.*")]
 
 
+def journaled(root):
+    """Journals (.sluice-part.*.j) under root that record at least one verified block: past the
+    24-byte header, one 32-byte record (lib/recv/store/journal.hpp). A journal that exists but
+    records nothing yet makes a resume that skips nothing."""
+    out = []
+    for p in Path(root).rglob(".sluice-part.*.j"):
+        try:
+            if p.stat().st_size >= 24 + 32:
+                out.append(p)
+        except FileNotFoundError:  # its file completed meanwhile
+            pass
+    return out
+
+
 def wait_for(pred, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SLUICE, file_hash, kill_process, leftovers, run_sluice, wait_for, write_random
+from conftest import SLUICE, file_hash, journaled, kill_process, leftovers, run_sluice, wait_for, write_random
 from serve_client import Server
 
 
@@ -169,7 +169,7 @@ def test_resume_after_the_client_is_killed(root, tmp_path):
         url = s.sluice_base + "data/big.bin?token=testtoken"
         first = subprocess.Popen([SLUICE, "get", url, str(dest), "--streams", "2"], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
-        assert wait_for(lambda: list(dest.glob(".sluice-part.*.j")), 60), "no partial file was journaled"
+        assert wait_for(lambda: journaled(dest), 60), "no verified block was journaled"
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=60)
         assert not (dest / "big.bin").exists()
@@ -182,7 +182,8 @@ def test_resume_after_the_client_is_killed(root, tmp_path):
         # The killed get's failure, as the server logs (and sends in GET_DONE): it names the
         # client by a real address, not "127.0.0.1:0" (the client connected out, listening nowhere).
         _, _, err = s.stop()
-        failed = [l for l in err.splitlines() if l.startswith("sluice: get 'data/big.bin' by 127.0.0.1: ") and not l.endswith(": sent")]
+        # (The get ring's words since h15r: "by 127.0.0.1 (on the get ring, paced ...): ...".)
+        failed = [l for l in err.splitlines() if l.startswith("sluice: get 'data/big.bin' by 127.0.0.1 ") and not l.endswith(": sent")]
         assert failed, err
         assert not re.search(r"127\.0\.0\.1:0\b", err), err
     finally:

@@ -235,10 +235,11 @@ def sender_key(links, candidates):
     return keys.pop()
 
 
-@pytest.mark.parametrize("path", ["one", "tree"])  # the get ring, and a session thread
+@pytest.mark.parametrize("path,args", [("one", []), ("tree", []),  # the get ring
+                                       ("tree", ["--get-rate-limit", "1G"])])  # the ring, paced
 @pytest.mark.parametrize("bound", [True, False])   # a client of now, and one from before
-def test_the_server_keys_its_sender_as_the_request_asks(root, path, bound):
-    s = Server(root, "--port", "0")
+def test_the_server_keys_its_sender_as_the_request_asks(root, path, args, bound):
+    s = Server(root, "--port", "0", *args)
     port = int(s.sluice_base.rstrip("/").rsplit(":", 1)[1])
     socks = []
     try:

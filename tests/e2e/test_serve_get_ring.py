@@ -2,8 +2,9 @@
 for all sessions instead of a thread (and 1 + N stream threads) per session. Many clients at
 once get the right bytes; a client that stalls or leaves mid-transfer holds no thread and no
 fd once its deadline or its failure ends the session; a hostile client gets a clear error
-(GET_DONE) and the others are still served; trees still go to a session thread, said in -v and
-counted in /_stats."""
+(GET_DONE) and the others are still served; trees are sent by the ring too (h15r; more in
+test_serve_get_ring_tree.py), and what still goes to a session thread is said in -v and counted
+in /_stats."""
 import hashlib
 import hmac
 import json
@@ -17,7 +18,7 @@ import urllib.request
 import pytest
 
 import sluice_wire as w
-from conftest import SLUICE, file_hash, kill_process, run_sluice, wait_for, write_random
+from conftest import SLUICE, file_hash, journaled, kill_process, run_sluice, wait_for, write_random
 from serve_client import Server
 
 BLOCK = 8 << 20
@@ -150,16 +151,16 @@ def test_many_clients_at_once_get_the_right_bytes_with_no_thread_each(root, tmp_
         s.kill()
 
 
-def test_a_tree_goes_to_a_session_thread_and_says_so(root, tmp_path):
+def test_a_connect_back_get_goes_to_a_session_thread_and_says_so(root, tmp_path):
     s = Server(root, "--port", "0", "-v")
     try:
-        r = get(s, "tree", tmp_path)
+        r = get(s, "tree", tmp_path, "--connect-back")
         assert r.returncode == 0, r.stderr
         assert (tmp_path / "tree" / "a").read_bytes() == (root / "tree" / "a").read_bytes()
         st = stats(s)
         assert st["get_sessions_thread"] == 1 and st["get_sessions_ring"] == 0, st
         _, _, err = s.stop()
-        assert "get 'tree' by 127.0.0.1: sent by a session thread: a tree (not on the get ring yet)" in err, err
+        assert "get 'tree' by 127.0.0.1: sent by a session thread: --connect-back (the server connects out)" in err, err
     finally:
         s.kill()
 
@@ -277,7 +278,7 @@ def hostile_bad_mac(links):
 
 @pytest.mark.parametrize("play,words", [
     (hostile_garbage_hello, "is not a sluice receiver"),
-    (hostile_oversized_frame, "bytes (a get on the serve ring takes at most 65536)"),
+    (hostile_oversized_frame, "bytes (a get on the serve ring takes at most 262144)"),
     (hostile_wrong_frame, "BLOCK on the control connection"),
     (hostile_bad_mac, "could not prove it holds the request's token"),
 ])
@@ -301,27 +302,35 @@ def test_a_hostile_client_gets_a_clear_error_and_others_are_served(root, tmp_pat
         s.kill()
 
 
-def test_a_real_client_resumes_on_the_ring(root, tmp_path):
-    """A get cut short on the session-thread path (a rate limit keeps it there, slow enough to
-    kill mid-way) is finished by a server whose get goes on the ring: the receiver's journal
-    answers MANIFEST_ACK with what it has, and only the rest is sent."""
-    dest = tmp_path / "in"
-    dest.mkdir()
+def cut_then_resume(root, path, dest):
+    """A get of path into dest cut short on a rate-limited server (slow enough to kill once a
+    verified block is journaled), then finished by a server without the limit: the receiver's
+    journal answers MANIFEST_ACK with what it has, and only the rest is sent. Returns that
+    second server's /_stats."""
     slow = Server(root, "--port", "0", "--get-rate-limit", "8M")
     try:
-        first = subprocess.Popen([SLUICE, "get", slow.sluice_base + "big.bin?token=testtoken", str(dest), "--streams", "2"],
+        first = subprocess.Popen([SLUICE, "get", slow.sluice_base + path + "?token=testtoken", str(dest), "--streams", "2"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert wait_for(lambda: list(dest.glob(".sluice-part.*.j")), 60), "no partial file was journaled"
-        kill_process(first)
+        try:
+            assert wait_for(lambda: journaled(dest), 60), "no verified block was journaled"
+        finally:
+            kill_process(first)
     finally:
         slow.kill()
     s = Server(root, "--port", "0")
     try:
-        r = get(s, "big.bin", dest, "--streams", "2")
+        r = get(s, path, dest, "--streams", "2")
         assert r.returncode == 0, r.stderr
         st = json.loads(r.stdout.splitlines()[-1])
         assert st["bytes_skipped"] > 0 and st["bytes_sent"] + st["bytes_skipped"] == st["bytes"], st
-        assert file_hash(dest / "big.bin") == file_hash(root / "big.bin")
-        assert stats(s)["get_sessions_ring"] == 1
+        return stats(s)
     finally:
         s.kill()
+
+
+def test_a_real_client_resumes_on_the_ring(root, tmp_path):
+    dest = tmp_path / "in"
+    dest.mkdir()
+    st = cut_then_resume(root, "big.bin", dest)
+    assert file_hash(dest / "big.bin") == file_hash(root / "big.bin")
+    assert st["get_sessions_ring"] == 1

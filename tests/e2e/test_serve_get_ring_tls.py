@@ -127,7 +127,7 @@ def test_a_tampered_record_fails_that_get_only(root, tmp_path):
         s.kill()
 
 
-def test_encrypt_on_loopback_the_ring_seals_and_a_tree_follows_the_request(root, tmp_path):
+def test_encrypt_on_loopback_the_ring_seals_a_file_and_a_tree(root, tmp_path):
     s = Server(root, "--port", "0", "-v")
     try:
         for i, streams in enumerate([1, 3]):  # resend and uneven stream shares alike
@@ -137,20 +137,21 @@ def test_encrypt_on_loopback_the_ring_seals_and_a_tree_follows_the_request(root,
             assert r.returncode == 0, r.stderr
             assert last_json(r.stdout)["encryption"].startswith("tls13"), r.stdout
             assert file_hash(d / "big.bin") == file_hash(root / "big.bin")
-        r = get(s, "tree", tmp_path, "--encrypt")  # a session thread: send() encrypts as the request says
+        r = get(s, "tree", tmp_path, "--encrypt")  # a tree on the ring, sealed as the request says
         assert r.returncode == 0, r.stderr
         assert last_json(r.stdout)["encryption"].startswith("tls13")
         assert (tmp_path / "tree" / "a").read_bytes() == (root / "tree" / "a").read_bytes()
         r = get(s, "one", tmp_path)  # loopback, clear: the ring in clear
         assert r.returncode == 0 and last_json(r.stdout)["encryption"] == "off", r.stderr
         st = stats(s)
-        assert st["get_sessions_ring"] == 3 and st["get_sessions_ring_encrypted"] == 2 and st["get_sessions_thread"] == 1, st
+        assert st["get_sessions_ring"] == 4 and st["get_sessions_ring_encrypted"] == 3 and st["get_sessions_thread"] == 0, st
+        assert st["get_sessions_ring_tree"] == 1, st
         assert "encrypted as the client's receiver asks" in st["get_path"]
         assert st["get_path"].startswith("2 get rings"), st["get_path"]  # Server(): --threads 2
         _, _, err = s.stop()
         assert len(re.findall(r"\(on the get ring, encrypted: TLS 1\.3; blocks sealed on the ring \d+, on the pool "
                               r"\(not in the page cache\) \d+; of these, in the cache but still being read \d+\): sent", err)) == 2, err
-        assert "get 'tree' by 127.0.0.1: sent by a session thread: a tree" in err, err
+        assert re.search(r"get 'tree' by 127\.0\.0\.1 \(on the get ring, a tree of 2 entries, encrypted: TLS 1\.3; .*\): sent", err), err
     finally:
         s.kill()
 
@@ -294,8 +295,8 @@ def test_clients_in_another_namespace_are_served_by_the_ring_encrypted(root, tmp
         st = json.loads(subprocess.run([str(NETNS), "exec", "snd", "python3", "-c",
                                         f"import urllib.request; print(urllib.request.urlopen('{http}_stats?token=tok', timeout=60).read().decode())"],
                                        env=env, capture_output=True, text=True, check=True, timeout=120).stdout)
-        assert st["get_sessions_ring"] == 3 and st["get_sessions_ring_encrypted"] == 3, st
-        assert st["get_sessions_thread"] == 1 and st["get_sessions_failed"] == 0, st
+        assert st["get_sessions_ring"] == 4 and st["get_sessions_ring_encrypted"] == 4, st
+        assert st["get_sessions_thread"] == 0 and st["get_sessions_failed"] == 0, st
         server.terminate()
         _, err = server.communicate(timeout=60)
         assert len(re.findall(r"by 10\.215\.9\.1 \(on the get ring, encrypted: TLS 1\.3; blocks sealed on the ring \d+, "

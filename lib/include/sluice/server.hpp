@@ -119,12 +119,14 @@ struct ServeStats {
     std::string accept_path;
     std::string cold_check; // "cachestat" or why there is none
     std::string ring_mode;
-    // Get sessions (sluice protocol): transfers sent on the get ring (single files asked for
-    // without --connect-back or --get-rate-limit; of them encrypted: the client's receiver
-    // encrypts, as every one not on loopback does) and by a session thread each (the rest:
-    // trees, --connect-back, --get-rate-limit), and which path takes which, and why.
+    // Get sessions (sluice protocol): transfers sent on the get ring (files and trees asked for
+    // without --connect-back, paced by --get-rate-limit; of them encrypted: the client's receiver
+    // encrypts, as every one not on loopback does; of them trees: a directory asked for) and by
+    // a session thread each (the rest: --connect-back, certificate mode), and
+    // which path takes which, and why.
     uint64_t get_sessions_ring = 0;
     uint64_t get_sessions_ring_encrypted = 0;
+    uint64_t get_sessions_ring_tree = 0;
     uint64_t get_sessions_thread = 0;
     // Of all get sessions: requests in certificate mode (a TLS 1.3 handshake with the server's
     // certificate on the request connection; sent by a session thread), and those whose

@@ -73,6 +73,7 @@ ServeStats Shared::snapshot() {
     s.tls_path = tls_path;
     s.get_sessions_ring = get_ring.load();
     s.get_sessions_ring_encrypted = get_ring_encrypted.load();
+    s.get_sessions_ring_tree = get_ring_tree.load();
     s.get_sessions_thread = get_thread.load();
     s.get_sessions_certificate = get_certificate.load();
     s.get_certificate_failed = get_certificate_failed.load();
@@ -134,6 +135,7 @@ std::string ServeStats::to_json() const {
     str("ring_mode", ring_mode);
     num("get_sessions_ring", get_sessions_ring);
     num("get_sessions_ring_encrypted", get_sessions_ring_encrypted);
+    num("get_sessions_ring_tree", get_sessions_ring_tree);
     num("get_sessions_thread", get_sessions_thread);
     num("get_sessions_certificate", get_sessions_certificate);
     num("get_certificate_failed", get_certificate_failed);

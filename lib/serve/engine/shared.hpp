@@ -75,6 +75,7 @@ struct Shared {
     std::atomic<uint64_t> get_sessions{0}, get_open{0}, get_failed{0}, get_bytes{0};
     std::atomic<uint64_t> get_ring{0}, get_thread{0}; // transfers on the get ring / by a session thread
     std::atomic<uint64_t> get_ring_encrypted{0};      // of get_ring: the receiver encrypted (TLS on the ring)
+    std::atomic<uint64_t> get_ring_tree{0};           // of get_ring: a directory (a tree's entries)
     std::atomic<unsigned> get_admitted{0};            // sessions holding a --max-gets place (serve/get/admission.hpp)
     // The sluice port's certificate (cert_file with get_sessions): a client that verifies the
     // server runs a TLS 1.3 handshake with it on its request connection (serve/get/get_session.cpp).

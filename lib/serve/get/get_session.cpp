@@ -57,7 +57,7 @@ void session(Shared& sh, Attachments& att, Asked& a, const std::atomic<bool>& ca
         }
     } linger{fd, counted};
     const wire::GetRequest& q = a.q;
-    Judged j = judge(sh, att, a, false, false);
+    Judged j = judge(sh, att, a, false);
     send_all(fd, encode_reply(j.reply), "GET_REPLY");
     if (j.reply.status != wire::GetStatus::ok) return;
     const std::string& host = a.host;

@@ -57,7 +57,7 @@ bool is_directory(int root_fd, const std::string& rel) {
 
 } // namespace
 
-Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ring, int notify) {
+Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, int notify, bool walk) {
     const wire::GetRequest& q = a.q;
     if (busy) return refuse(GetStatus::busy, "the server is sending " + std::to_string(sh.opt.max_get_sessions) + " gets; try again later");
     if (q.version != wire::kVersion)
@@ -84,7 +84,7 @@ Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ri
             mac = wire::server_auth_mac(sh.opt.token, q.nonce, a.hello.nonce);
         }
     }
-    if (on_ring && is_directory(sh.root.get(), q.path)) {
+    if (!walk && is_directory(sh.root.get(), q.path)) {
         Judged j;
         j.tree = true;
         return j;

@@ -36,7 +36,7 @@ struct Judged {
     wire::GetReply reply;                    // ok, or the refusal and why
     GetSources src;                          // ok: what to send
     std::unique_ptr<Attachments::Slot> slot; // ok without --connect-back: where the client's connections arrive
-    bool tree = false;                       // on_ring: the path is a directory, for a session thread
+    bool tree = false;                       // !walk: the path is a directory, not walked yet (nothing else set)
     std::string transfer_token;              // keys the transfer: derived when bound (h18p), else receiver_token
 };
 
@@ -48,12 +48,12 @@ struct PeerAddress {
 PeerAddress peer_address(int fd);
 bool loopback_host(const std::string& host);
 
-// Checks a.q and, when it passes, opens what it names and the attachments' slot. on_ring:
-// a directory is not opened (a tree's walk would hold the ring): tree is set instead, and
-// nothing else. Never throws for the client's faults (they are the reply); may throw for the
+// Checks a.q and, when it passes, opens what it names (a file, or every entry of a tree) and
+// the attachments' slot. walk false: a directory is not walked (its walk may wait for the
+// disk: the ring hands it to its pool): tree is set instead, and nothing else. Never throws for the client's faults (they are the reply); may throw for the
 // server's own (an fd table full while opening): the caller closes the connection then.
 // notify: the eventfd of the ring that will run the get (-1 for a session thread).
-Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, bool on_ring, int notify = -1);
+Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, int notify = -1, bool walk = true);
 
 wire::Bytes encode_reply(const wire::GetReply& r);
 

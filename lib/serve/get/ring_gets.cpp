@@ -71,10 +71,9 @@ void RingGets::on_accept(Completion& c, int64_t now) {
 }
 
 // Why this get is not for the get ring ("" when it may be): said in -v and counted in stats
-// (get_sessions_thread), never a silent fallback. A tree is found once the path is looked at.
+// (get_sessions_thread), never a silent fallback.
 std::string RingGets::not_on_ring(const Asked& a) const {
     if (a.q.reply_port != 0) return "--connect-back (the server connects out)";
-    if (sh_.opt.get_rate_limit) return "--get-rate-limit (not on the get ring yet)";
     return "";
 }
 
@@ -102,7 +101,7 @@ void RingGets::on_tls(RingRequest& r) {
     r.take();
 }
 
-void RingGets::on_request(RingRequest& r) {
+void RingGets::on_request(RingRequest& r, uint32_t slot) {
     Asked& a = r.asked();
     if (sh_.opt.get_mptcp && sh_.opt.verbose && sh_.opt.log) {
         const ConnectionMptcp m = mptcp_of(a.fd.get(), 0, true, true);
@@ -112,15 +111,6 @@ void RingGets::on_request(RingRequest& r) {
     // A place under --max-gets, over every ring and session thread (attached connections take none).
     Admission admission = Admission::take(sh_.get_admitted, sh_.opt.max_get_sessions);
     const bool busy = !admission;
-    Judged j;
-    if (why.empty() || busy) {
-        j = judge(sh_, att_, a, busy, true, efd_.get());
-        if (j.tree) why = "a tree (not on the get ring yet)";
-        if (!j.tree && j.reply.status == wire::GetStatus::ok && (j.src.list.size() != 1 || j.src.files != 1)) {
-            why = "a tree (not on the get ring yet)"; // it became one since it was looked at
-            j = Judged{};
-        }
-    }
     if (!why.empty() && !busy) {
         a.why_thread = why;
         a.admission = std::move(admission);
@@ -128,26 +118,63 @@ void RingGets::on_request(RingRequest& r) {
         r.take();
         return;
     }
+    Judged j = judge(sh_, att_, a, busy, efd_.get(), false);
+    if (j.tree) {
+        // A tree's walk (readdir, openat and fstat of every entry) may wait for the disk: it
+        // runs on the pool, judged again there (the same checks, then the walk), and the
+        // request waits in the ring until it is back (on_walked).
+        r.start.admission = std::move(admission);
+        r.walking = true;
+        Shared& sh = sh_;
+        Attachments& att = att_;
+        const int notify = efd_.get();
+        pool_.post(slot, [&sh, &att, &r, notify] {
+            try {
+                r.walked = judge(sh, att, r.asked(), false, notify);
+            } catch (const Error& e) {
+                r.walk_error = e.what();
+            }
+        });
+        return;
+    }
+    answer(r, std::move(j), std::move(admission));
+}
+
+void RingGets::on_walked(uint32_t slot) {
+    if (slot >= requests_.size() || !requests_[slot]) return;
+    RingRequest& r = *requests_[slot];
+    r.walking = false;
+    Judged j = std::move(r.walked);
+    Admission admission = std::move(r.start.admission);
+    if (r.state() != RingRequest::St::request) { // closed meanwhile (the server stops): j goes with its fds
+        sh_.get_failed.fetch_add(1);
+        return;
+    }
+    if (!r.walk_error.empty()) {
+        // The server's own fault (as an fd table full while opening): no reply, the connection closed.
+        sh_.get_failed.fetch_add(1);
+        if (sh_.opt.verbose && sh_.opt.log) sh_.opt.log("get session: " + r.walk_error);
+        r.take();
+        return;
+    }
+    answer(r, std::move(j), std::move(admission));
+}
+
+void RingGets::answer(RingRequest& r, Judged j, Admission admission) {
+    Asked& a = r.asked();
     if (j.reply.status != wire::GetStatus::ok) {
         sh_.get_failed.fetch_add(1);
         return r.reply(j.reply);
     }
-    const FdSource& f = j.src.list[0];
-    struct stat st {};
     RingStart& s = r.start;
-    s.file = std::move(j.src.fds[0]);
+    s.src = std::move(j.src);
     s.slot = std::move(j.slot);
-    s.size = f.length;
-    s.mtime_ns = f.mtime_ns >= 0 ? f.mtime_ns
-                 : ::fstat(s.file.get(), &st) == 0 ? int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec
-                                                   : 0;
-    s.mode = f.mode;
-    s.name = f.name;
     s.label = "'" + a.q.path + "' by " + a.host;
     s.streams = a.q.streams;
     s.receiver_token = j.transfer_token; // bound (h18p) or, from an older client, its receiver_token
     s.attach_wait_ms = rtt_scaled_ms(SendOptions{}.connect_timeout_ms, a.rtt_us);
     s.idle_ms = sh_.opt.send_timeout_ms;
+    s.rate = sh_.opt.get_rate_limit;
     s.admission = std::move(admission);
     r.reply(j.reply);
 }
@@ -162,13 +189,14 @@ void RingGets::start_session(RingStart s, int64_t now) {
     ++gens_[slot];
     sh_.get_ring.fetch_add(1);
     sessions_[slot] = std::make_unique<RingSession>(std::move(s), sh_, *ring_, pool_, slot, gens_[slot], now);
+    if (sessions_[slot]->tree()) sh_.get_ring_tree.fetch_add(1);
 }
 
 void RingGets::after(uint32_t slot, int64_t now) {
     RingRequest& r = *requests_[slot];
     using St = RingRequest::St;
     if (r.state() == St::tls) on_tls(r);
-    if (r.state() == St::request) on_request(r);
+    if (r.state() == St::request && !r.walking) on_request(r, slot);
     if (r.state() == St::attach) {
         const std::string host = peer_address(r.asked().fd.get()).host;
         UniqueFd fd = r.take();
@@ -206,6 +234,7 @@ void RingGets::run() {
     ring.read(sum_c, pool_.wake_fd(), &sum_v, sizeof sum_v, 0);
     ring.read(wake_c, efd_.get(), &wake_v, sizeof wake_v, 0);
     std::vector<SumJob> sums;
+    std::vector<uint64_t> walks;
     int64_t now = monotonic_ms(), next_tick = now + kTickMs;
     for (;;) {
         Completion* c = ring.wait_for(static_cast<int>(std::max<int64_t>(1, next_tick - now)));
@@ -221,6 +250,11 @@ void RingGets::run() {
             for (const SumJob& j : sums)
                 if (j.session < sessions_.size() && sessions_[j.session] && sessions_[j.session]->gen() == j.gen)
                     sessions_[j.session]->on_sum(j, now);
+            pool_.take_tasks(walks);
+            for (const uint64_t slot : walks) {
+                on_walked(static_cast<uint32_t>(slot));
+                if (slot < requests_.size() && requests_[slot]) after(static_cast<uint32_t>(slot), now);
+            }
             ring.read(sum_c, pool_.wake_fd(), &sum_v, sizeof sum_v, 0);
         } else if (c && (c->tag & kRequestBit)) {
             const uint64_t slot = (c->tag & ~kRequestBit) >> 1;

@@ -4,10 +4,11 @@
 // It accepts (multishot), reads each connection's first frame (RingRequest: no thread per
 // connection), hands attached connections to the get waiting for them (on whichever ring:
 // Attachments wakes that ring's eventfd), answers requests, and runs the transfers of the gets
-// it sends itself (RingSession: single files), all at once, with no thread per session. A get it
-// does not send (a tree, --connect-back, --get-rate-limit) goes to a session thread
-// (SessionThreads) once its request is read, said in -v and counted. A finished checksum wakes
-// the ring through its pool's eventfd.
+// it sends itself (RingSession: files and trees), all at once, with no thread per session. A get
+// it does not send (--connect-back, --get-rate-limit, certificate mode) goes to a session thread
+// (SessionThreads) once its request is read, said in -v and counted. A tree is walked on the
+// ring's pool (it may wait for the disk). A finished checksum or walk wakes the ring through
+// its pool's eventfd.
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,7 +34,9 @@ private:
     void arm_accept();
     void on_accept(Completion& c, int64_t now);
     void after(uint32_t slot, int64_t now); // acts on what request `slot` came to
-    void on_request(RingRequest& r);
+    void on_request(RingRequest& r, uint32_t slot);
+    void on_walked(uint32_t slot);                                 // a tree's walk is back from the pool
+    void answer(RingRequest& r, Judged j, Admission admission); // the reply, and the session it starts
     void on_tls(RingRequest& r); // a request read: refused, to the ring once replied, or to a thread
     void start_session(RingStart s, int64_t now);
     std::string not_on_ring(const Asked& a) const;

@@ -63,7 +63,7 @@ void RingRequest::cancel() {
 
 void RingRequest::tick(int64_t now_ms) {
     now_ms_ = now_ms;
-    if (st_ == St::done || now_ms < deadline_ms_) return;
+    if (st_ == St::done || now_ms < deadline_ms_ || walking) return;
     // A client that sent no whole first frame in time gets no answer (as a session thread's
     // read timing out); a refusal's linger just ends.
     if (st_ == St::replying && ok_reply_) sh_.get_failed.fetch_add(1); // an ok the client never took: no transfer

@@ -40,7 +40,7 @@ public:
     void on_completion(uint64_t low_tag, Completion& c, int64_t now_ms);
     void tick(int64_t now_ms); // the deadline
     void cancel();             // the server stops
-    bool finished() const { return st_ == St::done && !rd_c_.busy() && !wr_c_.busy(); }
+    bool finished() const { return st_ == St::done && !rd_c_.busy() && !wr_c_.busy() && !walking; }
 
     const GetNonce& nonce() const { return nonce_; }
     // attach: the connection; request: the request read, with it; ready: the connection.
@@ -51,6 +51,12 @@ public:
     // An ok reply's transfer, made before the reply went out (its slot must wait for the
     // client's connections first); started on the ring once ready (its request fd: take()).
     RingStart start;
+    // A tree's walk on the ring's pool (RingGets::on_request): the request waits in
+    // St::request, neither timed out (the disk's time is not the client's) nor freed until the
+    // walk is back; walked (or walk_error: the walk threw) is written by the pool thread.
+    bool walking = false;
+    Judged walked;
+    std::string walk_error;
 
 private:
     void read_more();

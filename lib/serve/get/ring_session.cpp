@@ -33,12 +33,8 @@ RingSession::RingSession(RingStart s, Shared& sh, Ring& ring, SumPool& pool, uin
     : sh_(sh), ring_(ring), pool_(pool), s_(std::move(s)), slot_(slot), gen_(gen),
       tag_base_(static_cast<uint64_t>(slot) << kTagBits), now_ms_(now_ms), req_c_(tag_base_ | kRequestTag) {
     deadline_ms_ = now_ms + s_.attach_wait_ms;
-    struct stat st {};
-    if (::fstat(s_.file.get(), &st) == 0) key_ = FileKey{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
-    // As the HTTP engine's fds (file_cache.cpp): the kernel's readahead would bring pages in
-    // past the pool's read, which cachestat counts while they are still read (the ring would
-    // then wait for the disk sealing them); the pool asks for each block whole instead.
-    if (sh_.cold_check) ::posix_fadvise(s_.file.get(), 0, 0, POSIX_FADV_RANDOM); // advice: a refusal only costs a wait
+    refilled_ms_ = now_ms;
+    open_files();
     wire::random_bytes(transfer_id_);
     sh_.get_open.fetch_add(1);
     counted_open_ = true;
@@ -110,8 +106,8 @@ void RingSession::on_completion(uint64_t low, Completion& c, int64_t now_ms) {
 
 void RingSession::read_link(Link& l) {
     // Data streams read only their handshake; control reads until the end, a frame of at most
-    // 64 KiB at a time. Never past what the current step takes: a later step's bytes wait.
-    constexpr size_t kCap = wire::kFrameHeaderBytes + (64u << 10);
+    // kMaxControlFrame at a time. Never past what the current step takes: a later step's bytes wait.
+    constexpr size_t kCap = wire::kFrameHeaderBytes + kMaxControlFrame;
     for (;;) {
         if (l.st == Link::St::hello && l.in.size() >= wire::kServerHelloBytes) {
             // A data stream's hello only after the control connection's is accepted: the
@@ -136,7 +132,7 @@ void RingSession::read_link(Link& l) {
         const size_t step = l.st == Link::St::hello ? wire::kServerHelloBytes
                             : l.st == Link::St::auth ? wire::kServerAuthBytes
                                                      : kCap;
-        if (l.in.size() >= step) return fail(ErrorCode::protocol, "the receiver's control frame is over 64 KiB");
+        if (l.in.size() >= step) return fail(ErrorCode::protocol, "the receiver's control frame is over 256 KiB");
         if (!receive(l, step - l.in.size())) return;
     }
 }
@@ -227,7 +223,7 @@ void RingSession::on_hello_bytes(Link& l) {
 void RingSession::on_secure(Link& l) {
     l.st = Link::St::ready;
     if (l.index == 0) {
-        send_manifest(l);
+        send_pages(l);
         for (size_t i = 1; i < links_.size() && !ended_; ++i) // their hellos waited for this one
             if (links_[i]->st == Link::St::hello) read_link(*links_[i]);
     }
@@ -243,13 +239,16 @@ bool RingSession::flush(Link& l) {
                        MSG_DONTWAIT | MSG_NOSIGNAL | (l.has_block ? MSG_MORE : 0));
             if (n > 0) l.out_off += static_cast<size_t>(n);
         } else {
+            const uint64_t may = allowance();
+            if (may == 0) return false; // paced: the next tick drives this stream again
             off_t off = static_cast<off_t>(l.blk_off);
-            n = ::sendfile(l.fd.get(), s_.file.get(), &off, static_cast<size_t>(std::min<uint64_t>(l.blk_end - l.blk_off, 1u << 30)));
+            n = ::sendfile(l.fd.get(), l.blk_fd, &off, static_cast<size_t>(std::min<uint64_t>({l.blk_end - l.blk_off, 1u << 30, may})));
             if (n > 0) {
                 l.blk_off += static_cast<uint64_t>(n);
                 sent_bytes_ += static_cast<uint64_t>(n);
+                if (s_.rate) spend(static_cast<uint64_t>(n));
             }
-            if (n == 0) return fail(ErrorCode::source, "'" + s_.name + "' got shorter while it was sent"), false;
+            if (n == 0) return fail(ErrorCode::source, "a file got shorter while it was sent"), false;
         }
         if (!sent(l, n)) return false;
         if (l.out_off == l.out.size()) {
@@ -262,6 +261,27 @@ bool RingSession::flush(Link& l) {
         }
     }
     return true;
+}
+
+uint64_t RingSession::allowance() {
+    if (!s_.rate) return ~uint64_t{0};
+    const double rate = static_cast<double>(s_.rate), burst = std::max(rate / 4, 65536.0);
+    tokens_ = std::min(burst, tokens_ + rate * static_cast<double>(now_ms_ - refilled_ms_) / 1000);
+    refilled_ms_ = now_ms_;
+    if (tokens_ >= 1) return static_cast<uint64_t>(tokens_);
+    paced_ = true;
+    return 0;
+}
+
+// The control connection: manifest pages as the socket takes them, and what else is queued.
+void RingSession::drive_control(Link& ctl) {
+    if (ctl.st == Link::St::auth) {
+        flush(ctl);
+        return;
+    }
+    if (ctl.st != Link::St::ready) return;
+    do send_pages(ctl);
+    while (flush(ctl) && !manifest_ended_ && !ended_);
 }
 
 void RingSession::drive() {
@@ -281,10 +301,12 @@ void RingSession::drive() {
             if (!ready_.empty()) { // the next summed block goes to the first idle stream
                 const Block b = ready_.front();
                 ready_.pop_front();
+                ahead_bytes_ -= b.len;
                 unsigned char pre[wire::kFrameHeaderBytes + wire::kBlockPrefixBytes];
-                wire::encode_block_prefix(pre, wire::BlockPrefix{0, b.off, b.sum}, static_cast<uint32_t>(b.len));
+                wire::encode_block_prefix(pre, wire::BlockPrefix{b.file, b.off, b.sum}, static_cast<uint32_t>(b.len));
                 l.out.insert(l.out.end(), pre, pre + sizeof pre);
                 l.has_block = true;
+                l.blk_fd = files_[b.file].fd;
                 l.blk_off = b.off;
                 l.blk_end = b.off + b.len;
                 l.bytes += b.len;
@@ -306,76 +328,9 @@ void RingSession::drive() {
         wire::encode_transfer_end(ctl.out, wire::TransferEnd{s_.streams, blocks, bytes});
         transfer_end_ = true;
     }
-    if (ctl.st == Link::St::ready || ctl.st == Link::St::auth) flush(ctl);
+    drive_control(ctl);
     for (size_t i = 1; i < links_.size() && !ended_; ++i)
         if (links_[i]->st == Link::St::auth) flush(*links_[i]);
-}
-
-void RingSession::tick(int64_t now_ms) {
-    now_ms_ = now_ms;
-    if (ended_ || now_ms < deadline_ms_ || sums_in_flight_ > 0) return; // a read of the disk: its own bound
-    if (links_.size() < 1u + s_.streams)
-        return fail(ErrorCode::network,
-                    "the client did not connect its next stream within " + std::to_string(s_.attach_wait_ms / 1000) +
-                        " s (a get without connect-back: the client connects out with GET_ATTACH)",
-                    ErrorCause::timed_out);
-    fail(ErrorCode::network, "the client made no progress for " + std::to_string(s_.idle_ms / 1000) + " s", ErrorCause::timed_out);
-}
-
-void RingSession::cancel() {
-    if (!ended_) fail(ErrorCode::cancelled, "the server is stopping");
-}
-
-void RingSession::fail(ErrorCode code, const std::string& why, ErrorCause) {
-    if (ended_) return;
-    if (!links_.empty() && links_[0]->st == Link::St::ready && !links_[0]->wr_c.busy()) {
-        Link& c = *links_[0];
-        wire::Bytes a; // best effort: the receiver hears why, if its socket has room
-        wire::encode_abort(a, wire::Abort{1, why.substr(0, 1024)});
-        if (c.tls) {
-            // Sealed, and only where nothing sealed waits (a record half sent would garble it).
-            wire::Bytes r;
-            if (c.wire.empty() && c.sealer) {
-                r.resize(a.size() + tls::kRecordOverhead);
-                std::copy(a.begin(), a.end(), r.begin() + tls::kHeaderBytes);
-                r.resize(c.sealer->seal(r.data(), a.size()));
-            }
-            a.swap(r);
-        }
-        if (!a.empty()) {
-            [[maybe_unused]] ssize_t n = ::send(c.fd.get(), a.data(), a.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-        }
-    }
-    finish(1 + static_cast<uint32_t>(code), why);
-}
-
-void RingSession::finish(uint32_t status, const std::string& message) {
-    ended_ = true;
-    ok_ = status == 0;
-    wire::GetDone done{status, message};
-    wire::Bytes out;
-    wire::encode_get_done(out, done);
-    // A few dozen bytes into a socket that has carried only the reply: it has the room.
-    [[maybe_unused]] ssize_t n = ::send(s_.request.get(), out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    ::shutdown(s_.request.get(), SHUT_WR);
-    ring_.cancel(req_c_);
-    for (auto& l : links_) {
-        if (!ok_) ::shutdown(l->fd.get(), SHUT_RDWR);
-        ring_.cancel(l->rd_c);
-        ring_.cancel(l->wr_c);
-    }
-    s_.slot.reset();
-    sh_.get_bytes.fetch_add(sent_bytes_);
-    if (!ok_) sh_.get_failed.fetch_add(1);
-    sh_.get_open.fetch_sub(1);
-    counted_open_ = false;
-    if (sh_.opt.verbose && sh_.opt.log)
-        sh_.opt.log("get " + s_.label +
-                    (encrypted_ ? " (on the get ring, encrypted: TLS 1.3; blocks sealed on the ring " + std::to_string(ring_sealed_) +
-                                      ", on the pool (not in the page cache) " + std::to_string(pool_sealed_) +
-                                      "; of these, in the cache but still being read " + std::to_string(in_flight_) + "): "
-                                : " (on the get ring): ") +
-                    (ok_ ? std::string("sent") : message));
 }
 
 } // namespace sluice::serve

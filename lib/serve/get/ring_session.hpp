@@ -1,10 +1,12 @@
 #pragma once
-// One get session's transfer on the get ring (serve/get/ring_gets): a single regular file to
-// the client's receiver over the connections it attached (GET_ATTACH), as the public send()
+// One get session's transfer on the get ring (serve/get/ring_gets): a file or a tree to the
+// client's receiver over the connections it attached (GET_ATTACH), as the public send()
 // would send it, but as a state machine driven by poll completions: no thread of its own, and
 // nothing on the ring thread that waits (checksums on the SumPool; sockets non-blocking).
-//   link 0: control: hello, MANIFEST + MANIFEST_END, then MANIFEST_ACK (resume ranges),
-//           RESEND, ALL_VERIFIED, FINAL_STATUS; TRANSFER_END once every stream has ended
+//   link 0: control: hello, MANIFEST pages (at most 1,024 entries and about 1 MiB each,
+//           encoded as the socket takes them) + MANIFEST_END, a MANIFEST_ACK per page (resume
+//           ranges: that page's files are planned then), RESEND, ALL_VERIFIED, FINAL_STATUS;
+//           TRANSFER_END once every stream has ended
 //   links 1..streams: data: hello, then BLOCK frames, STREAM_END
 // In clear text (a receiver that does not encrypt: loopback), file data goes by sendfile from
 // pages the pool's read just brought in. Encrypted (the receiver's hello says so: every
@@ -13,8 +15,9 @@
 // and opened here, and each data stream's blocks are read, summed and sealed into the stream's
 // own record buffer (SealedBlock: on the ring where the block is in the page cache, else on the
 // pool), which the ring sends (ring_session_tls.cpp).
-// Bounded: at most streams + 1 blocks summed ahead, a control frame of at most 64 KiB, one
-// deadline renewed by progress (the attach wait first, then the server's send timeout).
+// Bounded: at most streams + 1 blocks (8 MiB each) summed ahead, or 64 small ones, a control
+// frame of at most 256 KiB, manifest bytes queued up to 256 KiB, one deadline renewed by
+// progress (the attach wait first, then the server's send timeout).
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -30,6 +33,7 @@
 #include "serve/engine/cold_reads.hpp"
 #include "serve/get/admission.hpp"
 #include "serve/get/attachments.hpp"
+#include "serve/get/sources.hpp"
 #include "serve/get/sum_pool.hpp"
 #include "sluice/error.hpp"
 
@@ -37,20 +41,17 @@ namespace sluice::serve {
 
 struct Shared;
 
-// What the session thread hands to the ring after its GET_REPLY ok.
+// What the ring hands a session after its GET_REPLY ok.
 struct RingStart {
     UniqueFd request;                        // GET_DONE goes here at the end
     std::unique_ptr<Attachments::Slot> slot; // the connections the client attaches
-    UniqueFd file;
-    uint64_t size = 0;
-    int64_t mtime_ns = 0;
-    uint32_t mode = 0644;
-    std::string name;  // as it lands at the client
+    GetSources src;    // what is sent: a file, or a tree's entries (its manifest: src.entries)
     std::string label; // "'path' by host", for -v
     uint16_t streams = 1;
     std::string receiver_token;
     int attach_wait_ms = 10000;
     int idle_ms = 60000;
+    uint64_t rate = 0;   // --get-rate-limit: bytes per second of the session (all its streams); 0: none
     Admission admission; // the place under --max-gets, given back when the session goes
 };
 
@@ -59,6 +60,9 @@ public:
     // Completion tags: slot << kTagBits | link * 2 + (0 read, 1 write); the request's read is kRequestTag.
     static constexpr unsigned kTagBits = 9;
     static constexpr uint64_t kRequestTag = 2 * (wire::kMaxStreams + 1);
+    // The largest control frame taken from the receiver: a MANIFEST_ACK of a full page (1,024
+    // entries) with about ten resume ranges per file.
+    static constexpr size_t kMaxControlFrame = 256u << 10;
 
     RingSession(RingStart s, Shared& sh, Ring& ring, SumPool& pool, uint32_t slot, uint32_t gen, int64_t now_ms);
     ~RingSession();
@@ -72,6 +76,8 @@ public:
     void cancel();             // the server stops
     bool finished() const;     // ended, and nothing of the ring or the pool names it: may go
     uint32_t gen() const { return gen_; }
+    // A directory asked for (its entries, empty or not), not a single file.
+    bool tree() const { return s_.src.entries.size() != 1 || s_.src.entries[0].kind != wire::EntryKind::file; }
 
 private:
     struct Link {
@@ -85,6 +91,7 @@ private:
         std::array<unsigned char, wire::kNonceBytes> nonce{}; // ours, for ServerAuth's MAC
         std::array<unsigned char, wire::kNonceBytes> server_nonce{};
         bool has_block = false;
+        int blk_fd = -1;                   // the file the block is of
         uint64_t blk_off = 0, blk_end = 0; // file bytes owed once out is sent
         uint64_t blocks = 0, bytes = 0;    // whole blocks this stream carried (STREAM_END)
         bool end_queued = false;
@@ -102,7 +109,17 @@ private:
         Completion rd_c, wr_c;
     };
     struct Block {
+        uint32_t file = 0; // its entry
         uint64_t off = 0, len = 0, sum = 0;
+    };
+    struct Range {
+        uint32_t file = 0;
+        uint64_t off = 0, end = 0; // [off, end)
+    };
+    struct File { // a regular file's entry (fd -1: a directory or symlink, nothing to read)
+        int fd = -1;
+        FileKey key{};
+        uint64_t size = 0;
     };
 
     // ring_session.cpp: connections, handshakes, writing, the end
@@ -117,16 +134,27 @@ private:
     void on_hello_bytes(Link& l);
     bool flush(Link& l); // false: the socket is full (POLLOUT armed) or the session failed
     void drive();        // hands blocks to idle streams, ends streams, writes what is owed
+    void watch_request();
+    void drive_control(Link& ctl);
+    // --get-rate-limit: a token bucket of the session, refilled by the clock, at most a
+    // quarter second (and at least 64 KiB) of burst. allowance() is what may go now (all when
+    // there is no limit); at 0 the stream waits, and the next tick (200 ms) drives again.
+    uint64_t allowance();
+    void spend(uint64_t n) { tokens_ -= static_cast<double>(n); }
+    // ring_session_end.cpp: the deadline, failure and the end
     void fail(ErrorCode code, const std::string& why, ErrorCause cause = ErrorCause::none);
     void finish(uint32_t status, const std::string& message);
-    void watch_request();
-    // ring_session_frames.cpp: the control connection's frames, and which bytes to send
-    void send_manifest(Link& l);
+    // ring_session_manifest.cpp: the manifest's pages, and the plan of each page once acked
+    void open_files();
+    size_t control_queued(const Link& l) const;
+    void send_pages(Link& l); // encodes pages while little of the control's is queued
+    void plan(const wire::ManifestAck& a);
+    bool next_range(uint64_t most, Range& r); // resends first, then the plan; r.end - r.off <= most
+    // ring_session_frames.cpp: the control connection's frames, and the sums ahead
     void on_control_bytes(std::vector<unsigned char>& in);
-    bool next_range(uint64_t most, uint64_t& off, uint64_t& len); // resends first, then the plan
     void on_frame(uint8_t type, wire::Span payload);
-    void plan(const std::vector<wire::ByteRange>& verified);
     void queue_sums();
+    SumJob job(const Range& r) const;
     // ring_session_tls.cpp: an encrypted session's connections
     void start_tls(Link& l);
     void shake(Link& l);
@@ -143,7 +171,7 @@ private:
     Ring& ring_;
     SumPool& pool_;
     RingStart s_;
-    FileKey key_{}; // s_.file's: which of the pools' reads in flight are of it
+    std::vector<File> files_; // by entry (file_id)
     uint32_t slot_, gen_;
     uint64_t tag_base_;
     int64_t now_ms_ = 0, deadline_ms_ = 0;
@@ -151,16 +179,22 @@ private:
     Completion req_c_;
     unsigned char req_byte_ = 0;
     std::array<unsigned char, wire::kTransferIdBytes> transfer_id_{};
-    // What to send: needed_ (after the resume ranges) from cursor_, then resend_; summed ahead in ready_.
-    std::vector<std::pair<uint64_t, uint64_t>> needed_; // [off, end)
-    size_t cursor_ = 0;
-    uint64_t cursor_off_ = 0;
-    std::deque<std::pair<uint64_t, uint64_t>> resend_;
+    // The manifest: entries sent up to next_entry_, in pages starting at page_first_[seq].
+    size_t next_entry_ = 0;
+    std::vector<uint64_t> page_first_;
+    uint32_t pages_acked_ = 0;
+    // What to send: resend_ first, then needed_ (each acked page's files minus the resume
+    // ranges, in entry order); summed ahead in ready_.
+    std::deque<Range> needed_, resend_;
     std::deque<Block> ready_;
     unsigned sums_in_flight_ = 0;
-    bool manifest_sent_ = false, acked_ = false, all_verified_ = false, transfer_end_ = false;
+    uint64_t ahead_bytes_ = 0; // of the blocks in ready_ and on the pool (clear sessions)
+    bool manifest_ended_ = false, all_verified_ = false, transfer_end_ = false;
     bool ended_ = false, ok_ = false, counted_open_ = false, encrypted_ = false;
     uint64_t sent_bytes_ = 0;
+    double tokens_ = 0;       // --get-rate-limit: bytes the session may send (negative: owed)
+    int64_t refilled_ms_ = 0; // when tokens_ was last refilled
+    bool paced_ = false;      // a stream waits for tokens: the next tick drives
     uint64_t ring_sealed_ = 0, pool_sealed_ = 0; // encrypted: where each block was sealed (-v)
     uint64_t in_flight_ = 0; // of pool_sealed_: counted cached, but a pool read of it was in flight (-v)
 };

@@ -71,7 +71,7 @@ void RingSession::shake(Link& l) {
 }
 
 void RingSession::read_records(Link& l) {
-    constexpr size_t kCap = wire::kFrameHeaderBytes + (64u << 10) + tls::kMaxPlain;
+    constexpr size_t kCap = wire::kFrameHeaderBytes + kMaxControlFrame + tls::kMaxPlain;
     for (;;) {
         size_t at = 0;
         try {
@@ -88,7 +88,7 @@ void RingSession::read_records(Link& l) {
         l.in.erase(l.in.begin(), l.in.begin() + static_cast<long>(at));
         on_control_bytes(l.plain);
         if (ended_) return;
-        if (l.plain.size() >= kCap) return fail(ErrorCode::protocol, "the receiver's control frame is over 64 KiB");
+        if (l.plain.size() >= kCap) return fail(ErrorCode::protocol, "the receiver's control frame is over 256 KiB");
         if (!receive(l, kMaxSealedIn - l.in.size())) return;
     }
 }
@@ -127,15 +127,18 @@ bool RingSession::flush_tls(Link& l) {
 // into the stream's buffer; once everything is verified, STREAM_END.
 void RingSession::drive_sealed(Link& l) {
     while (!ended_ && l.st == Link::St::ready && !l.sealing && flush(l)) {
-        SumJob j{slot_, gen_, s_.file.get(), key_, 0, 0, 0, 0};
-        if (acked_ && next_range(SealedBlock::kMaxData, j.offset, j.length)) {
+        Range r;
+        if (allowance() == 0) return; // paced: the next tick drives this stream again
+        if (next_range(SealedBlock::kMaxData, r)) {
+            if (s_.rate) spend(r.end - r.off); // a whole block at once: the bucket may owe up to 1 MiB
+            SumJob j = job(r);
             j.seal = l.sealed.get();
             j.link = l.index;
             if (cached(j)) {
                 // In the page cache: read, hashed and sealed here, and sent at once (the loop's
                 // flush) while the block is in this core's cache; sealed on the pool, it came
                 // back to the ring after other blocks and was sent from memory.
-                j.err = l.sealed->fill(j.fd, j.offset, j.length, &j.sum);
+                j.err = l.sealed->fill(j.fd, j.entry, j.offset, j.length, &j.sum);
                 if (!sealed(l, j)) return;
                 ++ring_sealed_;
                 continue;
@@ -159,7 +162,7 @@ void RingSession::drive_sealed(Link& l) {
 // which waits for it there. Reads by other processes are not seen.
 bool RingSession::cached(const SumJob& j) {
     if (!sh_.cold_check || !range_cached(j.fd, j.offset, j.length)) return false;
-    if (pool_.reading(key_, j.offset, j.length) || (sh_.cold && sh_.cold->reading(key_, j.offset, j.length))) {
+    if (pool_.reading(j.file, j.offset, j.length) || (sh_.cold && sh_.cold->reading(j.file, j.offset, j.length))) {
         ++in_flight_;
         return false;
     }
@@ -167,7 +170,7 @@ bool RingSession::cached(const SumJob& j) {
 }
 
 bool RingSession::sealed(Link& l, const SumJob& j) {
-    if (j.err) return fail(ErrorCode::source, "reading '" + s_.name + "' to send it: " + std::strerror(j.err)), false;
+    if (j.err) return fail(ErrorCode::source, "reading '" + s_.src.entries[j.entry].path + "' to send it: " + std::strerror(j.err)), false;
     ++l.blocks;
     l.bytes += j.length;
     sent_bytes_ += j.length;

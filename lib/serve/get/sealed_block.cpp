@@ -24,7 +24,7 @@ static_assert(kBatch <= kPreadvFullMax);
 SealedBlock::SealedBlock(const tls::TrafficKey& tx)
     : sealer_(tx), buf_(new unsigned char[(1 + kDataRecords) * tls::kMaxRecord]) {}
 
-int SealedBlock::fill(int fd, uint64_t offset, uint64_t length, uint64_t* sum) {
+int SealedBlock::fill(int fd, uint64_t file_id, uint64_t offset, uint64_t length, uint64_t* sum) {
     const size_t records = static_cast<size_t>((length + tls::kMaxPlain - 1) / tls::kMaxPlain);
     const uint64_t seq = sealer_.take(1 + records); // the prefix first, then the data in order
     hash_.reset();
@@ -48,7 +48,7 @@ int SealedBlock::fill(int fd, uint64_t offset, uint64_t length, uint64_t* sum) {
         at += want;
     }
     *sum = hash_.digest();
-    wire::encode_block_prefix(slot(0) + tls::kHeaderBytes, wire::BlockPrefix{0, offset, *sum}, static_cast<uint32_t>(length));
+    wire::encode_block_prefix(slot(0) + tls::kHeaderBytes, wire::BlockPrefix{file_id, offset, *sum}, static_cast<uint32_t>(length));
     const size_t head = sealer_.seal_at(slot(0), kPrefix, seq);
     iov_[0] = {slot(0), head};
     iov_[1] = {slot(1), wire_bytes}; // full records lie back to back: one run

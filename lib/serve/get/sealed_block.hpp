@@ -31,9 +31,9 @@ public:
     SealedBlock& operator=(const SealedBlock&) = delete;
 
     // On the pool: [offset, offset + length) of fd (length at most kMaxData) read into the
-    // records, hashed (*sum) and sealed, then its BLOCK prefix (file 0). Returns 0, or the
-    // read's errno (EIO for a file that got shorter).
-    int fill(int fd, uint64_t offset, uint64_t length, uint64_t* sum);
+    // records, hashed (*sum) and sealed, then its BLOCK prefix (naming file_id). Returns 0, or
+    // the read's errno (EIO for a file that got shorter).
+    int fill(int fd, uint64_t file_id, uint64_t offset, uint64_t length, uint64_t* sum);
     // On the ring, with nothing pending: small frame bytes (STREAM_END) as one record.
     void seal_frame(const unsigned char* p, size_t n);
 

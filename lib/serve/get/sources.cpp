@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "core/io/file_times.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/wire/link_target.hpp"
 #include "core/wire/protocol.hpp"
@@ -26,7 +27,7 @@ struct Walk {
 
     // A regular file (its bytes), a directory (made at the client, empty or not) or a symlink
     // opened O_PATH (its target): send() tells them apart by the fd.
-    void add(UniqueFd fd, const struct stat& st, std::string name) {
+    void add(UniqueFd fd, const struct stat& st, std::string name, std::string target = {}) {
         if (out.list.size() >= max_files)
             throw Error(ErrorCode::source, "'" + rel + "' holds more than " + std::to_string(max_files) +
                                                " entries: more than one get session may hold open (ask for a subtree)");
@@ -35,6 +36,18 @@ struct Walk {
         s.length = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
         s.name = std::move(name);
         s.mode = st.st_mode & 07777;
+        wire::ManifestEntry e;
+        e.file_id = out.entries.size();
+        e.size = s.length;
+        const auto mtime = ns_of_checked(st.st_mtim);
+        if (!mtime) // as send() refuses it: the wire's time cannot carry it
+            throw Error(ErrorCode::source, "'" + s.name + "' in '" + rel + "' has an mtime outside the years 1677-2262 that sluice can carry");
+        e.mtime_ns = *mtime;
+        e.mode = st.st_mode & 0777; // as send() announces an FdSource
+        e.kind = S_ISDIR(st.st_mode) ? wire::EntryKind::directory : S_ISLNK(st.st_mode) ? wire::EntryKind::symlink : wire::EntryKind::file;
+        e.path = s.name;
+        e.link_target = std::move(target);
+        out.entries.push_back(std::move(e));
         out.bytes += s.length;
         if (S_ISREG(st.st_mode)) ++out.files;
         out.fds.push_back(std::move(fd));
@@ -60,7 +73,7 @@ struct Walk {
             ++out.links_out;
             return;
         }
-        add(std::move(f), st, name);
+        add(std::move(f), st, name, std::string(target, static_cast<size_t>(len)));
     }
 
     // dir_fd is open; prefix is "" or "name/" under which its entries land.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/io/unique_fd.hpp"
+#include "core/wire/protocol.hpp"
 #include "sluice/sluice.hpp"
 
 namespace sluice::serve {
@@ -16,6 +17,10 @@ namespace sluice::serve {
 struct GetSources {
     std::vector<UniqueFd> fds;    // owned here; list borrows them
     std::vector<FdSource> list;   // names relative to the client's destination
+    // The manifest of list, entry i for list[i] (file_id i): what the get ring announces (kind,
+    // size, mtime and mode from the walk's fstat, a symlink's target as the walk read it), as
+    // send() would announce list.
+    std::vector<wire::ManifestEntry> entries;
     uint64_t bytes = 0;
     uint64_t files = 0;           // regular files among list (the rest: directories, symlinks)
     uint64_t skipped = 0;         // fifos, sockets, devices, symlinks out of the tree: not sent (said in the reply)

@@ -95,23 +95,53 @@ void SumPool::take(std::vector<SumJob>& out) {
     done_.clear();
 }
 
+void SumPool::post(uint64_t tag, std::function<void()> fn) {
+    {
+        std::lock_guard lock(mu_);
+        tasks_.emplace_back(tag, std::move(fn));
+    }
+    cv_.notify_one();
+}
+
+void SumPool::take_tasks(std::vector<uint64_t>& out) {
+    std::lock_guard lock(mu_);
+    out.swap(tasks_done_);
+    tasks_done_.clear();
+}
+
 void SumPool::work() {
     auto buf = std::make_unique<unsigned char[]>(kChunk);
     for (;;) {
         SumJob j;
+        std::pair<uint64_t, std::function<void()>> task;
         {
             std::unique_lock lock(mu_);
-            cv_.wait(lock, [&] { return ending_ || !todo_.empty(); });
+            cv_.wait(lock, [&] { return ending_ || !todo_.empty() || !tasks_.empty(); });
             if (ending_) return;
-            j = todo_.front();
-            todo_.pop_front();
+            if (!tasks_.empty()) {
+                task = std::move(tasks_.front());
+                tasks_.pop_front();
+            } else {
+                j = todo_.front();
+                todo_.pop_front();
+            }
+        }
+        if (task.second) {
+            task.second();
+            {
+                std::lock_guard lock(mu_);
+                tasks_done_.push_back(task.first);
+            }
+            uint64_t one = 1;
+            [[maybe_unused]] ssize_t w = ::write(efd_.get(), &one, sizeof one);
+            continue;
         }
         // The fds read here read no further ahead than asked (POSIX_FADV_RANDOM: a ring's
         // cachestat would count pages readahead is still filling, which no registry knows of):
         // the whole block is asked for at once, so the disk gets it as one batch.
         ::posix_fadvise(j.fd, static_cast<off_t>(j.offset), static_cast<off_t>(j.length), POSIX_FADV_WILLNEED);
         if (j.seal)
-            j.err = j.seal->fill(j.fd, j.offset, j.length, &j.sum);
+            j.err = j.seal->fill(j.fd, j.entry, j.offset, j.length, &j.sum);
         else
             hash_range(j, buf.get());
         {

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -32,6 +33,7 @@ struct SumJob {
     // it frees the buffer.
     SealedBlock* seal = nullptr;
     uint16_t link = 0; // which of the session's connections it is for
+    uint32_t entry = 0; // which of the session's files (its manifest file_id)
 };
 
 // The ranges of files being read (not thread-safe: the SumPool's lock guards it).
@@ -61,6 +63,11 @@ public:
     void take(std::vector<SumJob>& out); // finished jobs, in any order
     // Whether [offset, offset+length) of file overlaps a job pushed and not yet finished.
     bool reading(const FileKey& file, uint64_t offset, uint64_t length);
+    // Other work that may wait for the disk (a tree's walk): fn runs on a pool thread, and
+    // its tag comes back from take_tasks() once it has run (the same eventfd wakes the ring).
+    // The caller keeps what fn refers to alive until then.
+    void post(uint64_t tag, std::function<void()> fn);
+    void take_tasks(std::vector<uint64_t>& out);
 
 private:
     void work();
@@ -69,6 +76,8 @@ private:
     std::condition_variable cv_;
     std::deque<SumJob> todo_;
     std::vector<SumJob> done_;
+    std::deque<std::pair<uint64_t, std::function<void()>>> tasks_;
+    std::vector<uint64_t> tasks_done_;
     ReadsInFlight reading_;                  // pushed, not yet finished
     std::atomic<size_t> reading_count_{0};   // lets a ring's cached block skip the lock
     bool ending_ = false;
