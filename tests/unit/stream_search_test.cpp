@@ -97,6 +97,23 @@ TEST_CASE("a period in which the streams moved less than an initial window each 
     CHECK(StreamSearch::had_work(StreamSearch::kWorkBytesPerStream, 0)); // never a count of 0
 }
 
+namespace {
+
+// Feeds one count's periods (Mbit/s, retransmitted share of each) to s as the governor does.
+StreamSearch::Step count_measured(StreamSearch& s, std::initializer_list<double> mbit, double retrans) {
+    StreamSearch::Periods p;
+    bool again = true;
+    for (double m : mbit) {
+        REQUIRE(again); // the series is no longer than the search would measure
+        const double rate = m * 1e6 / 8;
+        again = p.add(rate, static_cast<uint64_t>(rate), static_cast<uint64_t>(rate * retrans));
+    }
+    REQUIRE_FALSE(again); // and not shorter
+    return s.measured(p);
+}
+
+} // namespace
+
 TEST_CASE("spread() is how far two periods stood apart over their mean; the growth needed is kGrowth or that") {
     CHECK(StreamSearch::spread(0, 0) == 0);
     CHECK(StreamSearch::spread(100, 100) == 0);
@@ -118,31 +135,36 @@ TEST_CASE("a count's periods: measured again while they grow, judged on the mean
     CHECK(p.rate() == doctest::Approx(12.125e6));
     CHECK(p.noise() == doctest::Approx(0.25e6 / 12.125e6));
     CHECK(p.retrans() == doctest::Approx(390'000.0 / 26'000'000)); // the last two periods only
-    // still growing after kRampPeriods: judged all the same, and the growth counts as noise
+    // still growing after kRampPeriods: judged all the same, on its last period (a ramp, not noise)
     StreamSearch::Periods q;
     for (double r : {1e6, 2e6, 4e6}) CHECK(q.add(r, 1'000'000, 0));
     CHECK_FALSE(q.add(8e6, 1'000'000, 0));
     CHECK(q.count() == StreamSearch::kRampPeriods);
-    CHECK(q.rate() == doctest::Approx(6e6));
-    CHECK(q.noise() == doctest::Approx(4.0 / 6));
+    CHECK(q.rate() == doctest::Approx(8e6));
+    CHECK(q.noise() == 0);
+    // up and down again: the last two periods' mean and spread
+    StreamSearch::Periods u;
+    CHECK(u.add(10e6, 1, 0));
+    CHECK(u.add(20e6, 1, 0));
+    CHECK_FALSE(u.add(12e6, 1, 0));
+    CHECK(u.rate() == doctest::Approx(16e6));
+    CHECK(u.noise() == doctest::Approx(0.5));
 }
 
-namespace {
-
-// Feeds one count's periods (Mbit/s, retransmitted share of each) to s as the governor does.
-StreamSearch::Step count_measured(StreamSearch& s, std::initializer_list<double> mbit, double retrans) {
-    StreamSearch::Periods p;
-    bool again = true;
-    for (double m : mbit) {
-        REQUIRE(again); // the series is no longer than the search would measure
-        const double rate = m * 1e6 / 8;
-        again = p.add(rate, static_cast<uint64_t>(rate), static_cast<uint64_t>(rate * retrans));
-    }
-    REQUIRE_FALSE(again); // and not shorter
-    return s.measured(p);
+TEST_CASE("a count still ramping when judged is no noise: the next doubling's real gain is not refused") {
+    // h16q Q150a (150 ms, 14% loss): 4 streams' periods still rising when judged (the last two
+    // 81% apart), 8 streams 58% above their mean; read as noise the search went back to 4.
+    StreamSearch s(4, 16);
+    StreamSearch::Periods four;
+    for (double m : {60.0, 110.0, 190.0}) CHECK(four.add(m * 1e6 / 8, 1'000'000, 135'000));
+    CHECK_FALSE(four.add(345e6 / 8, 1'000'000, 135'000));
+    CHECK(four.noise() == 0);
+    CHECK(s.measured(four).count == 8);
+    auto step = count_measured(s, {500, 480}, 0.13); // +42% over 4's last period, 4% apart
+    CHECK_FALSE(step.done);
+    CHECK(step.count == 16);
 }
 
-} // namespace
 
 TEST_CASE("at 14% loss a doubling whose gain is within the noise between one count's periods is refused") {
     // 150 ms, 14% random loss, bbr: 4 streams' periods jump 180 -> 120 Mbit/s with the count
