@@ -36,6 +36,9 @@ def short(w):
     m = re.match(r"(\d+): (.*)", w)
     if not m: return w
     n, text = m.groups()
+    x = re.match(r"(\d+) streams gave (\d+%) more than (\d+), within the noise between one count's periods \((\d+%)\)", text)
+    if x:
+        return f"{n} ({x.group(1)} gave {x.group(2)} more, within {x.group(4)} noise)"
     if "bottleneck is full" in text:
         x = re.search(r"stands at ([\d.]+)x", text)
         return f"{n} (full, RTT {x.group(1)}x)"
