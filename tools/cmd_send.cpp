@@ -141,7 +141,7 @@ int cmd_send(int argc, char** argv) {
 
     SendOptions o;
     // auto by default (issue 16, h16o, h16q): on a path of 2 ms or more it moved at least 0.96x
-    // of 4 fixed streams at 20 and 150 ms with 0-14% loss, 1.22x at 150 ms and 14% where the
+    // of 4 fixed streams at 20 and 150 ms with 0-14% loss, 1.21x at 150 ms and 14% where the
     // search judges a count against its own noise (docs/benchmarks.md); under 2 ms it opens the 4
     // a fixed count would, without a search, so a LAN or loopback transfer pays nothing.
     if (!a.value("--streams") || a.value("--streams") == "auto") {
