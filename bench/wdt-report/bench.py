@@ -152,7 +152,7 @@ def main():
                     help="before each run, wait up to this many s for the machine to be <5%% busy")
     ap.add_argument("--settle", type=float, default=1.0, help="pause before each run, s")
     ap.add_argument("--sluice", default=os.path.join(REPO, "build", "tools", "sluice"))
-    ap.add_argument("--streams", type=int, default=0, help="sluice --streams (default 0: sluice's own default, 4)")
+    ap.add_argument("--streams", type=int, default=0, help="sluice --streams (default 0: sluice's own default, auto)")
     ap.add_argument("--peer", action="append", default=[], metavar="NAME=SEND|||RECV",
                     help="extra tool whose receiver exits by itself after one transfer")
     ap.add_argument("--peer-daemon", action="append", default=[], metavar="NAME=SEND|||RECV",

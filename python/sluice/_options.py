@@ -8,7 +8,10 @@ from ._errors import UsageError
 
 CancelFlag = _sluice.CancelFlag
 
-DEFAULT_STREAMS = 4
+# send, send_pipe, send_fds: as many streams as the link rewards, as `sluice send` by default
+# (issue 16, h16o); a get's count is the client's to ask, fixed (the server has no search).
+DEFAULT_SEND_STREAMS = "auto"
+DEFAULT_GET_STREAMS = 4
 DEFAULT_BLOCK_SIZE = 8 << 20
 
 

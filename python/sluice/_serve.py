@@ -5,7 +5,7 @@ import os
 
 from . import _sluice
 from ._errors import UsageError
-from ._options import DEFAULT_BLOCK_SIZE, DEFAULT_STREAMS, _certificates, _flag, _send_options, parse_size
+from ._options import DEFAULT_BLOCK_SIZE, DEFAULT_GET_STREAMS, _certificates, _flag, _send_options, parse_size
 
 
 class Server:
@@ -84,7 +84,7 @@ def serve(dir, **kwargs):
     return Server(dir, **kwargs)
 
 
-def get(url, dest, *, token=None, streams=DEFAULT_STREAMS, recv_path="direct", sync=False, verify=False,
+def get(url, dest, *, token=None, streams=DEFAULT_GET_STREAMS, recv_path="direct", sync=False, verify=False,
         connect_timeout=10.0, idle_timeout=60.0, verbose=False, log=None, progress=None, progress_interval=0.2,
         cancel=None, connect_back=False, mptcp=False, encrypt=None, cert=None, key=None, ca=None, pin=None, crl=None):
     """Fetches ``sluice://HOST:PORT/PATH`` (a file or a tree, relative to the served directory)

@@ -7,17 +7,21 @@ that the data arrives (no timing)."""
 import json
 import subprocess
 
+import pytest
+
 from conftest import SLUICE, Receiver, run_sluice, write_random
 
 
-def test_auto_over_loopback_keeps_the_default_count_without_a_search_and_says_why(tmp_path):
+@pytest.mark.parametrize("asked", [["--streams", "auto"], []], ids=["asked", "by_default"])
+def test_auto_over_loopback_keeps_the_default_count_without_a_search_and_says_why(tmp_path, asked):
+    """auto is also what `sluice send` does with no --streams (h16o): the same choice, said the same way."""
     src = tmp_path / "f.bin"
     write_random(src, 64 << 20, 61)
     dest = tmp_path / "dest"
     dest.mkdir()
     rx = Receiver(dest)
     try:
-        r = run_sluice("send", "--streams", "auto", "-v", "--json", "--block-size", "1M", src, rx.url)
+        r = run_sluice("send", *asked, "-v", "--json", "--block-size", "1M", src, rx.url)
         code, _, err = rx.wait()
     finally:
         rx.kill()
@@ -46,13 +50,14 @@ def test_a_fixed_count_reports_every_stream_used_and_no_choice(tmp_path):
     assert (s["streams"], s["streams_used"], s["streams_choice"]) == (3, 3, "")
 
 
-def test_pipe_mode_sends_over_a_fixed_count_and_says_so(tmp_path):
+@pytest.mark.parametrize("asked", [["--streams", "auto"], []], ids=["asked", "by_default"])
+def test_pipe_mode_sends_over_a_fixed_count_and_says_so(tmp_path, asked):
     rx = subprocess.Popen([SLUICE, "recv", "--stdout", "--bind", "127.0.0.1", "--token", "t"], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE)
     try:
         url = rx.stderr.readline().decode().strip()
         assert url.startswith("sluice://"), url
-        r = subprocess.run([SLUICE, "send", "--streams", "auto", "-v", "--json", "-", url], input=b"z" * 300_000,
+        r = subprocess.run([SLUICE, "send", *asked, "-v", "--json", "-", url], input=b"z" * 300_000,
                            capture_output=True, timeout=60)
         out, _ = rx.communicate(timeout=60)
     finally:

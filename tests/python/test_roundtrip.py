@@ -98,12 +98,13 @@ def test_cc_is_passed_through_and_reported(tree, dst):
         sluice.send([tree], rx.url, cc=5)
 
 
-def test_streams_auto_reports_its_choice(tree, dst):
-    """streams="auto" (issue 16): the stats say how many streams took work and why; over
-    loopback (a path under 2 ms, h16j) that is the default 4 without a search."""
+@pytest.mark.parametrize("asked", [{"streams": "auto"}, {}], ids=["asked", "by_default"])
+def test_streams_auto_reports_its_choice(tree, dst, asked):
+    """streams="auto" (issue 16), the default since h16o: the stats say how many streams took
+    work and why; over loopback (a path under 2 ms, h16j) that is 4 without a search."""
     rx = local_receiver(dst)
     served = Served(rx)
-    sent = sluice.send([tree], rx.url, streams="auto")
+    sent = sluice.send([tree], rx.url, **asked)
     served.join()
     assert sent["streams"] == 4 and sent["streams_used"] == 4
     assert sent["streams_choice"].startswith("auto: 4 streams, no search: a path of "), sent["streams_choice"]

@@ -5,6 +5,7 @@
 #include "send/session/stream_search.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace sluice {
 
@@ -91,9 +92,10 @@ StreamGovernor::Sample StreamGovernor::sample() const {
 
 // Runs on its own thread until stop(). Each step: periods measured until one grows by less
 // than StreamSearch::kGrowth over the one before (the streams just added have left start-up),
-// at least two, at most StreamSearch::kRampPeriods. The period is 8 smoothed round trips of the
-// first stream (at least 250 ms, at most 2 s): long enough to hold several congestion
-// windows' worth of acknowledgements, short enough that a search ends within seconds.
+// at least two, at most StreamSearch::kRampPeriods; the count is judged on the last two (their
+// mean rate, and how far apart they stood: StreamSearch::spread()). The period is 8 smoothed
+// round trips of the first stream (at least 250 ms, at most 2 s): long enough to hold several
+// congestion windows' worth of acknowledgements, short enough that a search ends within seconds.
 void StreamGovernor::search() {
     const unsigned opened = static_cast<unsigned>(fds_.size());
     StreamSearch s(active_, opened);
@@ -102,15 +104,16 @@ void StreamGovernor::search() {
         return std::clamp(std::chrono::milliseconds(rtt_us * 8 / 1000), std::chrono::milliseconds(250),
                           std::chrono::milliseconds(2000));
     };
+    const auto began = std::chrono::steady_clock::now();
     std::string why = "the transfer ended before the search did";
     bool stopped = false;
     for (;;) {
-        double rate = 0, retrans = 0, before = 0, queued = 0;
-        unsigned periods = 0;
+        StreamSearch::Periods p;
+        double queued = 0;
+        bool again = true;
         Sample a = sample();
         auto t0 = std::chrono::steady_clock::now();
-        do {
-            before = rate;
+        while (again) {
             if (!sleep_for(period())) {
                 stopped = true;
                 break;
@@ -123,16 +126,18 @@ void StreamGovernor::search() {
                 a = b, t0 = t1;
                 continue;
             }
-            rate = static_cast<double>(b.acked - a.acked) / std::chrono::duration<double>(t1 - t0).count();
-            retrans = b.sent > a.sent ? static_cast<double>(b.retrans - a.retrans) / static_cast<double>(b.sent - a.sent) : 0;
+            again = p.add(static_cast<double>(b.acked - a.acked) / std::chrono::duration<double>(t1 - t0).count(),
+                          b.sent > a.sent ? b.sent - a.sent : 0, b.retrans > a.retrans ? b.retrans - a.retrans : 0);
             queued = b.queued;
             a = b, t0 = t1;
-            ++periods;
-        } while (periods == 0 || StreamSearch::still_ramping(before, rate, periods));
+        }
         if (stopped) break;
-        StreamSearch::Step step = s.measured(rate, retrans, queued);
+        StreamSearch::Step step = s.measured(p, queued);
+        char when[64];
+        std::snprintf(when, sizeof when, " (%u periods, %.1f s in)", p.count(),
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
         verbose_("streams auto: " + s.steps().substr(s.steps().rfind("; ") == std::string::npos ? 0 : s.steps().rfind("; ") + 2) +
-                 (step.done ? "" : " -> trying " + std::to_string(step.count)));
+                 when + (step.done ? "" : " -> trying " + std::to_string(step.count)));
         set_active(step.count);
         if (step.done) {
             why = step.why;

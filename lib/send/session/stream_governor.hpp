@@ -2,8 +2,10 @@
 // `--streams auto` (issue 16): the sender opens up to SendOptions::streams data streams but
 // lets only some of them take work, and chooses how many from what TCP reports on the link.
 // It starts with kStartStreams and (stream_search.hpp) doubles the count while the aggregate rate (bytes the
-// receiver's TCP acknowledged, summed over every stream, per period, once it has stopped
-// growing with the count in place) grows by at least 10% per doubling; when a doubling brings less, it keeps the smaller count if the larger one
+// receiver's TCP acknowledged, summed over every stream, per period, the mean of a count's last
+// two periods once it has stopped growing with the count in place) grows by at least 10% per
+// doubling and by more than the spread between those periods; a gain within that noise keeps
+// the smaller count; a gain under 10% where the noise is smaller keeps the smaller count if the larger one
 // only added retransmits (its retransmitted share of the bytes rose), else the faster one.
 // One search per transfer, then the count holds: a search is several round trips long and
 // the streams it adds start in slow start, so re-probing would cost more than it finds.

@@ -39,6 +39,54 @@ public:
     static bool still_ramping(double before, double rate, unsigned periods) {
         return periods < kRampPeriods && (periods == 1 || rate >= before * kGrowth);
     }
+    // How far two periods of one count stood apart, over their mean: the noise a count's rate
+    // carries (0 when both are 0). A count is judged on its last two periods (every count
+    // gets at least two): their mean is its rate, their spread its noise. At 14% random loss
+    // one period of BBR streams is noise (h16o: 4 streams 25-91 Mbit/s in the search's periods,
+    // 42-252 over whole 15 s runs at 150 ms), so a doubling must beat the smaller count by
+    // more than that noise, not only by kGrowth.
+    static double spread(double a, double b) {
+        const double mean = (a + b) / 2;
+        return mean > 0 ? (a > b ? a - b : b - a) / mean : 0;
+    }
+    // The gain a doubling must bring over the best count: kGrowth, or more where either
+    // count's periods stood further apart than that.
+    static double needed_growth(double noise, double best_noise) {
+        return std::max(kGrowth, 1 + std::max(noise, best_noise));
+    }
+
+    // The periods measured with one count, and what it is judged on: the mean rate of its
+    // last two, how far apart those stood (spread()), and the share of the bytes sent in them
+    // that were retransmitted. A count still growing by kGrowth a period when kRampPeriods
+    // ran out (three rises in a row: a ramp, not noise) is judged on its last period, its
+    // noise unknown (0): read as noise, 4 streams' ramp at 150 ms and 14% loss (periods 81-130%
+    // apart) refused 8 streams' +58-77% and went back to 4 (h16q, where 16 fixed streams move
+    // 1.8x 4's).
+    class Periods {
+    public:
+        // One period: rate in bytes per second acknowledged, bytes sent (retransmissions
+        // included) and of those retransmitted. Returns whether to measure the count again.
+        bool add(double rate, uint64_t sent, uint64_t retrans) {
+            before_ = rate_, rate_ = rate;
+            sent_[0] = sent_[1], resent_[0] = resent_[1];
+            sent_[1] = sent, resent_[1] = retrans;
+            growing_ = ++n_ > 1 && rate_ >= before_ * kGrowth;
+            return still_ramping(before_, rate_, n_);
+        }
+        unsigned count() const { return n_; }
+        double rate() const { return n_ > 1 && !growing_ ? (before_ + rate_) / 2 : rate_; }
+        double noise() const { return n_ > 1 && !growing_ ? spread(before_, rate_) : 0; }
+        double retrans() const {
+            const uint64_t both = sent_[0] + sent_[1];
+            return both ? static_cast<double>(resent_[0] + resent_[1]) / static_cast<double>(both) : 0;
+        }
+
+    private:
+        unsigned n_ = 0;
+        bool growing_ = false; // the last period grew by kGrowth over the one before
+        double before_ = 0, rate_ = 0;
+        uint64_t sent_[2] = {0, 0}, resent_[2] = {0, 0};
+    };
 
     struct Step {
         unsigned count = 0; // streams that take work from now on
@@ -49,10 +97,12 @@ public:
     // start: the first count (at most opened); opened: the streams there are.
     StreamSearch(unsigned start, unsigned opened);
     unsigned current() const { return current_; }
-    // rate: bytes per second acknowledged over all streams in one period with current()
-    // streams; retrans: the share of the bytes sent in it that were retransmissions; queued:
-    // the streams' smoothed round trip at its end over the path's lowest (0: unknown).
-    Step measured(double rate, double retrans, double queued = 0);
+    // rate: bytes per second acknowledged over all streams with current() streams (the mean
+    // of its last two periods); retrans: the share of the bytes sent then that were
+    // retransmissions; queued: the streams' smoothed round trip at the end over the path's
+    // lowest (0: unknown); noise: spread() of those two periods (0: none known).
+    Step measured(double rate, double retrans, double queued = 0, double noise = 0);
+    Step measured(const Periods& p, double queued = 0) { return measured(p.rate(), p.retrans(), queued, p.noise()); }
     // Each period measured so far, for -v and the JSON ("2 streams 120.0 Mbit/s retrans 0.00%; ...").
     const std::string& steps() const { return steps_; }
 
@@ -62,6 +112,7 @@ private:
     unsigned best_ = 0;
     double best_rate_ = 0;
     double best_retrans_ = 0;
+    double best_noise_ = 0;
     std::string steps_;
 };
 
