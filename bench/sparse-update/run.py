@@ -39,7 +39,13 @@ rotation, for a before/after beside rsync in one run. At full size (--scale 1, ~
 as much again for the copy): --keep-dest keeps DATA_DIR/minor-dest between calls (`--rounds 0
 --keep-dest` makes only the first copy, outside the bench lock), and --check changed compares
 each result by the changed files' bytes and the whole tree's listing instead of diff -rq, which
-reads ~42 GB per round; run `diff -rq` once by hand after the last call.
+reads ~42 GB per round; run `diff -rq` once by hand after the last call. --rsync-also=FLAGS adds
+`rsync FLAGS` to the rotation (e.g. --rsync-also=-aHAXS: the issue's peer, which lists xattrs and
+ACLs as sluice does as root; `rsync -a` does not).
+
+Every side (sluice's sender and receiver, rsync's client and daemon) starts in a session of its
+own (setsid): with autogroups on (this VM), processes of one session share one group's CPU
+weight against the rest of the machine, whatever their thread count.
 """
 import argparse
 import json
@@ -89,7 +95,7 @@ class RsyncDaemon:
             f.write(f"use chroot = false\nuid = root\ngid = root\n[m]\npath = {root}\nread only = false\n")
         self.proc = subprocess.Popen(self.net.wrap("rcv", ["rsync", "--daemon", "--no-detach", f"--config={self.conf}",
                                                            f"--port={self.port}", f"--address={self.net.ip}"]),
-                                     stderr=subprocess.PIPE, env=NS_ENV)
+                                     stderr=subprocess.PIPE, env=NS_ENV, start_new_session=True)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             probe = self.net.wrap("snd", [sys.executable, "-c", "import socket,sys; socket.create_connection((sys.argv[1], "
@@ -135,11 +141,11 @@ def sluice_run(src, dest, send_args=(), recv_args=(), binary=None, net=LOOPBACK)
     binary = binary or SLUICE
     rx = subprocess.Popen(net.wrap("rcv", [binary, "recv", dest, "--bind", net.ip, "--port", str(port), "--token", "b",
                                            "--json", *recv_args]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=NS_ENV)
+                          env=NS_ENV, start_new_session=True)
     url = rx.stdout.readline().strip()
     t0 = time.monotonic()
     tx = subprocess.run(net.wrap("snd", [binary, "send", src, url, "--json", *send_args]), capture_output=True, text=True,
-                        timeout=600, env=NS_ENV)
+                        timeout=600, env=NS_ENV, start_new_session=True)
     out, err = rx.communicate(timeout=120)
     secs = time.monotonic() - t0
     if tx.returncode or rx.returncode:
@@ -150,7 +156,7 @@ def sluice_run(src, dest, send_args=(), recv_args=(), binary=None, net=LOOPBACK)
 def rsync_run(daemon, src, rel_dest, *args):
     t0 = time.monotonic()
     r = subprocess.run(daemon.net.wrap("snd", ["rsync", *args, src, f"rsync://{daemon.net.ip}:{daemon.port}/m/{rel_dest}/"]),
-                       capture_output=True, text=True, timeout=900, env=NS_ENV)
+                       capture_output=True, text=True, timeout=900, env=NS_ENV, start_new_session=True)
     secs = time.monotonic() - t0
     if r.returncode:
         raise RuntimeError(f"rsync {args}: exit {r.returncode}: {r.stderr.strip()}")
@@ -320,7 +326,7 @@ def same_tree(src, dest, changed, check):
     return all(same_bytes(p, os.path.join(dest, os.path.relpath(p, src))) for p in changed)
 
 
-def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, check="full"):
+def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, check="full", rsync_also=None):
     sets = os.path.join(data, "sets")
     subprocess.run([sys.executable, os.path.join(ROOT, "bench", "datasets", "gen.py"), "--out", sets, "--scale", scale,
                     "--sets", "minor"], check=True)
@@ -337,6 +343,8 @@ def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, c
     rows = {"sluice update": [], "rsync -a": []}
     if old:
         rows["sluice update (old)"] = []
+    if rsync_also:
+        rows["rsync " + rsync_also] = []
     seed = 200 if not keep_dest else int(time.time())
     n = changed = 0
     try:
@@ -354,7 +362,7 @@ def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, c
                     secs, s, _ = sluice_run(src, dest_root, binary=old if tool.endswith("(old)") else None)
                     sent = s["bytes_sent"]
                 else:
-                    secs = rsync_run(daemon, src, "minor-dest", "-a")
+                    secs = rsync_run(daemon, src, "minor-dest", *tool.split()[1:])
                     sent = None
                 equal = same_tree(src, os.path.join(dest_root, "minor"), picks, check)
                 rows[tool].append({"seconds": secs, "bytes_sent": sent, "equal": equal})
@@ -392,6 +400,9 @@ def main():
     ap.add_argument("--rsync-inplace", action="store_true", help="update: rsync with --inplace")
     ap.add_argument("--reflink-source", action="store_true", help="update: update from a reflink of the full send's result")
     ap.add_argument("--net", choices=["1gbit"], help="update: between two namespaces through tbf at this rate")
+    ap.add_argument("--rsync-also", metavar="FLAGS",
+                    help="minor: another rsync in the same rotation, with these flags (e.g. -aHAXS: hard links, ACLs, "
+                         "xattrs, sparse files, what sluice keeps by default as root)")
     ap.add_argument("--keep-dest", action="store_true",
                     help="minor: keep DATA/minor-dest between calls (copied whole only when absent)")
     ap.add_argument("--check", choices=["full", "changed"], default="full",
@@ -403,7 +414,7 @@ def main():
     elif a.what == "update":
         res = bench_update(a.data, a.rounds, a.src, a.rsync_inplace, a.net, a.reflink_source)
     else:
-        res = bench_minor(a.data, a.rounds, a.scale, a.old, a.fraction, a.keep_dest, a.check)
+        res = bench_minor(a.data, a.rounds, a.scale, a.old, a.fraction, a.keep_dest, a.check, a.rsync_also)
     text = json.dumps(res, indent=1)
     print(text)
     if a.out:

@@ -6,10 +6,14 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "recv/store/dest_tree.hpp"
 #include "sluice/error.hpp"
@@ -175,6 +179,22 @@ TEST_CASE("path pieces and temporary names") {
     CHECK(DestTree::temp_name("a/b") != DestTree::temp_name("a/c"));
     CHECK(DestTree::temp_name("a/b").find('/') == std::string::npos);
     CHECK(DestTree::temp_name("a/b").rfind(".sluice-part.", 0) == 0);
+    // The same name every version has given (an earlier run's journal is found by it): the
+    // path's XXH3 in 16 lowercase hex digits, leading zeros kept.
+    std::vector<std::string> paths{"a/b", "", "minor/000/f000001.bin", "x/y/z"};
+    for (int i = 0;; ++i) { // and one whose hash starts with a zero digit
+        const std::string p = "p" + std::to_string(i);
+        if (XXH3_64bits(p.data(), p.size()) >> 60 == 0) {
+            paths.push_back(p);
+            break;
+        }
+    }
+    for (const std::string& p : paths) {
+        char want[40];
+        std::snprintf(want, sizeof want, ".sluice-part.%016llx",
+                      static_cast<unsigned long long>(XXH3_64bits(p.data(), p.size())));
+        CHECK(DestTree::temp_name(p) == want);
+    }
 }
 
 TEST_CASE("ParentDirCache reopens only when the directory changes") {

@@ -18,9 +18,9 @@ uint64_t heap_bytes(const std::string& s) {
     return s.capacity() <= kInline ? 0 : (s.capacity() + 1 + 8 + 15) / 16 * 16;
 }
 
-// Beyond the RecvFile: its node and bucket in the path index (a string_view and a cached
-// hash behind a next pointer), and a pointer in the control side's directory or link list.
-constexpr uint64_t kIndexBytes = 64;
+// Beyond the RecvFile: its slots in the path index, and a pointer in the control side's
+// directory or link list.
+constexpr uint64_t kIndexBytes = PathIndex::kBytesPerPath + 8;
 
 // The memory.max of this process's cgroup (v2) and of its ancestors, the lowest; 0 if none.
 uint64_t cgroup_memory_limit() {
@@ -97,7 +97,7 @@ RecvFile& FileTable::append(wire::ManifestEntry&& e) {
     // Counted before it is published: an entry past the limit is never used (the transfer
     // fails), and what it holds is freed with the table.
     charge(entry_bytes(f), f.entry, "");
-    paths_.insert(f.entry.path);
+    paths_.insert(&f.entry.path);
     if (f.entry.kind != wire::EntryKind::file) finished_[count_ / kSlab].fetch_add(1); // no data: nothing to ask for
     ++count_;
     held_peak_ = std::max(held_peak_, held());

@@ -20,6 +20,7 @@
 #include "sluice/error.hpp"
 #include "core/wire/protocol.hpp"
 #include "recv/store/inode_reaper.hpp"
+#include "recv/store/path_index.hpp"
 
 namespace sluice {
 
@@ -208,8 +209,9 @@ private:
     uint64_t max_bytes_;
     std::atomic<uint64_t> bytes_{0};
     uint64_t count_ = 0;
-    // Views of entry.path of every entry (stable: slabs never move), for "listed twice".
-    std::unordered_set<std::string_view> paths_;
+    // entry.path of every entry held (stable: slabs never move), for "listed twice". Its
+    // slots grow with the most entries held at once, when they are charged, and stay.
+    PathIndex paths_;
     std::atomic<uint64_t> published_{0};
     // Sized once, never reallocated; an entry is null before its slab is made and once it is
     // released. settled_: entries of each slab that are settled (see allow_release).

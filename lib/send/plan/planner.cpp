@@ -39,7 +39,8 @@ void Planner::add_range(const SourceFile& f, uint64_t begin, uint64_t end, const
     // line up with our blocks: the interrupted run may have used another --block-size.
     // `verified` is sorted by file id (add()'s contract): this file's ranges are one run of
     // it, found by binary search, so a page of thousands of files costs no quadratic scan.
-    std::vector<std::pair<uint64_t, uint64_t>> have;
+    std::vector<std::pair<uint64_t, uint64_t>>& have = have_;
+    have.clear();
     auto first = std::lower_bound(verified.begin(), verified.end(), f.file_id,
                                   [](const wire::ByteRange& r, uint64_t id) { return r.file_id < id; });
     for (auto r = first; r != verified.end() && r->file_id == f.file_id; ++r)

@@ -35,6 +35,9 @@ private:
 
     uint64_t block_size_;
     WorkItem batch_;
+    // add_range's list of what the receiver has of one file, kept between files: a page of
+    // thousands of files verified whole costs no allocation per file.
+    std::vector<std::pair<uint64_t, uint64_t>> have_;
     uint64_t batch_bytes_ = 0;
     uint64_t planned_bytes_ = 0;
     uint64_t skipped_bytes_ = 0;

@@ -96,9 +96,20 @@ class Walker {
 public:
     explicit Walker(const WalkVisitor& visit) : visit_(visit) {}
 
-    // root: src is a path given to send(), whose symlink (if it is one) is followed; inside
-    // the tree entries are taken as they are (a symlink is sent as a symlink).
-    void visit(const std::string& src, const std::string& rel, bool root, EntryAt at = {}) {
+    // A path given to send(): its symlink (if it is one) is followed; inside the tree entries
+    // are taken as they are (a symlink is sent as a symlink).
+    void visit_root(const std::string& src, const std::string& name) {
+        src_ = src;
+        rel_ = name;
+        visit(true, {});
+    }
+
+private:
+    // The entry at src_ (its path on this host) and rel_ (its path in the transfer): two
+    // buffers the walk appends each name to and cuts back after it, so an entry costs no
+    // temporary strings, only the copies its manifest entry and file record keep.
+    void visit(bool root, EntryAt at) {
+        const std::string& src = src_;
         struct stat st = {};
         const int rc = root ? ::stat(src.c_str(), &st)
                        : at.dir >= 0 ? ::fstatat(at.dir, at.name, &st, AT_SYMLINK_NOFOLLOW)
@@ -107,15 +118,15 @@ public:
             throw_errno(ErrorCode::source, "cannot stat '" + src + "'");
         // The receiver refuses a longer path as a protocol error naming only the entry's number
         // (it is bounded there, docs/protocol.md "Limits"); refused here, it is named.
-        if (rel.size() > wire::kMaxPathBytes)
+        if (rel_.size() > wire::kMaxPathBytes)
             throw Error(ErrorCode::source, "cannot send '" + src + "': its path in the transfer is " +
-                                               std::to_string(rel.size()) + " bytes long, more than the " +
+                                               std::to_string(rel_.size()) + " bytes long, more than the " +
                                                std::to_string(wire::kMaxPathBytes) + " a path may have");
         wire::ManifestEntry e;
-        e.path = rel;
+        e.path = rel_;
         e.mode = st.st_mode & 07777;
         if (visit_.tree && !root && tree_hook(e, src, st, at)) return;
-        refuse_temp_name(src, rel);
+        refuse_temp_name(src, rel_);
         if (S_ISREG(st.st_mode)) {
             e.mtime_ns = mtime_ns_of(st, src);
             if (st.st_size == 0) refuse_pseudo_file(src, root);
@@ -149,14 +160,19 @@ public:
             emit_meta(src, st, at);
             emit(std::move(e), {});
             // Its entries are looked up relative to it (one fd per level of depth is open).
-            for (const std::string& name : list_dir(fd.get(), src))
-                visit(src + "/" + name, rel + "/" + name, false, EntryAt{fd.get(), name.c_str()});
+            const size_t src_len = src_.size(), rel_len = rel_.size();
+            for (const std::string& name : list_dir(fd.get(), src_)) {
+                src_.append("/").append(name);
+                rel_.append("/").append(name);
+                visit(false, EntryAt{fd.get(), name.c_str()});
+                src_.resize(src_len);
+                rel_.resize(rel_len);
+            }
         } else {
             visit_.skipped("skipping " + std::string(special_kind(st.st_mode)) + " '" + src + "'");
         }
     }
 
-private:
     // After the filters, which can leave such files out.
     static void refuse_temp_name(const std::string& src, const std::string& rel) {
         const size_t slash = rel.rfind('/');
@@ -233,6 +249,7 @@ private:
     }
 
     const WalkVisitor& visit_;
+    std::string src_, rel_;
     uint64_t next_id_ = 0;
     HardLinkTracker links_;
 };
@@ -306,7 +323,7 @@ std::vector<SourceRoot> check_sources(const std::vector<std::string>& paths) {
 
 void walk_sources(const std::vector<SourceRoot>& roots, const WalkVisitor& visit) {
     Walker w(visit);
-    for (const auto& r : roots) w.visit(r.path, r.name, true);
+    for (const auto& r : roots) w.visit_root(r.path, r.name);
 }
 
 } // namespace sluice

@@ -8,11 +8,10 @@
 namespace sluice {
 
 const SourceFile& SourceRecords::add(SourceFile&& f) {
-    auto rec = std::make_unique<SourceFile>(std::move(f));
-    const SourceFile& r = *rec;
+    const uint64_t id = f.file_id;
     std::lock_guard lk(mu_);
-    order_.push_back(r.file_id);
-    by_id_.emplace(r.file_id, std::move(rec));
+    order_.push_back(id);
+    const SourceFile& r = by_id_.try_emplace(id, std::move(f)).first->second;
     ++count_;
     peak_ = std::max<uint64_t>(peak_, by_id_.size());
     return r;
@@ -27,8 +26,8 @@ const SourceFile* SourceRecords::hold(uint64_t id) {
     std::lock_guard lk(mu_); // against complete_below(): a record found here is not freed meanwhile
     auto it = by_id_.find(id);
     if (it == by_id_.end()) return nullptr;
-    it->second->hold();
-    return it->second.get();
+    it->second.hold();
+    return &it->second;
 }
 
 bool SourceRecords::contains(uint64_t id) const {
@@ -57,7 +56,7 @@ void SourceRecords::free_unheld() {
     auto drop = [&](uint64_t id) {
         auto it = by_id_.find(id);
         if (it == by_id_.end()) return true;
-        if (it->second->held()) return false;
+        if (it->second.held()) return false;
         by_id_.erase(it);
         ++freed_;
         return true;

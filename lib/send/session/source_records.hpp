@@ -47,7 +47,8 @@ private:
     void free_unheld(); // under mu_
 
     mutable std::mutex mu_;
-    std::unordered_map<uint64_t, std::unique_ptr<SourceFile>> by_id_;
+    // A node per record (one allocation): its address stays put as the map grows.
+    std::unordered_map<uint64_t, SourceFile> by_id_;
     std::deque<uint64_t> order_;     // ids not yet freed or deferred, ascending
     std::vector<uint64_t> deferred_; // below the mark but still held
     uint64_t sent_below_ = 0, below_ = 0, count_ = 0, peak_ = 0, freed_ = 0;
