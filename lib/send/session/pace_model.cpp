@@ -57,6 +57,22 @@ bool PaceModel::judge_loss(double share, double queue_rtt) {
     return true;
 }
 
+// Caps lifted for now: the pipe is judged full again from this rate on, as at the start.
+void PaceModel::rearm(double rate) {
+    full_ = false;
+    flat_ = 0;
+    plateau_ = rate;
+    phase_ = 0;
+    capped_rounds_ = 0;
+    trim_settle_left_ = probe_rtt_left_ = 0;
+    sent_window_.clear();
+    rtt_window_.clear();
+    rate_window_.clear();
+    growth_sent_ = growth_retrans_ = 0;
+    growth_rtt_ = 0;
+    growth_rounds_ = 0;
+}
+
 uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t retrans, unsigned starting,
                           unsigned probing_rtt, double queue_rtt) {
     if (lifted_) return 0;
@@ -146,8 +162,13 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
         // Against where the caps began times their trim: caps lowered on purpose hold the rate
         // down as meant.
         if (rate_window_.size() == kJudgeRounds && mean_of(rate_window_) < kHeldBack * capped_at_ * trim_) {
-            lifted_ = held_back_ = true;
             held_share_ = mean_of(rate_window_) / capped_at_;
+            if (rearms_ < kRearms) {
+                ++rearms_;
+                rearm(rate);
+            } else {
+                lifted_ = held_back_ = true;
+            }
             return 0;
         }
     }

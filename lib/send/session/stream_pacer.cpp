@@ -122,6 +122,7 @@ void StreamPacer::run() {
     constexpr uint64_t kQuietBytes = 4096;
     auto t_prev = std::chrono::steady_clock::now();
     uint32_t lowest_us = UINT32_MAX; // the path's lowest round trip, over every stream
+    bool recap = false;              // caps lifted for now: say when they are set again
     for (;;) {
         const uint32_t rtt_us = stream_tcp(fds_[0], 1).rtt_us;
         const auto round = std::clamp(std::chrono::microseconds(rtt_us), std::chrono::microseconds(20000),
@@ -186,18 +187,28 @@ void StreamPacer::run() {
                      std::to_string(moving) + " streams");
         }
         const unsigned stalls = model.startup_rounds();
-        const unsigned trims = model.trims();
+        const unsigned trims = model.trims(), rearms = model.rearms();
         const uint64_t per = model.round(rate, moving, sent, retrans, starting, probing_rtt, queue_rtt);
         if (model.trims() > trims)
             verbose_("pacing: " + trim_note(model) + " (the bottleneck's queue overflowing under the caps: lowered, not lifted)");
         if (stalls == 0 && model.startup_rounds() == 1)
             verbose_("pacing: the aggregate stopped growing at " + mbit(rate) + " with " + std::to_string(starting) + " of " +
                      std::to_string(moving) + " streams still in BBR's start-up: not judged full until they leave it");
+        if (model.rearms() > rearms) {
+            char share[32];
+            std::snprintf(share, sizeof share, "%.0f%%", 100 * model.held_share());
+            verbose_("pacing: caps lifted for now after " + std::to_string(rounds) + " rounds: they held the streams' rate to " +
+                     share + " of what it was when they began; capped again once the aggregate stops growing");
+            cap(0);
+            recap = true;
+            continue;
+        }
         if (model.held_back()) {
             char share[32];
             std::snprintf(share, sizeof share, "%.0f%%", 100 * model.held_share());
-            lifted_ = "caps lifted after " + std::to_string(rounds) + " rounds: they held the streams' rate to " + share +
-                      " of what it was when they began (streams whose own estimate is under their share leave it unused)";
+            lifted_ = "caps lifted for good after " + std::to_string(rounds) + " rounds: they held the streams' rate to " + share +
+                      " of what it was when they began, the " + std::to_string(PaceModel::kRearms + 1) +
+                      "th time (streams whose own estimate is under their share leave it unused)";
             verbose_("pacing: " + lifted_);
             cap(0);
             break;
@@ -215,6 +226,10 @@ void StreamPacer::run() {
             break;
         }
         if (per == 0) continue;
+        if (recap) {
+            recap = false;
+            verbose_("pacing: the pipe is full again at " + mbit(rate) + " over " + std::to_string(moving) + " streams: capped");
+        }
         if (rounds++ == 0)
             verbose_("pacing: the pipe is full at " + mbit(rate) + " over " + std::to_string(moving) +
                      " streams" + startup_note(model) + ": each capped at its share from now on, probing together");
@@ -240,6 +255,10 @@ void StreamPacer::run() {
         if (model.trims())
             summary_ += "; lowered " + std::to_string(model.trims()) + " times for the queue overflowing under them, last: " +
                         trim_note(model) + "; factor at the end " + std::to_string(static_cast<int>(100 * model.trim() + 0.5)) + "%";
+        if (model.rearms())
+            summary_ += "; lifted for now " + std::to_string(model.rearms()) +
+                        " times for holding the rate under " + std::to_string(static_cast<int>(100 * PaceModel::kHeldBack)) +
+                        "% of where they began, capped again once the pipe was full";
         if (model.measured_rounds())
             summary_ += "; " + std::to_string(model.measured_rounds()) +
                         " rounds based on the bottleneck's rate measured while its queue stood (under the window's best)";
