@@ -43,30 +43,6 @@ void StreamPacer::cap(uint64_t per_stream, std::span<const uint64_t> caps) {
     if (per_stream) last_cap_ = per_stream;
 }
 
-void share_caps(double budget, std::span<const double> demand, std::span<uint64_t> caps) {
-    constexpr uint64_t kPending = ~uint64_t{0};
-    unsigned left = 0;
-    for (size_t i = 0; i < demand.size(); ++i)
-        if (demand[i] >= 0) caps[i] = kPending, ++left;
-    // Each pass gives every stream under the even share of what is left its demand; the even
-    // share only grows as they drop out (each took less than it), so it ends within n passes.
-    for (bool took = true; took && left > 0;) {
-        took = false;
-        const double even = budget / left;
-        for (size_t i = 0; i < demand.size(); ++i) {
-            if (caps[i] != kPending || demand[i] < 0 || demand[i] >= even) continue;
-            caps[i] = std::max<uint64_t>(1, static_cast<uint64_t>(demand[i]));
-            budget -= demand[i];
-            --left;
-            took = true;
-        }
-    }
-    if (left == 0) return;
-    const uint64_t even = std::max<uint64_t>(1, static_cast<uint64_t>(std::max(0.0, budget) / left));
-    for (size_t i = 0; i < demand.size(); ++i)
-        if (demand[i] >= 0 && caps[i] == kPending) caps[i] = even;
-}
-
 bool pacer_waits(bool automatic, unsigned settled) { return automatic && settled == 0; }
 
 std::string pacing_choice(Pacing asked, const std::string& cc, bool streams_auto) {
@@ -93,88 +69,29 @@ static std::string mbit(double bytes_per_s) {
     return b;
 }
 
-uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t retrans, unsigned starting,
-                          unsigned probing_rtt) {
-    if (lifted_) return 0;
-    if (moving == 0) return 0; // no work on the streams yet (the manifest's first answer)
-    window_.push_back(rate);
-    if (window_.size() > kWindowRounds) window_.pop_front();
-    if (moving > most_moving_) {
-        most_moving_ = moving;
-        if (full_) { // measured at 80 ms: a pipe "full" at 4 Mbit/s over the first streams held auto's ramp to 57 Mbit/s of 96
-            full_ = false;
-            flat_ = 0;
-            plateau_ = rate;
-            phase_ = 0;
-            capped_rounds_ = 0;
-            sent_window_.clear();
-            rate_window_.clear();
-            return 0;
-        }
-    }
-    if (seed_) {
-        seed_ = false;
-        plateau_ = rate;
-        return 0;
-    }
-    if (!full_) {
-        if (rate >= plateau_ * kGrowth) {
-            plateau_ = rate;
-            flat_ = 0;
-            growth_sent_ += sent;
-            growth_retrans_ += retrans;
-            return 0;
-        }
-        if (starting > 0) { // a stall of BBR's start-up (random loss), not a full pipe
-            ++startup_rounds_;
-            return 0;
-        }
-        if (++flat_ < kFlatRounds) return 0;
-        full_ = true;
-        if (growth_sent_ > 0 && static_cast<double>(growth_retrans_) >= kPathLoss * static_cast<double>(growth_sent_)) {
-            lifted_ = true; // never capped: the path lost this much while nothing could queue
-            lost_share_ = static_cast<double>(growth_retrans_) / static_cast<double>(growth_sent_);
-            return 0;
-        }
-        // The flat rounds that found the pipe full, averaged: one round of 80 ms at 600 Mbit/s
-        // read anywhere from 280 to 550 (h16j), its maximum a burst, not a rate.
-        capped_at_ = std::accumulate(window_.end() - kFlatRounds, window_.end(), 0.0) / kFlatRounds;
-        capped_moving_ = moving;
-    }
-    // Judged only after the caps have held a few rounds: the first still repair what slow
-    // start's overshoot lost.
-    if (++capped_rounds_ > kSettleRounds) {
-        sent_window_.emplace_back(sent, retrans);
-        if (sent_window_.size() > kJudgeRounds) sent_window_.pop_front();
-        uint64_t s = 0, r = 0;
-        for (const auto& [a, b] : sent_window_) s += a, r += b;
-        if (sent_window_.size() == kJudgeRounds && s > 0 && static_cast<double>(r) >= kPathLoss * static_cast<double>(s)) {
-            lifted_ = true;
-            lost_share_ = static_cast<double>(r) / static_cast<double>(s);
-            return 0;
-        }
-        if (probing_rtt > 0) probe_rtt_left_ = kProbeRttRounds;
-        // Fewer streams moving (the transfer's last blocks) is no sign of caps holding back.
-        if (moving < capped_moving_) rate_window_.clear();
-        else if (probe_rtt_left_ > 0) --probe_rtt_left_, ++probe_rtt_rounds_; // BBR's own dip: not judged
-        else rate_window_.push_back(rate);
-        if (rate_window_.size() > kJudgeRounds) rate_window_.pop_front();
-        const double mean = std::accumulate(rate_window_.begin(), rate_window_.end(), 0.0) / kJudgeRounds;
-        if (rate_window_.size() == kJudgeRounds && mean < kHeldBack * capped_at_) {
-            lifted_ = held_back_ = true;
-            held_share_ = mean / capped_at_;
-            return 0;
-        }
-    }
-    const double best = *std::max_element(window_.begin(), window_.end());
-    const double gain = kGains[phase_];
-    phase_ = (phase_ + 1) % std::size(kGains);
-    return static_cast<uint64_t>(best * gain / moving);
-}
-
 // For the first cap's line: how long BBR's start-up held the judgement back.
 static std::string startup_note(const PaceModel& m) {
     return m.startup_rounds() ? " (after " + std::to_string(m.startup_rounds()) + " stalled rounds in BBR's start-up)" : "";
+}
+
+// The last step down, for -v: how much was lost with how much of a queue, and the caps' factor now.
+static std::string trim_note(const PaceModel& m) {
+    char b[160];
+    std::snprintf(b, sizeof b, "%.2f%% resent with the round trip at %.2fx its lowest: caps lowered to %.0f%% of the measured rate",
+                  100 * m.trim_share(), m.trim_rtt(), 100 * m.trim());
+    return b;
+}
+
+// Why a lossy window was the path's own loss: no queue stood, or lowering the caps did not stop it.
+static std::string loss_note(const PaceModel& m) {
+    if (m.lost_rtt() <= 0) return "";
+    char b[160];
+    if (m.lost_rtt() < PaceModel::kQueueRtt)
+        std::snprintf(b, sizeof b, ", with the round trip at %.2fx its lowest (no standing queue to overflow)", m.lost_rtt());
+    else
+        std::snprintf(b, sizeof b, ", still with the caps lowered to %.0f%% of the measured rate (round trip %.2fx its lowest)",
+                      100 * m.trim(), m.lost_rtt());
+    return b;
 }
 
 // One round is one smoothed round trip of the first stream (20 ms to 1 s): the aggregate is
@@ -204,6 +121,8 @@ void StreamPacer::run() {
     // pacer wait for the count again and begin twice.
     constexpr uint64_t kQuietBytes = 4096;
     auto t_prev = std::chrono::steady_clock::now();
+    uint32_t lowest_us = UINT32_MAX; // the path's lowest round trip, over every stream
+    bool recap = false;              // caps lifted for now: say when they are set again
     for (;;) {
         const uint32_t rtt_us = stream_tcp(fds_[0], 1).rtt_us;
         const auto round = std::clamp(std::chrono::microseconds(rtt_us), std::chrono::microseconds(20000),
@@ -223,6 +142,10 @@ void StreamPacer::run() {
         const unsigned settled_count = settled_ ? settled_() : 0;
         uint64_t moved = 0, sent = 0, retrans = 0;
         unsigned moving = 0, starting = 0, probing_rtt = 0;
+        // The moving streams' smoothed round trip, for the queue signal: they share the
+        // bottleneck's queue, so their mean over the path's lowest says how much of it stands.
+        double srtt_sum = 0;
+        unsigned srtt_n = 0;
         // A reopened stream's counters start again from 0: its first round counts from there.
         auto since = [](uint64_t now, uint64_t& before) {
             const uint64_t d = now >= before ? now - before : now;
@@ -242,7 +165,12 @@ void StreamPacer::run() {
             const StreamTcp t = stream_tcp(fds_[i], static_cast<unsigned>(i + 1));
             sent += since(t.bytes_sent, prev_sent[i]);
             retrans += since(t.bytes_retrans, prev_retrans[i]);
+            if (moved_by[i] > kQuietBytes && t.rtt_us > 0) {
+                srtt_sum += t.rtt_us, ++srtt_n;
+                if (const uint32_t m = min_rtt_us(fds_[i]); m >= kMinRttUs) lowest_us = std::min(lowest_us, m);
+            }
         }
+        const double queue_rtt = srtt_n && lowest_us != UINT32_MAX ? srtt_sum / srtt_n / lowest_us : 0.0;
         const auto t = std::chrono::steady_clock::now();
         const double secs = std::chrono::duration<double>(t - t_prev).count();
         const double rate = static_cast<double>(moved) / secs;
@@ -259,15 +187,28 @@ void StreamPacer::run() {
                      std::to_string(moving) + " streams");
         }
         const unsigned stalls = model.startup_rounds();
-        const uint64_t per = model.round(rate, moving, sent, retrans, starting, probing_rtt);
+        const unsigned trims = model.trims(), rearms = model.rearms();
+        const uint64_t per = model.round(rate, moving, sent, retrans, starting, probing_rtt, queue_rtt);
+        if (model.trims() > trims)
+            verbose_("pacing: " + trim_note(model) + " (the bottleneck's queue overflowing under the caps: lowered, not lifted)");
         if (stalls == 0 && model.startup_rounds() == 1)
             verbose_("pacing: the aggregate stopped growing at " + mbit(rate) + " with " + std::to_string(starting) + " of " +
                      std::to_string(moving) + " streams still in BBR's start-up: not judged full until they leave it");
+        if (model.rearms() > rearms) {
+            char share[32];
+            std::snprintf(share, sizeof share, "%.0f%%", 100 * model.held_share());
+            verbose_("pacing: caps lifted for now after " + std::to_string(rounds) + " rounds: they held the streams' rate to " +
+                     share + " of what it was when they began; capped again once the aggregate stops growing");
+            cap(0);
+            recap = true;
+            continue;
+        }
         if (model.held_back()) {
             char share[32];
             std::snprintf(share, sizeof share, "%.0f%%", 100 * model.held_share());
-            lifted_ = "caps lifted after " + std::to_string(rounds) + " rounds: they held the streams' rate to " + share +
-                      " of what it was when they began (streams whose own estimate is under their share leave it unused)";
+            lifted_ = "caps lifted for good after " + std::to_string(rounds) + " rounds: they held the streams' rate to " + share +
+                      " of what it was when they began, the " + std::to_string(PaceModel::kRearms + 1) +
+                      "th time (streams whose own estimate is under their share leave it unused)";
             verbose_("pacing: " + lifted_);
             cap(0);
             break;
@@ -276,14 +217,19 @@ void StreamPacer::run() {
             char share[32];
             std::snprintf(share, sizeof share, "%.2f%%", 100 * model.lost_share());
             lifted_ = rounds ? "caps lifted after " + std::to_string(rounds) + " rounds: the path lost " + share +
-                                   " of the bytes sent while they held (its own loss: there they only cost rate)"
+                                   " of the bytes sent while they held" + loss_note(model) + " (its own loss: there they only cost rate)"
                              : std::string("not capped: the path lost ") + share +
-                                   " of the bytes sent while the streams' rate still grew (its own loss: there caps only cost rate)";
+                                   " of the bytes sent while the streams' rate still grew" + loss_note(model) +
+                                   " (its own loss: there caps only cost rate)";
             verbose_("pacing: " + lifted_);
             cap(0);
             break;
         }
         if (per == 0) continue;
+        if (recap) {
+            recap = false;
+            verbose_("pacing: the pipe is full again at " + mbit(rate) + " over " + std::to_string(moving) + " streams: capped");
+        }
         if (rounds++ == 0)
             verbose_("pacing: the pipe is full at " + mbit(rate) + " over " + std::to_string(moving) +
                      " streams" + startup_note(model) + ": each capped at its share from now on, probing together");
@@ -306,6 +252,16 @@ void StreamPacer::run() {
         summary_ = rounds == 0 ? lifted_
                                : "streams paced together for " + std::to_string(rounds) + " rounds, last cap " +
                                      mbit(static_cast<double>(last_cap_)) + " per stream" + (lifted_.empty() ? "" : "; " + lifted_);
+        if (model.trims())
+            summary_ += "; lowered " + std::to_string(model.trims()) + " times for the queue overflowing under them, last: " +
+                        trim_note(model) + "; factor at the end " + std::to_string(static_cast<int>(100 * model.trim() + 0.5)) + "%";
+        if (model.rearms())
+            summary_ += "; lifted for now " + std::to_string(model.rearms()) +
+                        " times for holding the rate under " + std::to_string(static_cast<int>(100 * PaceModel::kHeldBack)) +
+                        "% of where they began, capped again once the pipe was full";
+        if (model.measured_rounds())
+            summary_ += "; " + std::to_string(model.measured_rounds()) +
+                        " rounds based on the bottleneck's rate measured while its queue stood (under the window's best)";
         if (model.probe_rtt_rounds())
             summary_ += "; " + std::to_string(model.probe_rtt_rounds()) +
                         " rounds not judged for caps holding the rate back (a stream in or just out of BBR's PROBE_RTT)";
