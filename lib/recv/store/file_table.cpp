@@ -119,6 +119,12 @@ Ranges::iterator place(Ranges& v, const RecvFile& f, uint64_t offset, uint64_t e
 
 bool whole_file(const RecvFile& f, uint64_t offset, uint64_t len) { return offset == 0 && len == f.entry.size; }
 
+// Gives up a stream's claim on [offset, offset + len); the caller holds f's lock.
+void give_up_claim(RecvFile& f, uint64_t offset, uint64_t len) {
+    if (f.receiving > 0) --f.receiving;
+    if (whole_file(f, offset, len)) f.receiving_whole = false;
+}
+
 } // namespace
 
 void FileTable::claim(RecvFile& f, uint64_t offset, uint64_t len) {
@@ -137,17 +143,13 @@ void FileTable::claim(RecvFile& f, uint64_t offset, uint64_t len) {
 
 void FileTable::disown(RecvFile& f, uint64_t offset, uint64_t len) {
     std::lock_guard lk(lock_for(f));
-    if (f.receiving > 0) --f.receiving;
-    if (whole_file(f, offset, len)) f.receiving_whole = false;
+    give_up_claim(f, offset, len);
 }
 
 bool FileTable::mark_verified(RecvFile& f, uint64_t offset, uint64_t len, const std::function<void(bool first)>& on_partial,
                               bool claimed) {
     std::lock_guard lk(lock_for(f));
-    if (claimed) {
-        if (f.receiving > 0) --f.receiving;
-        if (whole_file(f, offset, len)) f.receiving_whole = false;
-    }
+    if (claimed) give_up_claim(f, offset, len);
     uint64_t end = offset + len;
     auto& v = f.verified;
     auto it = place(v, f, offset, end);
