@@ -57,7 +57,7 @@ def run_send(binary, src, port, streams):
         raise RuntimeError(f"send {src} to port {port}: {tx.stderr}")
     s = last_json(tx.stdout)
     return {"seconds": wall, "bytes": s["bytes"], "files": s["files"], "mb_s": s["bytes"] / wall / 1e6,
-            "encrypted": s.get("encrypted")}
+            "encryption": s.get("encryption")}
 
 
 def run_push(binary, src, dest, streams):
