@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from get import big_file  # bench/serve/get.py: the same 2 GiB file
+
 HERE = Path(__file__).resolve().parent
 NETNS = HERE.parent / "testbed" / "netns.sh"
 GEN = HERE.parent / "datasets" / "gen.py"
@@ -80,15 +82,6 @@ def run_send_recv(binary, src, dest, streams):
         if rx.poll() is None:
             rx.kill()
             rx.communicate(timeout=30)
-
-
-def big_file(path, size):
-    if path.exists() and path.stat().st_size == size:
-        return
-    with open(path, "wb") as f:
-        block = os.urandom(1 << 20)
-        for i in range(size >> 20):
-            f.write(block[i % 4096:] + block[: i % 4096])
 
 
 def main():

@@ -47,6 +47,22 @@ def journaled(root):
     return list(Path(root).rglob(".sluice-part.*.j"))
 
 
+def raw_push(port, streams=1):
+    """A hand-written pusher: PUSH_REQUEST (answered ok), then its control connection attached
+    and through the handshake with the derived token. Returns (request socket, control socket)."""
+    req = socket.create_connection(("127.0.0.1", port), timeout=60)
+    hello = w.read_get_frame(req, w.GET_HELLO)
+    assert int.from_bytes(hello[10:12], "little") & w.FEATURE_GET_PUSH
+    nonce, rtok = os.urandom(16), os.urandom(16).hex()
+    req.sendall(w.push_request(TOKEN, hello[-16:], streams, nonce, rtok))
+    assert w.read_get_frame(req, w.GET_REPLY)[0] == 0
+    c = socket.create_connection(("127.0.0.1", port), timeout=60)
+    w.read_get_frame(c, w.GET_HELLO)
+    c.sendall(w.get_attach(nonce))
+    assert w.sender_hello(c, w.push_transfer_token(TOKEN, nonce, rtok), 0, 0, streams, os.urandom(16)) == 0
+    return req, c
+
+
 def test_push_a_tree_and_a_file(tmp_path):
     src = odd_tree(tmp_path / "src" / "host1", 1)
     single = tmp_path / "single.bin"
@@ -133,16 +149,7 @@ def test_confined_a_symlink_in_dir_and_dotdot(tmp_path):
         # A sender naming '..' (the real sender never does: a raw one here) is refused by the
         # receiver's path check before anything is made.
         port = int(s.sluice_base.rsplit(":", 1)[1].rstrip("/"))
-        req = socket.create_connection(("127.0.0.1", port), timeout=30)
-        hello = w.read_get_frame(req, w.GET_HELLO)
-        nonce, rtok = os.urandom(16), "r" * 32
-        req.sendall(w.push_request(TOKEN, hello[-16:], 1, nonce, rtok))
-        reply = w.read_get_frame(req, w.GET_REPLY)
-        assert reply[0] == 0, reply
-        c = socket.create_connection(("127.0.0.1", port), timeout=30)
-        w.read_get_frame(c, w.GET_HELLO)
-        c.sendall(w.get_attach(nonce))
-        assert w.sender_hello(c, w.push_transfer_token(TOKEN, nonce, rtok), 0, 0, 1, os.urandom(16)) == 0
+        req, c = raw_push(port)
         c.sendall(w.manifest(0, [(0, 1, "../escape.txt", 5, "")]))
         ftype, payload = w.read_frame(c)
         assert ftype == w.ABORT and b"escape.txt" in payload, (hex(ftype), payload)
@@ -249,15 +256,7 @@ def test_busy_and_hostile_pushers_closed_by_their_deadlines(tmp_path):
 
         # Admitted, its control connection through the handshake, then silent: the receiver's
         # idle deadline (--send-timeout) ends it.
-        req = socket.create_connection(("127.0.0.1", port), timeout=60)
-        hello = w.read_get_frame(req, w.GET_HELLO)
-        nonce = os.urandom(16)
-        req.sendall(w.push_request(TOKEN, hello[-16:], 1, nonce, rtok))
-        assert w.read_get_frame(req, w.GET_REPLY)[0] == 0
-        c = socket.create_connection(("127.0.0.1", port), timeout=60)
-        w.read_get_frame(c, w.GET_HELLO)
-        c.sendall(w.get_attach(nonce))
-        assert w.sender_hello(c, w.push_transfer_token(TOKEN, nonce, rtok), 0, 0, 1, os.urandom(16)) == 0
+        req, c = raw_push(port)
         assert wait_for(lambda: stats(s)["pushes_failed"] == 2 and stats(s)["pushes_open"] == 0, 120)
         assert _ends(c)
 
