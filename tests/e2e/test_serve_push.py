@@ -119,9 +119,13 @@ def test_refused_without_upload_or_token_and_nothing_written(tmp_path):
             assert r.returncode == 3 and "wrong token" in r.stderr, r.stderr
             r = push(s, src, token=None)
             assert r.returncode != 0 and "token" in r.stderr
+            assert os.listdir(served) == []
+            if public:  # --public opens reads only: with the token, a push is taken
+                r = push(s, src)
+                assert r.returncode == 0, r.stderr
+                assert tree_digest(served / "host1") == tree_digest(src)
         finally:
             s.kill()
-        assert os.listdir(served) == []
 
 
 def test_confined_a_symlink_in_dir_and_dotdot(tmp_path):
