@@ -239,9 +239,14 @@ def test_busy_and_hostile_pushers_closed_by_their_deadlines(tmp_path):
         w.read_get_frame(g, w.GET_HELLO)
         g.sendall(os.urandom(64))
         assert _ends(g)
-        # A hello read, then silence: closed by the request deadline.
+        # A hello read, then silence: closed by the request deadline; meanwhile a real push and
+        # HTTP are served.
         q = socket.create_connection(("127.0.0.1", port), timeout=60)
         w.read_get_frame(q, w.GET_HELLO)
+        r = push(s, src)
+        assert r.returncode == 0, r.stderr
+        assert tree_digest(served / "host1") == tree_digest(src)
+        assert urllib.request.urlopen(s.url("/page.txt"), timeout=30).read() == b"still served\n"
         assert _ends(q)
 
         # A pusher that is admitted and then attaches nothing holds the only place until its
@@ -264,7 +269,7 @@ def test_busy_and_hostile_pushers_closed_by_their_deadlines(tmp_path):
         assert wait_for(lambda: stats(s)["pushes_failed"] == 2 and stats(s)["pushes_open"] == 0, 120)
         assert _ends(c)
 
-        # The place is free again: a real push goes through.
+        # The place is free again: a real push goes through (everything in place: nothing sent).
         r = push(s, src)
         assert r.returncode == 0, r.stderr
         assert tree_digest(served / "host1") == tree_digest(src)
