@@ -128,9 +128,13 @@ def main():
         for key in a.cases.split(","):
             name, path = cases[key]
             rows = {"push": [], "send/recv": []}
-            for _ in range(a.repeats):  # interleaved: outside load drifts over both alike
-                rows["push"].append(run_push(a.sluice, path, served, a.streams))
-                rows["send/recv"].append(run_send_recv(a.sluice, path, received, a.streams))
+            for i in range(a.repeats):  # interleaved, the first of a pair alternating: a drift favours neither
+                order = ("push", "send/recv") if i % 2 == 0 else ("send/recv", "push")
+                for which in order:
+                    if which == "push":
+                        rows["push"].append(run_push(a.sluice, path, served, a.streams))
+                    else:
+                        rows["send/recv"].append(run_send_recv(a.sluice, path, received, a.streams))
             med = {k: sorted(r["mb_s"] for r in v)[len(v) // 2] for k, v in rows.items()}
             results["cases"][name] = {"runs": rows, "median_mb_s": med, "push_vs_send_recv": med["push"] / med["send/recv"]}
             print(name, json.dumps(med), f"ratio {med['push'] / med['send/recv']:.3f}",
