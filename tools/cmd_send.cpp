@@ -26,6 +26,9 @@ A producer that dies instead of finishing (killed, or a non-zero exit) fails the
 both sides where sluice can watch it (root or CAP_NET_ADMIN); otherwise -v says so.
 The token comes from the URL, --token-file, --token or SLUICE_TOKEN (used only when none of
 the others gives one); a URL token and an option that differ are refused.
+The URL may also be the sluice port of `sluice serve DIR --port P --allow-upload`: PATHs are
+then pushed into DIR as into `sluice recv DIR` (hard links as copies, no special files); a
+serve that refuses (no --allow-upload, a wrong token, busy) is named with its reason.
 
 options:
   --streams N|auto     TCP data streams: N fixed (1-128), or auto (the default): open 16,

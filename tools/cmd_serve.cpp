@@ -30,6 +30,12 @@ thread each, as many as --threads) read every request and send every file and tr
 by --get-rate-limit), in clear or encrypted as the client's receiver asks (TLS 1.3: every
 client not on loopback); the rest (get --connect-back, certificate mode) goes to a thread per
 get, said with -v and in /_stats.
+With --port and --allow-upload, `sluice send PATH... sluice://HOST:PORT/?token=T` pushes files
+and trees into DIR (a directory sent lands as DIR/NAME) with the guarantees of `sluice recv
+DIR`: temporary names renamed once verified, resume, N streams, TLS off loopback, nothing
+written outside DIR or through a symlink in it. The port reads the request on a ring; each
+push is then received by a receiver of its own (its own threads, not the rings: said with -v
+and in /_stats), at most --max-pushes at once.
 With --cert and --key the HTTP port speaks HTTPS only (TLS 1.3, TLS_AES_128_GCM_SHA256, ALPN
 http/1.1; the same rings: handshakes stepped on them, responses sealed from the page cache by
 the record engine -v and /_stats name) and the URL printed is https://. With --port too, the
@@ -66,6 +72,8 @@ options:
   --sync                 answer an upload only once it is durable (fsync file and directory)
   --max-upload-size SIZE larger bodies get 413 (default 1G)
   --max-uploads N        bodies received at once over all threads; more get 503 (default 64)
+  --max-pushes N         pushes (sluice send into DIR, with --port) received at once; more are
+                         refused as busy (default 16)
   --upload-timeout S     a whole body must arrive within S seconds (default 300)
   --token-file FILE      the token, from FILE (mode 0600 or stricter)
   --token SECRET         the token, on the command line (visible in ps: prefer the above)
@@ -97,7 +105,7 @@ std::string random_token() {
 int cmd_serve(int argc, char** argv) {
     Args a(argc, argv,
            {"--http", "--port", "--max-gets", "--get-rate-limit", "--bind", "--host", "--threads", "--token", "--token-file", "--max-connections", "--request-timeout",
-            "--idle-timeout", "--send-timeout", "--max-upload-size", "--max-uploads", "--upload-timeout", "--cert", "--key",
+            "--idle-timeout", "--send-timeout", "--max-upload-size", "--max-uploads", "--max-pushes", "--upload-timeout", "--cert", "--key",
             "--ca", "--crl", "--pin"},
            {"--public", "--allow-upload", "--sync", "--json", "--verbose", "-v", "--help", "-h", "--mptcp"});
     if (a.flag("--help") || a.flag("-h")) {
@@ -122,8 +130,10 @@ int cmd_serve(int argc, char** argv) {
     o.sync_uploads = a.flag("--sync");
     if (auto v = a.value("--max-upload-size")) o.max_upload_bytes = parse_size(*v, "--max-upload-size");
     o.max_uploads = a.uint_value("--max-uploads", 64, 1, 65536);
+    o.max_pushes = a.uint_value("--max-pushes", 16, 1, 4096);
     o.upload_timeout_ms = static_cast<int>(a.uint_value("--upload-timeout", 300, 1, 86400)) * 1000;
-    if ((o.sync_uploads || a.value("--max-upload-size") || a.value("--max-uploads") || a.value("--upload-timeout")) &&
+    if ((o.sync_uploads || a.value("--max-upload-size") || a.value("--max-uploads") || a.value("--max-pushes") ||
+         a.value("--upload-timeout")) &&
         !o.allow_upload)
         throw Error(ErrorCode::usage, "--sync and the upload limits need --allow-upload");
     o.max_connections = a.uint_value("--max-connections", 16384, 1, 4'000'000);
@@ -166,6 +176,9 @@ int cmd_serve(int argc, char** argv) {
         if (o.allow_upload)
             std::cerr << "sluice: uploads allowed (token required, at most " << o.max_upload_bytes << " bytes each"
                       << (o.sync_uploads ? ", acknowledged when durable" : "") << ")\n";
+        if (o.allow_upload && o.get_sessions)
+            std::cerr << "sluice: pushes allowed on the sluice port (token required, at most " << o.max_pushes
+                      << " at once; each received by a receiver of its own, on its own threads, not on the rings)\n";
     }
     std::atomic<bool> done{false};
     std::thread signals([&] {

@@ -20,7 +20,9 @@ class Server:
     get_rate_limit: bytes/s of each get session (an int or "100M"; 0: unlimited).
     allow_upload: accept PUT and POST of files (always with the token, even when ``public``);
     sync: answer an upload once it is durable; max_upload_size: larger bodies get 413 (an int
-    or "1G"); max_uploads: bodies received at once (more get 503). mptcp: the get port listens
+    or "1G"); max_uploads: bodies received at once (more get 503). With allow_upload and port,
+    ``sluice.send(paths, url)`` to the sluice port pushes into the directory (``--max-pushes``:
+    max_pushes at once, more are refused as busy). mptcp: the get port listens
     with Multipath TCP (``--mptcp``; plain TCP clients are still served). cert, key: PEM files
     of a certificate and its key: the HTTP port speaks HTTPS only (``--cert``/``--key``: TLS 1.3,
     docs/design.md "HTTPS"), and with ``port`` the same certificate authenticates the sluice port
@@ -31,7 +33,7 @@ class Server:
 
     def __init__(self, dir, *, http_port=0, port=None, token=None, public=False, bind_address="", threads=0,
                  max_connections=16384, max_gets=64, get_rate_limit=0, allow_upload=False, sync=False,
-                 max_upload_size="1G", max_uploads=64, verbose=False, mptcp=False, cert=None, key=None, ca=None,
+                 max_upload_size="1G", max_uploads=64, max_pushes=16, verbose=False, mptcp=False, cert=None, key=None, ca=None,
                  pin=None, crl=None):
         for name, value in (("http_port", http_port), ("port", port)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535):
@@ -44,6 +46,7 @@ class Server:
             "max_gets": int(max_gets), "get_rate_limit": parse_size(get_rate_limit, "get_rate_limit"),
             "allow_upload": bool(allow_upload), "sync": bool(sync),
             "max_upload_size": parse_size(max_upload_size, "max_upload_size"), "max_uploads": int(max_uploads),
+            "max_pushes": int(max_pushes),
             "verbose": bool(verbose), "mptcp": _flag(mptcp, "mptcp"),
             "cert": os.fsdecode(os.fspath(cert)) if cert is not None else "",
             "key": os.fsdecode(os.fspath(key)) if key is not None else "",

@@ -38,6 +38,7 @@ ServeOptions serve_options(const py::dict& o) {
     s.sync_uploads = o["sync"].cast<bool>();
     s.max_upload_bytes = o["max_upload_size"].cast<uint64_t>();
     s.max_uploads = o["max_uploads"].cast<unsigned>();
+    if (o.contains("max_pushes")) s.max_pushes = o["max_pushes"].cast<unsigned>();
     s.verbose = o["verbose"].cast<bool>();
     s.get_mptcp = o["mptcp"].cast<bool>();
     s.cert_file = o["cert"].cast<std::string>();

@@ -257,3 +257,36 @@ def receiver_hello(s, token, features=0):
     mac = hmac.new(token.encode(), b"sluice-v1 server auth" + hello[32:48] + nonce_r, hashlib.sha256).digest()
     s.sendall(bytes(8) + mac)
     return hello
+
+
+# Pushes (h15s, docs/protocol.md "Pushes"): `sluice send` into `sluice serve --allow-upload`.
+# The sender's side, to play a stalling or hostile pusher against the real server.
+PUSH_REQUEST = 0x65
+FEATURE_GET_PUSH = 1 << 8
+GET_BOUND_TRANSFER, GET_CLEAR = 1 << 7, 1 << 1
+
+
+def push_request(token, hello_nonce, streams, nonce, receiver_token):
+    """PUSH_REQUEST MACed with the server's token over its GET_HELLO nonce (clear transfer)."""
+    tok = receiver_token.encode()
+    body = (struct.pack("<HBHH", VERSION, FEATURE_GET_SESSIONS | GET_BOUND_TRANSFER | GET_CLEAR, streams, 0) + nonce
+            + struct.pack("<H", len(tok)) + tok + struct.pack("<H", 0))
+    unsigned = frame(PUSH_REQUEST, body + bytes(32))[:-32]
+    mac = hmac.new(token.encode(), b"sluice-v1 client hello" + hello_nonce + unsigned, hashlib.sha256).digest()
+    return unsigned + mac
+
+
+def push_transfer_token(token, nonce, receiver_token):
+    """The token both sides key the push's transfer with (never sent)."""
+    return hmac.new(token.encode(), b"sluice-v1 get transfer" + nonce + receiver_token.encode(), hashlib.sha256).hexdigest()
+
+
+def sender_hello(s, token, role, index, count, transfer_id, features=0):
+    """The sender's side of the handshake on a connection already open (an attached one):
+    ServerHello read, ClientHello sent with its MAC; returns the ServerAuth status."""
+    sh = recv_exact(s, 32)
+    assert sh[:8] == MAGIC, sh[:8]
+    signed = MAGIC + struct.pack("<HBBHH", VERSION, role, features, index, count) + transfer_id + os.urandom(16)
+    mac = hmac.new(token.encode(), b"sluice-v1 client hello" + sh[16:32] + signed, hashlib.sha256).digest()
+    s.sendall(signed + mac)
+    return recv_exact(s, 40)[0]

@@ -120,3 +120,23 @@ def test_serve_https_in_process(tmp_path):
         assert st["https"] is True and st["tls_handshakes"] == 1 and "TLS 1.3" in st["tls_path"]
     with pytest.raises(sluice.UsageError, match="k.pem"):
         sluice.Server(src, token="x", cert=d / "c.pem", key=d / "missing" / "k.pem")
+
+
+def test_push_with_send_into_a_serve(tmp_path):
+    """sluice.send to a serve's sluice port pushes (h15s): stored under DIR as recv would,
+    counted in the stats; a serve without allow_upload refuses with AuthError."""
+    src = make_tree(tmp_path / "src" / "host1")
+    root = tmp_path / "www"
+    root.mkdir()
+    with sluice.serve(root, http_port=0, port=0, token="pytok", bind_address="127.0.0.1", threads=1, allow_upload=True,
+                      max_pushes=2) as srv:
+        stats = sluice.send([src], f"sluice://127.0.0.1:{srv.get_port}/?token=pytok", streams=2)
+        assert tree_listing(root / "host1") == tree_listing(src)
+        st = srv.stats()
+        assert st["pushes_done"] == 1 and st["push_bytes"] == stats["bytes"]
+    other = tmp_path / "ro"
+    other.mkdir()
+    with sluice.serve(other, http_port=0, port=0, token="pytok", bind_address="127.0.0.1", threads=1) as srv:
+        with pytest.raises(sluice.AuthError, match="does not take pushes"):
+            sluice.send([src], f"sluice://127.0.0.1:{srv.get_port}/?token=pytok")
+    assert list(other.iterdir()) == []

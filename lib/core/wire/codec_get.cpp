@@ -44,6 +44,7 @@ const char* type_name(uint8_t t) {
     case kGetReply: return "GET_REPLY";
     case kGetDone: return "GET_DONE";
     case kGetAttach: return "GET_ATTACH";
+    case kPushRequest: return "PUSH_REQUEST";
     }
     return "unknown";
 }
@@ -107,8 +108,10 @@ GetHello decode_get_hello(Span in) {
     return h;
 }
 
-void encode_get_request(Bytes& out, const GetRequest& q) {
-    size_t at = begin_frame(out, static_cast<FrameType>(kGetRequest));
+namespace {
+
+void encode_request(Bytes& out, const GetRequest& q, uint8_t type) {
+    size_t at = begin_frame(out, static_cast<FrameType>(type));
     ByteWriter w(out);
     w.u16(q.version);
     w.u8(q.features);
@@ -120,6 +123,11 @@ void encode_get_request(Bytes& out, const GetRequest& q) {
     w.bytes(q.mac.data(), q.mac.size());
     end_frame(out, at);
 }
+
+} // namespace
+
+void encode_get_request(Bytes& out, const GetRequest& q) { encode_request(out, q, kGetRequest); }
+void encode_push_request(Bytes& out, const GetRequest& q) { encode_request(out, q, kPushRequest); }
 
 Span get_request_signed_part(Span encoded_frame) {
     if (encoded_frame.size() < kMacBytes) bad("GET_REQUEST: shorter than its MAC");
@@ -172,7 +180,8 @@ GetReply decode_get_reply(Span in) {
 
 uint32_t decode_get_first_header(Span header, uint8_t* type) {
     const uint8_t t = header.empty() ? 0 : header[0];
-    *type = t == kGetAttach ? kGetAttach : kGetRequest; // anything else: refused as "expected a GET_REQUEST"
+    // anything else: refused as "expected a GET_REQUEST"
+    *type = t == kGetAttach || t == kPushRequest ? t : kGetRequest;
     return decode_get_frame_header(header, *type);
 }
 

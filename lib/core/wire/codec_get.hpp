@@ -18,6 +18,11 @@ inline constexpr uint8_t kGetRequest = 0x61; // client -> server: what to send, 
 inline constexpr uint8_t kGetReply = 0x62;   // server -> client: yes or why not, server's MAC
 inline constexpr uint8_t kGetDone = 0x63;    // server -> client: how the transfer ended
 inline constexpr uint8_t kGetAttach = 0x64;  // client -> server, instead of GET_REQUEST: this connection is a stream of that get
+// client -> server, instead of GET_REQUEST (h15s): `sluice send` asks to push into the served
+// directory. GET_REQUEST's payload; the MAC covers this frame's own header, so a get request
+// cannot be replayed as a push. Answered with GET_REPLY; the transfer's connections then come
+// with GET_ATTACH and the server's receiver answers them (docs/protocol.md, "Pushes").
+inline constexpr uint8_t kPushRequest = 0x65;
 inline constexpr uint32_t kMaxGetPayload = 16384;
 inline constexpr uint16_t kFeatureGetSessions = 1u << 5; // the brief's bit 5 (both hellos)
 // GET_HELLO bit 6 (issue 18, h18o): the server has a certificate on this port (serve --cert/--key).
@@ -41,6 +46,9 @@ inline constexpr uint8_t kGetClear = 1u << 1;
 // was removed on the way fails the get before any stream. Only with a token (not --public).
 inline constexpr uint16_t kFeatureGetBoundTransfer = 1u << 7;
 inline constexpr uint8_t kGetBoundTransfer = 1u << 7;
+// GET_HELLO bit 8 (h15s): the server understands PUSH_REQUEST (whether it takes pushes is its
+// reply's to say). A sender that reads a hello without it refuses before sending anything.
+inline constexpr uint16_t kFeatureGetPush = 1u << 8;
 
 struct GetHello {
     uint16_t version = kVersion;
@@ -88,6 +96,8 @@ struct GetDone {
 
 void encode_get_hello(Bytes& out, const GetHello& h);
 void encode_get_request(Bytes& out, const GetRequest& r);
+// PUSH_REQUEST: GET_REQUEST's payload under type kPushRequest (reply_port 0, path empty).
+void encode_push_request(Bytes& out, const GetRequest& r);
 void encode_get_reply(Bytes& out, const GetReply& r);
 void encode_get_done(Bytes& out, const GetDone& d);
 // GET_ATTACH: the nonce of the GET_REQUEST whose transfer this connection joins.
@@ -102,7 +112,7 @@ Span get_request_signed_part(Span encoded_frame);
 
 // Checks a get frame's 8-byte header: the expected type, no flags, at most kMaxGetPayload.
 uint32_t decode_get_frame_header(Span header, uint8_t expected_type);
-// The same for the first frame a client sends: GET_REQUEST or GET_ATTACH (*type says which).
+// The same for the first frame a client sends: GET_REQUEST, PUSH_REQUEST or GET_ATTACH (*type says which).
 uint32_t decode_get_first_header(Span header, uint8_t* type);
 
 } // namespace sluice::wire

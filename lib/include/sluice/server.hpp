@@ -59,6 +59,12 @@ struct ServeOptions {
     uint64_t max_upload_bytes = 1ull << 30; // a larger Content-Length gets 413
     unsigned max_uploads = 64;              // bodies being received at once, over all threads; more get 503
     int upload_timeout_ms = 300000;         // a whole body, from the end of its head
+    // Pushes (`sluice send` / sluice::send() into the directory over the sluice port; need
+    // get_sessions and allow_upload, and the token even with public_reads): at most this many
+    // received at once over all rings, more are refused (busy). Each is received by a Receiver
+    // of its own (its threads, not the rings: docs/design.md, "Pushes"), with the same
+    // temporary names, checksums, resume and confinement as `sluice recv DIR`.
+    unsigned max_pushes = 16;
     // HTTPS: with both, the HTTP port speaks TLS 1.3 only (TLS_AES_128_GCM_SHA256, ALPN
     // http/1.1) with this certificate (PEM, leaf first) and key; the handshake is stepped on the
     // ring threads and responses are sealed by the record engine (docs/design.md, "HTTPS").
@@ -108,6 +114,13 @@ struct ServeStats {
     uint64_t uploads_open = 0;        // bodies being received now
     uint64_t uploads_failed = 0;      // refused or not completed (the temporary file removed)
     uint64_t upload_bytes = 0;        // body bytes received
+    // Pushes (sluice send into the directory): asked for, being received now, stored (every
+    // file verified and in place), refused (uploads off, wrong token, busy, a bad request),
+    // failed after they began (the sender gone, a deadline, a checksum given up on), file bytes
+    // stored by finished pushes; push_path says how they are received.
+    uint64_t pushes = 0, pushes_open = 0, pushes_done = 0, pushes_refused = 0, pushes_failed = 0;
+    uint64_t push_bytes = 0;
+    std::string push_path;
     unsigned threads = 0;
     // Per client address, the busiest 100 by recent rate (up to 200 ms old: each thread
     // publishes its table every tick). Bounded: 256 addresses per thread; a connection from a

@@ -12,6 +12,7 @@
 #include "core/session/failure_latch.hpp"
 #include "core/tls/policy.hpp"
 #include "send/session/handshake.hpp"
+#include "send/session/push_request.hpp"
 #include "send/session/stream_governor.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec.hpp"
@@ -42,7 +43,7 @@ void take_number(UniqueFd fd, int slot) {
 
 } // namespace
 
-Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::Links& links,
+Connections connect_transfer(Endpoint& to, SendOptions& opts, tls::Links& links,
                              std::function<void(const Error&)> on_fail, bool records, DataStreams out,
                              StreamOpener& opener, std::function<bool()> stopped) {
     const std::string peer = to.host + ":" + std::to_string(to.port);
@@ -50,6 +51,18 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     wire::ClientHello hello;
     wire::random_bytes(hello.transfer_id);
     c.control = open_connection(to, opts);
+    if (!opts.connection) {
+        set_io_timeout(c.control.get(), opts.idle_timeout_ms);
+        if (is_serve_port(c.control.get())) {
+            // A sluice serve (push_request.hpp): this connection carries the request alone.
+            const bool encrypt = tls::wants_encryption(opts.encrypt, c.control.get());
+            PushGrant g = ask_to_push(c.control.get(), to, opts, opts.streams, encrypt, peer);
+            to.token = g.transfer_token;
+            opts.connection = std::move(g.connect);
+            c.push = true;
+            c.control = open_connection(to, opts);
+        }
+    }
     // --streams auto on a LAN or loopback: the default count, no search (StreamGovernor::kMinRttUs).
     // The connect's SYN and SYN-ACK gave the path's first round trip, before the hello names
     // the stream count.

@@ -34,6 +34,9 @@ struct Connections {
     // under StreamGovernor::kMinRttUs; then auto_fixed says so (Stats::streams_choice).
     unsigned streams = 0;
     std::string auto_fixed;
+    // `to` was a sluice serve's port that took a push (push_request.hpp): every connection
+    // attaches through it (SendOptions::connection), keyed by the push's transfer token.
+    bool push = false;
 };
 
 // One connection to the receiver: SendOptions::connection when set (a socket handed in by
@@ -65,7 +68,10 @@ struct DataStreams {
 // the data streams (the file sender); otherwise every connection goes under a relay (pipe
 // mode). stopped: the transfer stopped, no new stream starts opening. Everything the opener's
 // threads use (links, out, on_fail, stopped) must outlive opener.join().
-Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::Links& links,
+// A `to` whose first bytes are a sluice serve's GET_HELLO is asked for a push first; then
+// to.token becomes the push's transfer token and opts.connection attaches each connection,
+// so whatever opens a connection later (a stream's reconnect) goes the same way.
+Connections connect_transfer(Endpoint& to, SendOptions& opts, tls::Links& links,
                              std::function<void(const Error&)> on_fail, bool records, DataStreams out,
                              StreamOpener& opener, std::function<bool()> stopped);
 

@@ -61,6 +61,10 @@ void SendCore::connect(const std::string& how, bool all_streams) {
         auto_fixed_ = c.auto_fixed;
         log_.verbose_line("streams " + auto_fixed_);
     }
+    push_ = c.push;
+    if (c.push)
+        log_.verbose_line("pushing into the sluice serve at " + peer_ + ": it took the push request; every connection "
+                          "attaches through its port (GET_ATTACH) to a receiver it runs for this push");
     hello_ = c.hello;
     features_ = static_cast<uint16_t>(c.features | (c.offered & wire::kFeatureExactMeta));
     control_mptcp_ = c.control_mptcp;

@@ -164,6 +164,7 @@ protected:
     std::optional<StreamPacer> pacer_;
     std::string pacing_choice_; // Stats::pacing_choice
     std::string auto_fixed_;    // Stats::streams_choice where --streams auto met a LAN (connect.hpp)
+    bool push_ = false;         // the receiver is a sluice serve's, for a push (push_request.hpp)
     // Encrypted with records (the file sender): writers_[i] seals what data stream i + 1
     // sends (its send paths and STREAM_END), made by the stream's thread once it is open;
     // empty otherwise (or a null where kTLS took over).

@@ -31,6 +31,13 @@ Stats SendSession::transfer() {
     planner_.set_block_size(block_size());
     fit_.emplace(features_, log_, opts_.progress);
     if (fd_sources_.empty()) fit_->fit_tree(tree_, opts_.delete_extraneous, to_.host + ":" + std::to_string(to_.port));
+    if (push_ && (tree_.hard_links || tree_.specials)) {
+        // A serve's receiver refuses both from a pusher (RecvOptions::confine_links): sent as a
+        // recv would get them without -H and --specials, rather than failing the push.
+        log_.verbose_line("pushing into a sluice serve: hard links sent as copies; fifos, sockets and devices left out "
+                          "(the serve makes neither)");
+        tree_.hard_links = tree_.specials = false;
+    }
     window_.set_limit(features_ & wire::kFeatureAnnounceWindow ? opts_.announce_window : 0);
     log_.verbose_line("announce window: " + (window_.limit() ? std::to_string(window_.limit()) + " files" : std::string("off")));
     governor_.emplace(tcp_fds(), opts_.streams_auto, [this](const std::string& l) { log_.verbose_line(l); });

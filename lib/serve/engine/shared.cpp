@@ -78,6 +78,13 @@ ServeStats Shared::snapshot() {
     s.get_sessions_certificate = get_certificate.load();
     s.get_certificate_failed = get_certificate_failed.load();
     s.get_path = get_path;
+    s.pushes = pushes.load();
+    s.pushes_open = push_open.load();
+    s.pushes_done = push_done.load();
+    s.pushes_refused = push_refused.load();
+    s.pushes_failed = push_failed.load();
+    s.push_bytes = push_bytes.load();
+    s.push_path = push_path;
     return s;
 }
 
@@ -140,6 +147,13 @@ std::string ServeStats::to_json() const {
     num("get_sessions_certificate", get_sessions_certificate);
     num("get_certificate_failed", get_certificate_failed);
     str("get_path", get_path);
+    num("pushes", pushes);
+    num("pushes_open", pushes_open);
+    num("pushes_done", pushes_done);
+    num("pushes_refused", pushes_refused);
+    num("pushes_failed", pushes_failed);
+    num("push_bytes", push_bytes);
+    str("push_path", push_path);
     o += std::string("\"https\":") + (https ? "true" : "false") + ",";
     num("tls_handshakes", tls_handshakes);
     num("tls_handshakes_failed", tls_handshakes_failed);

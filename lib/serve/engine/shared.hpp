@@ -81,10 +81,14 @@ struct Shared {
     // server runs a TLS 1.3 handshake with it on its request connection (serve/get/get_session.cpp).
     std::shared_ptr<const tls::CertContext> get_certs;
     std::atomic<uint64_t> get_certificate{0}, get_certificate_failed{0};
+    // Pushes (serve/get/push_*.cpp): counted by the rings and the push threads.
+    std::atomic<uint64_t> pushes{0}, push_open{0}, push_done{0}, push_refused{0}, push_failed{0}, push_bytes{0};
+    std::atomic<unsigned> push_admitted{0}; // pushes holding a --max-pushes place
     // Which paths ran, as the first thread found them (the same kernel for all).
     std::mutex paths_mu;
     std::string recv_path, accept_path, cold_check_text, ring_mode;
     std::string get_path; // which gets the get ring sends, and which go to session threads
+    std::string push_path; // how pushes are received
 
     ServeStats snapshot();
 };

@@ -18,6 +18,17 @@ std::unique_ptr<Attachments::Slot> Attachments::open(const GetNonce& n, unsigned
     return std::make_unique<Slot>(*this, n, std::move(w));
 }
 
+std::unique_ptr<Attachments::Slot> Attachments::open_to(const GetNonce& n, unsigned count, const std::string& host,
+                                                        std::function<void(UniqueFd)> deliver) {
+    auto w = std::make_shared<Waiting>();
+    w->left = count;
+    w->host = host;
+    w->deliver = std::move(deliver);
+    std::lock_guard lock(mu_);
+    if (!waiting_.emplace(n, w).second) return nullptr;
+    return std::make_unique<Slot>(*this, n, std::move(w));
+}
+
 bool Attachments::attach(const GetNonce& n, UniqueFd fd, const std::string& host) {
     std::shared_ptr<Waiting> w;
     {
@@ -30,6 +41,10 @@ bool Attachments::attach(const GetNonce& n, UniqueFd fd, const std::string& host
         std::lock_guard lock(w->mu);
         if (w->left == 0 || host != w->host) return false;
         --w->left;
+        if (w->deliver) { // a push's receiver: no ring to wake
+            w->deliver(std::move(fd));
+            return true;
+        }
         w->fds.push_back(std::move(fd));
         w->cv.notify_one();
     }
@@ -41,8 +56,12 @@ bool Attachments::attach(const GetNonce& n, UniqueFd fd, const std::string& host
 }
 
 Attachments::Slot::~Slot() {
-    std::lock_guard lock(a_.mu_);
-    a_.waiting_.erase(nonce_); // connections not taken close with w_
+    {
+        std::lock_guard lock(a_.mu_);
+        a_.waiting_.erase(nonce_); // connections not taken close with w_
+    }
+    std::lock_guard lock(w_->mu); // an attach() past the lookup above finds no receiver now
+    w_->deliver = nullptr;
 }
 
 int Attachments::Slot::take(int timeout_ms, const std::atomic<bool>& cancel) {

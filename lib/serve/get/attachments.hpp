@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,9 @@ class Attachments {
         unsigned left = 0; // connections this get may still be handed
         std::string host;  // the request's address: an attach from elsewhere is refused
         int notify = -1;   // an eventfd written after each connection handed over (its get ring's)
+        // A push's receiver (open_to): each connection goes to it at once instead of fds;
+        // cleared by the Slot's end, under mu, so it is never called after.
+        std::function<void(UniqueFd)> deliver;
     };
 
 public:
@@ -53,6 +57,10 @@ public:
     // notify: an eventfd written after each connection handed over (-1: none), so the get ring
     // that runs the get looks at its slot, whichever ring accepted the connection.
     std::unique_ptr<Slot> open(const GetNonce& n, unsigned count, const std::string& host, int notify = -1);
+    // A push (h15s): each connection is handed to deliver on the thread that read its attach
+    // (a ring's: deliver must not block; Receiver::adopt only queues it), until the Slot goes.
+    std::unique_ptr<Slot> open_to(const GetNonce& n, unsigned count, const std::string& host,
+                                  std::function<void(UniqueFd)> deliver);
     // Hands fd to the waiting get; false (fd closed) when none waits for it, it came from
     // another address, or the get has all it asked for.
     bool attach(const GetNonce& n, UniqueFd fd, const std::string& host);

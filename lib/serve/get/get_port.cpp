@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/io/socket.hpp"
+#include "serve/get/push_sessions.hpp"
 #include "serve/get/ring_gets.hpp"
 
 namespace sluice::serve {
@@ -44,6 +45,7 @@ GetPort::GetPort(Shared& sh) : sh_(sh) {
                    "ring, records sealed on the ring, or on the pool for blocks not in the page cache: " +
                    std::to_string(pool) + " pool threads per ring, as many block reads in flight), with no thread per connection or session; session "
                    "threads: --connect-back, certificate mode";
+    sh_.push_path = sh.opt.allow_upload ? push_path_text(sh.opt.max_pushes) : "none: pushes need --allow-upload";
 }
 
 GetPort::~GetPort() = default;

@@ -30,6 +30,7 @@ struct Asked {
     // runs the handshake, then reads the request through the records (get_session.cpp).
     bool tls = false;
     std::string client_spki; // certificate mode: "sha256:HEX" of the client's key, if it showed a certificate
+    bool push = false;       // a PUSH_REQUEST (h15s): `sluice send` into DIR, for serve/get/push_sessions.hpp
 };
 
 struct Judged {

@@ -29,7 +29,7 @@ constexpr size_t kMaxWaiting = 1024;
 } // namespace
 
 RingGets::RingGets(Shared& sh, Attachments& att, UniqueFd listen, unsigned pool_threads)
-    : sh_(sh), att_(att), listen_(std::move(listen)), efd_(::eventfd(0, EFD_CLOEXEC)), pool_(pool_threads), threads_(sh, att),
+    : sh_(sh), att_(att), listen_(std::move(listen)), efd_(::eventfd(0, EFD_CLOEXEC)), pool_(pool_threads), threads_(sh, att), pushes_(sh, att),
       accept_c_(kAcceptTag) {
     if (!efd_) throw_errno(ErrorCode::internal, "eventfd for a get ring");
 }
@@ -103,6 +103,7 @@ void RingGets::on_tls(RingRequest& r) {
 
 void RingGets::on_request(RingRequest& r, uint32_t slot) {
     Asked& a = r.asked();
+    if (a.push) return pushes_.admit(r); // `sluice send` into DIR (push_sessions.hpp)
     if (sh_.opt.get_mptcp && sh_.opt.verbose && sh_.opt.log) {
         const ConnectionMptcp m = mptcp_of(a.fd.get(), 0, true, true);
         sh_.opt.log("get session from " + a.host + ": the request came over " + (m.mptcp ? "MPTCP" : "plain TCP: " + m.why));
@@ -270,6 +271,7 @@ void RingGets::run() {
         if (now >= next_tick) {
             next_tick = now + kTickMs;
             threads_.reap();
+            pushes_.tick(now);
             if (sh_.stopping.load() && !stopping_) {
                 stopping_ = true;
                 if (accept_c_.busy()) ring.cancel(accept_c_);
@@ -289,7 +291,10 @@ void RingGets::run() {
                 if (stopping_) s->cancel();
                 s->tick(now);
             }
-            if (stopping_) threads_.stop(); // cancels their transfers: they end within a tick of their own
+            if (stopping_) { // cancels their transfers: they end within a tick of their own
+                threads_.stop();
+                pushes_.stop();
+            }
         }
         bool any = accept_c_.busy() || waiting_ > 0;
         for (auto& s : sessions_) {

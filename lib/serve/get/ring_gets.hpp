@@ -17,6 +17,7 @@
 #include "serve/engine/shared.hpp"
 #include "serve/get/attachments.hpp"
 #include "serve/get/ring_request.hpp"
+#include "serve/get/push_sessions.hpp"
 #include "serve/get/ring_session.hpp"
 #include "serve/get/session_threads.hpp"
 #include "serve/get/sum_pool.hpp"
@@ -47,6 +48,7 @@ private:
     UniqueFd efd_; // written by Attachments when a connection for one of this ring's gets came in
     SumPool pool_;
     SessionThreads threads_;
+    PushSessions pushes_; // pushes admitted on this ring (h15s), each received on a thread of its own
     std::vector<std::unique_ptr<RingSession>> sessions_; // by slot; null: free
     std::vector<uint32_t> gens_;
     std::vector<std::unique_ptr<RingRequest>> requests_; // by slot; null: free

@@ -32,6 +32,7 @@ RingRequest::RingRequest(UniqueFd fd, Shared& sh, Ring& ring, uint64_t tag_base,
     asked_.hello.token_required = !sh.opt.public_reads;
     // Bound transfer tokens need the shared token: a --public server has none to bind with.
     if (asked_.hello.token_required) asked_.hello.features |= wire::kFeatureGetBoundTransfer;
+    asked_.hello.features |= wire::kFeatureGetPush; // understood; the reply says whether allowed
     if (sh.get_certs) {
         asked_.hello.features |= wire::kFeatureGetCertificate;
         peeked_ = false;
@@ -156,7 +157,8 @@ void RingRequest::read_more() {
                 want += wire::decode_get_first_header(wire::Span(in_.data(), wire::kFrameHeaderBytes), &type);
             } catch (const Error& e) {
                 if (type == wire::kGetAttach) return close(); // nothing waits for an answer on it
-                sh_.get_sessions.fetch_add(1);
+                asked_.push = type == wire::kPushRequest;
+                (asked_.push ? sh_.pushes : sh_.get_sessions).fetch_add(1);
                 return refuse(e.what());
             }
             if (in_.size() == want) return on_frame();
@@ -187,7 +189,8 @@ void RingRequest::on_frame() {
         st_ = St::attach;
         return;
     }
-    sh_.get_sessions.fetch_add(1);
+    asked_.push = type == wire::kPushRequest; // the same payload as a get's (serve/get/push_sessions.hpp)
+    (asked_.push ? sh_.pushes : sh_.get_sessions).fetch_add(1);
     try {
         asked_.q = wire::decode_get_request(payload);
     } catch (const Error& e) {
@@ -201,7 +204,7 @@ void RingRequest::on_frame() {
 }
 
 void RingRequest::refuse(const std::string& why) {
-    sh_.get_failed.fetch_add(1);
+    (asked_.push ? sh_.push_refused : sh_.get_failed).fetch_add(1);
     st_ = St::request;
     wire::GetReply r;
     r.status = wire::GetStatus::bad_request;

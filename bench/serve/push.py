@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""`sluice send` pushing into `sluice serve DIR --port P --allow-upload` beside `sluice send` ->
+`sluice recv DIR` (issue 15 holds pushes to gets' goal: "within 10% of send/recv"), same data,
+same run, alternating.
+
+Sender in one network namespace (CPU 1), the receiving side in the other (CPU 0), joined by a
+veth pair (bench/testbed/netns.sh, names of our own), each side started with setsid (h15k:
+autogroups). Both write to disk (a push is stored: there is no null path into DIR), into a
+directory emptied and synced before each run, outside the timed part; both negotiate TLS 1.3
+as they would (veth addresses are not loopback). Time: the sender's wall time, which ends once
+the receiving side verified and renamed everything (FINAL_STATUS). Cases: one 2 GiB file; the
+minor set (bench/datasets/gen.py --scale 1/64 --sets minor).
+Run it under the bench lock (data made first, outside it, with --prepare-only):
+  python3 bench/serve/push.py --prepare-only
+  /work/brief/bin/bench-lock timeout 470 python3 bench/serve/push.py --out /tmp/push.json
+Every command has a timeout. Data under --data (deleted with --clean)."""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from get import big_file  # bench/serve/get.py: the same 2 GiB file
+
+HERE = Path(__file__).resolve().parent
+NETNS = HERE.parent / "testbed" / "netns.sh"
+GEN = HERE.parent / "datasets" / "gen.py"
+ENV = dict(os.environ, SB_NS_SND="h15s-push-cli", SB_NS_RCV="h15s-push-srv", SB_IP_SND="10.213.26.1",
+           SB_IP_RCV="10.213.26.2", SLUICE_TOKEN="benchtoken")
+SRV_NS, CLI_NS, SRV_IP = ENV["SB_NS_RCV"], ENV["SB_NS_SND"], ENV["SB_IP_RCV"]
+SRV_CPU, CLI_CPU = "0", "1"
+SERVE_PORT, RECV_PORT = 7100, 7101
+
+
+def in_ns(ns, cpu, *cmd):
+    return ["ip", "netns", "exec", ns, "taskset", "-c", cpu, "setsid", *map(str, cmd)]
+
+
+def last_json(out):
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def empty(d):
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    subprocess.run(["sync"], timeout=300)
+
+
+def run_send(binary, src, port, streams):
+    t0 = time.monotonic()
+    tx = subprocess.run(in_ns(CLI_NS, CLI_CPU, binary, "send", src, f"sluice://{SRV_IP}:{port}/", "--streams", streams,
+                              "--json"), capture_output=True, text=True, timeout=400, env=ENV)
+    wall = time.monotonic() - t0
+    if tx.returncode != 0:
+        raise RuntimeError(f"send {src} to port {port}: {tx.stderr}")
+    s = last_json(tx.stdout)
+    return {"seconds": wall, "bytes": s["bytes"], "files": s["files"], "mb_s": s["bytes"] / wall / 1e6,
+            "encryption": s.get("encryption")}
+
+
+def run_push(binary, src, dest, streams):
+    empty(dest)
+    return run_send(binary, src, SERVE_PORT, streams)
+
+
+def run_send_recv(binary, src, dest, streams):
+    empty(dest)
+    rx = subprocess.Popen(in_ns(SRV_NS, SRV_CPU, binary, "recv", dest, "--bind", SRV_IP, "--port", RECV_PORT, "--json"),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    rx.stdout.readline()
+    try:
+        r = run_send(binary, src, RECV_PORT, streams)
+        _, err = rx.communicate(timeout=120)
+        if rx.returncode != 0:
+            raise RuntimeError(f"recv: {err}")
+        return r
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+            rx.communicate(timeout=30)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sluice", default=str(HERE.parents[1] / "build" / "tools" / "sluice"))
+    ap.add_argument("--data", default="/work/data/h15s/push-bench")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--streams", default="4")
+    ap.add_argument("--cases", default="2g,minor")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--prepare-only", action="store_true", help="make the data and exit (outside the bench lock)")
+    ap.add_argument("--clean", action="store_true", help="delete the data and exit")
+    a = ap.parse_args()
+    data = Path(a.data)
+    if a.clean:
+        shutil.rmtree(data, ignore_errors=True)
+        return
+    src = data / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    big_file(src / "2g.bin", 2 << 30)
+    subprocess.run([sys.executable, GEN, "--out", data / "sets", "--sets", "minor", "--scale", "1/64"], check=True, timeout=600)
+    if a.prepare_only:
+        return
+    for f in src.rglob("*"):  # warm: the comparison is of the movers, not of the source disk
+        if f.is_file():
+            with open(f, "rb") as h:
+                while h.read(8 << 20):
+                    pass
+    for f in (data / "sets" / "minor").rglob("*"):
+        if f.is_file():
+            f.read_bytes()
+    served, received = data / "served", data / "received"
+    served.mkdir(exist_ok=True)
+    subprocess.run([NETNS, "up"], check=True, env=ENV)
+    results = {"command": " ".join(sys.argv), "kernel": os.uname().release, "load": os.getloadavg(), "cases": {}}
+    srv = None
+    try:
+        srv = subprocess.Popen(in_ns(SRV_NS, SRV_CPU, a.sluice, "serve", served, "--http", "0", "--port", SERVE_PORT, "--bind",
+                                     SRV_IP, "--threads", "1", "--allow-upload", "--json"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=ENV)
+        srv.stdout.readline()
+        srv.stdout.readline()
+        cases = {"2g": ("2 GiB file", src / "2g.bin"), "minor": ("minor set 1/64", data / "sets" / "minor")}
+        for key in a.cases.split(","):
+            name, path = cases[key]
+            rows = {"push": [], "send/recv": []}
+            for i in range(a.repeats):  # interleaved, the first of a pair alternating: a drift favours neither
+                order = ("push", "send/recv") if i % 2 == 0 else ("send/recv", "push")
+                for which in order:
+                    if which == "push":
+                        rows["push"].append(run_push(a.sluice, path, served, a.streams))
+                    else:
+                        rows["send/recv"].append(run_send_recv(a.sluice, path, received, a.streams))
+            med = {k: sorted(r["mb_s"] for r in v)[len(v) // 2] for k, v in rows.items()}
+            results["cases"][name] = {"runs": rows, "median_mb_s": med, "push_vs_send_recv": med["push"] / med["send/recv"]}
+            print(name, json.dumps(med), f"ratio {med['push'] / med['send/recv']:.3f}",
+                  "runs push", [round(r["mb_s"]) for r in rows["push"]], "send/recv", [round(r["mb_s"]) for r in rows["send/recv"]],
+                  flush=True)
+    finally:
+        if srv:
+            srv.send_signal(signal.SIGTERM)
+            out, _ = srv.communicate(timeout=60)
+            if out.strip():
+                st = last_json(out)
+                results["serve_stats"] = {k: st.get(k) for k in ("pushes", "pushes_done", "pushes_failed", "pushes_refused",
+                                                                 "push_bytes", "push_path")}
+        subprocess.run([NETNS, "down"], env=ENV)
+        shutil.rmtree(served, ignore_errors=True)
+        shutil.rmtree(received, ignore_errors=True)
+    results["load_after"] = os.getloadavg()
+    if a.out:
+        Path(a.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

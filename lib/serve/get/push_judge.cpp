@@ -1,0 +1,52 @@
+// A PUSH_REQUEST's checks (push_sessions.hpp), on the get ring: nothing here touches the disk.
+#include "core/wire/auth.hpp"
+#include "serve/engine/shared.hpp"
+#include "serve/get/push_sessions.hpp"
+
+namespace sluice::serve {
+
+using wire::GetStatus;
+
+namespace {
+
+PushJudged refuse(GetStatus status, std::string message, const wire::Mac& mac = {}) {
+    PushJudged j;
+    j.reply.status = status;
+    j.reply.message = std::move(message);
+    j.reply.mac = mac;
+    return j;
+}
+
+} // namespace
+
+PushJudged judge_push(Shared& sh, const Asked& a, bool busy) {
+    const wire::GetRequest& q = a.q;
+    // Before the token: the sender learns at once that no token would help.
+    if (!sh.opt.allow_upload) return refuse(GetStatus::bad_request, "this server does not take pushes (it runs without --allow-upload)");
+    if (busy)
+        return refuse(GetStatus::busy, "the server is receiving " + std::to_string(sh.opt.max_pushes) +
+                                           " pushes (--max-pushes); try again later");
+    if (q.version != wire::kVersion)
+        return refuse(GetStatus::missing_feature, "protocol version " + std::to_string(q.version) + " (this server speaks " +
+                                                      std::to_string(wire::kVersion) + ")");
+    if (!(q.features & wire::kFeatureGetSessions) || !(q.features & wire::kGetBoundTransfer))
+        return refuse(GetStatus::missing_feature, "the push request lacks feature bits 5 and 7 (get sessions, bound transfer tokens)");
+    if (sh.get_certs && sh.get_certs->verifies_peer())
+        return refuse(GetStatus::certificate_required, "this server verifies its clients (serve --ca/--pin); pushes in "
+                                                       "certificate mode are not supported yet");
+    // The token, always: --public opens reads, never writes (as HTTP uploads).
+    const wire::Mac want = wire::client_hello_mac(sh.opt.token, a.hello.nonce, wire::get_request_signed_part(a.frame));
+    if (!wire::macs_equal(want, wire::Mac(q.mac))) return refuse(GetStatus::bad_token, "wrong token");
+    const wire::Mac mac = wire::get_reply_mac(sh.opt.token, q.nonce, a.hello.nonce, a.hello.features);
+    if (!q.path.empty())
+        return refuse(GetStatus::bad_request, "a push lands in the served directory itself and takes no path ('" + q.path +
+                                                  "'): send a directory to store it as DIR/NAME", mac);
+    if (q.reply_port != 0) return refuse(GetStatus::bad_request, "a push's connections attach (reply port 0)", mac);
+    if (a.host.empty()) return refuse(GetStatus::bad_request, "the sender's address is unknown (getpeername failed)", mac);
+    PushJudged j;
+    j.reply.mac = mac;
+    j.transfer_token = wire::get_transfer_token(sh.opt.token, q.nonce, q.receiver_token);
+    return j;
+}
+
+} // namespace sluice::serve
