@@ -353,6 +353,7 @@ def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, c
         rows["sluice update " + sluice_also] = []
     seed = 200 if not keep_dest else int(time.time())
     n = changed = 0
+    load_start = loadavg()
     try:
         if first_copy:
             sluice_run(src, dest_root)  # the first, whole copy (not timed)
@@ -378,7 +379,13 @@ def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, c
         if not keep_dest:
             shutil.rmtree(dest_root, ignore_errors=True)
     return summarize(rows, {"set": f"minor at scale {scale}", "files": n, "changed_per_update": changed,
-                            "check": check})
+                            "check": check, "load_start": load_start, "load_end": loadavg()})
+
+
+def loadavg():
+    """The 1, 5 and 15-minute load averages (a call's figures are read beside them)."""
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
 
 
 def summarize(rows, about):
