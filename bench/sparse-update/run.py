@@ -43,8 +43,9 @@ reads ~42 GB per round; run `diff -rq` once by hand after the last call. --rsync
 `rsync FLAGS` to the rotation (e.g. --rsync-also=-aHAXS: the issue's peer, which lists xattrs and
 ACLs as sluice does as root; `rsync -a` does not). --sluice-also=FLAGS adds "sluice update FLAGS":
 the same build's sender with these flags (e.g. --sluice-also="--no-xattrs --no-acls
---no-hard-links": what `rsync -a` keeps, owners, groups, modes and times, and no more), so both
-fidelities are timed in one rotation beside both rsyncs.
+--no-hard-links": what `rsync -a` keeps, owners, groups, modes, times, symlinks and specials, and
+no more), so both fidelities are timed in one rotation beside both rsyncs. Before the first timed
+update both trees are listed once (untimed), so no tool pays for reading their inodes back.
 
 Every side (sluice's sender and receiver, rsync's client and daemon) starts in a session of its
 own (setsid): with autogroups on (this VM), processes of one session share one group's CPU
