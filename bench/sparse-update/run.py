@@ -41,7 +41,11 @@ as much again for the copy): --keep-dest keeps DATA_DIR/minor-dest between calls
 each result by the changed files' bytes and the whole tree's listing instead of diff -rq, which
 reads ~42 GB per round; run `diff -rq` once by hand after the last call. --rsync-also=FLAGS adds
 `rsync FLAGS` to the rotation (e.g. --rsync-also=-aHAXS: the issue's peer, which lists xattrs and
-ACLs as sluice does as root; `rsync -a` does not).
+ACLs as sluice does as root; `rsync -a` does not). --sluice-also=FLAGS adds "sluice update FLAGS":
+the same build's sender with these flags (e.g. --sluice-also="--no-xattrs --no-acls
+--no-hard-links": what `rsync -a` keeps, owners, groups, modes, times, symlinks and specials, and
+no more), so both fidelities are timed in one rotation beside both rsyncs. Before the first timed
+update both trees are listed once (untimed), so no tool pays for reading their inodes back.
 
 Every side (sluice's sender and receiver, rsync's client and daemon) starts in a session of its
 own (setsid): with autogroups on (this VM), processes of one session share one group's CPU
@@ -326,7 +330,8 @@ def same_tree(src, dest, changed, check):
     return all(same_bytes(p, os.path.join(dest, os.path.relpath(p, src))) for p in changed)
 
 
-def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, check="full", rsync_also=None):
+def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, check="full", rsync_also=None,
+                sluice_also=None):
     sets = os.path.join(data, "sets")
     subprocess.run([sys.executable, os.path.join(ROOT, "bench", "datasets", "gen.py"), "--out", sets, "--scale", scale,
                     "--sets", "minor"], check=True)
@@ -345,13 +350,21 @@ def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, c
         rows["sluice update (old)"] = []
     if rsync_also:
         rows["rsync " + rsync_also] = []
+    if sluice_also:
+        rows["sluice update " + sluice_also] = []
     seed = 200 if not keep_dest else int(time.time())
     n = changed = 0
+    load_start = loadavg()
     try:
         if first_copy:
             sluice_run(src, dest_root)  # the first, whole copy (not timed)
         if rounds == 0:  # --rounds 0 --keep-dest: only the first copy
             return {"about": {"set": f"minor at scale {scale}", "first_copy": first_copy}}
+        # Both trees' inodes read once, untimed: after minutes idle (waiting for the bench
+        # lock, others streaming GBs through the page cache) the first timed tool read them back
+        # from disk and paid for every tool (h17r: 2.25 s against 0.63-0.68 s after it).
+        tree_listing(src)
+        tree_listing(os.path.join(dest_root, "minor"))
         for r in range(rounds):
             order = list(rows) if r % 2 == 0 else list(reversed(rows))
             for tool in order:
@@ -359,7 +372,8 @@ def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, c
                 n, picks = touch_files(src, fraction, seed)
                 changed = len(picks)
                 if tool.startswith("sluice update"):
-                    secs, s, _ = sluice_run(src, dest_root, binary=old if tool.endswith("(old)") else None)
+                    flags = sluice_also.split() if sluice_also and tool == "sluice update " + sluice_also else ()
+                    secs, s, _ = sluice_run(src, dest_root, send_args=flags, binary=old if tool.endswith("(old)") else None)
                     sent = s["bytes_sent"]
                 else:
                     secs = rsync_run(daemon, src, "minor-dest", *tool.split()[1:])
@@ -371,7 +385,13 @@ def bench_minor(data, rounds, scale, old=None, fraction=0.01, keep_dest=False, c
         if not keep_dest:
             shutil.rmtree(dest_root, ignore_errors=True)
     return summarize(rows, {"set": f"minor at scale {scale}", "files": n, "changed_per_update": changed,
-                            "check": check})
+                            "check": check, "load_start": load_start, "load_end": loadavg()})
+
+
+def loadavg():
+    """The 1, 5 and 15-minute load averages (a call's figures are read beside them)."""
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
 
 
 def summarize(rows, about):
@@ -403,6 +423,9 @@ def main():
     ap.add_argument("--rsync-also", metavar="FLAGS",
                     help="minor: another rsync in the same rotation, with these flags (e.g. -aHAXS: hard links, ACLs, "
                          "xattrs, sparse files, what sluice keeps by default as root)")
+    ap.add_argument("--sluice-also", metavar="FLAGS",
+                    help="minor: the same sluice with these sender flags as another tool in the same rotation (e.g. "
+                         "\"--no-xattrs --no-acls --no-hard-links\": what rsync -a keeps)")
     ap.add_argument("--keep-dest", action="store_true",
                     help="minor: keep DATA/minor-dest between calls (copied whole only when absent)")
     ap.add_argument("--check", choices=["full", "changed"], default="full",
@@ -414,7 +437,8 @@ def main():
     elif a.what == "update":
         res = bench_update(a.data, a.rounds, a.src, a.rsync_inplace, a.net, a.reflink_source)
     else:
-        res = bench_minor(a.data, a.rounds, a.scale, a.old, a.fraction, a.keep_dest, a.check, a.rsync_also)
+        res = bench_minor(a.data, a.rounds, a.scale, a.old, a.fraction, a.keep_dest, a.check, a.rsync_also,
+                          a.sluice_also)
     text = json.dumps(res, indent=1)
     print(text)
     if a.out:
