@@ -204,3 +204,18 @@ def test_a_client_certificate_that_no_pin_names_is_refused(root, tmp_path, pki):
         assert "matches no --pin" in err and pin_of(pki["other"]) in err, err
     finally:
         s.kill()
+
+
+def test_a_connect_back_get_of_many_streams_arrives_whole(root, tmp_path, pki):
+    """40 streams connected back, encrypted: more than the 16 pending connections the client's
+    receiver keeps per source (its flood bound), so the ring must open them a few at a time."""
+    s = serve(root, pki, "--threads", "1")
+    try:
+        r = get(s, "big.bin", tmp_path / "a", "--connect-back", "--streams", "40", "--encrypt")
+        assert r.returncode == 0, r.stderr
+        assert file_hash(tmp_path / "a" / "big.bin") == file_hash(root / "big.bin")
+        st = stats(s)
+        assert st["get_sessions_ring_connect_back"] == 1 and st["get_sessions_ring_encrypted"] == 1, st
+        assert st["get_sessions_failed"] == 0, st
+    finally:
+        s.kill()
