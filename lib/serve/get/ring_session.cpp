@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/io/socket.hpp"
 #include "core/wire/auth.hpp"
 #include "core/wire/codec.hpp"
 #include "core/wire/codec_get.hpp"
@@ -74,6 +75,9 @@ void RingSession::on_attach(int64_t now_ms) {
 void RingSession::add_link(UniqueFd fd) {
     const int fl = ::fcntl(fd.get(), F_GETFL);
     if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl | O_NONBLOCK) < 0) return fail(ErrorCode::network, "fcntl O_NONBLOCK failed");
+    // As send() sets every stream (and connect_link() the ones the ring connects): a block's
+    // last partial segment is not held by Nagle until the receiver's delayed ACK.
+    set_nodelay(fd.get());
     auto l = std::make_unique<Link>(tag_base_ | (2 * links_.size()));
     l->fd = std::move(fd);
     l->index = static_cast<uint16_t>(links_.size());
