@@ -28,8 +28,8 @@ With --port, also serves `sluice get` over sluice's protocol on PORT (N streams,
 resume; the client connects out to PORT for every connection). Get rings (one io_uring
 thread each, as many as --threads) read every request and send every file and tree (paced
 by --get-rate-limit), in clear or encrypted as the client's receiver asks (TLS 1.3: every
-client not on loopback); the rest (get --connect-back, certificate mode) goes to a thread per
-get, said with -v and in /_stats.
+client not on loopback), get --connect-back too (the ring connects out to the address the
+request came from); no thread per get, said with -v and in /_stats.
 With --port and --allow-upload, `sluice send PATH... sluice://HOST:PORT/?token=T` pushes files
 and trees into DIR (a directory sent lands as DIR/NAME) with the guarantees of `sluice recv
 DIR`: temporary names renamed once verified, resume, N streams, TLS off loopback, nothing
@@ -40,7 +40,7 @@ With --cert and --key the HTTP port speaks HTTPS only (TLS 1.3, TLS_AES_128_GCM_
 http/1.1; the same rings: handshakes stepped on them, responses sealed from the page cache by
 the record engine -v and /_stats name) and the URL printed is https://. With --port too, the
 same certificate authenticates the sluice port to `sluice get --ca/--pin` (a TLS 1.3 handshake
-on the request connection, on a session thread); --ca, --pin and --crl make that port require
+on the request connection, stepped on the get ring); --ca, --pin and --crl make that port require
 a client certificate (`sluice get --cert/--key`).
 Prints the URL on the first line of stdout (with --port, the sluice:// URL on the second);
 SIGTERM or SIGINT drains and exits 0.

@@ -147,6 +147,15 @@ def tree_before_after(a, root):
     return results
 
 
+def warm(root):
+    """Reads every file under root once: the comparison is of the movers, not of the disk."""
+    for f in root.rglob("*"):
+        if f.is_file():
+            with open(f, "rb") as h:
+                while h.read(8 << 20):
+                    pass
+
+
 def big_file(path, size):
     if path.exists() and path.stat().st_size == size:
         return
@@ -182,11 +191,7 @@ def main():
         shutil.copytree(Path(a.data) / "sets" / "minor", minor, copy_function=os.link)
     if a.prepare_only:
         return
-    for f in root.rglob("*"):  # warm: the comparison is of the movers, not of the disk
-        if f.is_file():
-            with open(f, "rb") as h:
-                while h.read(8 << 20):
-                    pass
+    warm(root)
     subprocess.run([NETNS, "up"], check=True, env=ENV)
     if a.tree_before:
         try:

@@ -3,8 +3,8 @@ for all sessions instead of a thread (and 1 + N stream threads) per session. Man
 once get the right bytes; a client that stalls or leaves mid-transfer holds no thread and no
 fd once its deadline or its failure ends the session; a hostile client gets a clear error
 (GET_DONE) and the others are still served; trees are sent by the ring too (h15r; more in
-test_serve_get_ring_tree.py), and what still goes to a session thread is said in -v and counted
-in /_stats."""
+test_serve_get_ring_tree.py), and so are connect-back gets (h15t; more in
+test_serve_get_ring_back.py), said in -v and counted in /_stats."""
 import hashlib
 import hmac
 import json
@@ -151,16 +151,18 @@ def test_many_clients_at_once_get_the_right_bytes_with_no_thread_each(root, tmp_
         s.kill()
 
 
-def test_a_connect_back_get_goes_to_a_session_thread_and_says_so(root, tmp_path):
+def test_a_connect_back_get_is_sent_by_the_ring_and_says_so(root, tmp_path):
     s = Server(root, "--port", "0", "-v")
     try:
         r = get(s, "tree", tmp_path, "--connect-back")
         assert r.returncode == 0, r.stderr
         assert (tmp_path / "tree" / "a").read_bytes() == (root / "tree" / "a").read_bytes()
         st = stats(s)
-        assert st["get_sessions_thread"] == 1 and st["get_sessions_ring"] == 0, st
+        assert st["get_sessions_thread"] == 0 and st["get_sessions_ring"] == 1, st
+        assert st["get_sessions_ring_connect_back"] == 1, st
         _, _, err = s.stop()
-        assert "get 'tree' by 127.0.0.1: sent by a session thread: --connect-back (the server connects out)" in err, err
+        assert "get 'tree' by 127.0.0.1 (on the get ring, a tree of " in err and "connected back to 127.0.0.1:" in err, err
+        assert "session thread" not in err, err
     finally:
         s.kill()
 

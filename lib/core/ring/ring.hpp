@@ -15,6 +15,7 @@
 #include <string>
 
 struct iovec;
+struct sockaddr;
 
 namespace sluice {
 
@@ -35,6 +36,7 @@ struct RingFeatures {
     bool op_write_fixed = false;
     bool op_accept = false;
     bool op_poll = false;
+    bool op_connect = false;
     std::string setup_mode() const; // "single_issuer+defer_taskrun", "coop_taskrun" or "plain"
 };
 
@@ -109,6 +111,9 @@ public:
     void accept(Completion& c, int fd, int flags, bool multishot);
     void recv_provided(Completion& c, int fd, uint16_t group, bool multishot);
     void poll(Completion& c, int fd, unsigned events);
+    // A connect of the non-blocking socket fd to addr (which must outlive the request): ok once
+    // connected, failed with the connect's errno.
+    void connect(Completion& c, int fd, const sockaddr* addr, unsigned addr_len);
     // Asks the kernel to end c's request (a multishot one included); c's own CQE follows,
     // usually cancelled. Does not wait: for loops that must not stall on one connection.
     void cancel(Completion& c);

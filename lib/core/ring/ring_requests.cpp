@@ -110,6 +110,12 @@ void Ring::poll(Completion& c, int fd, unsigned events) {
     io_uring_sqe_set_data(sqe, &c);
 }
 
+void Ring::connect(Completion& c, int fd, const sockaddr* addr, unsigned addr_len) {
+    io_uring_sqe* sqe = take_sqe(c, IORING_OP_CONNECT);
+    io_uring_prep_connect(sqe, fd, addr, addr_len);
+    io_uring_sqe_set_data(sqe, &c);
+}
+
 void Ring::cancel(Completion& c) {
     if (c.ring_ != this) return; // nothing in flight
     queue_cancel(reinterpret_cast<uintptr_t>(&c), 0);

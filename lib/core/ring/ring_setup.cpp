@@ -34,6 +34,7 @@ void probe_opcodes(io_uring* ring, RingFeatures& f) {
     f.op_write_fixed = io_uring_opcode_supported(probe, IORING_OP_WRITE_FIXED);
     f.op_accept = io_uring_opcode_supported(probe, IORING_OP_ACCEPT);
     f.op_poll = io_uring_opcode_supported(probe, IORING_OP_POLL_ADD);
+    f.op_connect = io_uring_opcode_supported(probe, IORING_OP_CONNECT);
     io_uring_free_probe(probe);
 }
 

@@ -21,10 +21,6 @@ namespace {
 
 constexpr std::string_view kExporterLabel = "EXPORTER-sluice-data-streams";
 
-struct SslFree {
-    void operator()(SSL* s) const { SSL_free(s); }
-};
-
 // Names the option and file: the error a user sees before any connection is made.
 void check_readable(const char* option, const std::string& file) {
     FILE* f = std::fopen(file.c_str(), "rb");
@@ -169,37 +165,64 @@ CertContext::CertContext(const Certificates& c, Side side) : side_(side), ca_fil
     if (client && own_spki_.empty()) SSL_CTX_set_client_cert_cb(ctx_.get(), certificate_requested);
 }
 
-CertOutcome CertContext::handshake(int fd, const std::string& host, const std::string& peer) const {
-    std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx_.get()));
-    if (!ssl) throw Error(ErrorCode::internal, "OpenSSL: SSL_new failed");
+void CertContext::configure(SSL* ssl, Call& call, const std::string& host) const {
     // A CA vouches for names: the receiver's certificate must name the host the sender
     // dialled (a DNS name or an IP address in its subjectAltName).
     if (side_ == Side::client && !ca_file_.empty()) {
-        X509_VERIFY_PARAM* param = SSL_get0_param(ssl.get());
+        X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
         if (X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) != 1) {
             ERR_clear_error();
-            SSL_set1_host(ssl.get(), host.c_str());
+            SSL_set1_host(ssl, host.c_str());
         }
     }
-    Call call;
     call.certificates = true;
     call.pins = &pins_;
     call.chain_judged = !ca_file_.empty();
     call.ca_file = ca_file_;
     call.crl_file = crl_file_;
-    CertOutcome out;
-    out.keys = run_handshake(ssl.get(), fd, side_, call, peer);
+}
+
+CertOutcome CertContext::finish(SSL* ssl, const Call& call, const LinkKeys& keys, const std::string& peer) const {
     if (call.certificate_requested)
         throw Error(ErrorCode::auth, "TLS handshake with " + peer +
                                          " failed: the peer requires a certificate from this side (it has --ca or --pin): "
                                          "give this side --cert and --key");
-    if (SSL_session_reused(ssl.get()))
+    if (SSL_session_reused(ssl))
         throw Error(ErrorCode::protocol, "TLS handshake with " + peer + " resumed a session where a certificate was due");
-    if (SSL_export_keying_material(ssl.get(), out.session.data(), out.session.size(), kExporterLabel.data(),
+    CertOutcome out;
+    out.keys = keys;
+    if (SSL_export_keying_material(ssl, out.session.data(), out.session.size(), kExporterLabel.data(),
                                    kExporterLabel.size(), nullptr, 0, 0) != 1)
         throw Error(ErrorCode::internal, "OpenSSL: no exporter secret after the handshake with " + peer);
     out.peer_spki = call.peer_spki;
     return out;
+}
+
+CertOutcome CertContext::handshake(int fd, const std::string& host, const std::string& peer) const {
+    std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx_.get()));
+    if (!ssl) throw Error(ErrorCode::internal, "OpenSSL: SSL_new failed");
+    Call call;
+    configure(ssl.get(), call, host);
+    const LinkKeys keys = run_handshake(ssl.get(), fd, side_, call, peer);
+    return finish(ssl.get(), call, keys, peer);
+}
+
+std::unique_ptr<SteppedHandshake> CertContext::stepped(int fd, const std::string& host, std::string peer) const {
+    auto st = std::make_unique<SteppedHandshake::State>();
+    st->ssl.reset(SSL_new(ctx_.get()));
+    if (!st->ssl) throw Error(ErrorCode::internal, "OpenSSL: SSL_new failed");
+    configure(st->ssl.get(), st->call, host);
+    st->side = side_;
+    st->peer = std::move(peer);
+    SSL_set_app_data(st->ssl.get(), &st->call);
+    if (!SSL_set_fd(st->ssl.get(), fd)) throw Error(ErrorCode::internal, "OpenSSL: SSL_set_fd failed");
+    return std::unique_ptr<SteppedHandshake>(new SteppedHandshake(std::move(st)));
+}
+
+CertOutcome CertContext::outcome(SteppedHandshake& h) const {
+    SteppedHandshake::State& st = *h.st_;
+    const LinkKeys keys = handshake_keys(st.ssl.get(), st.side, st.call, st.peer);
+    return finish(st.ssl.get(), st.call, keys, st.peer);
 }
 
 } // namespace sluice::tls

@@ -16,6 +16,8 @@
 
 namespace sluice::tls {
 
+struct Call; // ssl_run.hpp
+
 struct CertOutcome {
     LinkKeys keys;
     Secret session{};      // the TLS exporter secret the data streams' PSKs are keyed from
@@ -37,12 +39,20 @@ public:
     // ignores it). Throws auth for a refused certificate or a peer in the other mode, else as
     // handshake() does, naming peer.
     CertOutcome handshake(int fd, const std::string& host, const std::string& peer) const;
+    // The same handshake on a non-blocking fd, stepped by an event loop (the get ring: the
+    // request connection of `serve --cert --port`), with the same checks; once its step() said
+    // done, outcome() gives what handshake() returns (and throws what it throws).
+    std::unique_ptr<SteppedHandshake> stepped(int fd, const std::string& host, std::string peer) const;
+    CertOutcome outcome(SteppedHandshake& h) const;
     // "sha256:HEX" of this side's certificate's key, the value the peer pins; empty without --cert.
     const std::string& own_spki() const { return own_spki_; }
     // A server that requires the client's certificate (it has --ca or --pin).
     bool verifies_peer() const { return !ca_file_.empty() || !pins_.empty(); }
 
 private:
+    void configure(SSL* ssl, Call& call, const std::string& host) const; // the checks of this side
+    CertOutcome finish(SSL* ssl, const Call& call, const LinkKeys& keys, const std::string& peer) const;
+
     struct CtxFree {
         void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
     };

@@ -86,10 +86,6 @@ SSL_CTX* shared_ctx(Side side) {
     return c;
 }
 
-struct SslFree {
-    void operator()(SSL* s) const { SSL_free(s); }
-};
-
 } // namespace
 
 LinkKeys handshake(int fd, Side side, const Psk& psk, const std::string& peer) {
@@ -103,14 +99,6 @@ LinkKeys handshake(int fd, Side side, const Psk& psk, const std::string& peer) {
     return keys;
 }
 
-struct SteppedHandshake::State {
-    std::unique_ptr<SSL, SslFree> ssl;
-    Psk psk;
-    Call call; // SSL app data: its address stays (State is never moved)
-    Side side;
-    std::string peer;
-};
-
 SteppedHandshake::SteppedHandshake(int fd, Side side, const Psk& psk, std::string peer) : st_(std::make_unique<State>()) {
     st_->ssl.reset(SSL_new(shared_ctx(side)));
     if (!st_->ssl) throw Error(ErrorCode::internal, "OpenSSL: SSL_new failed");
@@ -122,6 +110,8 @@ SteppedHandshake::SteppedHandshake(int fd, Side side, const Psk& psk, std::strin
     if (!SSL_set_fd(st_->ssl.get(), fd)) throw Error(ErrorCode::internal, "OpenSSL: SSL_set_fd failed");
 }
 
+SteppedHandshake::SteppedHandshake(std::unique_ptr<State> st) : st_(std::move(st)) {}
+
 SteppedHandshake::~SteppedHandshake() = default;
 
 SteppedHandshake::Want SteppedHandshake::step() {
@@ -130,6 +120,8 @@ SteppedHandshake::Want SteppedHandshake::step() {
 }
 
 LinkKeys SteppedHandshake::keys() {
+    if (st_->call.certificates)
+        throw Error(ErrorCode::internal, "TLS handshake with " + st_->peer + ": a certificate handshake's outcome is CertContext's");
     if (!SSL_session_reused(st_->ssl.get()))
         throw Error(ErrorCode::protocol, "TLS handshake with " + st_->peer + " ended without the pre-shared key");
     return handshake_keys(st_->ssl.get(), st_->side, st_->call, st_->peer);

@@ -25,6 +25,8 @@ LinkKeys handshake(int fd, Side side, const Psk& psk, const std::string& peer);
 // The same handshake on a non-blocking socket, a step at a time, for an event loop (the get
 // ring, lib/serve/get): step() runs it as far as the socket allows and says what it waits
 // for; the caller polls fd for that and calls step() again, under its own deadline.
+// CertContext::stepped (cert.hpp) makes one that runs the certificate handshake instead, with
+// that context's checks; its outcome is CertContext::outcome's, not keys().
 class SteppedHandshake {
 public:
     enum class Want : uint8_t { done, read, write };
@@ -38,8 +40,11 @@ public:
     // Once step() said done: the record keys (throws protocol when the handshake left data behind).
     LinkKeys keys();
 
+    struct State; // ssl_run.hpp
+
 private:
-    struct State;
+    friend class CertContext;
+    explicit SteppedHandshake(std::unique_ptr<State> st);
     std::unique_ptr<State> st_;
 };
 

@@ -56,6 +56,15 @@ size_t Sealer::seal_from(unsigned char* rec, const unsigned char* from, size_t n
     return kHeaderBytes + n + 1 + kTagBytes;
 }
 
+void Sealer::seal_append(const unsigned char* plain, size_t n, std::vector<unsigned char>& wire) {
+    for (size_t at = 0; at < n;) {
+        const size_t take = n - at < kMaxPlain ? n - at : kMaxPlain, base = wire.size();
+        wire.resize(base + take + kRecordOverhead);
+        wire.resize(base + seal_from(wire.data() + base, plain + at, take, seq_++));
+        at += take;
+    }
+}
+
 size_t Opener::record_size(const unsigned char* hdr) const {
     const size_t body = size_t(hdr[3]) << 8 | hdr[4];
     if (hdr[0] != kApplicationData || hdr[1] != 3 || hdr[2] != 3)

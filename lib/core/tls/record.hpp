@@ -9,6 +9,7 @@
 // fails its tag, and the connection with it.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/tls/aes_gcm.hpp"
 #include "core/tls/keys.hpp"
@@ -59,6 +60,9 @@ public:
     // The same with the content at `from` (n bytes, not overlapping rec): encrypted into the
     // record's slot, never copied there first.
     size_t seal_from(unsigned char* rec, const unsigned char* from, size_t n, uint64_t seq);
+    // Frames of a control connection (n bytes at plain) sealed into records of at most
+    // kMaxPlain each, appended to wire (whose capacity is kept: no allocation once it has grown).
+    void seal_append(const unsigned char* plain, size_t n, std::vector<unsigned char>& wire);
 };
 
 class Opener : public CipherCtx {

@@ -4,6 +4,7 @@
 // loop that runs a handshake on a blocking socket and maps its failure to an Error.
 #include <openssl/ssl.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,19 @@ struct Call {
 };
 
 Call* call_of(const SSL* ssl);
+
+struct SslFree {
+    void operator()(SSL* s) const { SSL_free(s); }
+};
+
+// A SteppedHandshake's state: the PSK one's (handshake.cpp) or the certificate one's (cert.cpp).
+struct SteppedHandshake::State {
+    std::unique_ptr<SSL, SslFree> ssl;
+    Psk psk{};
+    Call call; // SSL app data: its address stays (State is never moved)
+    Side side = Side::client;
+    std::string peer;
+};
 
 // A TLS 1.3-only context: one cipher suite (TLS_AES_128_GCM_SHA256), X25519, no tickets, no
 // middlebox compatibility records, no read-ahead, the key log that hands over the traffic

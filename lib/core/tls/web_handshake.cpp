@@ -26,10 +26,6 @@ int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const un
     return SSL_TLSEXT_ERR_OK;
 }
 
-struct SslFree {
-    void operator()(SSL* s) const { SSL_free(s); }
-};
-
 } // namespace
 
 WebContext::WebContext(const std::string& cert_file, const std::string& key_file) {

@@ -132,17 +132,19 @@ struct ServeStats {
     std::string accept_path;
     std::string cold_check; // "cachestat" or why there is none
     std::string ring_mode;
-    // Get sessions (sluice protocol): transfers sent on the get ring (files and trees asked for
-    // without --connect-back, paced by --get-rate-limit; of them encrypted: the client's receiver
-    // encrypts, as every one not on loopback does; of them trees: a directory asked for) and by
-    // a session thread each (the rest: --connect-back, certificate mode), and
-    // which path takes which, and why.
+    // Get sessions (sluice protocol): transfers sent on the get rings, every one since h15t
+    // (files and trees, paced by --get-rate-limit or not; of them encrypted: the client's
+    // receiver encrypts, as every one not on loopback does; of them trees: a directory asked
+    // for; of them connected back: --connect-back, the ring connecting out), and which path
+    // takes which. get_sessions_thread counted gets sent by a session thread each, which no get
+    // is since h15t: always 0, kept so that readers of it keep working.
     uint64_t get_sessions_ring = 0;
     uint64_t get_sessions_ring_encrypted = 0;
     uint64_t get_sessions_ring_tree = 0;
+    uint64_t get_sessions_ring_connect_back = 0;
     uint64_t get_sessions_thread = 0;
     // Of all get sessions: requests in certificate mode (a TLS 1.3 handshake with the server's
-    // certificate on the request connection; sent by a session thread), and those whose
+    // certificate on the request connection, stepped on the get ring), and those whose
     // certificate handshake failed (a client refusing the server's certificate, or refused its own).
     uint64_t get_sessions_certificate = 0;
     uint64_t get_certificate_failed = 0;

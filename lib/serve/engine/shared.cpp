@@ -74,7 +74,7 @@ ServeStats Shared::snapshot() {
     s.get_sessions_ring = get_ring.load();
     s.get_sessions_ring_encrypted = get_ring_encrypted.load();
     s.get_sessions_ring_tree = get_ring_tree.load();
-    s.get_sessions_thread = get_thread.load();
+    s.get_sessions_ring_connect_back = get_ring_connect_back.load();
     s.get_sessions_certificate = get_certificate.load();
     s.get_certificate_failed = get_certificate_failed.load();
     s.get_path = get_path;
@@ -143,6 +143,7 @@ std::string ServeStats::to_json() const {
     num("get_sessions_ring", get_sessions_ring);
     num("get_sessions_ring_encrypted", get_sessions_ring_encrypted);
     num("get_sessions_ring_tree", get_sessions_ring_tree);
+    num("get_sessions_ring_connect_back", get_sessions_ring_connect_back);
     num("get_sessions_thread", get_sessions_thread);
     num("get_sessions_certificate", get_sessions_certificate);
     num("get_certificate_failed", get_certificate_failed);

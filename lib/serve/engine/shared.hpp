@@ -73,12 +73,13 @@ struct Shared {
     std::atomic<uint64_t> upload_gen{0};
     // Get sessions (serve/get/): written by their threads, read by snapshot().
     std::atomic<uint64_t> get_sessions{0}, get_open{0}, get_failed{0}, get_bytes{0};
-    std::atomic<uint64_t> get_ring{0}, get_thread{0}; // transfers on the get ring / by a session thread
+    std::atomic<uint64_t> get_ring{0};                // transfers on the get rings (every get's, since h15t)
+    std::atomic<uint64_t> get_ring_connect_back{0};   // of get_ring: --connect-back (the ring connected out)
     std::atomic<uint64_t> get_ring_encrypted{0};      // of get_ring: the receiver encrypted (TLS on the ring)
     std::atomic<uint64_t> get_ring_tree{0};           // of get_ring: a directory (a tree's entries)
     std::atomic<unsigned> get_admitted{0};            // sessions holding a --max-gets place (serve/get/admission.hpp)
     // The sluice port's certificate (cert_file with get_sessions): a client that verifies the
-    // server runs a TLS 1.3 handshake with it on its request connection (serve/get/get_session.cpp).
+    // server runs a TLS 1.3 handshake with it on its request connection (serve/get/ring_request_tls.cpp).
     std::shared_ptr<const tls::CertContext> get_certs;
     std::atomic<uint64_t> get_certificate{0}, get_certificate_failed{0};
     // Pushes (serve/get/push_*.cpp): counted by the rings and the push threads.
@@ -87,7 +88,7 @@ struct Shared {
     // Which paths ran, as the first thread found them (the same kernel for all).
     std::mutex paths_mu;
     std::string recv_path, accept_path, cold_check_text, ring_mode;
-    std::string get_path; // which gets the get ring sends, and which go to session threads
+    std::string get_path; // what the get rings are (their count, pool threads, what they send)
     std::string push_path; // how pushes are received
 
     ServeStats snapshot();

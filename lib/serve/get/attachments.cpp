@@ -2,10 +2,6 @@
 
 #include <unistd.h>
 
-#include <chrono>
-
-#include "sluice/error.hpp"
-
 namespace sluice::serve {
 
 std::unique_ptr<Attachments::Slot> Attachments::open(const GetNonce& n, unsigned count, const std::string& host, int notify) {
@@ -46,7 +42,6 @@ bool Attachments::attach(const GetNonce& n, UniqueFd fd, const std::string& host
             return true;
         }
         w->fds.push_back(std::move(fd));
-        w->cv.notify_one();
     }
     if (w->notify >= 0) {
         uint64_t one = 1;
@@ -62,24 +57,6 @@ Attachments::Slot::~Slot() {
     }
     std::lock_guard lock(w_->mu); // an attach() past the lookup above finds no receiver now
     w_->deliver = nullptr;
-}
-
-int Attachments::Slot::take(int timeout_ms, const std::atomic<bool>& cancel) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    std::unique_lock lock(w_->mu);
-    // A tick, so that a cancel (server stopping) is seen while the client is slow.
-    while (w_->fds.empty()) {
-        if (cancel.load()) throw Error(ErrorCode::cancelled, "the server is stopping");
-        if (std::chrono::steady_clock::now() >= deadline)
-            throw Error(ErrorCode::network,
-                        "the client did not connect its next stream within " + std::to_string(timeout_ms / 1000) +
-                            " s (a get without connect-back: the client connects out with GET_ATTACH)",
-                        ErrorCause::timed_out);
-        w_->cv.wait_for(lock, std::chrono::milliseconds(200));
-    }
-    UniqueFd fd = std::move(w_->fds.front());
-    w_->fds.pop_front();
-    return fd.release();
 }
 
 UniqueFd Attachments::Slot::try_take() {

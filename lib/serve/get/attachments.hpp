@@ -4,8 +4,6 @@
 // connects nowhere, so a client behind NAT can get. Keyed by the request's nonce; each get
 // takes at most the connections it asked for (1 + streams), from the request's address only.
 #include <array>
-#include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -23,7 +21,6 @@ using GetNonce = std::array<unsigned char, wire::kNonceBytes>;
 class Attachments {
     struct Waiting {
         std::mutex mu;
-        std::condition_variable cv;
         std::deque<UniqueFd> fds;
         unsigned left = 0; // connections this get may still be handed
         std::string host;  // the request's address: an attach from elsewhere is refused
@@ -41,9 +38,6 @@ public:
         ~Slot();
         Slot(const Slot&) = delete;
         Slot& operator=(const Slot&) = delete;
-        // The next connection, in the order they came, within timeout_ms (checking cancel);
-        // throws Error(network) when none came (SendOptions::connection).
-        int take(int timeout_ms, const std::atomic<bool>& cancel);
         // The next connection if one came, else an empty fd; never waits (the get ring).
         UniqueFd try_take();
 

@@ -41,10 +41,11 @@ GetPort::GetPort(Shared& sh) : sh_(sh) {
     std::lock_guard lock(sh_.paths_mu);
     sh_.get_path = std::to_string(n) + " get ring" + (n > 1 ? "s" : "") +
                    " (one thread each, SO_REUSEPORT): every request read, attach and refusal; files and trees (paced by --get-rate-limit) to clients "
-                   "that attach, in clear or encrypted as the client's receiver asks (TLS 1.3 handshake stepped on the "
+                   "that attach or that ask the server to connect back (--connect-back: connected out by the ring), in clear or "
+                   "encrypted as the client's receiver asks (TLS 1.3 handshake stepped on the "
                    "ring, records sealed on the ring, or on the pool for blocks not in the page cache: " +
-                   std::to_string(pool) + " pool threads per ring, as many block reads in flight), with no thread per connection or session; session "
-                   "threads: --connect-back, certificate mode";
+                   std::to_string(pool) + " pool threads per ring, as many block reads in flight), certificate mode's handshake "
+                   "and request records stepped on the ring too, with no thread per connection or session";
     sh_.push_path = sh.opt.allow_upload ? push_path_text(sh.opt.max_pushes) : "none: pushes need --allow-upload";
 }
 

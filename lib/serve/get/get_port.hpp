@@ -2,8 +2,7 @@
 // The sluice port of `sluice serve`: get sessions (codec_get.hpp), at most max_get_sessions
 // sending at once. Everything on it is the get rings' (ring_gets.hpp: one thread with its own
 // io_uring and its own listening socket per --threads, SO_REUSEPORT; each accepts, reads every
-// request and attach, and sends single files); a get no ring sends goes to a session thread
-// (session_threads.hpp) once its request is read.
+// request and attach, and sends every get: ring_session.hpp), no thread per session.
 #include <cstdint>
 #include <memory>
 #include <vector>

@@ -1,7 +1,7 @@
 #pragma once
 // A get request read (by the get ring: ring_request.hpp), and what the server answers it:
-// the checks both paths share (busy, version, features, the token's MAC, the path, the
-// attachments' slot), so the ring and a session thread refuse alike and with the same words.
+// the checks (busy, version, features, the token's MAC, the path, the attachments' slot), made
+// on the ring, and again with a tree's walk on its pool, alike and with the same words.
 #include <memory>
 #include <string>
 
@@ -24,10 +24,9 @@ struct Asked {
     std::string host;     // the request's address (numeric); empty when getpeername failed
     uint16_t peer_port = 0;
     uint32_t rtt_us = 0;  // the TCP handshake's round trip: deadlines scale with it
-    std::string why_thread; // why a session thread sends it (said in -v); empty on the ring
-    Admission admission;    // a session thread's place under --max-gets, given back with it
-    // Certificate mode: the client began TLS instead of a frame (ring_request.hpp); the thread
-    // runs the handshake, then reads the request through the records (get_session.cpp).
+    Admission admission; // certificate mode: the place under --max-gets taken before the handshake
+    // Certificate mode: the client began TLS instead of a frame, and the ring ran the handshake
+    // and read the request through records (ring_request_tls.cpp).
     bool tls = false;
     std::string client_spki; // certificate mode: "sha256:HEX" of the client's key, if it showed a certificate
     bool push = false;       // a PUSH_REQUEST (h15s): `sluice send` into DIR, for serve/get/push_sessions.hpp
@@ -53,7 +52,7 @@ bool loopback_host(const std::string& host);
 // the attachments' slot. walk false: a directory is not walked (its walk may wait for the
 // disk: the ring hands it to its pool): tree is set instead, and nothing else. Never throws for the client's faults (they are the reply); may throw for the
 // server's own (an fd table full while opening): the caller closes the connection then.
-// notify: the eventfd of the ring that will run the get (-1 for a session thread).
+// notify: the eventfd of the ring that will run the get (-1: none).
 Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, int notify = -1, bool walk = true);
 
 wire::Bytes encode_reply(const wire::GetReply& r);

@@ -29,7 +29,7 @@ constexpr size_t kMaxWaiting = 1024;
 } // namespace
 
 RingGets::RingGets(Shared& sh, Attachments& att, UniqueFd listen, unsigned pool_threads)
-    : sh_(sh), att_(att), listen_(std::move(listen)), efd_(::eventfd(0, EFD_CLOEXEC)), pool_(pool_threads), threads_(sh, att), pushes_(sh, att),
+    : sh_(sh), att_(att), listen_(std::move(listen)), efd_(::eventfd(0, EFD_CLOEXEC)), pool_(pool_threads), pushes_(sh, att),
       accept_c_(kAcceptTag) {
     if (!efd_) throw_errno(ErrorCode::internal, "eventfd for a get ring");
 }
@@ -70,19 +70,12 @@ void RingGets::on_accept(Completion& c, int64_t now) {
         arm_accept();
 }
 
-// Why this get is not for the get ring ("" when it may be): said in -v and counted in stats
-// (get_sessions_thread), never a silent fallback.
-std::string RingGets::not_on_ring(const Asked& a) const {
-    if (a.q.reply_port != 0) return "--connect-back (the server connects out)";
-    return "";
-}
-
-// Certificate mode: the handshake and everything after it run on a session thread (blocking
-// OpenSSL, then the request through a relay), which takes a --max-gets place before it
-// starts: so handshakes in progress are bounded as sessions are. Over the bound the connection
-// is closed (there is no way to say "busy" in clear to a client that began TLS).
+// Certificate mode: the handshake and the request's records are stepped on this ring
+// (ring_request_tls.cpp). The session takes its --max-gets place before the handshake, so
+// handshakes in progress are bounded as sessions are (a place held from here on to its
+// RingSession). Over the bound the connection is closed: there is no way to say "busy" in
+// clear to a client that began TLS.
 void RingGets::on_tls(RingRequest& r) {
-    Asked& a = r.asked();
     sh_.get_sessions.fetch_add(1);
     sh_.get_certificate.fetch_add(1);
     Admission admission = Admission::take(sh_.get_admitted, sh_.opt.max_get_sessions);
@@ -94,11 +87,8 @@ void RingGets::on_tls(RingRequest& r) {
         r.take();
         return;
     }
-    a.tls = true;
-    a.why_thread = "certificate mode (the request's TLS handshake and records on a session thread)";
-    a.admission = std::move(admission);
-    if (!threads_.start(a)) sh_.get_failed.fetch_add(1);
-    r.take();
+    r.asked().admission = std::move(admission);
+    r.start_tls(*sh_.get_certs);
 }
 
 void RingGets::on_request(RingRequest& r, uint32_t slot) {
@@ -108,17 +98,10 @@ void RingGets::on_request(RingRequest& r, uint32_t slot) {
         const ConnectionMptcp m = mptcp_of(a.fd.get(), 0, true, true);
         sh_.opt.log("get session from " + a.host + ": the request came over " + (m.mptcp ? "MPTCP" : "plain TCP: " + m.why));
     }
-    std::string why = not_on_ring(a);
-    // A place under --max-gets, over every ring and session thread (attached connections take none).
-    Admission admission = Admission::take(sh_.get_admitted, sh_.opt.max_get_sessions);
+    // A place under --max-gets, over every ring (attached connections take none); certificate
+    // mode took it before its handshake (on_tls).
+    Admission admission = a.admission ? std::move(a.admission) : Admission::take(sh_.get_admitted, sh_.opt.max_get_sessions);
     const bool busy = !admission;
-    if (!why.empty() && !busy) {
-        a.why_thread = why;
-        a.admission = std::move(admission);
-        if (!threads_.start(a)) sh_.get_failed.fetch_add(1);
-        r.take();
-        return;
-    }
     Judged j = judge(sh_, att_, a, busy, efd_.get(), false);
     if (j.tree) {
         // A tree's walk (readdir, openat and fstat of every entry) may wait for the disk: it
@@ -177,6 +160,16 @@ void RingGets::answer(RingRequest& r, Judged j, Admission admission) {
     s.idle_ms = sh_.opt.send_timeout_ms;
     s.rate = sh_.opt.get_rate_limit;
     s.admission = std::move(admission);
+    // --connect-back: the session connects out to the request's own address (never one the
+    // request names), the control connection under the attach wait's deadline.
+    if (a.q.reply_port != 0 && !connect_back_to(a.fd.get(), a.q.reply_port, s.attach_wait_ms, s.back)) {
+        sh_.get_failed.fetch_add(1);
+        wire::GetReply no;
+        no.status = wire::GetStatus::bad_request;
+        no.message = "the client's address is unknown (getpeername failed)";
+        no.mac = j.reply.mac;
+        return r.reply(no);
+    }
     r.reply(j.reply);
 }
 
@@ -189,6 +182,7 @@ void RingGets::start_session(RingStart s, int64_t now) {
     }
     ++gens_[slot];
     sh_.get_ring.fetch_add(1);
+    if (s.back.len) sh_.get_ring_connect_back.fetch_add(1);
     sessions_[slot] = std::make_unique<RingSession>(std::move(s), sh_, *ring_, pool_, slot, gens_[slot], now);
     if (sessions_[slot]->tree()) sh_.get_ring_tree.fetch_add(1);
 }
@@ -200,16 +194,14 @@ void RingGets::after(uint32_t slot, int64_t now) {
     if (r.state() == St::request && !r.walking) on_request(r, slot);
     if (r.state() == St::attach) {
         const std::string host = peer_address(r.asked().fd.get()).host;
-        UniqueFd fd = r.take();
-        const int fl = ::fcntl(fd.get(), F_GETFL);
-        if (fl >= 0) ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK); // as accepted: a session thread may take it
-        set_io_timeout(fd.get(), 0);                                // the sender sets its own deadlines
+        UniqueFd fd = r.take(); // non-blocking, as the RingSession that takes it keeps it
         // The ring running that get hears of it through its eventfd (this one's too).
         if (!att_.attach(r.nonce(), std::move(fd), host) && sh_.opt.verbose && sh_.opt.log)
             sh_.opt.log("get session: a GET_ATTACH for no waiting get (unknown, from another address, or one too many): closed");
     }
     if (r.state() == St::ready) {
         RingStart s = std::move(r.start);
+        s.request_sealer = r.take_sealer();
         s.request = r.take();
         start_session(std::move(s), now);
     }
@@ -270,7 +262,6 @@ void RingGets::run() {
         }
         if (now >= next_tick) {
             next_tick = now + kTickMs;
-            threads_.reap();
             pushes_.tick(now);
             if (sh_.stopping.load() && !stopping_) {
                 stopping_ = true;
@@ -291,10 +282,7 @@ void RingGets::run() {
                 if (stopping_) s->cancel();
                 s->tick(now);
             }
-            if (stopping_) { // cancels their transfers: they end within a tick of their own
-                threads_.stop();
-                pushes_.stop();
-            }
+            if (stopping_) pushes_.stop(); // cancels their transfers: they end within a tick of their own
         }
         bool any = accept_c_.busy() || waiting_ > 0;
         for (auto& s : sessions_) {

@@ -4,11 +4,10 @@
 // It accepts (multishot), reads each connection's first frame (RingRequest: no thread per
 // connection), hands attached connections to the get waiting for them (on whichever ring:
 // Attachments wakes that ring's eventfd), answers requests, and runs the transfers of the gets
-// it sends itself (RingSession: files and trees), all at once, with no thread per session. A get
-// it does not send (--connect-back, --get-rate-limit, certificate mode) goes to a session thread
-// (SessionThreads) once its request is read, said in -v and counted. A tree is walked on the
-// ring's pool (it may wait for the disk). A finished checksum or walk wakes the ring through
-// its pool's eventfd.
+// it sends (RingSession: files and trees, attached or connected back, in clear, encrypted or in
+// certificate mode), all at once, with no thread per connection or per session. A tree is
+// walked on the ring's pool (it may wait for the disk). A finished checksum or walk wakes the
+// ring through its pool's eventfd.
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,7 +18,6 @@
 #include "serve/get/ring_request.hpp"
 #include "serve/get/push_sessions.hpp"
 #include "serve/get/ring_session.hpp"
-#include "serve/get/session_threads.hpp"
 #include "serve/get/sum_pool.hpp"
 
 namespace sluice::serve {
@@ -28,7 +26,7 @@ class RingGets {
 public:
     RingGets(Shared& sh, Attachments& att, UniqueFd listen, unsigned pool_threads);
     ~RingGets();
-    // On the caller's thread: until sh.stopping, then until every session (ring and threads) has ended.
+    // On the caller's thread: until sh.stopping, then until every session has ended.
     void run();
 
 private:
@@ -38,16 +36,14 @@ private:
     void on_request(RingRequest& r, uint32_t slot);
     void on_walked(uint32_t slot);                                 // a tree's walk is back from the pool
     void answer(RingRequest& r, Judged j, Admission admission); // the reply, and the session it starts
-    void on_tls(RingRequest& r); // a request read: refused, to the ring once replied, or to a thread
+    void on_tls(RingRequest& r); // began TLS: its --max-gets place, then its handshake on the ring (or closed)
     void start_session(RingStart s, int64_t now);
-    std::string not_on_ring(const Asked& a) const;
 
     Shared& sh_;
     Attachments& att_;
     UniqueFd listen_;
     UniqueFd efd_; // written by Attachments when a connection for one of this ring's gets came in
     SumPool pool_;
-    SessionThreads threads_;
     PushSessions pushes_; // pushes admitted on this ring (h15s), each received on a thread of its own
     std::vector<std::unique_ptr<RingSession>> sessions_; // by slot; null: free
     std::vector<uint32_t> gens_;

@@ -52,6 +52,9 @@ UniqueFd RingRequest::take() {
 }
 
 void RingRequest::close() {
+    // Certificate mode counted the session when TLS began: one that ends before its request is
+    // a failure (a refused certificate, a client gone mid-handshake).
+    if (tls_ && !requested_ && st_ != St::done) sh_.get_failed.fetch_add(1);
     st_ = St::done;
     ring_.cancel(rd_c_);
     ring_.cancel(wr_c_);
@@ -65,17 +68,20 @@ void RingRequest::cancel() {
 void RingRequest::tick(int64_t now_ms) {
     now_ms_ = now_ms;
     if (st_ == St::done || now_ms < deadline_ms_ || walking) return;
-    // A client that sent no whole first frame in time gets no answer (as a session thread's
-    // read timing out); a refusal's linger just ends.
+    // A client that sent no whole first frame (or, in certificate mode, did not end its
+    // handshake) in time gets no answer; a refusal's linger just ends.
     if (st_ == St::replying && ok_reply_) sh_.get_failed.fetch_add(1); // an ok the client never took: no transfer
     if (sh_.opt.verbose && sh_.opt.log && st_ == St::reading)
         sh_.opt.log("get session: no whole first frame within the request deadline: closed");
+    if (sh_.opt.verbose && sh_.opt.log && st_ == St::shaking)
+        sh_.opt.log("get session in certificate mode: the TLS handshake did not end within the request deadline: closed");
     close();
 }
 
 void RingRequest::on_completion(uint64_t low, Completion& c, int64_t now_ms) {
     now_ms_ = now_ms;
     if (st_ == St::done || c.outcome() == Completion::Outcome::cancelled) return;
+    if (st_ == St::shaking) return shake(); // what it waited for, a read or a write, has come
     if (low & 1) {
         flush();
         if (st_ == St::reading && !rd_c_.busy()) read_more();
@@ -106,6 +112,10 @@ void RingRequest::flush() {
         st_ = St::ready;
         return;
     }
+    linger();
+}
+
+void RingRequest::linger() {
     st_ = St::lingering;
     ::shutdown(asked_.fd.get(), SHUT_WR);
     deadline_ms_ = now_ms_ + kLingerMs;
@@ -126,7 +136,7 @@ void RingRequest::drain() {
 }
 
 // A client that verifies the server begins a TLS handshake where a frame would be: looked at
-// (MSG_PEEK, so OpenSSL reads the whole ClientHello on the session thread), never read here.
+// (MSG_PEEK, so OpenSSL reads the whole ClientHello itself: shake()), never read here.
 bool RingRequest::peek_tls() {
     for (;;) {
         unsigned char b = 0;
@@ -146,23 +156,30 @@ bool RingRequest::peek_tls() {
     }
 }
 
+size_t RingRequest::first_frame_size() {
+    if (in_.size() < wire::kFrameHeaderBytes) return wire::kFrameHeaderBytes;
+    uint8_t type = wire::kGetRequest;
+    try {
+        return wire::kFrameHeaderBytes + wire::decode_get_first_header(wire::Span(in_.data(), wire::kFrameHeaderBytes), &type);
+    } catch (const Error& e) {
+        if (type == wire::kGetAttach) {
+            close(); // nothing waits for an answer on it
+            return 0;
+        }
+        count_session(type);
+        refuse(e.what());
+        return 0;
+    }
+}
+
 void RingRequest::read_more() {
     if (!peeked_ && (!peek_tls() || st_ != St::reading)) return;
+    if (opener_) return read_records();
     // Never past the first frame: what follows an attach belongs to the transfer.
     for (;;) {
-        size_t want = wire::kFrameHeaderBytes;
-        if (in_.size() >= wire::kFrameHeaderBytes) {
-            uint8_t type = wire::kGetRequest;
-            try {
-                want += wire::decode_get_first_header(wire::Span(in_.data(), wire::kFrameHeaderBytes), &type);
-            } catch (const Error& e) {
-                if (type == wire::kGetAttach) return close(); // nothing waits for an answer on it
-                asked_.push = type == wire::kPushRequest;
-                (asked_.push ? sh_.pushes : sh_.get_sessions).fetch_add(1);
-                return refuse(e.what());
-            }
-            if (in_.size() == want) return on_frame();
-        }
+        const size_t want = first_frame_size();
+        if (want == 0) return;
+        if (in_.size() == want) return on_frame();
         const size_t at = in_.size();
         in_.resize(want);
         ssize_t n = ::recv(asked_.fd.get(), in_.data() + at, want - at, MSG_DONTWAIT);
@@ -181,6 +198,10 @@ void RingRequest::on_frame() {
     wire::decode_get_first_header(wire::Span(in_.data(), wire::kFrameHeaderBytes), &type);
     const wire::Span payload(in_.data() + wire::kFrameHeaderBytes, in_.size() - wire::kFrameHeaderBytes);
     if (type == wire::kGetAttach) {
+        if (tls_) {
+            if (sh_.opt.verbose && sh_.opt.log) sh_.opt.log("get session: GET_ATTACH on a certificate-mode request connection: closed");
+            return close();
+        }
         try {
             nonce_ = wire::decode_get_attach(payload);
         } catch (const Error&) {
@@ -189,8 +210,10 @@ void RingRequest::on_frame() {
         st_ = St::attach;
         return;
     }
-    asked_.push = type == wire::kPushRequest; // the same payload as a get's (serve/get/push_sessions.hpp)
-    (asked_.push ? sh_.pushes : sh_.get_sessions).fetch_add(1);
+    count_session(type);
+    // A push's reply and its receiver speak in clear (push_sessions.cpp): not inside
+    // certificate mode's records, where a get's request connection now lives.
+    if (asked_.push && tls_) return refuse("pushes in certificate mode are not supported yet");
     try {
         asked_.q = wire::decode_get_request(payload);
     } catch (const Error& e) {
@@ -201,6 +224,13 @@ void RingRequest::on_frame() {
     asked_.host = p.host;
     asked_.peer_port = p.port;
     st_ = St::request;
+}
+
+void RingRequest::count_session(uint8_t type) {
+    requested_ = true;
+    asked_.push = type == wire::kPushRequest; // the same payload as a get's (serve/get/push_sessions.hpp)
+    if (asked_.push) sh_.pushes.fetch_add(1);
+    else if (!tls_) sh_.get_sessions.fetch_add(1); // certificate mode counted it when TLS began
 }
 
 void RingRequest::refuse(const std::string& why) {
@@ -216,6 +246,11 @@ void RingRequest::reply(const wire::GetReply& r) {
     ok_reply_ = r.status == wire::GetStatus::ok;
     st_ = St::replying;
     encode_get_reply(out_, r);
+    if (sealer_) { // certificate mode: in records (out_ held nothing else: GET_HELLO went long ago)
+        wire::Bytes plain;
+        plain.swap(out_);
+        sealer_->seal_append(plain.data(), plain.size(), out_);
+    }
     flush();
 }
 

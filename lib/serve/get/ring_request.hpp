@@ -3,15 +3,19 @@
 // handled: GET_HELLO out, then GET_REQUEST or GET_ATTACH in (header first, then a payload of
 // at most wire::kMaxGetPayload), all under the request deadline (scaled with the round trip the
 // TCP handshake measured). No thread reads it. What follows is RingGets' to decide (a request:
-// refused here, sent on the ring, or handed to a session thread; an attach: handed to the get
-// waiting for it). A refusal's reply is written here, and the connection lingers as a session
-// thread's did: our side ended, what the client still sends read and dropped (at most 64 KiB,
-// at most a second), so the reply is not destroyed by a reset.
+// refused here, or sent on the ring; an attach: handed to the get waiting for it). A refusal's
+// reply is written here, and the connection lingers: our side ended, what the client still
+// sends read and dropped (at most 64 KiB, at most a second), so the reply is not destroyed by
+// a reset. Certificate mode (ring_request_tls.cpp): a client that begins TLS has its
+// certificate handshake stepped here (tls::SteppedHandshake, under the same deadline), then
+// its GET_REQUEST read through records and the reply sealed.
 #include <cstdint>
 #include <memory>
 
 #include "core/io/unique_fd.hpp"
 #include "core/ring/ring.hpp"
+#include "core/tls/cert.hpp"
+#include "core/tls/record.hpp"
 #include "serve/get/judge.hpp"
 #include "serve/get/ring_session.hpp"
 
@@ -28,7 +32,8 @@ public:
 
     enum class St : uint8_t {
         reading,   // GET_HELLO out, the first frame in
-        tls,       // the client began a TLS handshake (certificate mode): take() it for a session thread
+        tls,       // the client began a TLS handshake (certificate mode): start_tls(), or take() it
+        shaking,   // certificate mode: the TLS handshake, stepped; then reading, through records
         attach,    // a GET_ATTACH came: nonce() says for which get; take() the connection
         request,   // a GET_REQUEST came: take() it, or reply()
         replying,  // a reply going out; then lingering, or ready
@@ -48,6 +53,10 @@ public:
     UniqueFd take();
     // request: sends r; a refusal then lingers, an ok ends in ready.
     void reply(const wire::GetReply& r);
+    // tls: the certificate handshake with certs (which outlives this), stepped on the ring.
+    void start_tls(const tls::CertContext& certs);
+    // ready, in certificate mode: the request connection's sealer (GET_DONE goes in records).
+    std::unique_ptr<tls::Sealer> take_sealer() { return std::move(sealer_); }
     // An ok reply's transfer, made before the reply went out (its slot must wait for the
     // client's connections first); started on the ring once ready (its request fd: take()).
     RingStart start;
@@ -61,7 +70,15 @@ public:
 private:
     void read_more();
     bool peek_tls(); // certificate mode: true once the first byte is known (st_ is tls when it began TLS)
+    // The bytes the first frame has as far as in_ tells (the header's until it is in); 0 when
+    // its header was refused (answered, or closed).
+    size_t first_frame_size();
     void on_frame();
+    void linger(); // our side ended, the client's rest drained, then closed
+    // ring_request_tls.cpp: certificate mode
+    void shake();
+    void read_records(); // GET_REQUEST through records: opened into in_
+    void count_session(uint8_t type); // the first frame's type: a get or a push
     void refuse(const std::string& why); // a malformed request: bad_request, counted failed
     void flush();
     void drain();
@@ -77,6 +94,14 @@ private:
     bool peeked_ = true; // set false when this port has a certificate: the first byte is looked at first
     int64_t now_ms_ = 0, deadline_ms_ = 0;
     GetNonce nonce_{};
+    // Certificate mode: the handshake, then the record layer's two directions.
+    const tls::CertContext* certs_ = nullptr;
+    std::unique_ptr<tls::SteppedHandshake> shake_;
+    std::unique_ptr<tls::Opener> opener_;
+    std::unique_ptr<tls::Sealer> sealer_;
+    std::vector<unsigned char> sealed_in_; // at most a record not yet whole
+    bool tls_ = false;       // began TLS: counted a session (RingGets::on_tls) before its request
+    bool requested_ = false; // a GET_REQUEST (or its refusal) was had: from here it is counted as any
     Completion rd_c_, wr_c_;
 };
 

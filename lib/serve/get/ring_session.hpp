@@ -1,8 +1,11 @@
 #pragma once
 // One get session's transfer on the get ring (serve/get/ring_gets): a file or a tree to the
-// client's receiver over the connections it attached (GET_ATTACH), as the public send()
-// would send it, but as a state machine driven by poll completions: no thread of its own, and
-// nothing on the ring thread that waits (checksums on the SumPool; sockets non-blocking).
+// client's receiver over the connections it attached (GET_ATTACH), or, with --connect-back,
+// over connections the ring connects out to the client's receiver (IORING_OP_CONNECT: the
+// control connection first, then the data streams once it is ready, as send() opens them), as
+// the public send() would send it, but as a state machine driven by completions: no thread of
+// its own, and nothing on the ring thread that waits (checksums on the SumPool; sockets
+// non-blocking).
 //   link 0: control: hello, MANIFEST pages (at most 1,024 entries and about 1 MiB each,
 //           encoded as the socket takes them) + MANIFEST_END, a MANIFEST_ACK per page (resume
 //           ranges: that page's files are planned then), RESEND, ALL_VERIFIED, FINAL_STATUS;
@@ -18,6 +21,8 @@
 // Bounded: at most streams + 1 blocks (8 MiB each) summed ahead, or 64 small ones, a control
 // frame of at most 256 KiB, manifest bytes queued up to 256 KiB, one deadline renewed by
 // progress (the attach wait first, then the server's send timeout).
+#include <sys/socket.h>
+
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -41,6 +46,18 @@ namespace sluice::serve {
 
 struct Shared;
 
+// --connect-back: where the ring connects the transfer's connections. Only ever the address
+// the request came from, with the request's reply_port (connect_back_to(): never an address
+// a request names).
+struct ConnectBack {
+    sockaddr_storage addr{};
+    socklen_t len = 0;  // 0: no connect-back (the client attaches its connections)
+    std::string name;   // "host:port", for messages
+    int connect_ms = 0; // the control connection's connect, scaled with the request's round trip
+};
+// The request connection's address with port instead of its own; false when getpeername fails.
+bool connect_back_to(int request_fd, uint16_t port, int connect_ms, ConnectBack& out);
+
 // What the ring hands a session after its GET_REPLY ok.
 struct RingStart {
     UniqueFd request;                        // GET_DONE goes here at the end
@@ -53,6 +70,10 @@ struct RingStart {
     int idle_ms = 60000;
     uint64_t rate = 0;   // --get-rate-limit: bytes per second of the session (all its streams); 0: none
     Admission admission; // the place under --max-gets, given back when the session goes
+    ConnectBack back;    // --connect-back: the ring connects out (back.len != 0) instead of waiting for attaches
+    // Certificate mode: the request connection is TLS (its handshake and GET_REQUEST stepped on
+    // the ring: ring_request_tls.cpp); GET_DONE is sealed with its keys.
+    std::unique_ptr<tls::Sealer> request_sealer;
 };
 
 class RingSession {
@@ -84,7 +105,7 @@ private:
         explicit Link(uint64_t tag_base) : rd_c(tag_base), wr_c(tag_base + 1) {}
         UniqueFd fd;
         uint16_t index = 0;
-        enum class St : uint8_t { hello, auth, shaking, ready } st = St::hello;
+        enum class St : uint8_t { connecting, hello, auth, shaking, ready } st = St::hello;
         std::vector<unsigned char> in; // received (encrypted control: records not yet opened)
         wire::Bytes out;               // to send (encrypted control: frames not yet sealed)
         size_t out_off = 0;
@@ -122,7 +143,7 @@ private:
         uint64_t size = 0;
     };
 
-    // ring_session.cpp: connections, handshakes, writing, the end
+    // ring_session.cpp: connections, completions, reading
     void add_link(UniqueFd fd);
     void read_link(Link& l);
     // Up to `most` more bytes into l.in: false when none came now (a poll is armed) or the
@@ -131,7 +152,15 @@ private:
     // After a send on l returned n: true to go on (bytes went, or EINTR), false when the
     // socket is full (POLLOUT armed) or the session failed.
     bool sent(Link& l, ssize_t n);
+    // ring_session_hello.cpp: the sluice hello of each connection
     void on_hello_bytes(Link& l);
+    void on_secure(Link& l); // the handshake ended: keys in place (encrypted), then ready
+    // ring_session_connect.cpp: --connect-back's connections
+    void connect_link(); // one more connection out to s_.back, its connect on the ring
+    void on_connected(Link& l, Completion& c);
+    void connect_streams(); // the control connection is ready: the data streams
+    void connect_more();    // more data streams, while fewer than 8 are between connect and hello
+    // ring_session_drive.cpp: writing
     bool flush(Link& l); // false: the socket is full (POLLOUT armed) or the session failed
     void drive();        // hands blocks to idle streams, ends streams, writes what is owed
     void watch_request();
@@ -158,7 +187,6 @@ private:
     // ring_session_tls.cpp: an encrypted session's connections
     void start_tls(Link& l);
     void shake(Link& l);
-    void on_secure(Link& l); // the handshake ended: keys in place, then as a clear link's ready
     void read_records(Link& l);
     bool flush_tls(Link& l);
     void drive_sealed(Link& l);
@@ -197,6 +225,9 @@ private:
     bool paced_ = false;      // a stream waits for tokens: the next tick drives
     uint64_t ring_sealed_ = 0, pool_sealed_ = 0; // encrypted: where each block was sealed (-v)
     uint64_t in_flight_ = 0; // of pool_sealed_: counted cached, but a pool read of it was in flight (-v)
+    unsigned connecting_ = 0;      // --connect-back: connects in flight
+    unsigned streams_left_ = 0;    // --connect-back: data streams not connected yet
+    int stream_connect_ms_ = 0;    // --connect-back: a data stream's connect, scaled with the control's round trip
 };
 
 } // namespace sluice::serve

@@ -18,7 +18,13 @@ void RingSession::tick(int64_t now_ms) {
         drive();
     }
     if (ended_ || now_ms < deadline_ms_ || sums_in_flight_ > 0) return; // a read of the disk: its own bound
-    if (links_.size() < 1u + s_.streams)
+    if (connecting_ > 0)
+        return fail(ErrorCode::network,
+                    "connecting back to the client's receiver at " + s_.back.name + ": no connection within " +
+                        std::to_string((links_.size() > 1 ? stream_connect_ms_ : s_.back.connect_ms) / 1000) +
+                        " s (--connect-back: the server connects to the address the request came from)",
+                    ErrorCause::timed_out);
+    if (!s_.back.len && links_.size() < 1u + s_.streams)
         return fail(ErrorCode::network,
                     "the client did not connect its next stream within " + std::to_string(s_.attach_wait_ms / 1000) +
                         " s (a get without connect-back: the client connects out with GET_ATTACH)",
@@ -59,6 +65,11 @@ void RingSession::finish(uint32_t status, const std::string& message) {
     wire::GetDone done{status, message};
     wire::Bytes out;
     wire::encode_get_done(out, done);
+    if (s_.request_sealer) { // certificate mode: in records, as the reply was
+        wire::Bytes r;
+        s_.request_sealer->seal_append(out.data(), out.size(), r);
+        out.swap(r);
+    }
     // A few dozen bytes into a socket that has carried only the reply: it has the room.
     [[maybe_unused]] ssize_t n = ::send(s_.request.get(), out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     ::shutdown(s_.request.get(), SHUT_WR);
@@ -75,6 +86,8 @@ void RingSession::finish(uint32_t status, const std::string& message) {
     counted_open_ = false;
     std::string what = tree() ? "on the get ring, a tree of " + std::to_string(s_.src.entries.size()) + " entries" : "on the get ring";
     if (s_.rate) what += ", paced at " + std::to_string(s_.rate) + " bytes/s (--get-rate-limit)";
+    if (s_.back.len) what += ", connected back to " + s_.back.name + " (--connect-back)";
+    if (s_.request_sealer) what += ", certificate mode (the request's TLS handshake and records on the get ring)";
     if (sh_.opt.verbose && sh_.opt.log)
         sh_.opt.log("get " + s_.label +
                     (encrypted_ ? " (" + what + ", encrypted: TLS 1.3; blocks sealed on the ring " + std::to_string(ring_sealed_) +

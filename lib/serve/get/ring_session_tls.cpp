@@ -99,14 +99,7 @@ bool RingSession::flush_tls(Link& l) {
         if (l.index == 0) {
             // Frames queued since the last flush, sealed in records of at most 16 KiB (the
             // buffers keep their capacity: no allocation once the session is under way).
-            for (size_t at = 0; at < l.out.size();) {
-                const size_t take = std::min(tls::kMaxPlain, l.out.size() - at);
-                const size_t base = l.wire.size();
-                l.wire.resize(base + take + tls::kRecordOverhead);
-                std::memcpy(l.wire.data() + base + tls::kHeaderBytes, l.out.data() + at, take);
-                l.wire.resize(base + l.sealer->seal(l.wire.data() + base, take));
-                at += take;
-            }
+            l.sealer->seal_append(l.out.data(), l.out.size(), l.wire);
             l.out.clear();
             if (l.wire_off == l.wire.size()) {
                 l.wire.clear();
