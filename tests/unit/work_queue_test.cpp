@@ -29,17 +29,22 @@ Outcome wait(WorkQueue& q, size_t i, unsigned stays_below) {
     }
 }
 
-WorkQueue& with_items(WorkQueue& q, int n) {
+void with_items(WorkQueue& q, int n) {
     for (int k = 0; k < n; ++k) q.push(WorkItem{});
-    return q;
 }
+
+// A queue with `takers` streams and `items` queued.
+struct Queue : WorkQueue {
+    Queue(size_t takers, int items) {
+        set_takers(takers);
+        with_items(*this, items);
+    }
+};
 
 } // namespace
 
 TEST_CASE("before every planned item is queued, a stream with nothing to carry waits") {
-    WorkQueue q;
-    q.set_takers(3);
-    with_items(q, 1);
+    Queue q(3, 1);
     CHECK(q.try_pop(0));
     CHECK(wait(q, 1, 3) == Outcome::stayed);
     CHECK(wait(q, 0, 3) == Outcome::stayed);
@@ -48,9 +53,7 @@ TEST_CASE("before every planned item is queued, a stream with nothing to carry w
 }
 
 TEST_CASE("at the tail the streams that carried nothing end, the one that carried stays") {
-    WorkQueue q;
-    q.set_takers(4);
-    with_items(q, 1);
+    Queue q(4, 1);
     CHECK(q.try_pop(2));
     q.planned_all();
     CHECK(wait(q, 0, 4) == Outcome::left); // stream 2 still carries: it will stay
@@ -64,9 +67,7 @@ TEST_CASE("at the tail the streams that carried nothing end, the one that carrie
 }
 
 TEST_CASE("of the streams that carried, the one that finished last stays") {
-    WorkQueue q;
-    q.set_takers(3);
-    with_items(q, 3);
+    Queue q(3, 3);
     CHECK(q.try_pop(0));
     CHECK(q.try_pop(1));
     CHECK(q.try_pop(2));
@@ -79,9 +80,7 @@ TEST_CASE("of the streams that carried, the one that finished last stays") {
 }
 
 TEST_CASE("queued work is taken before any stream ends") {
-    WorkQueue q;
-    q.set_takers(2);
-    with_items(q, 2);
+    Queue q(2, 2);
     q.planned_all();
     CHECK(wait(q, 0, 2) == Outcome::took);
     CHECK(wait(q, 1, 2) == Outcome::took);
@@ -90,16 +89,13 @@ TEST_CASE("queued work is taken before any stream ends") {
 }
 
 TEST_CASE("a transfer that carried nothing keeps every stream until the end") {
-    WorkQueue q;
-    q.set_takers(3);
+    Queue q(3, 0);
     q.planned_all();
     for (size_t i = 0; i < 3; ++i) CHECK(wait(q, i, 3) == Outcome::stayed);
 }
 
 TEST_CASE("--streams auto: none ends before the count settles; past it a stream counts for nothing") {
-    WorkQueue q;
-    q.set_takers(4);
-    with_items(q, 2);
+    Queue q(4, 2);
     CHECK(q.try_pop(0));
     CHECK(q.try_pop(3));
     q.planned_all();
