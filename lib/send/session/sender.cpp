@@ -78,8 +78,8 @@ Stats SendSession::transfer() {
     log_.verbose_line(work_->read_summary());
     if (unsigned n = work_->ended_at_tail())
         log_.verbose_line(std::to_string(n) + " of " + std::to_string(data_.size()) +
-                          " data streams ended before ALL_VERIFIED, with nothing left to carry (the stream that carried "
-                          "last stayed for resends): a receiver never waits on a stream that has nothing to send");
+                          " data streams ended before ALL_VERIFIED, with nothing left to carry (the one that carried last "
+                          "stays for resends)");
 
     // Known once the streams are open: kTLS may take the records over (connect.cpp).
     const bool records = sealed_records();
