@@ -1,6 +1,20 @@
 #pragma once
 // The planner's output: units of work that data streams take in FIFO order. A stream that
 // finishes early takes the next unit, so no stream idles while another drains a long tail.
+//
+// The tail (docs/guarantees.md, "Deadlines"): once the manifest has ended and every page's work
+// is queued (planned_all()), only a RESEND or the blocks a broken stream did not deliver can
+// still come. A stream waiting for work then has nothing to carry until ALL_VERIFIED, which
+// comes only once the last stream's data has arrived: on a slow link one stream may carry the
+// last batch for longer than the idle timeout while the others stay silent, and a receiver from
+// before session 18 fails a data stream silent for its idle timeout (each stream judged alone;
+// main's judges the transfer, but dates a stream's data only per chunk it completes, so a chunk
+// slower than the idle timeout fails it too). So a waiting stream ends (STREAM_END) instead, and
+// one stays for what may still come: the one that finished carrying last (its data reaches the
+// receiver last, so it is silent the shortest), or, while another stream that stays to the end
+// still carries, that one (it stays when it finishes, being then the last). The streams are
+// numbered (0 to takers - 1) for this; the bookkeeping is a few fields per item taken, under the
+// lock a pop takes anyway.
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -25,6 +39,11 @@ struct WorkItem {
 
 class WorkQueue {
 public:
+    // How many streams take work (before any does).
+    void set_takers(size_t n) {
+        std::lock_guard lk(mu_);
+        takers_.assign(n, Taker{});
+    }
     void push(WorkItem&& item) {
         {
             std::lock_guard lk(mu_);
@@ -32,7 +51,7 @@ public:
         }
         cv_.notify_one();
     }
-    // No more items will come; pop() returns nullopt once the queue is empty.
+    // No more items will come; pop_checking() returns nullopt once the queue is empty.
     void close() {
         {
             std::lock_guard lk(mu_);
@@ -40,43 +59,97 @@ public:
         }
         cv_.notify_all();
     }
-    // The next item if one is queued now, without waiting.
-    std::optional<WorkItem> try_pop() {
+    // Every planned item is queued: only a RESEND or a broken stream's blocks may follow, and a
+    // waiting stream may end (the tail, above).
+    void planned_all() {
+        {
+            std::lock_guard lk(mu_);
+            planned_all_ = true;
+        }
+        cv_.notify_all();
+    }
+    // The next item if one is queued now, without waiting; stream i carries it.
+    std::optional<WorkItem> try_pop(size_t i) {
         std::lock_guard lk(mu_);
         if (items_.empty()) return std::nullopt;
-        WorkItem w = std::move(items_.front());
-        items_.pop_front();
-        return w;
+        return take(i);
     }
-    std::optional<WorkItem> pop() {
-        std::unique_lock lk(mu_);
-        cv_.wait(lk, [&] { return !items_.empty() || closed_; });
-        if (items_.empty()) return std::nullopt;
-        WorkItem w = std::move(items_.front());
-        items_.pop_front();
-        return w;
+    // Stream i ends for a reason of its own (--streams auto retired it): it stays for nothing.
+    void leave(size_t i) {
+        {
+            std::lock_guard lk(mu_);
+            finished(i);
+            at(i).gone = true;
+        }
+        cv_.notify_all();
     }
 
-    // As pop(), calling check() every `every` while it waits (check may throw): a stream
-    // waiting for work watches its connection (send/session/stream_recovery.hpp).
-    template <class Check> std::optional<WorkItem> pop_checking(std::chrono::milliseconds every, Check&& check) {
+    // Waits for the next item for stream i, calling check() every `every` while it waits (check
+    // may throw): a stream waiting for work watches its connection
+    // (send/session/stream_recovery.hpp). nullopt once the queue is closed and empty, or once
+    // stream i ends at the tail (left set: the tail, above). stays_below(): the streams below
+    // this index take work to the end (0 while --streams auto searches: none ends before).
+    template <class Check, class StaysBelow>
+    std::optional<WorkItem> pop_checking(size_t i, std::chrono::milliseconds every, Check&& check, StaysBelow&& stays_below,
+                                         bool& left) {
         std::unique_lock lk(mu_);
-        while (!cv_.wait_for(lk, every, [&] { return !items_.empty() || closed_; })) {
+        if (finished(i) && planned_all_) cv_.notify_all(); // the stream that stayed so far may end now
+        auto ready = [&] { return !items_.empty() || closed_ || (left = ends_at_tail(i, stays_below())); };
+        while (!cv_.wait_for(lk, every, ready)) {
             lk.unlock();
             check();
             lk.lock();
         }
-        if (items_.empty()) return std::nullopt;
+        if (!items_.empty()) return take(i);
+        if (left) at(i).gone = true;
+        return std::nullopt;
+    }
+
+private:
+    struct Taker {
+        uint64_t finished = 0; // when it last ran out of work, in the order of finished_seq_ (0: never carried)
+        bool carrying = false; // took an item and has not waited for work since
+        bool gone = false;     // ended: takes nothing more
+    };
+    Taker& at(size_t i) {
+        if (i >= takers_.size()) takers_.resize(i + 1); // a queue used without set_takers()
+        return takers_[i];
+    }
+    WorkItem take(size_t i) {
+        at(i).carrying = true;
         WorkItem w = std::move(items_.front());
         items_.pop_front();
         return w;
     }
+    // Stream i ran out of work: its finish is dated if it carried something. True if so.
+    bool finished(size_t i) {
+        Taker& t = at(i);
+        if (!t.carrying) return false;
+        t.carrying = false;
+        t.finished = ++finished_seq_;
+        return true;
+    }
+    // Whether waiting stream i ends now: at the tail, while another stream that stays to the
+    // end carries, or once another finished carrying after it (the streams below stays_below
+    // stay; one past it, retired by --streams auto, ends once it is done in any case). Nothing
+    // ever carried: all wait, as before. The last of those below stays_below never ends here.
+    bool ends_at_tail(size_t i, size_t stays_below) const {
+        if (!planned_all_ || stays_below == 0) return false;
+        if (i >= stays_below) return true;
+        for (size_t j = 0; j < stays_below && j < takers_.size(); ++j) {
+            const Taker& t = takers_[j];
+            if (j != i && !t.gone && (t.carrying || t.finished > takers_[i].finished)) return true;
+        }
+        return false;
+    }
 
-private:
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<WorkItem> items_;
+    std::vector<Taker> takers_;
+    uint64_t finished_seq_ = 0;
     bool closed_ = false;
+    bool planned_all_ = false;
 };
 
 } // namespace sluice

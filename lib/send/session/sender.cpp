@@ -54,6 +54,7 @@ Stats SendSession::transfer() {
     // anything below throws, ~SendSession stops and joins them (SendCore::stop()).
     path_ = choice.path;
     totals_.resize(data_.size());
+    queue_.set_takers(data_.size());
     for (size_t i = 0; i < data_.size(); ++i)
         streams_.start([this, i] { run_stream(i, [this, i](StreamProgress* sp) { return send_items(i, sp); }); });
     start_reader();
@@ -82,6 +83,10 @@ Stats SendSession::transfer() {
     conclude(blocks, bytes);
     log_.verbose_line(records_.summary());
     log_.verbose_line(work_->read_summary());
+    if (unsigned n = work_->ended_at_tail())
+        log_.verbose_line(std::to_string(n) + " of " + std::to_string(data_.size()) +
+                          " data streams ended before ALL_VERIFIED, with nothing left to carry (the one that carried last "
+                          "stays for resends)");
 
     // Known once the streams are open: kTLS may take the records over (connect.cpp).
     const bool records = sealed_records();

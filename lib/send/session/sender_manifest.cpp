@@ -101,9 +101,14 @@ void SendSession::walk_and_announce() {
                                                      .file_count = static_cast<uint64_t>(entries_total()),
                                                      .total_bytes = total_bytes_});
     control_.write(out, "sending the manifest");
-    std::lock_guard lk(pages_mu_);
-    manifest_ended_ = true;
-    work_idle_since_ = Clock::now();
+    bool planned_all = false;
+    {
+        std::lock_guard lk(pages_mu_);
+        manifest_ended_ = true;
+        work_idle_since_ = Clock::now();
+        planned_all = pages_acked_ == pages_sent_;
+    }
+    if (planned_all) queue_.planned_all(); // the tail: a stream with nothing to carry may end
 }
 
 void SendSession::wait_for_acks() {
@@ -139,11 +144,15 @@ void SendSession::on_manifest_ack(wire::ManifestAck&& ack) {
         queue_.push(std::move(w));
     }
     for (const SourceFile* f : files) f->let_go(); // the page's hold
+    bool planned_all = false;
     {
         std::lock_guard lk(pages_mu_);
         ++pages_acked_;
         page_owed_since_ = Clock::now();
+        planned_all = manifest_ended_ && pages_acked_ == pages_sent_;
     }
+    // The last page's work is queued: the tail (plan/work_queue.hpp).
+    if (planned_all) queue_.planned_all();
     acks_cv_.notify_all();
 }
 

@@ -50,6 +50,8 @@ public:
     // The pacer waits for it (stream_pacer.hpp): caps set while streams are still being
     // added held auto's ramp back (h16i).
     bool settled() const { return settled_->load() != 0; }
+    // How many streams take work to the end (the first ones): the count once settled, 0 before.
+    unsigned settled_count() const { return settled_->load(); }
     // The count settled (0 while the search goes on), for a thread that may outlive this
     // governor (the pacer's, on an error path).
     std::shared_ptr<const std::atomic<unsigned>> settled_flag() const { return settled_; }

@@ -96,19 +96,28 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
             c.next = 0;
             if (c.ahead) std::swap(c.item, c.ahead);
             // --streams auto may hold this stream back; an empty queue may wait for a page.
-            if (!c.item && (!s_.governor.may_take(c.i) || !(c.item = s_.queue.try_pop()))) {
+            if (!c.item && (!s_.governor.may_take(c.i) || !(c.item = s_.queue.try_pop(c.i)))) {
                 if (batch || cold) {
                     Busy busy(s_.busy);
                     if (cold) cold->drain(); // its block goes before the batch's files
                     if (batch) batch->flush(false);
                 }
                 s_.governor.await_turn(c.i);
-                if (s_.governor.retired(c.i)) break; // --streams auto settled below this stream
+                if (s_.governor.retired(c.i)) { // --streams auto settled below this stream
+                    s_.queue.leave(c.i);
+                    break;
+                }
                 // Waiting, the stream watches its connection: a break found only at the next
-                // write could come after the receiver has waited out its idle timeout.
-                c.item = s_.queue.pop_checking(std::chrono::milliseconds(250), [&] {
-                    if (s_.opts.retry_for_ms > 0) check_connection(c.sock, static_cast<unsigned>(c.i + 1));
-                });
+                // write could come after the receiver has waited out its idle timeout. At the
+                // tail it may end instead of waiting (plan/work_queue.hpp).
+                bool left = false;
+                c.item = s_.queue.pop_checking(
+                    c.i, std::chrono::milliseconds(250),
+                    [&] {
+                        if (s_.opts.retry_for_ms > 0) check_connection(c.sock, static_cast<unsigned>(c.i + 1));
+                    },
+                    [&] { return s_.governor.settled_count(); }, left);
+                if (left) ++ended_at_tail_;
                 if (!c.item) break;
             }
         }
@@ -162,7 +171,7 @@ const Segment* StreamWork::cold_next(Cursor& c, const std::optional<SmallFileBat
     if (c.next < c.item->segments.size()) {
         next = &c.item->segments[c.next];
     } else {
-        if (!c.ahead && s_.governor.may_take(c.i) && !s_.stopped()) c.ahead = s_.queue.try_pop();
+        if (!c.ahead && s_.governor.may_take(c.i) && !s_.stopped()) c.ahead = s_.queue.try_pop(c.i);
         if (c.ahead && !c.ahead->segments.empty()) next = &c.ahead->segments.front();
     }
     return next && !(batch && SmallFileBatch::fits(*next)) ? next : nullptr;

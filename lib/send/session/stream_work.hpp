@@ -50,8 +50,9 @@ public:
     };
     explicit StreamWork(Session s) : s_(std::move(s)) {}
 
-    // Runs stream i (socket sock) until the queue closes and returns what its last connection
-    // carried (its STREAM_END), or nullopt if the transfer stopped. blocks and bytes count
+    // Runs stream i (socket sock) until the queue closes (or it ends at the tail, with nothing
+    // left to carry: plan/work_queue.hpp) and returns what its last connection carried (its
+    // STREAM_END), or nullopt if the transfer stopped. blocks and bytes count
     // what the stream delivered over all its connections; fallback says a slower path.
     // records: the stream is encrypted and its paths seal their own records into it (no
     // reconnect then: the session turned it off).
@@ -59,6 +60,8 @@ public:
                                        std::string& fallback, StreamProgress* sp, tls::RecordWriter* records);
 
     unsigned reopened() const { return reopened_.load(); }
+    // Streams that ended at the tail, with nothing left to carry (plan/work_queue.hpp).
+    unsigned ended_at_tail() const { return ended_at_tail_.load(); }
     uint64_t resent_after_break() const { return resent_after_break_.load(); }
     // Bytes read with O_DIRECT (not in the page cache): by the streams' blocks
     // (paths/direct_block_reader.hpp: clear and encrypted) and by their small-file batches.
@@ -78,6 +81,7 @@ private:
 
     Session s_;
     std::atomic<unsigned> reopened_{0};           // stream connections reopened
+    std::atomic<unsigned> ended_at_tail_{0};      // streams that ended before the queue closed
     std::atomic<uint64_t> resent_after_break_{0}; // bytes they had not delivered
     std::atomic<uint64_t> cold_blocks_{0}, cold_bytes_{0}, cold_unaligned_{0}, cold_ahead_{0}, cold_ahead_open_fd_{0}; // ColdBlockSender's
     std::atomic<uint64_t> batch_direct_files_{0}, batch_direct_bytes_{0};       // SmallFileBatch's
