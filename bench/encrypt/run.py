@@ -121,13 +121,18 @@ def ns(side, cmd, ns_on):
 # dirty) and reads an inode-table block for every candidate it skips: with the previous run's
 # 3,208 files removed just before each run, every file created paid that scan, on both tools
 # (perf, h18f: up to 29% of the machine's samples), and the minor set's runs spread 2-3x.
-FRESH = {"on": False, "n": 0, "made": []}
+FRESH = {"on": False, "n": 0, "made": [], "each": False, "removed_at": None}
 RECENTCY = 61
 
 
 def fresh(dst):
     if not FRESH["on"]:
         return dst
+    if FRESH["removed_at"] is not None:
+        wait = RECENTCY - (time.monotonic() - FRESH["removed_at"])
+        if wait > 0:
+            print(f"waiting {wait:.0f} s: the last copy was removed less than {RECENTCY} s ago", flush=True)
+            time.sleep(wait)
     FRESH["n"] += 1
     d = dst.parent / f"{dst.name}-{FRESH['n']}"
     FRESH["made"].append(d)
@@ -141,6 +146,16 @@ def settle_after_removals(work):
         if wait > 0:
             print(f"waiting {wait:.0f} s: the last call removed its copies less than {RECENTCY} s ago", flush=True)
             time.sleep(wait)
+
+
+def remove_each(dst):
+    """--remove-each: the run's copy removed once it is checked (a set whose copies do not fit
+    the disk together: the minor set at full size, 21 GB a copy), the next run waiting out the
+    file system's RECENTCY after it as between calls."""
+    if FRESH["on"] and FRESH["each"]:
+        shutil.rmtree(dst, ignore_errors=True)
+        subprocess.run(["sync"])
+        FRESH["removed_at"] = time.monotonic()
 
 
 def remove_copies(work):
@@ -234,6 +249,7 @@ def one(tool, src, dst, ip, ns_on, extra):
         rec["sync_after_s"] = time.monotonic() - s0
     if COLD["check"] and not tool.startswith("iperf3"):
         rec["check_s"] = check_copy(COLD["check"], dst)
+    remove_each(dst)
     if tool.startswith("sluice"):
         s = json.loads(tx.stdout.strip().splitlines()[-1])
         rec["encryption"] = s["encryption"]
@@ -282,7 +298,7 @@ def main():
                     help="loopback: which of sluice-enc, sluice-old-enc, sluice-enc-openssl, wdt-enc, sluice-clear, "
                          "wdt-clear run (default: sluice-enc, wdt-enc and the clear ones); veth: which of sluice "
                          "(encrypted), sluice-s8 (encrypted, 8 streams), sluice-old, sluice-openssl, "
-                         "wdt-enc, sluice-clear, wdt-clear (default: sluice, wdt-enc); one bench-lock call stays short")
+                         "wdt-enc, sluice-clear, wdt-clear (default: sluice, wdt-enc), run in the order given; one bench-lock call stays short")
     ap.add_argument("--old-sluice", help="the binary the sluice-old* tools run (an earlier build, for a before/after)")
     ap.add_argument("--set-names", default="large,minor", help="veth, 1gbit: which sets")
     ap.add_argument("--out", default="/work/data/h18/bench/results.jsonl")
@@ -292,10 +308,15 @@ def main():
     ap.add_argument("--check", metavar="MANIFEST", help="compare every copy with the set's manifest after its run")
     ap.add_argument("--fresh-dst", action="store_true",
                     help="each run into a new directory, removed when the call ends (no ext4 recently-deleted scan)")
+    ap.add_argument("--remove-each", action="store_true",
+                    help="with --fresh-dst: each copy removed after its run (and check), the next run waiting "
+                         f"{RECENTCY} s after that (copies that do not fit the disk together)")
     a = ap.parse_args()
+    if a.remove_each and not a.fresh_dst:
+        ap.error("--remove-each goes with --fresh-dst")
     # bench-lock's timeout ends a call with SIGTERM: the runs done by then are still written.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("run.py: terminated (the call's timeout)"))
-    FRESH["on"] = a.fresh_dst
+    FRESH["on"], FRESH["each"] = a.fresh_dst, a.remove_each
     COLD["on"], COLD["check"] = a.cold, a.check
     OLD["sluice"] = a.old_sluice
     work = Path(a.work)
@@ -317,7 +338,7 @@ def run_cases(a, work, results):
         tools = [("sluice-enc", ["--encrypt"]), ("sluice-old-enc", ["--encrypt"]), ("sluice-enc-openssl", ["--encrypt"]),
                  ("wdt-enc", []), ("sluice-clear", []), ("wdt-clear", ["-encryption_type", "none"])]
         want = a.tools.split(",") if a.tools else ["sluice-enc", "wdt-enc", "sluice-clear", "wdt-clear"]
-        tools = [t for t in tools if t[0] in want]
+        tools = sorted((t for t in tools if t[0] in want), key=lambda t: want.index(t[0]))  # in the order given
         for _ in range(a.rounds):
             for tool, extra in tools:
                 results.append(one(tool, Path(a.src), work / "dst", "127.0.0.1", False, extra))
@@ -337,7 +358,7 @@ def run_cases(a, work, results):
                     tools = [("sluice", []), ("sluice-s8", []), ("sluice-old", []), ("sluice-openssl", []), ("wdt-enc", []),
                              ("sluice-clear", ["--no-encrypt"]), ("wdt-clear", ["-encryption_type", "none"])]
                     want = a.tools.split(",") if a.tools else ["sluice", "wdt-enc"]
-                    tools = [t for t in tools if t[0] in want]
+                    tools = sorted((t for t in tools if t[0] in want), key=lambda t: want.index(t[0]))  # in the order given
                 else:
                     tools = [("iperf3", []), ("sluice", [])]
                 rs = []
