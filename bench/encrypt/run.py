@@ -182,6 +182,7 @@ def remove_copies(work):
 
 
 OLD = {"sluice": None}
+LOGS = {"prefix": "run"}
 
 
 class ToolFailed(Exception):
@@ -247,6 +248,10 @@ def one(tool, src, dst, ip, ns_on, extra, sink, tags={}):
     u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     tool_cpu = (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
     if tx.returncode != 0 or rx.returncode != 0:
+        # Both sides' whole output beside the results (the row keeps only their tails): why WDT
+        # failed the full-size minor set (h18r) was cut off at 800 characters.
+        log = Path(LOGS["prefix"] + f".{time.strftime('%H%M%S', time.gmtime())}-{tool}.log")
+        log.write_text(f"sender {tx.returncode}\n{tx.stdout}\n{tx.stderr}\nreceiver {rx.returncode}\n{out}\n{err}\n")
         raise ToolFailed(f"{tool}: sender {tx.returncode} {tx.stderr[-800:]}\nreceiver {rx.returncode} {err[-800:]}")
     if not tool.startswith("iperf3"):
         got = tree_bytes(dst)
@@ -345,6 +350,7 @@ def main():
     FRESH["on"], FRESH["each"] = a.fresh_dst, a.remove_each
     COLD["on"], COLD["check"], COLD["every"] = a.cold, a.check, max(1, a.check_every)
     OLD["sluice"] = a.old_sluice
+    LOGS["prefix"] = a.out + ".failed"
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     settle_after_removals(work)
