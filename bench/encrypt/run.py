@@ -326,7 +326,7 @@ def main():
                     help="loopback: which of sluice-enc, sluice-old-enc, sluice-enc-openssl, wdt-enc, sluice-clear, "
                          "wdt-clear run (default: sluice-enc, wdt-enc and the clear ones); veth: which of sluice "
                          "(encrypted), sluice-s8 (encrypted, 8 streams), sluice-old, sluice-openssl, "
-                         "wdt-enc, sluice-clear, wdt-clear (default: sluice, wdt-enc), run in the order given; one bench-lock call stays short")
+                         "wdt-enc, wdt-enc-t60 (its socket timeouts 60 s, not 5), sluice-clear, wdt-clear (default: sluice, wdt-enc), run in the order given; one bench-lock call stays short")
     ap.add_argument("--old-sluice", help="the binary the sluice-old* tools run (an earlier build, for a before/after)")
     ap.add_argument("--set-names", default="large,minor", help="veth, 1gbit: which sets")
     ap.add_argument("--out", default="/work/data/h18/bench/results.jsonl")
@@ -388,6 +388,10 @@ def run_cases(a, work, results):
                     warm(src)
                 if a.case == "veth":
                     tools = [("sluice", []), ("sluice-s8", []), ("sluice-old", []), ("sluice-openssl", []), ("wdt-enc", []),
+                             # WDT's default socket timeouts are 5 s: at full size on a loaded
+                             # machine its sender failed the minor set with SOCKET_WRITE_ERROR
+                             # (h18r, 2 of 2; h18q's large set at load 20-26). 60 s on both sides.
+                             ("wdt-enc-t60", ["-read_timeout_millis", "60000", "-write_timeout_millis", "60000"]),
                              ("sluice-clear", ["--no-encrypt"]), ("wdt-clear", ["-encryption_type", "none"])]
                     want = a.tools.split(",") if a.tools else ["sluice", "wdt-enc"]
                     tools = sorted((t for t in tools if t[0] in want), key=lambda t: want.index(t[0]))  # in the order given
