@@ -252,6 +252,7 @@ def one(tool, src, dst, ip, ns_on, extra, sink, tags={}):
         # failed the full-size minor set (h18r) was cut off at 800 characters.
         log = Path(LOGS["prefix"] + f".{time.strftime('%H%M%S', time.gmtime())}-{tool}.log")
         log.write_text(f"sender {tx.returncode}\n{tx.stdout}\n{tx.stderr}\nreceiver {rx.returncode}\n{out}\n{err}\n")
+        remove_each(dst)  # a failed run's copy too: left, it filled the disk under the next run (h18r)
         raise ToolFailed(f"{tool}: sender {tx.returncode} {tx.stderr[-800:]}\nreceiver {rx.returncode} {err[-800:]}")
     if not tool.startswith("iperf3"):
         got = tree_bytes(dst)
