@@ -21,7 +21,7 @@ def main():
         if "failed" in r:  # a tool's failed run (run.py records it): no figures
             continue
         case = r["case"] + (", " + r["set"] if r.get("set") else "")
-        tool = {"sluice": "sluice encrypted", "sluice-enc": "sluice encrypted", "wdt-enc": "WDT encrypted",
+        tool = {"sluice": "sluice encrypted", "sluice-enc": "sluice encrypted", "wdt-enc": "WDT encrypted", "wdt-enc-t60": "WDT encrypted, 60 s timeouts",
                 "sluice-openssl": "sluice encrypted, OpenSSL engine", "sluice-enc-openssl": "sluice encrypted, OpenSSL engine",
                 "sluice-old": "sluice encrypted, earlier build", "sluice-old-enc": "sluice encrypted, earlier build",
                 "iperf3": "iperf3 (clear)"}.get(r["tool"])

@@ -72,7 +72,7 @@ def drop_caches():
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
-def check_copy(manifest, dst):
+def check_copy(manifest, dst, every=1):
     """The copy against the set's manifest (verify.py); exits naming the differences."""
     sys.path.insert(0, str(ROOT / "bench" / "datasets"))
     import verify
@@ -85,7 +85,7 @@ def check_copy(manifest, dst):
         if not link.is_symlink():
             link.symlink_to(dst)
     t0 = time.monotonic()
-    problems = verify.compare(m, str(root))
+    problems = verify.compare(m, str(root), every=every)
     if root != dst:
         shutil.rmtree(root)
     if problems:
@@ -93,7 +93,7 @@ def check_copy(manifest, dst):
     return time.monotonic() - t0
 
 
-COLD = {"on": False, "check": None}
+COLD = {"on": False, "check": None, "every": 1}
 
 
 def busy_seconds():
@@ -121,13 +121,18 @@ def ns(side, cmd, ns_on):
 # dirty) and reads an inode-table block for every candidate it skips: with the previous run's
 # 3,208 files removed just before each run, every file created paid that scan, on both tools
 # (perf, h18f: up to 29% of the machine's samples), and the minor set's runs spread 2-3x.
-FRESH = {"on": False, "n": 0, "made": []}
+FRESH = {"on": False, "n": 0, "made": [], "each": False, "removed_at": None}
 RECENTCY = 61
 
 
 def fresh(dst):
     if not FRESH["on"]:
         return dst
+    if FRESH["removed_at"] is not None:
+        wait = RECENTCY - (time.monotonic() - FRESH["removed_at"])
+        if wait > 0:
+            print(f"waiting {wait:.0f} s: the last copy was removed less than {RECENTCY} s ago", flush=True)
+            time.sleep(wait)
     FRESH["n"] += 1
     d = dst.parent / f"{dst.name}-{FRESH['n']}"
     FRESH["made"].append(d)
@@ -143,15 +148,41 @@ def settle_after_removals(work):
             time.sleep(wait)
 
 
+def rmtree_wide(d):
+    """Removes d with its top-level entries in parallel: this file system is mounted with
+    `discard`, so every unlink waits for its extents' discard, and one rmtree of a 102,645-file
+    copy took over 5 minutes of a bench call where 16 at once took 15 s."""
+    d = Path(d)
+    if d.is_dir():
+        from concurrent.futures import ThreadPoolExecutor
+        tops = [p for p in d.iterdir()]
+        subs = [q for p in tops if p.is_dir() and not p.is_symlink() for q in p.iterdir()]
+        with ThreadPoolExecutor(16) as ex:
+            list(ex.map(lambda q: shutil.rmtree(q, ignore_errors=True) if q.is_dir() and not q.is_symlink()
+                        else q.unlink(missing_ok=True), subs))
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def remove_each(dst):
+    """--remove-each: the run's copy removed once it is checked (a set whose copies do not fit
+    the disk together: the minor set at full size, 21 GB a copy), the next run waiting out the
+    file system's RECENTCY after it as between calls."""
+    if FRESH["on"] and FRESH["each"]:
+        rmtree_wide(dst)
+        subprocess.run(["sync"])
+        FRESH["removed_at"] = time.monotonic()
+
+
 def remove_copies(work):
     for d in FRESH["made"]:
-        shutil.rmtree(d, ignore_errors=True)
+        rmtree_wide(d)
     if FRESH["made"]:
         subprocess.run(["sync"])
         (work / ".removed_at").write_text(f"{time.time()}\n")
 
 
 OLD = {"sluice": None}
+LOGS = {"prefix": "run"}
 
 
 class ToolFailed(Exception):
@@ -160,7 +191,7 @@ class ToolFailed(Exception):
     with SOCKET_WRITE_ERROR on a loaded machine took the call's sluice run with it)."""
 
 
-def one(tool, src, dst, ip, ns_on, extra):
+def one(tool, src, dst, ip, ns_on, extra, sink, tags={}):
     dst = fresh(dst)
     env = dict(ENV)
     binary = SLUICE
@@ -217,6 +248,11 @@ def one(tool, src, dst, ip, ns_on, extra):
     u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     tool_cpu = (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
     if tx.returncode != 0 or rx.returncode != 0:
+        # Both sides' whole output beside the results (the row keeps only their tails): why WDT
+        # failed the full-size minor set (h18r) was cut off at 800 characters.
+        log = Path(LOGS["prefix"] + f".{time.strftime('%H%M%S', time.gmtime())}-{tool}.log")
+        log.write_text(f"sender {tx.returncode}\n{tx.stdout}\n{tx.stderr}\nreceiver {rx.returncode}\n{out}\n{err}\n")
+        remove_each(dst)  # a failed run's copy too: left, it filled the disk under the next run (h18r)
         raise ToolFailed(f"{tool}: sender {tx.returncode} {tx.stderr[-800:]}\nreceiver {rx.returncode} {err[-800:]}")
     if not tool.startswith("iperf3"):
         got = tree_bytes(dst)
@@ -226,14 +262,6 @@ def one(tool, src, dst, ip, ns_on, extra):
            "disk_util": (d1[2] - d0[2]) / 1e3 / (t1 - t0), "disk_read_mb_s": (d1[0] - d0[0]) * 512 / (t1 - t0) / 1e6,
            "disk_write_mb_s": (d1[1] - d0[1]) * 512 / (t1 - t0) / 1e6,
            "machine_busy": (c1 - c0) / (t1 - t0) / os.cpu_count(), "when": time.strftime("%H:%M:%S", time.gmtime())}
-    if COLD["on"]:
-        # What the tool left in the page cache to be written (WDT writes through it, sluice's
-        # direct path does not): the time to flush it, outside the run's time, said beside it.
-        s0 = time.monotonic()
-        subprocess.run(["sync"], check=True)
-        rec["sync_after_s"] = time.monotonic() - s0
-    if COLD["check"] and not tool.startswith("iperf3"):
-        rec["check_s"] = check_copy(COLD["check"], dst)
     if tool.startswith("sluice"):
         s = json.loads(tx.stdout.strip().splitlines()[-1])
         rec["encryption"] = s["encryption"]
@@ -247,6 +275,23 @@ def one(tool, src, dst, ip, ns_on, extra):
         rec["tls_record_engine"] = f"{s.get('tls_record_engine', '')} / {got.get('tls_record_engine', '')}"
         rec["send_cpu_s_per_gb"] = (s.get("cpu_user_s", 0) + s.get("cpu_sys_s", 0)) / (size / 1e9)
         rec["recv_cpu_s_per_gb"] = (got.get("cpu_user_s", 0) + got.get("cpu_sys_s", 0)) / (size / 1e9)
+    # Recorded now: a call's timeout during the check or the removal below keeps the run (h18r:
+    # the full-size minor set's first run was lost that way).
+    rec.update(tags)
+    sink.append(rec)
+    print(f"{rec['when']} {tool}: {rec['mb_s']:,.0f} MB/s, tools' own CPU {rec['tool_cpu_s_per_gb']:.2f} s/GB, "
+          f"load {rec['loadavg']:.1f}", flush=True)
+    if COLD["on"]:
+        # What the tool left in the page cache to be written (WDT writes through it, sluice's
+        # direct path does not): the time to flush it, outside the run's time, said beside it.
+        s0 = time.monotonic()
+        subprocess.run(["sync"], check=True)
+        rec["sync_after_s"] = time.monotonic() - s0
+    if COLD["check"] and not tool.startswith("iperf3"):
+        rec["check"] = "not finished"  # what is written if the call's timeout comes first
+        rec["check_s"] = check_copy(COLD["check"], dst, COLD["every"])
+        rec["check"], rec["check_every"] = "equal", COLD["every"]
+    remove_each(dst)
     return rec
 
 
@@ -282,7 +327,7 @@ def main():
                     help="loopback: which of sluice-enc, sluice-old-enc, sluice-enc-openssl, wdt-enc, sluice-clear, "
                          "wdt-clear run (default: sluice-enc, wdt-enc and the clear ones); veth: which of sluice "
                          "(encrypted), sluice-s8 (encrypted, 8 streams), sluice-old, sluice-openssl, "
-                         "wdt-enc, sluice-clear, wdt-clear (default: sluice, wdt-enc); one bench-lock call stays short")
+                         "wdt-enc, wdt-enc-t60 (its socket timeouts 60 s, not 5), sluice-clear, wdt-clear (default: sluice, wdt-enc), run in the order given; one bench-lock call stays short")
     ap.add_argument("--old-sluice", help="the binary the sluice-old* tools run (an earlier build, for a before/after)")
     ap.add_argument("--set-names", default="large,minor", help="veth, 1gbit: which sets")
     ap.add_argument("--out", default="/work/data/h18/bench/results.jsonl")
@@ -290,14 +335,23 @@ def main():
                     help="each run from a cold page cache (sync, drop_caches) instead of a warmed source: a set "
                          "larger than the page cache")
     ap.add_argument("--check", metavar="MANIFEST", help="compare every copy with the set's manifest after its run")
+    ap.add_argument("--check-every", type=int, default=1, metavar="N",
+                    help="with --check: every file's name and size, the sha256 of every Nth file only (the "
+                         "full-size minor set: hashing 21 GB took minutes of a call on a loaded machine)")
     ap.add_argument("--fresh-dst", action="store_true",
                     help="each run into a new directory, removed when the call ends (no ext4 recently-deleted scan)")
+    ap.add_argument("--remove-each", action="store_true",
+                    help="with --fresh-dst: each copy removed after its run (and check), the next run waiting "
+                         f"{RECENTCY} s after that (copies that do not fit the disk together)")
     a = ap.parse_args()
+    if a.remove_each and not a.fresh_dst:
+        ap.error("--remove-each goes with --fresh-dst")
     # bench-lock's timeout ends a call with SIGTERM: the runs done by then are still written.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("run.py: terminated (the call's timeout)"))
-    FRESH["on"] = a.fresh_dst
-    COLD["on"], COLD["check"] = a.cold, a.check
+    FRESH["on"], FRESH["each"] = a.fresh_dst, a.remove_each
+    COLD["on"], COLD["check"], COLD["every"] = a.cold, a.check, max(1, a.check_every)
     OLD["sluice"] = a.old_sluice
+    LOGS["prefix"] = a.out + ".failed"
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     settle_after_removals(work)
@@ -317,10 +371,10 @@ def run_cases(a, work, results):
         tools = [("sluice-enc", ["--encrypt"]), ("sluice-old-enc", ["--encrypt"]), ("sluice-enc-openssl", ["--encrypt"]),
                  ("wdt-enc", []), ("sluice-clear", []), ("wdt-clear", ["-encryption_type", "none"])]
         want = a.tools.split(",") if a.tools else ["sluice-enc", "wdt-enc", "sluice-clear", "wdt-clear"]
-        tools = [t for t in tools if t[0] in want]
+        tools = sorted((t for t in tools if t[0] in want), key=lambda t: want.index(t[0]))  # in the order given
         for _ in range(a.rounds):
             for tool, extra in tools:
-                results.append(one(tool, Path(a.src), work / "dst", "127.0.0.1", False, extra))
+                one(tool, Path(a.src), work / "dst", "127.0.0.1", False, extra, results)
         med = table(results, "loopback, file to file")
         if "sluice-enc" in med and "wdt-enc" in med:
             print(f"\nsluice-enc / wdt-enc: {med['sluice-enc'][0] / med['wdt-enc'][0]:.2f}x MB/s, "
@@ -335,21 +389,25 @@ def run_cases(a, work, results):
                     warm(src)
                 if a.case == "veth":
                     tools = [("sluice", []), ("sluice-s8", []), ("sluice-old", []), ("sluice-openssl", []), ("wdt-enc", []),
+                             # WDT's default socket timeouts are 5 s: at full size on a loaded
+                             # machine its sender failed the minor set with SOCKET_WRITE_ERROR
+                             # (h18r, 2 of 2; h18q's large set at load 20-26). 60 s on both sides.
+                             ("wdt-enc-t60", ["-read_timeout_millis", "60000", "-write_timeout_millis", "60000"]),
                              ("sluice-clear", ["--no-encrypt"]), ("wdt-clear", ["-encryption_type", "none"])]
                     want = a.tools.split(",") if a.tools else ["sluice", "wdt-enc"]
-                    tools = [t for t in tools if t[0] in want]
+                    tools = sorted((t for t in tools if t[0] in want), key=lambda t: want.index(t[0]))  # in the order given
                 else:
                     tools = [("iperf3", []), ("sluice", [])]
-                rs = []
+                first = len(results)
                 for _ in range(a.rounds):
                     for tool, extra in tools:
                         try:
-                            rs.append(dict(one(tool, src, work / "dst", IP_RCV, True, extra), set=set_name, case=a.case))
+                            one(tool, src, work / "dst", IP_RCV, True, extra, results, dict(set=set_name, case=a.case))
                         except ToolFailed as e:
                             print(f"FAILED {e}", flush=True)
                             results.append({"tool": tool, "failed": str(e)[-1600:], "set": set_name,
                                             "when": time.strftime("%H:%M:%S", time.gmtime())})
-                results += rs
+                rs = [r for r in results[first:] if "failed" not in r]
                 med = table(rs, f"{a.case}, set {set_name}")
                 other = "wdt-enc" if a.case == "veth" else "iperf3"
                 if "sluice" in med and other in med:

@@ -92,8 +92,9 @@ TEST_CASE("cold blocks go out of the O_DIRECT buffer whole; cached ones are left
         CHECK(std::equal(frames[i].data.begin(), frames[i].data.end(), s.data.begin() + static_cast<long>(offsets[i])));
         CHECK(frames[i].checksum == sluice::xxh3_64(s.data.data() + offsets[i], len));
     }
-    // The cold blocks were read past the page cache: only what the test cached is there.
-    CHECK(unit_test::cached_pages(s.f.path, size) == 1 + kMiB / 4096);
+    // The cold blocks were read past the page cache: only what the test cached is there (at
+    // most: on a machine short of memory, reclaim may take some of it back).
+    CHECK(unit_test::cached_pages(s.f.path, size) <= 1 + kMiB / 4096);
 }
 
 TEST_CASE("a file that shrinks or grows between its cold blocks is an error naming it") {

@@ -91,8 +91,9 @@ TEST_CASE("an encrypted stream reads cold blocks with O_DIRECT, the next one ahe
     const auto frames = unit_test::parse_frames(open_all(w.close()));
     REQUIRE(frames.size() == segs.size());
     for (size_t i = 0; i < segs.size(); ++i) check_frame(frames[i], s, segs[i].offset, segs[i].length);
-    // The cold blocks were read past the page cache: only what the test cached is there.
-    CHECK(unit_test::cached_pages(s.f.path, size) == kMiB / 4096);
+    // The cold blocks were read past the page cache: only what the test cached is there (at
+    // most: on a machine short of memory, reclaim may take some of it back, 255 of 256 seen).
+    CHECK(unit_test::cached_pages(s.f.path, size) <= kMiB / 4096);
 }
 
 TEST_CASE("a block larger than the writer: hashed in the O_DIRECT buffer when cold, read twice and said so when cached") {

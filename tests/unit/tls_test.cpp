@@ -259,6 +259,66 @@ TEST_CASE("records written in place and by copy are opened in order, whatever th
     }
 }
 
+TEST_CASE("write() seals whole records straight from the caller's bytes: the wire is that of copying them in") {
+    // Pieces that start mid-record, on a record boundary, exactly one record long, many records
+    // long, and that fill the writer (a flush in the middle of a piece): the records on the wire
+    // are the stream's kMaxPlain slices in order, each sealed under its own sequence number,
+    // whatever the pieces were; and they open back to the same bytes.
+    const size_t sizes[] = {100, tls::kMaxPlain - 100, tls::kMaxPlain, 3 * tls::kMaxPlain + 7, 5,
+                            tls::kMaxPlain * 9, 40'000, tls::kMaxPlain - 40'000 % tls::kMaxPlain, 2 * tls::kMaxPlain, 1};
+    std::vector<unsigned char> all;
+    Pair p;
+    auto got = std::async(std::launch::async, [&] { return read_all(p.b.get(), key_of(5), 16411); });
+    {
+        tls::RecordWriter w(p.a.get(), key_of(5), "data stream 1", 4 * tls::kMaxPlain); // 6 slots: flushes mid-piece
+        unsigned seed = 1;
+        for (size_t n : sizes) {
+            const auto piece = pattern(n, seed++);
+            w.write(piece.data(), piece.size());
+            all.insert(all.end(), piece.begin(), piece.end());
+        }
+        w.flush();
+    }
+    ::shutdown(p.a.get(), SHUT_WR);
+    CHECK(got.get() == all);
+
+    // The same stream as one piece copied record by record into slots and sealed there: the
+    // reference wire bytes, against the writer's with the pieces above.
+    Pair q;
+    auto raw = std::async(std::launch::async, [&] {
+        std::vector<unsigned char> wire, buf(1 << 16);
+        for (;;) {
+            ssize_t n = ::recv(q.b.get(), buf.data(), buf.size(), 0);
+            if (n <= 0) return wire;
+            wire.insert(wire.end(), buf.begin(), buf.begin() + n);
+        }
+    });
+    {
+        tls::RecordWriter w(q.a.get(), key_of(5), "data stream 1", 64 << 10);
+        unsigned seed = 1;
+        for (size_t n : sizes) {
+            const auto piece = pattern(n, seed++);
+            w.write(piece.data(), piece.size());
+        }
+        w.flush();
+    }
+    ::shutdown(q.a.get(), SHUT_WR);
+    std::vector<unsigned char> want;
+    {
+        tls::Sealer ref(key_of(5));
+        std::vector<unsigned char> slot(tls::kMaxRecord);
+        for (size_t at = 0; at < all.size(); at += tls::kMaxPlain) {
+            const size_t n = std::min(tls::kMaxPlain, all.size() - at);
+            std::memcpy(slot.data() + tls::kHeaderBytes, all.data() + at, n);
+            const size_t size = ref.seal(slot.data(), n);
+            want.insert(want.end(), slot.begin(), slot.begin() + static_cast<long>(size));
+        }
+    }
+    const std::vector<unsigned char> wire = raw.get();
+    CHECK(wire.size() == want.size());
+    CHECK(wire == want);
+}
+
 TEST_CASE("a reader refuses a record altered in flight (integrity) and another key's records") {
     const auto data = pattern(40'000, 5);
     std::vector<unsigned char> wire = sealed(data);

@@ -28,6 +28,18 @@ void RecordWriter::write(const unsigned char* p, size_t n) {
     while (n > 0) {
         if (!open_) {
             if (used_ == slots_) flush();
+            if (n >= kMaxPlain) {
+                // A whole record's worth: encrypted from p into the slot, under the sequence
+                // number it would take when sealed there (the same record byte for byte). Copied
+                // into the slot and sealed in place, every byte of the small files' batch (their
+                // O_DIRECT buffer, small_file_batch.cpp) was read and written once more
+                // (memmove: 9% of the encrypted sender's samples on the minor set, h18r).
+                sizes_[used_] = sealer_.seal_from(slot(used_), p, kMaxPlain, sealer_.take(1));
+                ++used_;
+                p += kMaxPlain;
+                n -= kMaxPlain;
+                continue;
+            }
             ++used_;
             open_ = true;
             fill_ = 0;

@@ -40,6 +40,8 @@ public:
     int socket() const { return sock_; }
 
     // Copies n plain bytes in, sealing each record as it fills; sends when the buffer is full.
+    // Whole records of it that start on a record boundary are encrypted from p into their slots
+    // instead (no copy first): the records are the same either way.
     void write(const unsigned char* p, size_t n);
 
     // In place: head bytes (at most kMaxPlain; 0 for none) in a record of their own, then

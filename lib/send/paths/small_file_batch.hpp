@@ -60,11 +60,12 @@ public:
 
     explicit SmallFileBatch(int sock);
     ~SmallFileBatch();
-    // Encrypted (tls_record_sender.cpp's stream): what would go to the socket is copied into
-    // w's records instead, sealed and sent by it. A copy more per byte of files up to
-    // kInlineBytes and of uncached ones: they sit at 4 KiB-aligned places of the buffer
-    // (O_DIRECT), not in record slots. Cached files above kInlineBytes are read straight
-    // into the records (read_into_records).
+    // Encrypted (tls_record_sender.cpp's stream): what would go to the socket goes into w's
+    // records instead, sealed and sent by it. Files up to kInlineBytes and uncached ones sit at
+    // 4 KiB-aligned places of the buffer (O_DIRECT), not in record slots: the whole records of
+    // them are encrypted from there into the slots (RecordWriter::write), the pieces that share
+    // a record with the next file copied first. Cached files above kInlineBytes are read
+    // straight into the records (read_into_records).
     void send_through(tls::RecordWriter* w) { records_ = w; }
 
     // The -v line that says how the unencrypted paths read files (this batch and cold blocks).
