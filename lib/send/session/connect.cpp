@@ -55,6 +55,7 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
     // The connect's SYN and SYN-ACK gave the path's first round trip, before the hello names
     // the stream count.
     const uint32_t path_us = min_rtt_us(c.control.get());
+    c.path_us = path_us;
     c.streams = opts.streams;
     if (opts.streams_auto && path_us < StreamGovernor::kMinRttUs) {
         c.streams = std::min(opts.streams, kDefaultStreams);

@@ -34,6 +34,9 @@ struct Connections {
     // under StreamGovernor::kMinRttUs; then auto_fixed says so (Stats::streams_choice).
     unsigned streams = 0;
     std::string auto_fixed;
+    // The control connection's lowest round trip (its SYN's), read before encryption puts a
+    // relay's socket pair in its place: what says a long path (send_backlog.hpp, the tail in pieces).
+    uint32_t path_us = 0;
 };
 
 // One connection to the receiver: SendOptions::connection when set (a socket handed in by

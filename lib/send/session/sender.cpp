@@ -5,6 +5,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/io/send_backlog.hpp"
 #include "core/ring/ring.hpp"
 #include "send/paths/small_file_batch.hpp"
 #include "send/session/send_session.hpp"
@@ -29,6 +30,9 @@ Stats SendSession::transfer() {
     if (choice.path != SendPath::read_send) log_.verbose_line(SmallFileBatch::reads_line());
     connect("", false);
     planner_.set_block_size(block_size());
+    // On a long path the last blocks go out in pieces (work_queue.hpp, split_tail): as many
+    // items as there are streams, in eighths of a block.
+    if (send_backlog_for(path_us_) > 0) queue_.split_tail(data_.size(), block_size() / kTailPieces);
     fit_.emplace(features_, log_, opts_.progress);
     if (fd_sources_.empty()) fit_->fit_tree(tree_, opts_.delete_extraneous, to_.host + ":" + std::to_string(to_.port));
     window_.set_limit(features_ & wire::kFeatureAnnounceWindow ? opts_.announce_window : 0);
@@ -75,6 +79,10 @@ Stats SendSession::transfer() {
     conclude(blocks, bytes);
     log_.verbose_line(records_.summary());
     log_.verbose_line(work_->read_summary());
+    if (queue_.pieces())
+        log_.verbose_line("the end in pieces: " + std::to_string(queue_.pieces()) + " pieces of " +
+                          std::to_string((block_size() / kTailPieces) >> 10) +
+                          " KiB taken by the free streams from the last blocks (a long path: a slow stream holds less of the end)");
 
     // Known once the streams are open: kTLS may take the records over (connect.cpp).
     const bool records = sealed_records();

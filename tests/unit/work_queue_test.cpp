@@ -1,0 +1,85 @@
+#include <doctest/doctest.h>
+
+#include "send/plan/work_queue.hpp"
+
+using namespace sluice;
+
+// Issue 16 (h16s): on a long path the end of a transfer goes out in pieces, so streams that
+// are free take the rest of the last blocks instead of waiting on the slowest.
+namespace {
+constexpr uint64_t kBlock = 8 << 20, kPiece = kBlock / kTailPieces;
+
+// `blocks` whole blocks of f, each held as the planner's queued segments are.
+void fill(WorkQueue& q, const SourceFile& f, unsigned blocks) {
+    for (unsigned i = 0; i < blocks; ++i) {
+        f.hold();
+        q.push(WorkItem{{Segment{&f, i * kBlock, kBlock}}});
+    }
+}
+} // namespace
+
+TEST_CASE("the last blocks are handed out in pieces once no more will come, covering each byte once") {
+    SourceFile f;
+    f.size = 6 * kBlock;
+    WorkQueue q;
+    q.split_tail(4, kPiece);
+    fill(q, f, 6);
+    // Not closed: more may come (the manifest goes on), whole blocks as before.
+    auto a = q.try_pop();
+    REQUIRE(a);
+    CHECK(a->segments[0].length == kBlock);
+    q.close();
+    // Five left, more than 4: whole.
+    auto b = q.pop();
+    REQUIRE(b);
+    CHECK(b->segments[0].length == kBlock);
+    // Four left: pieces, in order, each byte once, each piece holding the file once.
+    uint64_t next = 2 * kBlock, pieces = 0;
+    while (auto w = q.pop()) {
+        REQUIRE(w->segments.size() == 1);
+        CHECK(w->segments[0].offset == next);
+        CHECK(w->segments[0].length == kPiece);
+        next += w->segments[0].length;
+        ++pieces;
+        f.let_go(); // the stream that sent it
+    }
+    CHECK(next == 6 * kBlock);
+    CHECK(pieces == 4 * kTailPieces);
+    CHECK(q.pieces() == 4 * kTailPieces - 4); // the last piece of each block is the block's own item
+    f.let_go(), f.let_go();                   // a and b
+    CHECK_FALSE(f.held());
+}
+
+TEST_CASE("off (a short path), or an item of many segments or no longer than a piece: taken whole") {
+    SourceFile f;
+    f.size = 4 * kBlock;
+    SUBCASE("off") {
+        WorkQueue q;
+        fill(q, f, 2);
+        q.close();
+        CHECK(q.pop()->segments[0].length == kBlock);
+        CHECK(q.pieces() == 0);
+    }
+    SUBCASE("a batch of small files, and a segment of one piece") {
+        WorkQueue q;
+        q.split_tail(16, kPiece);
+        q.push(WorkItem{{Segment{&f, 0, kPiece * 2}, Segment{&f, kPiece * 2, kPiece * 2}}});
+        q.push(WorkItem{{Segment{&f, kPiece * 4, kPiece}}});
+        q.close();
+        CHECK(q.pop()->segments.size() == 2);
+        CHECK(q.pop()->segments[0].length == kPiece);
+        CHECK(q.pieces() == 0);
+    }
+    SUBCASE("a block's last part shorter than a piece (a file's end) stays whole") {
+        WorkQueue q;
+        q.split_tail(16, kPiece);
+        q.push(WorkItem{{Segment{&f, 0, kPiece + 100}}});
+        q.close();
+        auto w = q.pop();
+        CHECK(w->segments[0].length == kPiece);
+        w = q.pop();
+        CHECK(w->segments[0].offset == kPiece);
+        CHECK(w->segments[0].length == 100);
+        CHECK_FALSE(q.pop());
+    }
+}
