@@ -24,18 +24,18 @@ TEST_CASE("the last blocks are handed out in pieces once no more will come, cove
     WorkQueue q;
     q.split_tail(4, kPiece);
     fill(q, f, 6);
-    // Not closed: more may come (the manifest goes on), whole blocks as before.
+    // Not all planned: more may come (the manifest goes on), whole blocks as before.
     auto a = q.try_pop();
     REQUIRE(a);
     CHECK(a->segments[0].length == kBlock);
-    q.close();
+    q.planned();
     // Five left, more than 4: whole.
     auto b = q.pop();
     REQUIRE(b);
     CHECK(b->segments[0].length == kBlock);
     // Four left: pieces, in order, each byte once, each piece holding the file once.
     uint64_t next = 2 * kBlock, pieces = 0;
-    while (auto w = q.pop()) {
+    while (auto w = q.try_pop()) {
         REQUIRE(w->segments.size() == 1);
         CHECK(w->segments[0].offset == next);
         CHECK(w->segments[0].length == kPiece);
@@ -44,6 +44,8 @@ TEST_CASE("the last blocks are handed out in pieces once no more will come, cove
         f.let_go(); // the stream that sent it
     }
     CHECK(next == 6 * kBlock);
+    CHECK_FALSE(q.try_pop()); // planned is not closed: pop() would wait for a RESEND's item
+    q.close();
     CHECK(pieces == 4 * kTailPieces);
     CHECK(q.pieces() == 4 * kTailPieces - 4); // the last piece of each block is the block's own item
     f.let_go(), f.let_go();                   // a and b

@@ -45,7 +45,13 @@ public:
         }
         cv_.notify_all();
     }
-    // The end of a transfer in pieces (issue 16, h16s): once no more items will come and at most
+    // Every item of the transfer is queued (the manifest ended and every page was answered and
+    // planned); a RESEND may still add one. The queue stays open: streams wait on it until close().
+    void planned() {
+        std::lock_guard lk(mu_);
+        planned_ = true;
+    }
+    // The end of a transfer in pieces (issue 16, h16s): once every item is planned and at most
     // `items` are left, a one-segment item longer than `piece` is handed out `piece` bytes at a
     // time, the rest staying first in the queue. A stream takes a block whole and sends it at its
     // own rate; at 80 ms with 5-14% random loss one BBR stream moves 10-50 Mbit/s while another
@@ -92,7 +98,7 @@ private:
     // Under mu_, items_ not empty.
     WorkItem take_front() {
         WorkItem& f = items_.front();
-        if (closed_ && piece_ > 0 && items_.size() <= tail_items_ && f.segments.size() == 1 &&
+        if ((planned_ || closed_) && piece_ > 0 && items_.size() <= tail_items_ && f.segments.size() == 1 &&
             f.segments[0].length > piece_) {
             Segment& rest = f.segments[0];
             const Segment first{rest.file, rest.offset, piece_};
@@ -111,6 +117,7 @@ private:
     std::condition_variable cv_;
     std::deque<WorkItem> items_;
     bool closed_ = false;
+    bool planned_ = false;
     size_t tail_items_ = 0;
     uint64_t piece_ = 0, pieces_ = 0;
 };

@@ -104,6 +104,7 @@ void SendSession::walk_and_announce() {
     std::lock_guard lk(pages_mu_);
     manifest_ended_ = true;
     work_idle_since_ = Clock::now();
+    if (pages_acked_ == pages_sent_) queue_.planned(); // else the last ack says so
 }
 
 void SendSession::wait_for_acks() {
@@ -143,6 +144,7 @@ void SendSession::on_manifest_ack(wire::ManifestAck&& ack) {
         std::lock_guard lk(pages_mu_);
         ++pages_acked_;
         page_owed_since_ = Clock::now();
+        if (manifest_ended_ && pages_acked_ == pages_sent_) queue_.planned(); // the end in pieces may begin
     }
     acks_cv_.notify_all();
 }
