@@ -65,9 +65,6 @@ def test_auto_with_bbr_is_paced_once_the_count_is_settled(tmp_path):
     chosen = [i for i, l in enumerate(lines) if l.startswith("sluice: streams auto: ") and " of 16 streams (" in l]
     assert len(chosen) == 1, send.stderr  # the governor's last word: the count and why
     assert "sluice: streams auto: starting with 4 of 16 open streams" in lines  # 20 ms: a search
-    # 20 ms is a long path: each data stream's unsent bytes are bounded (h16s, send_backlog.hpp)
-    opened = [l for l in lines if l.startswith("sluice: data stream 1 open, congestion control bbr")]
-    assert len(opened) == 1 and "2048 KiB unsent in each stream's socket (TCP_NOTSENT_LOWAT" in opened[0], send.stderr
     begun = [i for i, l in enumerate(lines) if "pacing: --streams auto settled its count" in l]
     capped = [i for i, l in enumerate(lines) if "pacing: the pipe is full" in l or "pacing: not capped" in l]
     assert len(begun) <= 1

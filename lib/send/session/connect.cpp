@@ -6,7 +6,6 @@
 #include <memory>
 
 #include "core/io/mptcp.hpp"
-#include "core/io/send_backlog.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/sys_error.hpp"
 #include "core/io/tcp_tuning.hpp"
@@ -124,7 +123,6 @@ Connections connect_transfer(const Endpoint& to, const SendOptions& opts, tls::L
         UniqueFd fd = open_connection(to, opts);
         set_congestion_control(fd.get(), opts.congestion_control);
         set_io_timeout(fd.get(), opts.idle_timeout_ms);
-        set_send_backlog(fd.get(), min_rtt_us(fd.get())); // on a long path: the last blocks end together (send_backlog.hpp)
         // Frames are coalesced where more follows (MSG_MORE, sendfile): a stream's last partial
         // segment (a batch's tail, STREAM_END) held by Nagle until the receiver's delayed ACK
         // stopped an update of small files for 40 ms in about half the runs (session 14).

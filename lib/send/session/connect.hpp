@@ -35,7 +35,7 @@ struct Connections {
     unsigned streams = 0;
     std::string auto_fixed;
     // The control connection's lowest round trip (its SYN's), read before encryption puts a
-    // relay's socket pair in its place: what says a long path (send_backlog.hpp, the tail in pieces).
+    // relay's socket pair in its place: what says a long path (2 ms or more: the end in pieces, work_queue.hpp).
     uint32_t path_us = 0;
 };
 

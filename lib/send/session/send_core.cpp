@@ -1,7 +1,6 @@
 #include "send/session/send_core.hpp"
 
 #include "core/io/mptcp.hpp"
-#include "core/io/send_backlog.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/tcp_tuning.hpp"
 #include "core/session/session_stats.hpp"
@@ -110,12 +109,7 @@ bool SendCore::stream_ready(size_t i) {
                                                           tls::link_name(static_cast<unsigned>(i + 1)),
                                                           std::min<uint64_t>(block_size(), tls::kWriterBytes));
     if (i == 0) {
-        const uint32_t backlog = send_backlog_of(tcp_fd(0));
-        log_.verbose_line("data stream 1 open, congestion control " + congestion_control_of(tcp_fd(0)) +
-                          (backlog ? ", at most " + std::to_string(backlog >> 10) +
-                                         " KiB unsent in each stream's socket (TCP_NOTSENT_LOWAT: on a long path a "
-                                         "stream takes a block as the link drains, so the last ones end together)"
-                                   : std::string()));
+        log_.verbose_line("data stream 1 open, congestion control " + congestion_control_of(tcp_fd(0)));
         if (opts_.mptcp) log_.verbose_line(mptcp_line(mptcp_of(tcp_fd(0), 1, true, false)));
         if (!links_.path().empty()) log_.verbose_line("encryption of the data streams: " + tls::streams_text(links_.streams()));
     }

@@ -5,7 +5,6 @@
 #include <optional>
 #include <thread>
 
-#include "core/io/send_backlog.hpp"
 #include "core/ring/ring.hpp"
 #include "send/paths/small_file_batch.hpp"
 #include "send/session/send_session.hpp"
@@ -32,7 +31,7 @@ Stats SendSession::transfer() {
     planner_.set_block_size(block_size());
     // On a long path the last blocks go out in pieces (work_queue.hpp, split_tail): as many
     // items as there are streams, in eighths of a block.
-    if (send_backlog_for(path_us_) > 0) queue_.split_tail(data_.size(), block_size() / kTailPieces);
+    if (path_us_ >= StreamGovernor::kMinRttUs) queue_.split_tail(data_.size(), block_size() / kTailPieces);
     fit_.emplace(features_, log_, opts_.progress);
     if (fd_sources_.empty()) fit_->fit_tree(tree_, opts_.delete_extraneous, to_.host + ":" + std::to_string(to_.port));
     window_.set_limit(features_ & wire::kFeatureAnnounceWindow ? opts_.announce_window : 0);
@@ -82,7 +81,7 @@ Stats SendSession::transfer() {
     if (queue_.pieces())
         log_.verbose_line("the end in pieces: " + std::to_string(queue_.pieces()) + " pieces of " +
                           std::to_string((block_size() / kTailPieces) >> 10) +
-                          " KiB taken by the free streams from the last blocks (a long path: a slow stream holds less of the end)");
+                          " KiB taken by the free streams from the last blocks (a path of 2 ms or more: a slow stream holds less of the end)");
 
     // Known once the streams are open: kTLS may take the records over (connect.cpp).
     const bool records = sealed_records();

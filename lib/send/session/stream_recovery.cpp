@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "core/io/send_backlog.hpp"
 #include "core/io/socket.hpp"
 #include "core/io/tcp_tuning.hpp"
 #include "core/io/unique_fd.hpp"
@@ -95,7 +94,6 @@ wire::StreamResume reopen_stream(int fd, unsigned index, const std::string& why,
             UniqueFd fresh = open_connection(to, opts);
             set_congestion_control(fresh.get(), opts.congestion_control);
             set_io_timeout(fresh.get(), opts.idle_timeout_ms);
-            set_send_backlog(fresh.get(), min_rtt_us(fresh.get()));
             wire::ClientHello h = hello;
             h.role = wire::Role::data;
             h.stream_index = static_cast<uint16_t>(index);
