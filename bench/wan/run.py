@@ -59,6 +59,12 @@ def last_json(text):
     return None
 
 
+def cold_bytes(err):
+    """What the sender read with O_DIRECT (not in the page cache), from its -v line; None if unsaid."""
+    m = re.search(r"read with O_DIRECT \(not in the page cache\): \d+ blocks \((\d+) bytes", err)
+    return int(m.group(1)) if m else None
+
+
 def run_sluice(w, a, cc, streams, token_file, binary=None):
     """cc may carry send options after '+': 'bbr+pace' is --cc bbr --pace, 'bbr+no-pace' --cc bbr --no-pace."""
     binary = binary or a.sluice
@@ -110,7 +116,8 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                         "cpu_s": cpu, "cpu_recv_s": cpu_recv,  # the receiver's alone (its wake-ups: the low-water mark)
                         "note": "partial: measured from ss and /proc at the time bound",
                         "auto": [l for l in err.splitlines() if "streams auto" in l],
-                        "pacing_lines": [l for l in err.splitlines() if "pacing:" in l], **log.row(a)}
+                        "pacing_lines": [l for l in err.splitlines() if "pacing:" in l], **log.row(a),
+                        "cold_bytes": cold_bytes(err)}
         if send.returncode != 0:
             return {"error": f"sluice send exit {send.returncode}: {err.strip()[-300:]}"}
         s = last_json(out)
@@ -126,7 +133,8 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                 # where the streams' time went (TCP_INFO): held by the receiver's window, by the send buffer
                 "busy_us": sum(t["busy_us"] for t in s["tcp_streams"]),
                 "rwnd_limited_us": sum(t["rwnd_limited_us"] for t in s["tcp_streams"]),
-                "sndbuf_limited_us": sum(t["sndbuf_limited_us"] for t in s["tcp_streams"]), **log.row(a)}
+                "sndbuf_limited_us": sum(t["sndbuf_limited_us"] for t in s["tcp_streams"]), **log.row(a),
+                "cold_bytes": cold_bytes(log.text())}
     finally:
         for p in (send, recv):
             if p and p.poll() is None:
@@ -219,7 +227,6 @@ def run_matrix(a):
         print(f"run: writing {a.size} random bytes to {a.file}", flush=True)
         subprocess.run(["dd", "if=/dev/urandom", f"of={a.file}", "bs=1M", f"count={a.size >> 20}", "status=none"],
                        check=True)
-    subprocess.run(["cat", a.file], stdout=subprocess.DEVNULL, check=True)  # in the page cache
     token_file = data / "token"
     token_file.write_text(secrets.token_hex(16))
     token_file.chmod(0o600)
@@ -237,6 +244,11 @@ def run_matrix(a):
                     else ((n, rep, tool) for n in a.streams for rep in range(a.repeat) for tool in a.tools)
                 for n, rep, tool in order:
                         for cc in a.cc:
+                            # Into the page cache again before every run: on the shared machine
+                            # pages of the file were evicted between runs, and the sender read up
+                            # to 500 MB of a 1 GiB run from disk (O_DIRECT), its last blocks at
+                            # disk speed (h16s).
+                            subprocess.run(["cat", a.file], stdout=subprocess.DEVNULL, check=True)
                             c0 = w.counters()["ab"]
                             t = time.monotonic()
                             try:
