@@ -85,3 +85,16 @@ TEST_CASE("off (a short path), or an item of many segments or no longer than a p
         CHECK_FALSE(q.pop());
     }
 }
+
+TEST_CASE("splitting() says the piece once the first was handed out: the streams then bound their backlog") {
+    SourceFile f;
+    f.size = 2 * kBlock;
+    WorkQueue q;
+    q.split_tail(1, kPiece);
+    fill(q, f, 2);
+    q.planned();
+    CHECK(q.try_pop()->segments[0].length == kBlock); // two left, more than one: whole
+    CHECK(q.splitting() == 0);
+    CHECK(q.try_pop()->segments[0].length == kPiece);
+    CHECK(q.splitting() == kPiece);
+}

@@ -63,6 +63,11 @@ public:
         tail_items_ = items;
         piece_ = piece;
     }
+    // The piece size once the end in pieces has begun (a piece was handed out), else 0.
+    uint64_t splitting() const {
+        std::lock_guard lk(mu_);
+        return pieces_ ? piece_ : 0;
+    }
     // Items handed out as pieces so far (one count per piece), for -v.
     uint64_t pieces() const {
         std::lock_guard lk(mu_);
