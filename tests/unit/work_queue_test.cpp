@@ -16,14 +16,22 @@ void fill(WorkQueue& q, const SourceFile& f, unsigned blocks) {
         q.push(WorkItem{{Segment{&f, i * kBlock, kBlock}}});
     }
 }
+// A file of `blocks` whole blocks queued, the end in pieces from `tail` items left.
+struct Queued {
+    SourceFile f;
+    WorkQueue q;
+    Queued(unsigned blocks, size_t tail) {
+        f.size = blocks * kBlock;
+        q.split_tail(tail, kPiece);
+        fill(q, f, blocks);
+    }
+};
 } // namespace
 
 TEST_CASE("the last blocks are handed out in pieces once no more will come, covering each byte once") {
-    SourceFile f;
-    f.size = 6 * kBlock;
-    WorkQueue q;
-    q.split_tail(4, kPiece);
-    fill(q, f, 6);
+    Queued six(6, 4);
+    SourceFile& f = six.f;
+    WorkQueue& q = six.q;
     // Not all planned: more may come (the manifest goes on), whole blocks as before.
     auto a = q.try_pop();
     REQUIRE(a);
@@ -87,11 +95,8 @@ TEST_CASE("off (a short path), or an item of many segments or no longer than a p
 }
 
 TEST_CASE("splitting() says the piece once the first was handed out: the streams then bound their backlog") {
-    SourceFile f;
-    f.size = 2 * kBlock;
-    WorkQueue q;
-    q.split_tail(1, kPiece);
-    fill(q, f, 2);
+    Queued two(2, 1);
+    WorkQueue& q = two.q;
     q.planned();
     CHECK(q.try_pop()->segments[0].length == kBlock); // two left, more than one: whole
     CHECK(q.splitting() == 0);
