@@ -20,6 +20,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -58,6 +59,12 @@ def last_json(text):
     return None
 
 
+def cold_bytes(err):
+    """What the sender read with O_DIRECT (not in the page cache), from its -v line; None if unsaid."""
+    m = re.search(r"read with O_DIRECT \(not in the page cache\): \d+ blocks \((\d+) bytes", err)
+    return int(m.group(1)) if m else None
+
+
 def run_sluice(w, a, cc, streams, token_file, binary=None):
     """cc may carry send options after '+': 'bbr+pace' is --cc bbr --pace, 'bbr+no-pace' --cc bbr --no-pace."""
     binary = binary or a.sluice
@@ -80,9 +87,12 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                              f"{wan.ADDR_B}:{PORT}", "--token-file", token_file, *verbose, *extra, *shlex.split(a.send_args),
                              a.file],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        log = StampedLines(send.stderr, t0)
+        send.stderr = None  # read by log's thread alone; communicate() reads stdout
         try:
             with trace_of(w, a, PORT) as tr:
-                out, err = send.communicate(timeout=a.seconds)
+                out, _ = send.communicate(timeout=a.seconds)
+                err = log.text()
         except subprocess.TimeoutExpired:
             # Bounded: measure what moved by now, then stop both ends.
             elapsed = time.monotonic() - t0
@@ -93,18 +103,21 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                 # No data connection open: the sender is past its data, waiting for the
                 # verdict. Let it finish (a few seconds more) and report it whole.
                 try:
-                    out, err = send.communicate(timeout=5)
+                    out, _ = send.communicate(timeout=5)
+                    err = log.text()
                 except subprocess.TimeoutExpired:
                     return {"error": f"no data connection open at the time bound ({elapsed:.1f} s)"}
             else:
                 send.kill()
-                _, err = send.communicate()
+                send.communicate()
+                err = log.text()
                 return {"complete": False, "seconds": elapsed, "bytes": acked, "retrans_bytes": retrans,
                         **traced(tr),
                         "cpu_s": cpu, "cpu_recv_s": cpu_recv,  # the receiver's alone (its wake-ups: the low-water mark)
                         "note": "partial: measured from ss and /proc at the time bound",
                         "auto": [l for l in err.splitlines() if "streams auto" in l],
-                        "pacing_lines": [l for l in err.splitlines() if "pacing:" in l]}
+                        "pacing_lines": [l for l in err.splitlines() if "pacing:" in l], **log.row(a),
+                        "cold_bytes": cold_bytes(err)}
         if send.returncode != 0:
             return {"error": f"sluice send exit {send.returncode}: {err.strip()[-300:]}"}
         s = last_json(out)
@@ -120,13 +133,36 @@ def run_sluice(w, a, cc, streams, token_file, binary=None):
                 # where the streams' time went (TCP_INFO): held by the receiver's window, by the send buffer
                 "busy_us": sum(t["busy_us"] for t in s["tcp_streams"]),
                 "rwnd_limited_us": sum(t["rwnd_limited_us"] for t in s["tcp_streams"]),
-                "sndbuf_limited_us": sum(t["sndbuf_limited_us"] for t in s["tcp_streams"])}
+                "sndbuf_limited_us": sum(t["sndbuf_limited_us"] for t in s["tcp_streams"]), **log.row(a),
+                "cold_bytes": cold_bytes(log.text())}
     finally:
         for p in (send, recv):
             if p and p.poll() is None:
                 p.kill()
             if p:
                 p.wait()
+
+
+class StampedLines:
+    """The sender's stderr read on a thread, each line with the seconds since t0 (the sender's
+    start) at which it came: with --log, the -v timeline of a run (connect, the search, the
+    pacer, the end) for a time budget. communicate() then sees stderr as already read."""
+
+    def __init__(self, pipe, t0):
+        self.lines, self.t0 = [], t0
+        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _read(self, pipe):
+        for line in pipe:
+            self.lines.append((round(time.monotonic() - self.t0, 3), line.rstrip("\n")))
+
+    def text(self):
+        self.thread.join(timeout=5)
+        return "\n".join(l for _, l in self.lines)
+
+    def row(self, a):
+        return {"log": self.lines} if a.log else {}
 
 
 def trace_of(w, a, port):
@@ -140,16 +176,48 @@ def traced(tr):
     return {"trace": tr.summary()} if tr else {}
 
 
+def run_tcp(w, a, cc, streams, lowat=0):
+    """tcpbound.py: plain TCP sockets moving the same file as one whole transfer (connect to the
+    receiver's last close), chunks handed to whichever socket is free: the floor under sluice."""
+    tool = str(Path(__file__).resolve().parent / "tcpbound.py")
+    port = PORT + 1
+    recv = w.popen("b", ["python3", tool, "recv", "--bind", f"{wan.ADDR_B}:{port}", "--streams", streams, "--cc", cc,
+                         "--timeout", a.seconds + 10], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        peers.wait_listening(w, port)
+        with trace_of(w, a, port) as tr:
+            r = w.ex("a", ["python3", tool, "send", "--to", f"{wan.ADDR_B}:{port}", "--streams", streams, "--cc", cc,
+                           "--timeout", a.seconds, "--lowat", lowat, a.file], check=False, timeout=a.seconds + 20)
+        out = last_json(r.stdout) or {"error": r.stderr.strip()[-300:]}
+        if not out.get("complete"):
+            return {"error": out.get("error", "incomplete"), **out}
+        return {**out, "retrans_bytes": 0, "cpu_s": 0, **traced(tr),
+                "note": "whole transfer, connect to last close; retransmits not measured"}
+    finally:
+        if recv.poll() is None:
+            recv.kill()
+        recv.wait()
+
+
 def run_iperf3(w, a, cc, streams):
+    # --iperf-bytes: a transfer of that size, start-up included (what sluice's 1 GiB is), bounded
+    # by --iperf-seconds; else a run of --iperf-seconds. CUBIC at 1% loss would take minutes
+    # for 1 GiB: --iperf-bytes-cc leaves it (and any cc not listed) on time.
+    by_bytes = a.iperf_bytes and cc in a.iperf_bytes_cc
     with trace_of(w, a, 5299) as tr:
-        out = w.iperf3(["-C", cc, "-P", streams, "-t", a.iperf_seconds], a.iperf_seconds)
+        out = w.iperf3(["-C", cc, "-P", streams, *(["-n", a.iperf_bytes] if by_bytes else ["-t", a.iperf_seconds])],
+                       a.iperf_bound if by_bytes else a.iperf_seconds)
     end = out["end"]
-    secs = end["sum_sent"]["seconds"]
+    # By bytes the receiver's clock: the sender's stops once it has written the last byte into
+    # its socket, up to a few BDPs before the receiver has it.
+    secs = end["sum_received" if by_bytes else "sum_sent"]["seconds"]
     cpu = end["cpu_utilization_percent"]
     return {"complete": True, "seconds": secs, "bytes": end["sum_received"]["bytes"],
             # iperf3 counts retransmitted segments; at MSS 1448 that is bytes (all segments here are full)
             "retrans_bytes": end["sum_sent"].get("retransmits", 0) * wan.MSS,
-            "cpu_s": (cpu["host_total"] + cpu["remote_total"]) / 100 * secs, **traced(tr)}
+            "cpu_s": (cpu["host_total"] + cpu["remote_total"]) / 100 * secs, **traced(tr),
+            "iperf_by": "bytes" if by_bytes else "seconds", "sent_seconds": end["sum_sent"]["seconds"],
+            "sent_bytes": end["sum_sent"]["bytes"]}
 
 
 def run_matrix(a):
@@ -159,7 +227,6 @@ def run_matrix(a):
         print(f"run: writing {a.size} random bytes to {a.file}", flush=True)
         subprocess.run(["dd", "if=/dev/urandom", f"of={a.file}", "bs=1M", f"count={a.size >> 20}", "status=none"],
                        check=True)
-    subprocess.run(["cat", a.file], stdout=subprocess.DEVNULL, check=True)  # in the page cache
     token_file = data / "token"
     token_file.write_text(secrets.token_hex(16))
     token_file.chmod(0o600)
@@ -177,6 +244,11 @@ def run_matrix(a):
                     else ((n, rep, tool) for n in a.streams for rep in range(a.repeat) for tool in a.tools)
                 for n, rep, tool in order:
                         for cc in a.cc:
+                            # Into the page cache again before every run: on the shared machine
+                            # pages of the file were evicted between runs, and the sender read up
+                            # to 500 MB of a 1 GiB run from disk (O_DIRECT), its last blocks at
+                            # disk speed (h16s).
+                            subprocess.run(["cat", a.file], stdout=subprocess.DEVNULL, check=True)
                             c0 = w.counters()["ab"]
                             t = time.monotonic()
                             try:
@@ -185,6 +257,11 @@ def run_matrix(a):
                                 if tool in ("tarnc", "rsync", "wdt"):
                                     if n == "auto" or (res := peers.run_peer(w, a, tool, cc, int(n))) is None:
                                         continue
+                                elif tool in ("tcp", "tcplowat"):  # plain TCP sockets, the same file as one transfer
+                                    if n == "auto":
+                                        continue
+                                    # tcplowat: with sluice's bound on unsent bytes (send_backlog.hpp)
+                                    res = run_tcp(w, a, cc, int(n), 2 << 20 if tool == "tcplowat" else 0)
                                 elif tool == "base":  # --base: another sluice binary, side by side
                                     res = run_sluice(w, a, cc, n, token_file, a.base)
                                 else:
@@ -316,14 +393,22 @@ def main():
     ap.add_argument("--streams", default="1,4,8,16")
     ap.add_argument("--cc", default="cubic,bbr",
                     help="congestion controls; sluice's may carry send options: bbr+pace, bbr+no-pace")
-    ap.add_argument("--tools", default="sluice,iperf3", help="also: tarnc, rsync, wdt (bench/wan/peers.py)")
+    ap.add_argument("--tools", default="sluice,iperf3", help="also: tcp (tcpbound.py: plain TCP, one whole transfer; tcplowat: with TCP_NOTSENT_LOWAT 2 MiB), tarnc, rsync, wdt (bench/wan/peers.py)")
     ap.add_argument("--rate", type=float, default=1000.0,
                     help="bottleneck Mbit/s (the issue's 1 Gbit/s: the line's own bucket carries it, h16p; "
                          "through --bottleneck tbf the tbf's timer held it near 650-750)")
     ap.add_argument("--bottleneck", choices=["line", "tbf"], default="line",
                     help="the rate limit: the delay line's own token bucket, or a tbf on R's veth (wan.py)")
     ap.add_argument("--seconds", type=float, default=15.0, help="time bound of one sluice run")
-    ap.add_argument("--iperf-seconds", type=int, default=8)
+    ap.add_argument("--iperf-seconds", type=int, default=8,
+                    help="iperf3's run (the runs not by bytes)")
+    ap.add_argument("--iperf-bound", type=int, default=60,
+                    help="with --iperf-bytes: the time bound of one run (+30 s; a run past it is an error row)")
+    ap.add_argument("--iperf-bytes", type=int, default=0,
+                    help="iperf3 -n BYTES (e.g. 1073741824, sluice's file): a whole transfer, start-up included")
+    ap.add_argument("--iperf-bytes-cc", default="bbr", help="with --iperf-bytes: the congestion controls run by bytes")
+    ap.add_argument("--log", action="store_true",
+                    help="keep the sender's -v lines in each sluice row, each with the seconds since its start")
     ap.add_argument("--size", type=int, default=1 << 30)
     ap.add_argument("--data-dir", default="/work/data/h16")
     ap.add_argument("--sluice", default=str(Path(__file__).resolve().parents[2] / "build/tools/sluice"))

@@ -177,3 +177,42 @@ TEST_CASE("closed loop, random loss: lifted soon, at 1%, 5% and 14%, whether it 
         CHECK(under_caps.lifted_at < 30 + 60);
     }
 }
+
+// h16s: after the search settled below the count it measured last (16 -> 8 at 80 ms, 5% loss),
+// the streams given back end their blocks and those kept regrow: the aggregate falls far under
+// where the pacer began for a while. Those rounds are the count's change, not a full pipe.
+TEST_CASE("after the search, rounds under half the rate it began at are not a full pipe; a bounded wait") {
+    SUBCASE("the dip after the count changed: not capped at it, capped once the rate is back") {
+        PaceModel m(true);
+        CHECK(m.round(960e6, 15, 1'000'000, 0, 0, 0, 1.0) == 0); // seeds
+        for (double r : {540e6, 314e6, 320e6, 310e6, 330e6, 315e6}) CHECK(m.round(r, 11, 1'000'000, 0, 0, 0, 1.0) == 0);
+        CHECK_FALSE(m.full()); // the old rule: full at ~315e6 after three flat rounds
+        CHECK(m.dip_rounds() == 5);
+        for (double r : {600e6, 900e6, 950e6, 950e6, 950e6}) m.round(r, 8, 1'000'000, 0, 0, 0, 1.0);
+        CHECK(m.full());
+        const uint64_t cap = m.round(950e6, 8, 1'000'000, 0, 0, 0, 1.0);
+        CHECK(cap * 8 > 0.9 * 950e6 * PaceModel::kGains[1]); // based on the regrown rate, not the dip
+    }
+    SUBCASE("a path that stays under half: judged full after kDipRounds, as before") {
+        PaceModel m(true);
+        m.round(960e6, 8, 1'000'000, 0, 0, 0, 1.0);
+        unsigned n = 0;
+        while (!m.full() && n < 100) m.round(300e6, 8, 1'000'000, 0, 0, 0, 1.0), ++n;
+        CHECK(m.full());
+        CHECK(m.dip_rounds() == PaceModel::kDipRounds);
+        CHECK(n == PaceModel::kDipRounds + PaceModel::kFlatRounds);
+    }
+    SUBCASE("a dip above half is a full pipe as before (a ProbeBW cycle's drain is 0.75)") {
+        PaceModel m(true);
+        m.round(960e6, 8, 1'000'000, 0, 0, 0, 1.0);
+        for (double r : {700e6, 700e6, 700e6}) m.round(r, 8, 1'000'000, 0, 0, 0, 1.0);
+        CHECK(m.full());
+        CHECK(m.dip_rounds() == 0);
+    }
+    SUBCASE("not after a search (a fixed count): no dip rule") {
+        PaceModel m;
+        for (double r : {960e6, 300e6, 300e6, 300e6}) m.round(r, 8, 1'000'000, 0, 0, 0, 1.0);
+        CHECK(m.full());
+        CHECK(m.dip_rounds() == 0);
+    }
+}

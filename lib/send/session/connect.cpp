@@ -67,6 +67,7 @@ Connections connect_transfer(Endpoint& to, SendOptions& opts, tls::Links& links,
     // The connect's SYN and SYN-ACK gave the path's first round trip, before the hello names
     // the stream count.
     const uint32_t path_us = min_rtt_us(c.control.get());
+    c.path_us = path_us;
     c.streams = opts.streams;
     if (opts.streams_auto && path_us < StreamGovernor::kMinRttUs) {
         c.streams = std::min(opts.streams, kDefaultStreams);

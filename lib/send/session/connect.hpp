@@ -37,6 +37,9 @@ struct Connections {
     // `to` was a sluice serve's port that took a push (push_request.hpp): every connection
     // attaches through it (SendOptions::connection), keyed by the push's transfer token.
     bool push = false;
+    // The control connection's lowest round trip (its SYN's), read before encryption puts a
+    // relay's socket pair in its place: what says a long path (2 ms or more: the end in pieces, work_queue.hpp).
+    uint32_t path_us = 0;
 };
 
 // One connection to the receiver: SendOptions::connection when set (a socket handed in by

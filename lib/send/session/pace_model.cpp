@@ -96,7 +96,7 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
     }
     if (seed_) {
         seed_ = false;
-        plateau_ = rate;
+        plateau_ = seed_rate_ = rate;
         return 0;
     }
     if (!full_) {
@@ -111,6 +111,12 @@ uint64_t PaceModel::round(double rate, unsigned moving, uint64_t sent, uint64_t 
         }
         if (starting > 0) { // a stall of BBR's start-up (random loss), not a full pipe
             ++startup_rounds_;
+            return 0;
+        }
+        if (rate < kDipShare * seed_rate_ && dip_rounds_ < kDipRounds) { // the count's change, not the path
+            ++dip_rounds_;
+            flat_ = 0;
+            plateau_ = rate; // growth from here on is the regrowth
             return 0;
         }
         if (++flat_ < kFlatRounds) return 0;

@@ -120,7 +120,20 @@ public:
     // been moving for seconds, so the first round is where the rate is, not growth from
     // nothing, and what it retransmitted is the unpaced streams' own overshoot (BBR: 11-13% at
     // 100 Mbit/s, h16i), not the path's loss: it seeds the growth test and counts for neither.
+    // While the aggregate stays under kDipShare of that first round's rate, for up to kDipRounds,
+    // a round that did not grow is not counted toward a full pipe either: the count just changed
+    // (the streams given back end their blocks, those kept regrow their own estimates), the rate
+    // is on its way back, not the path's. Measured at 80 ms, 1 Gbit/s, 5% loss (h16s): the search
+    // went 4 -> 8 -> 16 and back to 8, the pacer began at 962 Mbit/s, read 544 and 314 in the
+    // next rounds and judged the pipe full at 314 (25 Mbit/s a stream); lifted 11 rounds later for
+    // the path's loss, the streams' BBR estimates were a fraction of the path and the last 150 MB
+    // took 9 s. Half is below any ProbeBW cycle's dip (0.75); kDipRounds (about 2 s at 80 ms)
+    // bounds the wait on a path that did get slower.
+    static constexpr double kDipShare = 0.5;
+    static constexpr unsigned kDipRounds = 25;
     explicit PaceModel(bool after_search = false) : seed_(after_search) {}
+    // Rounds not counted toward a full pipe for sitting under kDipShare of the rate the search ended at.
+    unsigned dip_rounds() const { return dip_rounds_; }
     bool full() const { return full_; }
     // Rounds that did not grow and were not counted because a stream was still starting up.
     unsigned startup_rounds() const { return startup_rounds_; }
@@ -161,6 +174,8 @@ private:
     unsigned growth_rounds_ = 0;
     bool full_ = false;
     bool seed_ = false; // the next round with moving streams seeds plateau_ (after_search)
+    double seed_rate_ = 0; // that round's rate (0: not after a search)
+    unsigned dip_rounds_ = 0;
     unsigned capped_rounds_ = 0;
     std::deque<std::pair<uint64_t, uint64_t>> sent_window_; // sent, retransmitted per capped round
     std::deque<double> rtt_window_;                          // their queue_rtt

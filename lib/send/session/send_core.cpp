@@ -71,6 +71,7 @@ void SendCore::connect(const std::string& how, bool all_streams) {
     control_cc_ = c.congestion_control;
     // Every later wait (the control reader, each stream's sends, reopening a stream) reads these.
     deadlines_ = c.deadlines;
+    path_us_ = c.path_us;
     opts_.idle_timeout_ms = deadlines_.idle_ms;
     opts_.connect_timeout_ms = deadlines_.connect_ms;
     log_.verbose_line(deadlines_line(deadlines_));

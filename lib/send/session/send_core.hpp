@@ -135,6 +135,7 @@ protected:
 
     SendOptions opts_;
     bool sealed_blocks_ = false; // block_size()
+    uint32_t path_us_ = 0;       // the control connection's lowest round trip (Connections::path_us)
     Endpoint to_;
     std::string peer_; // host:port, as messages name the receiver
     SessionLog log_;

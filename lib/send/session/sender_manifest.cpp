@@ -108,7 +108,7 @@ void SendSession::walk_and_announce() {
         work_idle_since_ = Clock::now();
         planned_all = pages_acked_ == pages_sent_;
     }
-    if (planned_all) queue_.planned_all(); // the tail: a stream with nothing to carry may end
+    if (planned_all) queue_.planned_all(); // the tail: a stream with nothing to carry may end; the end in pieces may begin
 }
 
 void SendSession::wait_for_acks() {

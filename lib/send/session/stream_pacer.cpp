@@ -71,7 +71,11 @@ static std::string mbit(double bytes_per_s) {
 
 // For the first cap's line: how long BBR's start-up held the judgement back.
 static std::string startup_note(const PaceModel& m) {
-    return m.startup_rounds() ? " (after " + std::to_string(m.startup_rounds()) + " stalled rounds in BBR's start-up)" : "";
+    std::string note = m.startup_rounds() ? " (after " + std::to_string(m.startup_rounds()) + " stalled rounds in BBR's start-up)" : "";
+    if (m.dip_rounds())
+        note += " (after " + std::to_string(m.dip_rounds()) +
+                " rounds under half the rate it began at: the streams given back were ending, those kept regrowing)";
+    return note;
 }
 
 // The last step down, for -v: how much was lost with how much of a queue, and the caps' factor now.
