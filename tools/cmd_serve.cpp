@@ -73,7 +73,8 @@ options:
   --max-upload-size SIZE larger bodies get 413 (default 1G)
   --max-uploads N        bodies received at once over all threads; more get 503 (default 64)
   --max-pushes N         pushes (sluice send into DIR, with --port) received at once; more are
-                         refused as busy (default 16)
+                         refused as busy (default 16); they share one manifest budget (a
+                         quarter of memory): a larger tree needs a lower N
   --upload-timeout S     a whole body must arrive within S seconds (default 300)
   --token-file FILE      the token, from FILE (mode 0600 or stricter)
   --token SECRET         the token, on the command line (visible in ps: prefer the above)

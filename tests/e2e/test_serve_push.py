@@ -97,6 +97,28 @@ def test_push_a_tree_and_a_file(tmp_path):
         s.kill()
 
 
+def test_pushes_share_one_manifest_budget(tmp_path):
+    """--max-pushes receivers at once split the quarter of memory one `sluice recv` may hold for
+    its manifest (else N hostile pushers with huge manifests could each take all of it)."""
+    import re
+
+    def budget_mib(max_pushes):
+        served = tmp_path / f"served{max_pushes}"
+        served.mkdir()
+        s = Server(served, "--port", "0", "--allow-upload", "--max-pushes", str(max_pushes))
+        try:
+            m = re.search(r"manifest held to (\d+) MiB", stats(s)["push_path"])
+            assert m, stats(s)["push_path"]
+            return int(m.group(1))
+        finally:
+            s.kill()
+
+    alone, shared = budget_mib(1), budget_mib(64)
+    assert alone >= 256
+    assert shared < alone
+    assert abs(shared - max(alone // 64, 64)) <= 1
+
+
 def test_refused_without_upload_or_token_and_nothing_written(tmp_path):
     src = odd_tree(tmp_path / "src" / "host1", 3, small=10, big=1 << 20)
     served = tmp_path / "served"

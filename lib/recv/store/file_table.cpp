@@ -1,10 +1,8 @@
 #include "recv/store/file_table.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <fstream>
 
+#include "core/session/memory_budget.hpp"
 #include "recv/store/dest_tree.hpp"
 
 namespace sluice {
@@ -22,32 +20,9 @@ uint64_t heap_bytes(const std::string& s) {
 // directory or link list.
 constexpr uint64_t kIndexBytes = PathIndex::kBytesPerPath + 8;
 
-// The memory.max of this process's cgroup (v2) and of its ancestors, the lowest; 0 if none.
-uint64_t cgroup_memory_limit() {
-    std::ifstream self("/proc/self/cgroup");
-    std::string line, path;
-    while (std::getline(self, line))
-        if (line.rfind("0::", 0) == 0) path = line.substr(3);
-    if (path.empty()) return 0;
-    uint64_t lowest = 0;
-    for (;;) {
-        std::ifstream f("/sys/fs/cgroup" + path + "/memory.max");
-        uint64_t v = 0;
-        if (f >> v && v > 0 && (lowest == 0 || v < lowest)) lowest = v; // "max" reads as no number
-        if (path.empty() || path == "/") break;
-        path = path.substr(0, path.rfind('/'));
-    }
-    return lowest;
-}
-
 } // namespace
 
-uint64_t FileTable::default_max_bytes() {
-    long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    uint64_t mem = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-    if (uint64_t cg = cgroup_memory_limit(); cg && (mem == 0 || cg < mem)) mem = cg;
-    return std::max<uint64_t>(mem / 4, 256ull << 20);
-}
+uint64_t FileTable::default_max_bytes() { return default_manifest_budget(); }
 
 uint64_t FileTable::entry_bytes(const RecvFile& f) {
     return sizeof(RecvFile) + kIndexBytes + heap_bytes(f.entry.path) + heap_bytes(f.entry.link_target) + heap_bytes(f.parent) +

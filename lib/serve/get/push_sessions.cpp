@@ -5,11 +5,13 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <system_error>
 
 #include "core/io/rtt_deadlines.hpp"
 #include "core/io/socket.hpp"
+#include "core/session/memory_budget.hpp"
 #include "core/wire/codec_get.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/engine/worker.hpp"
@@ -67,6 +69,10 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
     // A pusher holds the token but is still a peer: no link out of DIR, no device, no hard
     // link to a file it did not send (RecvOptions::confine_links, as sluice get's receiver).
     o.confine_links = true;
+    // Up to --max-pushes receivers at once share the one manifest budget a `sluice recv` has
+    // alone (a quarter of memory): each gets its share, so hostile pushers that all send huge
+    // manifests hold at most that together. A larger tree needs a lower --max-pushes.
+    o.max_manifest_bytes = push_manifest_budget(sh.opt.max_pushes);
     o.encrypt = encryption_asked(a.q.features);
     o.verbose = sh.opt.verbose;
     if (sh.opt.log) o.log = [&sh, who](std::string_view line) { sh.opt.log(who + ": " + std::string(line)); };
@@ -119,10 +125,15 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
 
 } // namespace
 
+uint64_t push_manifest_budget(unsigned max_pushes) {
+    return std::max<uint64_t>(default_manifest_budget() / std::max(1u, max_pushes), kMinManifestBudget / 4);
+}
+
 std::string push_path_text(unsigned max_pushes) {
     return "requests read and judged on the get rings; each push received by a receiver of its own (sluice recv's engine on "
            "threads of its own, 2 + streams per push, not on the rings), at most " + std::to_string(max_pushes) +
-           " at once (--max-pushes), the sender's connections attached through the rings";
+           " at once (--max-pushes), the sender's connections attached through the rings; each push's manifest held to " +
+           std::to_string(push_manifest_budget(max_pushes) >> 20) + " MiB (a quarter of memory shared by --max-pushes)";
 }
 
 void PushSessions::admit(RingRequest& req) {
