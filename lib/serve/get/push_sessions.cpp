@@ -12,6 +12,7 @@
 #include "core/io/rtt_deadlines.hpp"
 #include "core/io/socket.hpp"
 #include "core/session/memory_budget.hpp"
+#include "core/wire/auth.hpp"
 #include "core/wire/codec_get.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/engine/worker.hpp"
@@ -38,7 +39,7 @@ void say(Shared& sh, const std::string& line) {
 
 // The push itself, on its thread: the receiver, the slot its connections arrive through, the
 // reply, then the transfer. Never throws; counts the push.
-void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a, std::string token) {
+void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a, std::string token, wire::Mac reply_mac) {
     const std::string& who = one.who;
     const std::string peer = a.host;
     auto refuse = [&](wire::GetStatus status, const std::string& why) {
@@ -90,7 +91,7 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
         att.open_to(a.q.nonce, 1u + 2u * a.q.streams, peer, [r](UniqueFd fd) { r->adopt(fd.release()); });
     if (!slot) return refuse(wire::GetStatus::bad_request, "a push with this request's nonce is already running");
     wire::GetReply ok;
-    ok.mac = a.q.mac; // admit() put the reply's MAC there (the request's own is checked and done with)
+    ok.mac = reply_mac;
     try {
         send_all(a.fd.get(), encode_reply(ok), "a push reply");
     } catch (const Error& e) {
@@ -149,7 +150,6 @@ void PushSessions::admit(RingRequest& req) {
     One* raw = one.get();
     raw->who = "push from " + a.host;
     raw->join_by_ms = monotonic_ms() + rtt_scaled_ms(kJoinRequestTimeouts * sh_.opt.request_timeout_ms, a.rtt_us);
-    a.q.mac = j.reply.mac; // the reply's MAC, for the thread to send
     Asked taken;
     taken.fd = req.take();
     taken.hello = a.hello;
@@ -157,8 +157,8 @@ void PushSessions::admit(RingRequest& req) {
     taken.host = a.host;
     taken.rtt_us = a.rtt_us;
     try {
-        raw->thread = std::thread([this, raw, b = std::move(taken), t = std::move(j.transfer_token), p = std::move(place)]() mutable {
-            receive_push(sh_, att_, *raw, std::move(b), std::move(t));
+        raw->thread = std::thread([this, raw, b = std::move(taken), t = std::move(j.transfer_token), m = j.reply.mac, p = std::move(place)]() mutable {
+            receive_push(sh_, att_, *raw, std::move(b), std::move(t), m);
             p = Admission();
             raw->done.store(true);
         });
