@@ -135,6 +135,48 @@ def test_a_stream_held_back_while_another_carries_everything(tmp_path, mode):
         kill_process(proc)
 
 
+@pytest.mark.parametrize("mode", ["direct", "recv_write", "splice", "sink", "pipe"])
+def test_a_stream_held_back_while_another_trickles_one_large_block(tmp_path, mode):
+    """As above, but stream 1's data is one large block (2 MiB; a pipe's 1 MiB piece, its
+    largest) trickled over 3.5 idle timeouts, a piece every tenth of a second, as a slow link
+    delivers it: the transfer moves with every receive, not once the block is whole. Before
+    the receive paths credited each receive (TransferPulse::arrived), the direct, splice, sink
+    and pipe paths dated the data only per 2 MiB chunk or per block, and stream 2's timer
+    failed the transfer after one idle timeout ("no data from the sender on stream 2")."""
+    pipe = mode == "pipe"
+    proc, port = start_receiver(tmp_path, mode)
+    try:
+        ctl, tid = connect(port, 2)
+        data = random.Random(mode).randbytes((1 if pipe else 2) << 20)
+        entry = (0, 4, "stdin", 0, "") if pipe else (0, w.FILE, "f", len(data), "")
+        ctl.sendall(w.manifest(0, [entry]))
+        assert w.read_frame(ctl)[0] == w.MANIFEST_ACK
+        ctl.sendall(w.frame(w.MANIFEST_END, struct.pack("<IIQQ", 1, 0, 1, 0 if pipe else len(data))))
+        socks = open_streams(port, 2, tid)
+        frame = block(0, 0, data, pipe)
+        ticks = int(HELD / 0.1)
+        step = -(-len(frame) // ticks)
+        start = time.monotonic()
+        try:
+            for k in range(0, len(frame), step):
+                socks[0].sendall(frame[k:k + step])
+                time.sleep(0.1)
+        except OSError as e:  # the receiver gave up on the held stream and closed the others
+            rc, err = finish(proc)
+            pytest.fail(f"the receiver ended the transfer (exit {rc}) after {time.monotonic() - start:.1f} s: {err} ({e})")
+        assert time.monotonic() - start > HELD  # the block took this long: over three idle timeouts
+        assert proc.poll() is None, proc.stderr.read()
+        status = end_transfer(ctl, socks, 1, len(data))
+        rc, err = finish(proc)
+        assert status == 0 and rc == 0, err
+        if pipe:
+            assert (tmp_path / "out").read_bytes() == data
+        elif mode != "sink":
+            assert (tmp_path / "dest" / "f").read_bytes() == data
+    finally:
+        kill_process(proc)
+
+
 def test_streams_wait_while_the_manifest_is_exchanged_slowly(tmp_path):
     """No data at all for 3.5 idle timeouts: the control connection moves (a page every tenth
     of a second, each acked), every data stream waits, and the transfer completes."""
