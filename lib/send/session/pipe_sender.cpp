@@ -219,7 +219,7 @@ private:
                 if (!slot.full) break; // input ended and this stream's pieces are all sent
             }
             if (sp) sp->state = StreamState::moving;
-            limiter_.acquire(slot.length);
+            if (!limiter_.acquire(slot.length, [this] { return latch_.stopped(); })) return std::nullopt;
             send_piece(data_[i].get(), slot.pipe, kPipeId, slot.offset, slot.length);
             bytes += slot.length;
             ++blocks;

@@ -73,6 +73,7 @@ void SendCore::connect(const std::string& how, bool all_streams) {
     deadlines_ = c.deadlines;
     path_us_ = c.path_us;
     opts_.idle_timeout_ms = deadlines_.idle_ms;
+    limiter_.set_idle_timeout(deadlines_.idle_ms); // its waits stay short beside the receiver's
     opts_.connect_timeout_ms = deadlines_.connect_ms;
     log_.verbose_line(deadlines_line(deadlines_));
     if (opts_.mptcp) log_.verbose_line(mptcp_line(control_mptcp_));
