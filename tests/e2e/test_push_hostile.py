@@ -256,6 +256,61 @@ def test_a_replayed_nonce_is_refused_while_its_push_runs(server, served, tmp_pat
 # ------------------------------------------------------------------ attaches ------------------
 
 
+def test_attaches_past_the_count_and_junk_on_a_push_s_nonce_do_not_break_it(server, served, tmp_path):
+    """Junk attached with the push's nonce (it travels in clear in the request; a handshake
+    with the wrong token, garbage) must not end the push or take its streams' places: before,
+    the serve counted every attach against 1 + 2 x streams, and two junk connections left the
+    pusher's own data stream refused. Connections attached past that count go to the push's
+    receiver, whose handshake table bounds them, and close with the push."""
+    p = Pusher(server.sport)
+    junk = []
+    # A handshake keyed with the wrong token, on the push's nonce.
+    j = p.attach()
+    try:
+        st = w.sender_hello(j, "not-the-key", 1, 1, 1, p.tid)
+        assert st != 0
+    except (ConnectionError, AssertionError, struct.error):
+        pass
+    junk.append(j)
+    # Garbage in place of a ClientHello.
+    g = p.attach()
+    g.sendall(os.urandom(200))
+    junk.append(g)
+    data = os.urandom(300000)
+    p.manifest([(0, w.FILE, "kept", len(data), "")], len(data))
+    try:
+        d = p.stream(1)
+    except (ConnectionError, AssertionError, OSError) as e:
+        pytest.fail(f"junk on the push's nonce took its stream's place: {e!r}")
+    # Past the request's count: held by the receiver's handshake table, closed with the push.
+    extra = [p.attach() for _ in range(3)]
+    d.sendall(block(0, 0, data))
+    assert p.finish([d], 1, len(data)) == 0
+    assert (served / "kept").read_bytes() == data
+    for e in extra:
+        assert closed_by_server(e)
+    assert wait_for(lambda: stats(server)["pushes_open"] == 0, HANG)
+    assert leftovers(served) == []
+
+
+def test_a_handshake_claiming_more_streams_than_the_request_is_refused(server, served, tmp_path):
+    """The request asked for 1 stream (what the serve admitted it for); the control connection's
+    ClientHello claims 8: refused (bad stream), nothing is written, the push ends by its join
+    deadline, and the serve goes on. Before, the attaches were what held a push to its count, and
+    counting them let junk on the push's nonce take its streams' places."""
+    req, n = hello(server.sport)
+    nonce, rtok = os.urandom(16), os.urandom(16).hex()
+    req.sendall(w.push_request(TOKEN, n, 1, nonce, rtok))
+    status, msg = reply(req)
+    assert status == 0, msg
+    c, _ = hello(server.sport)
+    c.sendall(w.get_attach(nonce))
+    assert w.sender_hello(c, w.push_transfer_token(TOKEN, nonce, rtok), 0, 0, 8, os.urandom(16)) == 4  # bad stream
+    assert wait_for(lambda: stats(server)["pushes_open"] == 0 and stats(server)["pushes_failed"] == 1, HANG)
+    still_serving(server, tmp_path)
+    assert sorted(p.name for p in served.iterdir()) == ["page.txt", "real-probe"]
+
+
 # ------------------------------------------------------------------ transfers cut short --------
 
 
