@@ -290,3 +290,29 @@ def sender_hello(s, token, role, index, count, transfer_id, features=0):
     mac = hmac.new(token.encode(), b"sluice-v1 client hello" + sh[16:32] + signed, hashlib.sha256).digest()
     s.sendall(signed + mac)
     return recv_exact(s, 40)[0]
+
+
+_xxh = None
+
+
+def xxh3(data):
+    """XXH3-64 of data (a block's checksum) through libxxhash, a build dependency of sluice;
+    raises OSError where it cannot be loaded (a test module skips on it)."""
+    global _xxh
+    if _xxh is None:
+        import ctypes
+        import ctypes.util
+
+        name = ctypes.util.find_library("xxhash")
+        if not name:
+            raise OSError("libxxhash (a build dependency of sluice) is needed for XXH3 checksums")
+        lib = ctypes.CDLL(name)
+        lib.XXH3_64bits.restype = ctypes.c_uint64
+        lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        _xxh = lib
+    return _xxh.XXH3_64bits(data, len(data))
+
+
+def block_frame(file_id, offset, data):
+    """A BLOCK frame carrying data at offset of file_id, with its checksum."""
+    return frame(BLOCK, struct.pack("<QQQ", file_id, offset, xxh3(data)) + data)

@@ -98,6 +98,28 @@ def end_transfer(ctl, socks, blocks, nbytes):
         assert ftype in (w.ALL_VERIFIED, w.MANIFEST_ACK), ftype
 
 
+def send_slowly_then_end(proc, ctl, socks, pieces, blocks, data, tmp_path, mode):
+    """Sends pieces on stream 1, one every tenth of a second, for over HELD seconds while stream
+    2 stays silent; then ends the transfer and checks that it completed byte-exact."""
+    start = time.monotonic()
+    try:
+        for piece in pieces:
+            socks[0].sendall(piece)
+            time.sleep(0.1)
+    except OSError as e:  # the receiver gave up on the held stream and closed the others
+        rc, err = finish(proc)
+        pytest.fail(f"the receiver ended the transfer (exit {rc}) after {time.monotonic() - start:.1f} s: {err} ({e})")
+    assert time.monotonic() - start > HELD  # stream 2 was silent this long, well past the idle timeout
+    assert proc.poll() is None, proc.stderr.read()
+    status = end_transfer(ctl, socks, blocks, len(data))
+    rc, err = finish(proc)
+    assert status == 0 and rc == 0, err
+    if mode == "pipe":
+        assert (tmp_path / "out").read_bytes() == data
+    elif mode != "sink":
+        assert (tmp_path / "dest" / "f").read_bytes() == data
+
+
 @pytest.mark.parametrize("mode", ["direct", "recv_write", "splice", "sink", "pipe"])
 def test_a_stream_held_back_while_another_carries_everything(tmp_path, mode):
     """Stream 2 carries nothing for 3.5 idle timeouts while stream 1 sends a block every tenth
@@ -114,23 +136,34 @@ def test_a_stream_held_back_while_another_carries_everything(tmp_path, mode):
         assert w.read_frame(ctl)[0] == w.MANIFEST_ACK
         ctl.sendall(w.frame(w.MANIFEST_END, struct.pack("<IIQQ", 1, 0, 1, 0 if pipe else len(data))))
         socks = open_streams(port, 2, tid)
-        start = time.monotonic()
-        try:
-            for k in range(pieces):
-                socks[0].sendall(block(0, k * PIECE, data[k * PIECE:(k + 1) * PIECE], pipe))
-                time.sleep(0.1)
-        except OSError as e:  # the receiver gave up on the held stream and closed the others
-            rc, err = finish(proc)
-            pytest.fail(f"the receiver ended the transfer (exit {rc}) after {time.monotonic() - start:.1f} s: {err} ({e})")
-        assert time.monotonic() - start > HELD  # stream 2 was silent this long, well past the idle timeout
-        assert proc.poll() is None, proc.stderr.read()
-        status = end_transfer(ctl, socks, pieces, len(data))
-        rc, err = finish(proc)
-        assert status == 0 and rc == 0, err
-        if pipe:
-            assert (tmp_path / "out").read_bytes() == data
-        elif mode != "sink":
-            assert (tmp_path / "dest" / "f").read_bytes() == data
+        frames = [block(0, k * PIECE, data[k * PIECE:(k + 1) * PIECE], pipe) for k in range(pieces)]
+        send_slowly_then_end(proc, ctl, socks, frames, pieces, data, tmp_path, mode)
+    finally:
+        kill_process(proc)
+
+
+@pytest.mark.parametrize("mode", ["direct", "recv_write", "splice", "sink", "pipe"])
+def test_a_stream_held_back_while_another_trickles_one_large_block(tmp_path, mode):
+    """As above, but stream 1's data is one large block (2 MiB; a pipe's 1 MiB piece, its
+    largest) trickled over 3.5 idle timeouts, a piece every tenth of a second, as a slow link
+    delivers it: the transfer moves with every receive, not once the block is whole. Before
+    the receive paths credited each receive (TransferPulse::arrived), the direct, splice, sink
+    and pipe paths dated the data only per 2 MiB chunk or per block, and stream 2's timer
+    failed the transfer after one idle timeout ("no data from the sender on stream 2")."""
+    pipe = mode == "pipe"
+    proc, port = start_receiver(tmp_path, mode)
+    try:
+        ctl, tid = connect(port, 2)
+        data = random.Random(mode).randbytes((1 if pipe else 2) << 20)
+        entry = (0, 4, "stdin", 0, "") if pipe else (0, w.FILE, "f", len(data), "")
+        ctl.sendall(w.manifest(0, [entry]))
+        assert w.read_frame(ctl)[0] == w.MANIFEST_ACK
+        ctl.sendall(w.frame(w.MANIFEST_END, struct.pack("<IIQQ", 1, 0, 1, 0 if pipe else len(data))))
+        socks = open_streams(port, 2, tid)
+        frame = block(0, 0, data, pipe)
+        step = -(-len(frame) // int(HELD / 0.1))
+        send_slowly_then_end(proc, ctl, socks, [frame[k:k + step] for k in range(0, len(frame), step)], 1, data, tmp_path,
+                             mode)
     finally:
         kill_process(proc)
 

@@ -287,6 +287,50 @@ def test_many_empty_files_with_sync_and_a_short_idle_timeout(tmp_path, receiver_
     assert sum(len(f) for _, _, f in os.walk(dst)) == 12000
 
 
+@pytest.mark.parametrize("mode", ["file-1-stream", "file-2-streams", "pipe"])
+def test_a_rate_limit_far_below_a_block_per_idle_timeout_completes(tmp_path, receiver_factory, mode):
+    """--rate-limit 64K against a receiver's 2 s idle timeout: one 256 KiB block (a pipe's
+    piece) would wait 4 s in the rate limiter before a byte of it went out
+    (send/session/rate_limiter.hpp), so every stream was silent past the receiver's idle timeout
+    and it failed the transfer ("no data from the sender on stream 1"). Blocks and pieces planned
+    small enough for the rate (block_cap) keep each stream's wait a fraction of the idle timeout.
+    The sender's own idle timeout is long: only the receiver's rule is under test. Nothing here
+    is timed but the deadlines."""
+    data = os.urandom(256 << 10)
+    streams = "1" if mode == "file-1-stream" else "2"
+    args = ["--rate-limit", "64K", "--streams", streams, "--idle-timeout", "60", "-v"]
+    if mode == "pipe":
+        port = free_port()
+        out = tmp_path / "out"
+        with open(out, "wb") as f:
+            rx = subprocess.Popen([SLUICE, "recv", "--stdout", "--bind", "127.0.0.1", "--port", str(port), "--token", TOKEN,
+                                   "--idle-timeout", "2"], stdout=f, stderr=subprocess.PIPE, text=True)
+        assert rx.stderr.readline().startswith("sluice://")
+        (tmp_path / "in").write_bytes(data)
+        with open(tmp_path / "in", "rb") as f:
+            send = subprocess.Popen([SLUICE, "send", "-", "--to", f"127.0.0.1:{port}", "--token", TOKEN, *args], stdin=f,
+                                    stderr=subprocess.PIPE, text=True)
+        rc, _, err = finish(send)
+        rrc, _, rerr = finish(rx)
+        got = out.read_bytes()
+    else:
+        src = tmp_path / "f"
+        src.write_bytes(data)
+        dst = tmp_path / "dst"
+        dst.mkdir()
+        r = receiver_factory(dst, "--idle-timeout", "2", token=TOKEN)
+        send = subprocess.Popen([SLUICE, "send", str(src), "--to", f"127.0.0.1:{r.port}", "--token", TOKEN, *args],
+                                stderr=subprocess.PIPE, text=True)
+        rc, _, err = finish(send)
+        rrc, _, rerr = finish(r.proc)
+        got = (dst / "f").read_bytes() if rrc == 0 else b""
+    assert rrc == 0, rerr
+    assert rc == 0, err
+    if mode != "pipe":
+        assert "rate limit: " in err and "blocks of at most " in err, err
+    assert got == data
+
+
 SLOW_FSYNC_SHIM = os.environ.get(
     "SLUICE_SLOW_FSYNC_SHIM",
     os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(SLUICE))), "tests", "shim",

@@ -75,3 +75,17 @@ TEST_CASE("a movement dated late by one thread is not undone by an earlier date 
     p.moved(t0 + 20s);
     CHECK(p.excuses(kIdleMs, t0 + 30s + 999ms));
 }
+
+TEST_CASE("bytes a stream received before its block is whole are movement (a slow link's trickle)") {
+    Counters c;
+    TransferPulse p(c.bytes, c.files);
+    const auto t0 = TransferPulse::Clock::now();
+    CHECK_FALSE(p.excuses(kIdleMs, t0 + 5s));
+    p.arrived(16384); // one receive of a 2 MiB block: bytes_received moves only once it is whole
+    CHECK(p.arrivals() == 16384);
+    CHECK(p.excuses(kIdleMs, t0 + 6s));
+    CHECK_FALSE(p.excuses(kIdleMs, t0 + 7s)); // nothing new since
+    p.arrived(16384);
+    p.look(t0 + 8s); // the control thread's look dates it
+    CHECK(p.excuses(kIdleMs, t0 + 8s + 999ms));
+}

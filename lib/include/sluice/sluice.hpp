@@ -214,6 +214,10 @@ struct RecvOptions {
     // the entry, when a symlink's target is absolute or climbs out of the destination (see
     // docs/protocol.md, "Get sessions"), and when an entry is a hard link or a special file.
     bool confine_links = false;
+    // The most data streams a sender may open (0: the protocol's 128). A control connection
+    // whose hello asks for more is refused (bad stream): `sluice serve` holds a push to the
+    // count its request asked, which its admission counted on.
+    uint16_t max_streams = 0;
     int idle_timeout_ms = 60000;
     std::string congestion_control; // as SendOptions::congestion_control, for every accepted connection
     // Listen with an MPTCP socket (SendOptions::mptcp): it accepts MPTCP and plain TCP senders

@@ -10,7 +10,9 @@
 // reader at the mark, a sender that stops mid-frame without closing), the receiver takes what
 // is queued and goes on, instead of sitting until the idle timeout. How large the mark may be
 // is learned per stream (mark_policy.hpp): none while out-of-order data arrives (a hole is
-// open on a lossy path), smaller after a deadline, none after repeated ones.
+// open on a lossy path), smaller after a deadline, none after repeated ones. An unmarked
+// receive's deadline is one slice of the idle timeout (quiet_slice_ms()): a MSG_WAITALL
+// receive on a slow link returns what it has each slice, credited to the transfer's pulse.
 #include <linux/time_types.h>
 
 #include <cstddef>
@@ -18,6 +20,7 @@
 
 #include "core/io/socket.hpp"
 #include "recv/paths/mark_policy.hpp"
+#include "recv/paths/stream_receiver.hpp"
 
 namespace sluice {
 
@@ -30,7 +33,7 @@ public:
     static constexpr int kFallbackMs = 1000;
 
     // tally: where this stream's counts go when the wait ends (nullptr: nowhere).
-    MarkedWait(int sock, int idle_timeout_ms, MarkTally* tally) noexcept;
+    MarkedWait(int sock, const RecvContext& ctx) noexcept;
     ~MarkedWait();
     MarkedWait(const MarkedWait&) = delete;
     MarkedWait& operator=(const MarkedWait&) = delete;
@@ -38,25 +41,32 @@ public:
     struct Plan {
         bool marked;                      // a mark above 1 is set: poll first (IORING_RECVSEND_POLL_FIRST)
         bool early;                       // return with what is there: no MSG_WAITALL
-        const __kernel_timespec* timeout; // the receive's link timeout
+        const __kernel_timespec* timeout; // the receive's link timeout: the mark's deadline or one slice
     };
     // Before a receive the sender owes `owed` bytes to (0: it may pause). Right after a
     // fallback the mark stays 1 for one receive, which then returns what is queued.
     Plan arm(size_t owed) noexcept;
-    // A receive armed with plan ended by its link timeout. True: that was a marked wait's
-    // deadline (counted; the mark is dropped for the next receive): receive again. False: the
-    // idle timeout: the stream was silent.
-    bool fell_back(const Plan& plan) noexcept;
-    // A receive armed with plan returned n bytes (its evidence for the mark's cap).
-    void took(const Plan& plan, size_t n) noexcept { policy_.received(n, plan.marked); }
+    // A receive armed with plan ended by its link timeout with nothing. True: receive again (a
+    // marked wait's deadline, counted, the mark dropped for the next receive; or one slice of
+    // the stream's silence, which is not yet the idle timeout or is excused: StreamQuiet).
+    // False: the stream went silent for the idle timeout and the transfer did not move.
+    bool wait_again(const Plan& plan) noexcept;
+    // A receive armed with plan returned n bytes (its evidence for the mark's cap); they are
+    // credited to the transfer's pulse (credit_arrival).
+    void took(const Plan& plan, size_t n) noexcept {
+        policy_.received(n, plan.marked);
+        quiet_.heard();
+        credit_arrival(ctx_, n);
+    }
     const MarkCounts& counts() const noexcept { return policy_.counts(); }
 
 private:
     int sock_;
+    const RecvContext& ctx_;
     RecvLowWater mark_;
     MarkPolicy policy_;
-    MarkTally* tally_;
-    __kernel_timespec idle_{}, fallback_{};
+    StreamQuiet quiet_;
+    __kernel_timespec slice_{}, fallback_{};
     bool dropped_ = false;
 };
 

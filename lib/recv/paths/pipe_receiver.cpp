@@ -35,7 +35,9 @@ constexpr const char* kWhat = "data stream";
 // The frame loop both paths share: BLOCK frames go to on_block, STREAM_END ends the stream.
 class FrameLoop : public StreamReceiver {
 public:
-    FrameLoop(int sock, unsigned index, RecvContext& ctx) : sock_(sock), index_(index), ctx_(ctx) {}
+    FrameLoop(int sock, unsigned index, RecvContext& ctx) : sock_(sock), index_(index), ctx_(ctx) {
+        set_stream_slices(sock, ctx); // recv_patiently's
+    }
 
     StreamReceipt run() override {
         auto read = [this](unsigned char* p, size_t n) { recv_patiently(sock_, {p, n}, index_, ctx_, kWhat); };
@@ -103,6 +105,7 @@ private:
             if (n > 0) {
                 received += static_cast<size_t>(n);
                 parked += static_cast<size_t>(n);
+                credit_arrival(ctx_, static_cast<size_t>(n));
                 out_.note_arrival(); // keeps a stream waiting for a later piece's turn patient
                 continue;
             }

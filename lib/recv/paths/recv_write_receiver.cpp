@@ -191,8 +191,9 @@ private:
     size_t wait_recv() {
         for (;;) {
             while (recv_.busy() || recv_timeout_.busy()) ring_.wait();
-            // The mark's deadline (take what is there), or a silence the receiver excuses.
-            const bool excused = recv_.outcome() == Completion::Outcome::cancelled && (wait_.fell_back(plan_) || silence_excused(ctx_));
+            // The mark's deadline (take what is there), or a slice of silence (not yet the idle
+            // timeout, or one the receiver excuses).
+            const bool excused = recv_.outcome() == Completion::Outcome::cancelled && wait_.wait_again(plan_);
             if (recv_.outcome() != Completion::Outcome::retry && !excused) {
                 const size_t n = recv_result();
                 wait_.took(plan_, n);
@@ -248,7 +249,7 @@ private:
     AlignedBuffer bufs_[2];
     ParentDirCache dirs_;
     Xxh3 xxh_;
-    MarkedWait wait_{sock_, ctx_.idle_timeout_ms, ctx_.marks};
+    MarkedWait wait_{sock_, ctx_};
     MarkedWait::Plan plan_{}; // of the receive in flight
     wire::DataFrameParser parser_{"data stream " + std::to_string(index_)};
     std::optional<tls::RecordReader> records_; // encrypted: what the socket is read into

@@ -32,7 +32,7 @@ class SpliceReceiver final : public StreamReceiver {
 public:
     SpliceReceiver(int sock, unsigned index, RecvContext& ctx)
         : sock_(sock), index_(index), ctx_(ctx), pipe_(1 << 20), dirs_(ctx.tree), ring_(64) {
-        set_io_timeout(sock, ctx.idle_timeout_ms);
+        set_stream_slices(sock, ctx); // the splices from the socket, and recv_patiently
     }
 
     StreamReceipt run() override {
@@ -115,10 +115,10 @@ private:
             for (unsigned i = 0; i < n; ++i) {
                 const Completion& c = steps_[i];
                 const bool to_file = c.tag == kToFile;
-                // EAGAIN from the socket: SO_RCVTIMEO passed in the io-wq worker (the splice
-                // blocks like the system call), so the sender was silent; retrying would wait
-                // again forever.
-                if (!to_file && c.outcome() == Completion::Outcome::retry && c.error() == EAGAIN && !silence_excused(ctx_))
+                // EAGAIN from the socket: SO_RCVTIMEO (one slice) passed in the io-wq worker
+                // (the splice blocks like the system call) with nothing: the stream's silence
+                // grows; once it lasts the idle timeout unexcused, retrying would wait forever.
+                if (!to_file && c.outcome() == Completion::Outcome::retry && c.error() == EAGAIN && !quiet_.wait_again(ctx_))
                     throw stream_went_silent(index_, ctx_);
                 if (c.outcome() == Completion::Outcome::cancelled || c.outcome() == Completion::Outcome::retry) continue;
                 if (c.outcome() == Completion::Outcome::failed) {
@@ -132,6 +132,8 @@ private:
                     file_pos += r;
                 } else {
                     if (r == 0) throw stream_cut_short(index_, "'" + f.entry.path + "'");
+                    credit_arrival(ctx_, r);
+                    quiet_.heard();
                     in_pipe += r;
                     from_socket -= r;
                 }
@@ -155,6 +157,7 @@ private:
     // After the pipe, file and completions its splices use: torn down (cancelling them) first.
     Ring ring_;
     wire::DataFrameReader frames_{"data stream " + std::to_string(index_)};
+    StreamQuiet quiet_; // the socket splices' slices without bytes (a block's wait may span several)
 };
 
 } // namespace

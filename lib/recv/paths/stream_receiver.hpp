@@ -1,6 +1,7 @@
 #pragma once
 // A receive path: how one data stream turns BLOCK frames from its socket into verified bytes
 // of files under DIR. Each stream thread owns one StreamReceiver.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -58,6 +59,38 @@ struct RecvContext {
 // false if the whole transfer went silent.
 inline bool silence_excused(const RecvContext& ctx) noexcept { return ctx.pulse && ctx.pulse->excuses(ctx.idle_timeout_ms); }
 
+// A receive on a data stream returned n bytes: the transfer moves (TransferPulse::arrived), so
+// the other streams' idle timers see it while a block is still arriving, not once it is whole.
+inline void credit_arrival(const RecvContext& ctx, size_t n) noexcept {
+    if (ctx.pulse) ctx.pulse->arrived(n);
+}
+
+// A data stream's waits end every slice, a kQuietSlices-th of the idle timeout, even while the
+// stream is receiving: a receive gathering a large read (MSG_WAITALL, or a socket's
+// SO_RCVTIMEO) on a slow link then returns what it has each slice and credits it
+// (credit_arrival), instead of once per idle timeout, which the other streams' timers could
+// miss. A slice that ends with nothing counts toward the stream's silence (StreamQuiet).
+inline constexpr int kQuietSlices = 4;
+inline int quiet_slice_ms(int idle_timeout_ms) noexcept {
+    return idle_timeout_ms <= 0 ? idle_timeout_ms : std::max(1, idle_timeout_ms / kQuietSlices);
+}
+// Counts a stream's slices that ended with nothing since it last received bytes.
+class StreamQuiet {
+public:
+    // Bytes arrived.
+    void heard() noexcept { slices_ = 0; }
+    // A wait of one slice ended with nothing. True: wait again (not yet silent for the idle
+    // timeout, or silent that long while silence_excused()); false: the stream went silent.
+    bool wait_again(const RecvContext& ctx) noexcept {
+        if (++slices_ < kQuietSlices) return true;
+        slices_ = 0; // an excused silence waits a whole idle timeout again
+        return silence_excused(ctx);
+    }
+
+private:
+    int slices_ = 0;
+};
+
 struct StreamReceipt {
     uint64_t blocks = 0;
     uint64_t bytes = 0;
@@ -90,11 +123,15 @@ inline constexpr const char* kRecordsDirectRecvPath = "tls_direct";
 Error stream_went_silent(unsigned stream_index, const RecvContext& ctx);
 // where: "the transfer", or the quoted file the stream was in.
 Error stream_cut_short(unsigned stream_index, std::string_view where = "the transfer");
-// recv_exact on a data socket whose SO_RCVTIMEO is the idle timeout, except that a timeout
-// silence_excused() excuses waits again (bytes already read are kept); throws
+// recv_exact on a data socket whose SO_RCVTIMEO is quiet_slice_ms() (set_stream_slices()): the
+// bytes of each receive are credited (credit_arrival), a slice without bytes counts toward the
+// stream's silence (StreamQuiet; bytes already read are kept); throws
 // stream_went_silent, stream_cut_short, or a network Error naming `what`.
 void recv_patiently(int sock, std::span<unsigned char> data, unsigned stream_index, const RecvContext& ctx,
                     const std::string& what);
+// Sets a data socket's SO_RCVTIMEO to one slice (quiet_slice_ms()), for a
+// path that waits with blocking system calls (recv_patiently, a splice in an io-wq worker).
+void set_stream_slices(int sock, const RecvContext& ctx);
 
 // Shared steps of every path (file_finisher.cpp).
 // The file a BLOCK names, checked against the manifest: known id, a regular file, in bounds;

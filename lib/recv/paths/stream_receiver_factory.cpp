@@ -3,6 +3,7 @@
 #include "recv/paths/stream_receiver.hpp"
 
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <cerrno>
 
@@ -50,20 +51,32 @@ Error stream_cut_short(unsigned index, std::string_view where) {
 
 void recv_patiently(int sock, std::span<unsigned char> data, unsigned index, const RecvContext& ctx, const std::string& what) {
     size_t done = 0;
+    StreamQuiet quiet; // counted from this read's start: the stream's last bytes came just before
     while (done < data.size()) {
         ssize_t r = ::recv(sock, data.data() + done, data.size() - done, MSG_WAITALL);
         if (r > 0) {
             done += static_cast<size_t>(r);
+            credit_arrival(ctx, static_cast<size_t>(r));
+            quiet.heard();
             continue;
         }
         if (r == 0) throw stream_cut_short(index);
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (silence_excused(ctx)) continue;
+            if (quiet.wait_again(ctx)) continue;
             throw stream_went_silent(index, ctx);
         }
         throw_errno(ErrorCode::network, what);
     }
+}
+
+void set_stream_slices(int sock, const RecvContext& ctx) {
+    const int ms = quiet_slice_ms(ctx.idle_timeout_ms);
+    if (ms <= 0) return; // no idle timeout: the socket's own (none) stays
+    timeval tv{ms / 1000, (ms % 1000) * 1000};
+    // Receives only: what this side sends keeps the idle timeout the session set.
+    if (::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
+        throw_errno(ErrorCode::internal, "cannot set the receive timeout of data stream socket " + std::to_string(sock));
 }
 
 } // namespace sluice

@@ -12,7 +12,7 @@ namespace sluice {
 StreamSocketReader::StreamSocketReader(int sock, unsigned index, RecvContext& ctx, Ring& ring,
                                        std::function<void(Completion&)> other, const tls::LinkKeys* keys,
                                        size_t record_capacity)
-    : sock_(sock), index_(index), ctx_(ctx), ring_(ring), other_(std::move(other)), wait_(sock, ctx.idle_timeout_ms, ctx.marks) {
+    : sock_(sock), index_(index), ctx_(ctx), ring_(ring), other_(std::move(other)), wait_(sock, ctx) {
     if (keys) records_.emplace(keys->rx, "data stream " + std::to_string(index), record_capacity);
 }
 
@@ -34,7 +34,10 @@ size_t StreamSocketReader::take_queued(unsigned char* p, size_t n) {
     if (n == 0) return 0; // a zero-length recv returns 0, which means the peer closed
     for (;;) {
         ssize_t r = ::recv(sock_, p, n, MSG_DONTWAIT);
-        if (r > 0) return static_cast<size_t>(r);
+        if (r > 0) {
+            credit_arrival(ctx_, static_cast<size_t>(r));
+            return static_cast<size_t>(r);
+        }
         if (r == 0) throw stream_cut_short(index_);
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -65,8 +68,7 @@ size_t StreamSocketReader::recv_between(unsigned char* p, size_t least, size_t m
         case Completion::Outcome::ok: break;
         case Completion::Outcome::retry: continue;
         case Completion::Outcome::cancelled:
-            if (wait_.fell_back(plan)) continue; // the mark's deadline: take what is there
-            if (silence_excused(ctx_)) continue; // the sender waits for our answer: wait again
+            if (wait_.wait_again(plan)) continue; // the mark's deadline, or a slice of silence
             throw stream_went_silent(index_, ctx_);
         case Completion::Outcome::failed:
             throw_errno(ErrorCode::network, "data stream " + std::to_string(index_), recv_.error());

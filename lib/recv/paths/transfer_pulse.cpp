@@ -15,7 +15,8 @@ void TransferPulse::moved(Clock::time_point now) noexcept {
 }
 
 void TransferPulse::look(Clock::time_point now) noexcept {
-    const uint64_t total = bytes_.load(std::memory_order_relaxed) + files_.load(std::memory_order_relaxed);
+    const uint64_t total = bytes_.load(std::memory_order_relaxed) + files_.load(std::memory_order_relaxed) +
+                           arrived_.load(std::memory_order_relaxed);
     uint64_t seen = seen_.load();
     bool raised = false;
     while (total > seen && !(raised = seen_.compare_exchange_weak(seen, total))) {

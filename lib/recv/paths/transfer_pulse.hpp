@@ -9,9 +9,11 @@
 // control connection, our own answer to a manifest page or the work before it), and fails
 // only once nothing has.
 //
-// Data is not timed per block: the counters the streams keep anyway are looked at when a
-// stream's timer fires and when the control thread's wait slices pass (a quarter of the idle
-// timeout), so the hot paths pay nothing. A look dates a movement by when it saw it, so a
+// Data is not timed per block: the counters the streams keep anyway, and the bytes they read
+// from their sockets (arrived(): every receive that returns bytes adds to a counter, no clock
+// read, so a block trickling in over a slow link shows the transfer moving before it is
+// whole), are looked at when a stream's timer fires and when the control thread's wait slices
+// pass (a quarter of the idle timeout), so the hot paths pay one relaxed add per receive. A look dates a movement by when it saw it, so a
 // stream can wait up to one more idle timeout after the transfer last moved: every wait still
 // has a deadline, of at most twice the idle timeout. Each extra wait needs new evidence (bytes
 // of the declared data, a completed file, a frame the control connection bounds on its own), so
@@ -41,6 +43,11 @@ public:
     }
     // A frame arrived on the control connection. (now: the caller's clock, for tests.)
     void moved(Clock::time_point now = Clock::now()) noexcept;
+    // A data stream read n bytes from its socket (a receive or splice that returned bytes):
+    // evidence of the transfer moving, dated by the next look. Per receive: no clock read.
+    void arrived(uint64_t n) noexcept { arrived_.fetch_add(n, std::memory_order_relaxed); }
+    // The bytes arrived() has counted.
+    uint64_t arrivals() const noexcept { return arrived_.load(std::memory_order_relaxed); }
     // Looks at the data counters; a change since the last look is a movement, now. Any thread;
     // never per block (two loads, a clock read, a compare-and-swap on change).
     void look(Clock::time_point now = Clock::now()) noexcept;
@@ -52,8 +59,9 @@ public:
 private:
     const std::atomic<uint64_t>& bytes_;
     const std::atomic<uint64_t>& files_;
+    std::atomic<uint64_t> arrived_{0};
     std::atomic<bool> working_{false};
-    std::atomic<uint64_t> seen_{0}; // bytes + files at the last look (both only grow)
+    std::atomic<uint64_t> seen_{0}; // bytes + files + arrivals at the last look (all only grow)
     std::atomic<Clock::rep> moved_at_;
 };
 

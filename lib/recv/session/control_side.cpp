@@ -53,7 +53,8 @@ void ControlSide::await_frame(uint16_t stream_count) {
     // TRANSFER_END is owed. Our own work is never counted: the wait starts now, after the
     // last frame was handled (and answered).
     auto quiet_since = Clock::now();
-    uint64_t bytes_seen = tally_.bytes_received.load(std::memory_order_relaxed);
+    // Data counts as the sender talking from its first bytes on a socket, not once a block is whole.
+    uint64_t bytes_seen = tally_.bytes_received.load(std::memory_order_relaxed) + pulse_.arrivals();
     uint64_t done_seen = tally_.files_completed.load(std::memory_order_relaxed);
     for (;;) {
         std::optional<Clock::time_point> since;
@@ -81,7 +82,7 @@ void ControlSide::await_frame(uint16_t stream_count) {
         const auto slice = std::max(idle / 4, std::chrono::milliseconds(100));
         if (wait_readable_for(control_.fd(), static_cast<int>(std::min(wait, slice).count()))) return;
         pulse_.look(); // dates the data streams' movement for each other's idle timers
-        uint64_t bytes = tally_.bytes_received.load(std::memory_order_relaxed);
+        uint64_t bytes = tally_.bytes_received.load(std::memory_order_relaxed) + pulse_.arrivals();
         if (bytes != bytes_seen && !manifest_ended_) {
             bytes_seen = bytes;
             quiet_since = Clock::now();

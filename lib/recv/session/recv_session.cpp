@@ -94,7 +94,15 @@ bool RecvSession::accepting() {
 }
 
 wire::AuthStatus RecvSession::admit(const wire::ClientHello& h) {
-    if (h.role == wire::Role::control) return started_ ? wire::AuthStatus::other_transfer : wire::AuthStatus::ok;
+    if (h.role == wire::Role::control) {
+        if (started_) return wire::AuthStatus::other_transfer;
+        if (opts_.max_streams && h.stream_count > opts_.max_streams) {
+            log_.verbose_line("a control connection asking for " + std::to_string(h.stream_count) + " data streams refused (at most " +
+                              std::to_string(opts_.max_streams) + ")");
+            return wire::AuthStatus::bad_stream;
+        }
+        return wire::AuthStatus::ok;
+    }
     if (!started_ || h.transfer_id != transfer_id_) return wire::AuthStatus::other_transfer;
     if (h.stream_count != stream_count_ || (stream_seen_[h.stream_index] && !broken_.awaited(h.stream_index)))
         return wire::AuthStatus::bad_stream;

@@ -179,6 +179,9 @@ private:
     // Fills slots in data-stream order until end of input; returns the byte stream's length.
     uint64_t pump(PieceSource& source) {
         uint64_t offset = 0;
+        // With --rate-limit, pieces small enough that no stream waits for its turn past the
+        // limiter's longest wait (rate_limiter.hpp), as the file sender's blocks.
+        const size_t most = static_cast<size_t>(limiter_.block_cap(wire::kMaxPiece, data_.size()));
         for (uint64_t k = 0;; ++k) {
             const size_t stream = k % data_.size();
             Slot& slot = slots_[stream][(k / data_.size()) % kSlotsPerStream];
@@ -188,7 +191,7 @@ private:
             }
             throw_if_cancelled();
             if (latch_.stopped()) return offset;
-            size_t n = source.fill(slot.pipe, wire::kMaxPiece, [&] { return stopping(); });
+            size_t n = source.fill(slot.pipe, most, [&] { return stopping(); });
             throw_if_cancelled();
             if (n == 0) {
                 if (opts_.progress) opts_.progress->walk_done = true; // the byte stream's length is known now
@@ -219,7 +222,7 @@ private:
                 if (!slot.full) break; // input ended and this stream's pieces are all sent
             }
             if (sp) sp->state = StreamState::moving;
-            limiter_.acquire(slot.length);
+            if (!limiter_.acquire(slot.length, [this] { return latch_.stopped(); })) return std::nullopt;
             send_piece(data_[i].get(), slot.pipe, kPipeId, slot.offset, slot.length);
             bytes += slot.length;
             ++blocks;

@@ -73,6 +73,7 @@ void SendCore::connect(const std::string& how, bool all_streams) {
     deadlines_ = c.deadlines;
     path_us_ = c.path_us;
     opts_.idle_timeout_ms = deadlines_.idle_ms;
+    limiter_.set_idle_timeout(deadlines_.idle_ms); // its waits stay short beside the receiver's
     opts_.connect_timeout_ms = deadlines_.connect_ms;
     log_.verbose_line(deadlines_line(deadlines_));
     if (opts_.mptcp) log_.verbose_line(mptcp_line(control_mptcp_));
@@ -166,12 +167,17 @@ void SendCore::await_frame() {
     const auto idle = std::chrono::milliseconds(opts_.idle_timeout_ms);
     for (;;) {
         // What is owed can change while we wait (a page goes out, the last stream goes
-        // idle): wait no longer than the idle timeout, then look again.
+        // idle): wait no longer than a quarter of the idle timeout, then look again.
         auto wait = idle;
         std::optional<Owed> o = owed();
         if (!o && finished_) o = Owed{Clock::time_point(Clock::duration(finished_at_.load())), "the final status"};
         if (o) {
-            const auto deadline = std::max(o->since, last_frame_) + idle;
+            // The receiver taking what the data streams' socket buffers still hold is not its
+            // silence: on a slow link they drain for longer than the idle timeout after the
+            // last send, while ALL_VERIFIED waits for the last byte. Once nothing more is
+            // acknowledged (a stopped receiver's buffer fills), the clock runs again.
+            note_data_taken();
+            const auto deadline = std::max({o->since, last_frame_, data_taken_}) + idle;
             const auto now = Clock::now();
             if (now >= deadline)
                 throw Error(ErrorCode::network,
@@ -180,7 +186,17 @@ void SendCore::await_frame() {
                             ErrorCause::timed_out);
             wait = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
         }
-        if (wait_readable_for(control_.fd(), static_cast<int>(std::min(wait, idle).count()))) return;
+        if (wait_readable_for(control_.fd(), static_cast<int>(std::min(wait, std::max(idle / 4, std::chrono::milliseconds(1))).count())))
+            return;
+    }
+}
+
+void SendCore::note_data_taken() {
+    uint64_t acked = 0;
+    for (int fd : tcp_fds()) acked += bytes_acked(fd);
+    if (acked > data_acked_) {
+        data_acked_ = acked;
+        data_taken_ = Clock::now();
     }
 }
 

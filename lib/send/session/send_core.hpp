@@ -221,6 +221,11 @@ private:
     std::atomic<bool> finished_{false};
     std::atomic<Clock::rep> finished_at_{0}; // when TRANSFER_END went out
     Clock::time_point last_frame_;           // the reader's: when the receiver last sent a frame
+    // The reader's: the data streams' bytes the receiver's TCP acknowledged, and when that last
+    // grew (await_frame(): a receiver draining the socket buffers is not silent).
+    uint64_t data_acked_ = 0;
+    Clock::time_point data_taken_;
+    void note_data_taken();
 };
 
 } // namespace sluice

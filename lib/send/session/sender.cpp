@@ -28,7 +28,15 @@ Stats SendSession::transfer() {
                       (choice.fallback.empty() ? "" : " (" + choice.fallback + ")"));
     if (choice.path != SendPath::read_send) log_.verbose_line(SmallFileBatch::reads_line());
     connect("", false);
-    planner_.set_block_size(block_size());
+    // With --rate-limit, blocks small enough that no stream waits for its turn past
+    // RateLimiter::longest_wait() (a receiver fails streams silent for its idle timeout), even
+    // below a --block-size chosen; UPDATE_PARAMS keeps block_size() (the sums' unit).
+    planner_.set_block_size(limiter_.block_cap(block_size(), data_.size()));
+    if (limiter_.enabled())
+        log_.verbose_line("rate limit: " + std::to_string(opts_.rate_limit) + " bytes/s over " + std::to_string(data_.size()) +
+                          " streams; blocks of at most " + std::to_string(limiter_.block_cap(block_size(), data_.size())) +
+                          " bytes, so no stream waits for its turn longer than " +
+                          std::to_string(static_cast<int>(limiter_.longest_wait().count() * 1000)) + " ms");
     // On a long path the last blocks go out in pieces (work_queue.hpp, split_tail): as many
     // items as there are streams, in eighths of a block.
     if (path_us_ >= StreamGovernor::kMinRttUs) queue_.split_tail(data_.size(), block_size() / kTailPieces);

@@ -156,7 +156,7 @@ bool StreamWork::send_until_closed(Cursor& c, BlockSender& sender, std::optional
             }
             // Read while the segment holds its file: the batch may let go of it in add().
             const bool last = seg.offset + seg.length == seg.file->size;
-            s_.limiter.acquire(seg.length);
+            if (!s_.limiter.acquire(seg.length, s_.stopped)) return false;
             c.log.sent(seg); // before the write: a block cut short is the receiver's to disown
             ++c.next;
             ++c.blocks;

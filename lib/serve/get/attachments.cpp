@@ -35,12 +35,17 @@ bool Attachments::attach(const GetNonce& n, UniqueFd fd, const std::string& host
     }
     {
         std::lock_guard lock(w->mu);
-        if (w->left == 0 || host != w->host) return false;
-        --w->left;
-        if (w->deliver) { // a push's receiver: no ring to wake
+        if (host != w->host) return false;
+        // A push's receiver authenticates each connection itself, and its handshake table bounds
+        // those not through it yet (at most 16 per source, each under a deadline: acceptor.hpp).
+        // Counted here, junk attached with the push's nonce (it travels in clear in the request)
+        // used up the places of the pusher's own streams, which were then refused.
+        if (w->deliver) { // no ring to wake
             w->deliver(std::move(fd));
             return true;
         }
+        if (w->left == 0) return false;
+        --w->left;
         w->fds.push_back(std::move(fd));
     }
     if (w->notify >= 0) {

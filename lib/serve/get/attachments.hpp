@@ -53,6 +53,8 @@ public:
     std::unique_ptr<Slot> open(const GetNonce& n, unsigned count, const std::string& host, int notify = -1);
     // A push (h15s): each connection is handed to deliver on the thread that read its attach
     // (a ring's: deliver must not block; Receiver::adopt only queues it), until the Slot goes.
+    // count is not enforced for a push: its receiver's handshake table bounds the connections
+    // it has not authenticated (see attach()).
     std::unique_ptr<Slot> open_to(const GetNonce& n, unsigned count, const std::string& host,
                                   std::function<void(UniqueFd)> deliver);
     // Hands fd to the waiting get; false (fd closed) when none waits for it, it came from

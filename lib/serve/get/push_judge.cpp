@@ -2,6 +2,7 @@
 #include "core/wire/auth.hpp"
 #include "serve/engine/shared.hpp"
 #include "serve/get/push_sessions.hpp"
+#include "sluice/printable.hpp"
 
 namespace sluice::serve {
 
@@ -39,8 +40,9 @@ PushJudged judge_push(Shared& sh, const Asked& a, bool busy) {
     if (!wire::macs_equal(want, wire::Mac(q.mac))) return refuse(GetStatus::bad_token, "wrong token");
     const wire::Mac mac = wire::get_reply_mac(sh.opt.token, q.nonce, a.hello.nonce, a.hello.features);
     if (!q.path.empty())
-        return refuse(GetStatus::bad_request, "a push lands in the served directory itself and takes no path ('" + q.path +
-                                                  "'): send a directory to store it as DIR/NAME", mac);
+        // The path is the peer's text, echoed back and logged: escaped here, whatever prints it.
+        return refuse(GetStatus::bad_request, "a push lands in the served directory itself and takes no path ('" +
+                                                  printable(q.path) + "'): send a directory to store it as DIR/NAME", mac);
     if (q.reply_port != 0) return refuse(GetStatus::bad_request, "a push's connections attach (reply port 0)", mac);
     if (a.host.empty()) return refuse(GetStatus::bad_request, "the sender's address is unknown (getpeername failed)", mac);
     PushJudged j;

@@ -70,6 +70,9 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
     // A pusher holds the token but is still a peer: no link out of DIR, no device, no hard
     // link to a file it did not send (RecvOptions::confine_links, as sluice get's receiver).
     o.confine_links = true;
+    // The streams its request asked for, no more: the attaches are not counted for a push
+    // (attachments.hpp), so its receiver holds the hello to them.
+    o.max_streams = a.q.streams;
     // Up to --max-pushes receivers at once share the one manifest budget a `sluice recv` has
     // alone (a quarter of memory): each gets its share, so hostile pushers that all send huge
     // manifests hold at most that together. A larger tree needs a lower --max-pushes.
