@@ -90,6 +90,10 @@ struct Shared {
     std::string recv_path, accept_path, cold_check_text, ring_mode;
     std::string get_path; // what the get rings are (their count, pool threads, what they send)
     std::string push_path; // how pushes are received
+    std::string push_metadata; // what a push may store (push_trust_text)
+    std::vector<MetadataNotKept> push_not_kept; // summed per kind by add_push_not_kept
+    // A finished push's Stats::metadata_not_kept, into push_not_kept (push threads).
+    void add_push_not_kept(const std::vector<MetadataNotKept>& kinds);
 
     ServeStats snapshot();
 };

@@ -19,6 +19,21 @@ PushJudged refuse(GetStatus status, std::string message, const wire::Mac& mac = 
 
 } // namespace
 
+std::string push_trust_text(SenderTrust trust) {
+    switch (trust) {
+    case SenderTrust::none:
+        return "files stored as the server's own user and group, without set-uid/set-gid bits (sticky only on directories), "
+               "with user.* attributes and ACLs naming no one only (--push-keep-owners keeps owners)";
+    case SenderTrust::owners:
+        return "owners and groups kept by name (--push-keep-owners), without set-uid/set-gid bits (sticky only on directories), "
+               "file capabilities, security.* or trusted.* attributes (--push-keep-privileges keeps them)";
+    case SenderTrust::full:
+        return "everything a pusher sends kept where the server can, as a root sluice recv does: owners, set-id bits, file "
+               "capabilities, security.* and trusted.* attributes (--push-keep-privileges)";
+    }
+    return "?";
+}
+
 PushJudged judge_push(Shared& sh, const Asked& a, bool busy) {
     const wire::GetRequest& q = a.q;
     // Before the token: the sender learns at once that no token would help.

@@ -70,6 +70,9 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
     // A pusher holds the token but is still a peer: no link out of DIR, no device, no hard
     // link to a file it did not send (RecvOptions::confine_links, as sluice get's receiver).
     o.confine_links = true;
+    // The token lets a client write files here, not act as this host's root (a root serve would
+    // otherwise store its setuid binaries, file capabilities and owners): push_trust_text.
+    o.sender_trust = sh.opt.push_trust;
     // Up to --max-pushes receivers at once share the one manifest budget a `sluice recv` has
     // alone (a quarter of memory): each gets its share, so hostile pushers that all send huge
     // manifests hold at most that together. A larger tree needs a lower --max-pushes.
@@ -110,6 +113,7 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
         const Stats s = rx->wait();
         sh.push_done.fetch_add(1);
         sh.push_bytes.fetch_add(s.bytes_sent);
+        sh.add_push_not_kept(s.metadata_not_kept);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         say(sh, who + ": stored " + std::to_string(s.files) + " files, " + std::to_string(s.bytes_sent) + " bytes received (" +
                     std::to_string(s.bytes_skipped) + " already there) in " + std::to_string(secs) +
