@@ -129,6 +129,10 @@ struct ServeStats {
     // stored by finished pushes; push_path says how they are received.
     uint64_t pushes = 0, pushes_open = 0, pushes_done = 0, pushes_refused = 0, pushes_failed = 0;
     uint64_t push_bytes = 0;
+    // Of pushes: asked in certificate mode (the request in TLS records after a handshake with
+    // the server's certificate; a handshake that failed is counted under the gets', as the
+    // request that says which came after it).
+    uint64_t pushes_certificate = 0;
     std::string push_path;
     // What a push may store (ServeOptions::push_trust), and what pushes sent that was not
     // kept, per kind over every push so far (entries summed; the first push's first entry).

@@ -49,7 +49,7 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
         r.status = status;
         r.message = why;
         try {
-            send_all(a.fd.get(), encode_reply(r), "a push reply");
+            send_all(a.fd.get(), encode_reply(r, a.sealer.get()), "a push reply");
         } catch (const Error&) {
         }
     };
@@ -96,7 +96,7 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
     wire::GetReply ok;
     ok.mac = reply_mac;
     try {
-        send_all(a.fd.get(), encode_reply(ok), "a push reply");
+        send_all(a.fd.get(), encode_reply(ok, a.sealer.get()), "a push reply");
     } catch (const Error& e) {
         sh.push_failed.fetch_add(1);
         return say(sh, who + ": the sender left before the reply: " + e.what());
@@ -160,6 +160,9 @@ void PushSessions::admit(RingRequest& req) {
     taken.q = a.q;
     taken.host = a.host;
     taken.rtt_us = a.rtt_us;
+    taken.tls = a.tls;
+    taken.client_spki = a.client_spki;
+    taken.sealer = req.take_sealer(); // certificate mode: the reply goes in its records
     try {
         raw->thread = std::thread([this, raw, b = std::move(taken), t = std::move(j.transfer_token), m = j.reply.mac, p = std::move(place)]() mutable {
             receive_push(sh_, att_, *raw, std::move(b), std::move(t), m);
