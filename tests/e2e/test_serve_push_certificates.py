@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from certs import pin_of, self_signed, signed
+from certs import client_server_pki, pin_of
 from conftest import run_sluice, tree_digest, write_random
 from serve_client import Server
 
@@ -22,14 +22,7 @@ TOKEN = "testtoken"
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pki")
-    out = {}
-    out["ca"], _ = self_signed(d, "ca")
-    out["other_ca"], _ = self_signed(d, "otherca")
-    out["server"], out["server_key"] = signed(d, "server", "ca")
-    out["client"], out["client_key"] = signed(d, "client", "ca")
-    out["stranger"], out["stranger_key"] = signed(d, "stranger", "otherca")
-    return out
+    return client_server_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture
@@ -49,6 +42,12 @@ def serve(root, pki, *args):
 
 def push(server, src, *args, token=TOKEN):
     return run_sluice("send", src, server.sluice_base + f"?token={token}", "--json", *args, timeout=300)
+
+
+def refused(server, src, *args, says, token=TOKEN):
+    """A push refused with exit 3 (auth), its stderr saying `says`."""
+    r = push(server, src, *args, token=token)
+    assert r.returncode == 3 and says in r.stderr, r.stderr
 
 
 def serve_stats(server):
@@ -83,20 +82,15 @@ def test_mutual_tls_a_client_certificate_is_required_and_the_token_still_is(tmp_
     served = tmp_path / "served"
     s = serve(served, pki, "--allow-upload", "--ca", pki["ca"])
     try:
-        # Without a certificate: refused in the handshake (exit 3), nothing written.
-        r = push(s, src, "--ca", pki["ca"])
-        assert r.returncode == 3, r.stderr
-        assert "certificate" in r.stderr
+        # Without a certificate: refused in the handshake, nothing written.
+        refused(s, src, "--ca", pki["ca"], says="requires a certificate from this side")
         # In clear (no --ca/--pin: token mode): refused as certificate_required.
-        r = push(s, src)
-        assert r.returncode == 3, r.stderr
-        assert "client certificate is required" in r.stderr and "--cert" in r.stderr, r.stderr
+        refused(s, src, says="client certificate is required: this server verifies its clients")
         # A certificate from a CA the server does not trust: refused.
-        r = push(s, src, "--ca", pki["ca"], "--cert", pki["stranger"], "--key", pki["stranger_key"])
-        assert r.returncode == 3, r.stderr
+        refused(s, src, "--ca", pki["ca"], "--cert", pki["stranger"], "--key", pki["stranger_key"], says="refused")
         # A good certificate with a wrong token: refused (the certificate does not authorize writes).
-        r = push(s, src, "--ca", pki["ca"], "--cert", pki["client"], "--key", pki["client_key"], token="wrong")
-        assert r.returncode == 3 and "wrong token" in r.stderr, r.stderr
+        refused(s, src, "--ca", pki["ca"], "--cert", pki["client"], "--key", pki["client_key"], says="wrong token",
+                token="wrong")
         assert not (served / "tree").exists()
         # Certificate and token: stored.
         r = push(s, src, "--ca", pki["ca"], "--cert", pki["client"], "--key", pki["client_key"])
@@ -112,20 +106,15 @@ def test_refusals_write_nothing(tmp_path, pki, src):
     # No --allow-upload: refused inside the session with the reason.
     s = serve(served, pki)
     try:
-        r = push(s, src, "--ca", pki["ca"])
-        assert r.returncode == 3, r.stderr
-        assert "without --allow-upload" in r.stderr, r.stderr
+        refused(s, src, "--ca", pki["ca"], says="without --allow-upload")
     finally:
         s.kill()
     s = serve(served, pki, "--allow-upload")
     try:
-        # A wrong pin: refused in the handshake, before any request.
-        r = push(s, src, "--pin", "sha256:" + "00" * 32)
-        assert r.returncode == 3, r.stderr
-        assert pin_of(pki["server"]) in r.stderr, r.stderr
-        # A server this side cannot chain to: refused.
-        r = push(s, src, "--ca", pki["other_ca"])
-        assert r.returncode == 3, r.stderr
+        # A wrong pin (the message names the server's), a CA the server does not chain to:
+        # refused in the handshake, before any request.
+        refused(s, src, "--pin", "sha256:" + "00" * 32, says=pin_of(pki["server"]))
+        refused(s, src, "--ca", pki["other_ca"], says="certificate")
         assert serve_stats(s)["pushes"] == 0  # no request reached the server
     finally:
         s.kill()
@@ -133,9 +122,7 @@ def test_refusals_write_nothing(tmp_path, pki, src):
     # A server without a certificate: no request is sent unauthenticated.
     plain = Server(served, "--port", "0", "--allow-upload")
     try:
-        r = push(plain, src, "--ca", pki["ca"])
-        assert r.returncode == 3, r.stderr
-        assert "has no certificate on its sluice port" in r.stderr, r.stderr
+        refused(plain, src, "--ca", pki["ca"], says="has no certificate on its sluice port")
     finally:
         plain.kill()
     assert list(served.iterdir()) == []

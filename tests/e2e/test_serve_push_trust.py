@@ -6,6 +6,7 @@ what was dropped; --push-keep-owners keeps owners (still no privileges); --push-
 keeps everything a root `sluice recv` keeps. The server runs as root here (as the tests do):
 before h15o it stored the setuid-root binary and the capability as sent."""
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -60,6 +61,22 @@ def push(server, src, *args):
     return run_sluice("send", src, server.sluice_base + f"?token={TOKEN}", "--json", *args, timeout=300)
 
 
+@contextlib.contextmanager
+def pushed(tmp_path, *serve_args):
+    """hostile_tree pushed into a serve with serve_args: yields (server, the push's result,
+    the source, the stored tree); the server is killed after."""
+    src = hostile_tree(tmp_path / "src" / "h")
+    served = tmp_path / "served"
+    served.mkdir()
+    s = Server(served, "--port", "0", "--allow-upload", *serve_args)
+    try:
+        r = push(s, src)
+        assert r.returncode == 0, r.stderr
+        yield s, r, src, served / "h"
+    finally:
+        s.kill()
+
+
 def xattrs(p):
     return set(os.listxattr(p, follow_symlinks=False))
 
@@ -69,14 +86,7 @@ def stats(server):
 
 
 def test_a_push_stores_no_owners_set_id_bits_capabilities_or_trusted_attributes(tmp_path):
-    src = hostile_tree(tmp_path / "src" / "h")
-    served = tmp_path / "served"
-    served.mkdir()
-    s = Server(served, "--port", "0", "--allow-upload", "-v")
-    try:
-        r = push(s, src)
-        assert r.returncode == 0, r.stderr
-        d = served / "h"
+    with pushed(tmp_path, "-v") as (s, r, src, d):
         me = (os.geteuid(), os.getegid())
         for name in ("rootshell", "raw", "attrs", "theirs", "sticky-file", "shared"):
             got = os.lstat(d / name)
@@ -109,19 +119,10 @@ def test_a_push_stores_no_owners_set_id_bits_capabilities_or_trusted_attributes(
         rc, _, err = s.stop()
         assert rc == 0, err
         assert "push from 127.0.0.1: warning: file capabilities not kept for 1 entry" in err, err
-    finally:
-        s.kill()
 
 
 def test_keep_owners_keeps_owners_but_no_privileges(tmp_path):
-    src = hostile_tree(tmp_path / "src" / "h")
-    served = tmp_path / "served"
-    served.mkdir()
-    s = Server(served, "--port", "0", "--allow-upload", "--push-keep-owners")
-    try:
-        r = push(s, src)
-        assert r.returncode == 0, r.stderr
-        d = served / "h"
+    with pushed(tmp_path, "--push-keep-owners") as (s, r, src, d):
         assert (os.lstat(d / "theirs").st_uid, os.lstat(d / "theirs").st_gid) == (1234, 1234)
         assert os.lstat(d / "shared").st_uid == 1234
         assert stat.S_IMODE(os.lstat(d / "rootshell").st_mode) == 0o755
@@ -133,27 +134,16 @@ def test_keep_owners_keeps_owners_but_no_privileges(tmp_path):
             assert os.getxattr(d / "attrs", "system.posix_acl_access") == os.getxattr(src / "attrs", "system.posix_acl_access")
         assert "owners not kept" not in r.stderr
         assert "set-id bits not kept" in r.stderr and "file capabilities not kept" in r.stderr
-    finally:
-        s.kill()
 
 
 def test_keep_privileges_keeps_what_a_root_recv_keeps(tmp_path):
-    src = hostile_tree(tmp_path / "src" / "h")
-    served = tmp_path / "served"
-    served.mkdir()
-    s = Server(served, "--port", "0", "--allow-upload", "--push-keep-privileges")
-    try:
-        r = push(s, src)
-        assert r.returncode == 0, r.stderr
-        d = served / "h"
+    with pushed(tmp_path, "--push-keep-privileges") as (s, r, src, d):
         assert "not kept" not in r.stderr, r.stderr
         assert os.lstat(d / "theirs").st_uid == 1234
         assert stat.S_IMODE(os.lstat(d / "rootshell").st_mode) == 0o6755
         assert os.getxattr(d / "raw", "security.capability") == CAP_NET_RAW
         assert os.getxattr(d / "attrs", "trusted.x") == b"planted"
         assert stats(s)["push_metadata_not_kept"] == []
-    finally:
-        s.kill()
 
 
 def test_the_keep_options_need_pushes(tmp_path):

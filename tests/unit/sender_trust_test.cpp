@@ -6,6 +6,8 @@
 
 #include <array>
 
+#include "acl_value.hpp"
+
 #include "core/wire/acl_ids.hpp"
 #include "recv/store/tree_meta.hpp"
 
@@ -13,20 +15,6 @@ using namespace sluice;
 using M = wire::EntryMeta;
 
 namespace {
-
-// An ACL value in the kernel's format: version 2, then (tag, perm, id) entries.
-std::string acl(std::initializer_list<std::array<uint32_t, 3>> entries) {
-    std::string v(4, '\0');
-    v[0] = 2;
-    for (auto [tag, perm, id] : entries) {
-        char e[8];
-        for (int i = 0; i < 2; ++i) e[i] = static_cast<char>((tag >> (8 * i)) & 0xFF);
-        for (int i = 0; i < 2; ++i) e[2 + i] = static_cast<char>((perm >> (8 * i)) & 0xFF);
-        for (int i = 0; i < 4; ++i) e[4 + i] = static_cast<char>((id >> (8 * i)) & 0xFF);
-        v.append(e, 8);
-    }
-    return v;
-}
 
 // owner, owning group, other; a named user 4242 with a mask.
 const std::string kPlainAcl = acl({{1, 7, 0xFFFFFFFF}, {4, 5, 0xFFFFFFFF}, {32, 0, 0xFFFFFFFF}});
