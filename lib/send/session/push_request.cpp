@@ -65,7 +65,11 @@ public:
     wire::Bytes read_frame(int fd, uint8_t type, const std::string& what) {
         wire::Bytes plain;
         size_t want = wire::kFrameHeaderBytes;
-        while (plain.size() < want) {
+        // Each read is under fd's timeout; the count bounds a peer that trickles empty records
+        // (a reply is one record from a serve, at most two full ones from any).
+        for (unsigned records = 0; plain.size() < want; ++records) {
+            if (records == kMaxRecords)
+                throw Error(ErrorCode::protocol, what + ": no whole frame in " + std::to_string(kMaxRecords) + " TLS records");
             wire::Bytes rec(tls::kHeaderBytes);
             recv_exact(fd, rec, what.c_str());
             const size_t n = opener_.record_size(rec.data());
@@ -82,6 +86,7 @@ public:
     }
 
 private:
+    static constexpr unsigned kMaxRecords = 64;
     tls::Sealer sealer_;
     tls::Opener opener_;
 };
