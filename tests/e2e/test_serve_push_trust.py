@@ -116,6 +116,10 @@ def test_a_push_stores_no_owners_set_id_bits_capabilities_or_trusted_attributes(
         assert kinds["file capabilities"]["entries"] == 1
         assert kinds["trusted.* extended attributes"]["entries"] == 1
         assert kinds["owners"]["entries"] == 2  # theirs and shared: the root-owned ones were the server's anyway
+        # A dry run of the same push finds nothing to change: it judges by what would be stored.
+        dry = push(s, src, "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        assert json.loads(dry.stdout.splitlines()[-1])["changes"] == [], dry.stdout
         rc, _, err = s.stop()
         assert rc == 0, err
         assert "push from 127.0.0.1: warning: file capabilities not kept for 1 entry" in err, err
