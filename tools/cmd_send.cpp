@@ -28,7 +28,10 @@ The token comes from the URL, --token-file, --token or SLUICE_TOKEN (used only w
 the others gives one); a URL token and an option that differ are refused.
 The URL may also be the sluice port of `sluice serve DIR --port P --allow-upload`: PATHs are
 then pushed into DIR as into `sluice recv DIR` (hard links as copies, no special files); a
-serve that refuses (no --allow-upload, a wrong token, busy) is named with its reason.
+serve that refuses (no --allow-upload, a wrong token, busy) is named with its reason, and what
+it did not keep (owners, set-id bits, attributes it does not take from a pusher) is warned
+about once per kind. --ca/--pin verify the serve's certificate on the request connection
+before the push is asked for (--cert/--key where it asks for a client certificate).
 
 options:
   --streams N|auto     TCP data streams: N fixed (1-128), or auto (the default): open 16,

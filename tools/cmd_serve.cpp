@@ -35,7 +35,10 @@ and trees into DIR (a directory sent lands as DIR/NAME) with the guarantees of `
 DIR`: temporary names renamed once verified, resume, N streams, TLS off loopback, nothing
 written outside DIR or through a symlink in it. The port reads the request on a ring; each
 push is then received by a receiver of its own (its own threads, not the rings: said with -v
-and in /_stats), at most --max-pushes at once.
+and in /_stats), at most --max-pushes at once. The token lets a pusher write files, not act as
+this host's root: by default a push is stored as the server's own user and group, without
+set-uid/set-gid bits, file capabilities, security.* or trusted.* attributes, or ACLs naming
+users or groups; what was not kept is said to the pusher, here and in /_stats.
 With --cert and --key the HTTP port speaks HTTPS only (TLS 1.3, TLS_AES_128_GCM_SHA256, ALPN
 http/1.1; the same rings: handshakes stepped on them, responses sealed from the page cache by
 the record engine -v and /_stats name) and the URL printed is https://. With --port too, the
@@ -75,6 +78,13 @@ options:
   --max-pushes N         pushes (sluice send into DIR, with --port) received at once; more are
                          refused as busy (default 16); they share one manifest budget (a
                          quarter of memory): a larger tree needs a lower N
+  --push-keep-owners     a push keeps its owners and groups (mapped by name, as sluice recv
+                         does: a backup fleet pushing as root); still no set-id bits, file
+                         capabilities, security.* or trusted.* attributes
+  --push-keep-privileges a push keeps everything a root sluice recv keeps: owners, set-uid and
+                         set-gid bits, file capabilities, security.* and trusted.* attributes
+                         (anyone with the token is then root on this host; implies
+                         --push-keep-owners)
   --upload-timeout S     a whole body must arrive within S seconds (default 300)
   --token-file FILE      the token, from FILE (mode 0600 or stricter)
   --token SECRET         the token, on the command line (visible in ps: prefer the above)
@@ -108,7 +118,8 @@ int cmd_serve(int argc, char** argv) {
            {"--http", "--port", "--max-gets", "--get-rate-limit", "--bind", "--host", "--threads", "--token", "--token-file", "--max-connections", "--request-timeout",
             "--idle-timeout", "--send-timeout", "--max-upload-size", "--max-uploads", "--max-pushes", "--upload-timeout", "--cert", "--key",
             "--ca", "--crl", "--pin"},
-           {"--public", "--allow-upload", "--sync", "--json", "--verbose", "-v", "--help", "-h", "--mptcp"});
+           {"--public", "--allow-upload", "--sync", "--json", "--verbose", "-v", "--help", "-h", "--mptcp",
+            "--push-keep-owners", "--push-keep-privileges"});
     if (a.flag("--help") || a.flag("-h")) {
         std::fputs(kServeHelp, stdout);
         return 0;
@@ -133,6 +144,11 @@ int cmd_serve(int argc, char** argv) {
     o.max_uploads = a.uint_value("--max-uploads", 64, 1, 65536);
     o.max_pushes = a.uint_value("--max-pushes", 16, 1, 4096);
     o.upload_timeout_ms = static_cast<int>(a.uint_value("--upload-timeout", 300, 1, 86400)) * 1000;
+    if (a.flag("--push-keep-privileges")) o.push_trust = SenderTrust::full;
+    else if (a.flag("--push-keep-owners")) o.push_trust = SenderTrust::owners;
+    if (o.push_trust != SenderTrust::none && !(o.allow_upload && o.get_sessions))
+        throw Error(ErrorCode::usage, "--push-keep-owners and --push-keep-privileges are for pushes: they need --port and "
+                                      "--allow-upload");
     if ((o.sync_uploads || a.value("--max-upload-size") || a.value("--max-uploads") || a.value("--max-pushes") ||
          a.value("--upload-timeout")) &&
         !o.allow_upload)
@@ -179,7 +195,8 @@ int cmd_serve(int argc, char** argv) {
                       << (o.sync_uploads ? ", acknowledged when durable" : "") << ")\n";
         if (o.allow_upload && o.get_sessions)
             std::cerr << "sluice: pushes allowed on the sluice port (token required, at most " << o.max_pushes
-                      << " at once; each received by a receiver of its own, on its own threads, not on the rings)\n";
+                      << " at once; each received by a receiver of its own, on its own threads, not on the rings)\n"
+                      << "sluice: what a push may store: " << server.stats().push_metadata << "\n";
     }
     std::atomic<bool> done{false};
     std::thread signals([&] {

@@ -80,6 +80,8 @@ Server::Server(const std::filesystem::path& dir, ServeOptions options) : impl_(s
     if (sh.opt.get_sessions) {
         if (sh.opt.max_get_sessions == 0) throw Error(ErrorCode::usage, "max_get_sessions must be at least 1");
         if (sh.opt.allow_upload && sh.opt.max_pushes == 0) throw Error(ErrorCode::usage, "max_pushes must be at least 1");
+        if (!sh.opt.allow_upload && sh.opt.push_trust != SenderTrust::none)
+            throw Error(ErrorCode::usage, "push_trust (--push-keep-owners, --push-keep-privileges) needs allow_upload");
         impl_->get_port = std::make_unique<serve::GetPort>(sh);
     }
     const int err = serve::probe_cachestat();

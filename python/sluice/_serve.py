@@ -22,7 +22,11 @@ class Server:
     sync: answer an upload once it is durable; max_upload_size: larger bodies get 413 (an int
     or "1G"); max_uploads: bodies received at once (more get 503). With allow_upload and port,
     ``sluice.send(paths, url)`` to the sluice port pushes into the directory (``--max-pushes``:
-    max_pushes at once, more are refused as busy). mptcp: the get port listens
+    max_pushes at once, more are refused as busy); a push is stored as the server's own user
+    and group without set-id bits, file capabilities or security./trusted. attributes unless
+    push_keep_owners (owners and groups kept by name) or push_keep_privileges (everything, as a
+    root ``sluice recv``: anyone with the token is then root here); ``stats()``'s
+    ``push_metadata_not_kept`` says what was dropped. mptcp: the get port listens
     with Multipath TCP (``--mptcp``; plain TCP clients are still served). cert, key: PEM files
     of a certificate and its key: the HTTP port speaks HTTPS only (``--cert``/``--key``: TLS 1.3,
     docs/design.md "HTTPS"), and with ``port`` the same certificate authenticates the sluice port
@@ -34,7 +38,7 @@ class Server:
     def __init__(self, dir, *, http_port=0, port=None, token=None, public=False, bind_address="", threads=0,
                  max_connections=16384, max_gets=64, get_rate_limit=0, allow_upload=False, sync=False,
                  max_upload_size="1G", max_uploads=64, max_pushes=16, verbose=False, mptcp=False, cert=None, key=None, ca=None,
-                 pin=None, crl=None):
+                 pin=None, crl=None, push_keep_owners=False, push_keep_privileges=False):
         for name, value in (("http_port", http_port), ("port", port)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535):
                 raise UsageError(f"{name}={value!r}: expected an int from 0 to 65535")
@@ -47,11 +51,15 @@ class Server:
             "allow_upload": bool(allow_upload), "sync": bool(sync),
             "max_upload_size": parse_size(max_upload_size, "max_upload_size"), "max_uploads": int(max_uploads),
             "max_pushes": int(max_pushes),
+            "push_trust": "full" if _flag(push_keep_privileges, "push_keep_privileges") else
+                          "owners" if _flag(push_keep_owners, "push_keep_owners") else "none",
             "verbose": bool(verbose), "mptcp": _flag(mptcp, "mptcp"),
             "cert": os.fsdecode(os.fspath(cert)) if cert is not None else "",
             "key": os.fsdecode(os.fspath(key)) if key is not None else "",
             "certificates": _certificates(None, None, ca, pin, crl),
         }
+        if opts["push_trust"] != "none" and not (allow_upload and port is not None):
+            raise UsageError("push_keep_owners / push_keep_privileges are for pushes: they need port= and allow_upload=True")
         if opts["mptcp"] and port is None:
             raise UsageError("mptcp=True needs port= (it is for the get sessions' port)")
         self._srv = _sluice.Server(os.fsdecode(os.fspath(dir)), opts)

@@ -39,6 +39,10 @@ ServeOptions serve_options(const py::dict& o) {
     s.max_upload_bytes = o["max_upload_size"].cast<uint64_t>();
     s.max_uploads = o["max_uploads"].cast<unsigned>();
     if (o.contains("max_pushes")) s.max_pushes = o["max_pushes"].cast<unsigned>();
+    if (o.contains("push_trust")) { // sluice/_serve.py: "none", "owners" or "full"
+        const std::string t = o["push_trust"].cast<std::string>();
+        s.push_trust = t == "full" ? SenderTrust::full : t == "owners" ? SenderTrust::owners : SenderTrust::none;
+    }
     s.verbose = o["verbose"].cast<bool>();
     s.get_mptcp = o["mptcp"].cast<bool>();
     s.cert_file = o["cert"].cast<std::string>();

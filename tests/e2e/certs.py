@@ -74,3 +74,16 @@ def serial_of(cert):
     out = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-serial"], check=True, capture_output=True,
                          text=True).stdout
     return out.strip().split("=", 1)[1]
+
+
+def client_server_pki(d):
+    """A CA with a server (for 127.0.0.1) and a client certificate under it, and a second CA
+    with a stranger's certificate: {"ca", "server", "server_key", "client", "client_key",
+    "other_ca", "stranger", "stranger_key"} (paths)."""
+    out = {}
+    out["ca"], _ = self_signed(d, "ca")
+    out["other_ca"], _ = self_signed(d, "otherca")
+    out["server"], out["server_key"] = signed(d, "server", "ca")
+    out["client"], out["client_key"] = signed(d, "client", "ca")
+    out["stranger"], out["stranger_key"] = signed(d, "stranger", "otherca")
+    return out

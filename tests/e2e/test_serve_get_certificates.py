@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from certs import crls_of, pin_of, self_signed, serial_of, signed
+from certs import client_server_pki, crls_of, pin_of, serial_of, signed
 from conftest import file_hash, run_sluice, write_random
 from serve_client import Server
 
@@ -22,12 +22,8 @@ from serve_client import Server
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     d = tmp_path_factory.mktemp("pki")
-    out = {}
-    out["ca"], _ = self_signed(d, "ca")
-    out["other_ca"], _ = self_signed(d, "otherca")
-    out["server"], out["server_key"] = signed(d, "server", "ca")
+    out = client_server_pki(d)
     out["revoked"], out["revoked_key"] = signed(d, "revokedserver", "ca")
-    out["client"], out["client_key"] = signed(d, "client", "ca")
     out["bad_client"], out["bad_client_key"] = signed(d, "revokedclient", "ca")
     out["crl_none"], out["crl"] = crls_of(d, "ca", ["revokedserver", "revokedclient"])
     return out

@@ -69,7 +69,7 @@ def test_stats_have_the_cli_json_fields(tree, dst, tmp_path):
     # TCP_INFO per data stream is the sender's (where retransmits and cwnd live)
     sender_only = {"send_path", "tcp_streams", "bytes_retrans", "streams_used", "streams_choice", "pacing", "pacing_choice", "streams_reopened",
                    "bytes_resent_after_break", "connect_timeout_ms"}
-    assert set(got) == set(cli_sent) - sender_only | {"recv_path", "bytes_verified_from_disk", "deleted", "bytes_written_direct",
+    assert set(got) == set(cli_sent) - sender_only | {"recv_path", "bytes_verified_from_disk", "deleted", "metadata_not_kept", "bytes_written_direct",
                                                             "mark_deadlines", "marks_given_up", "receives_unmarked_for_loss"}
 
 

@@ -140,3 +140,20 @@ def test_push_with_send_into_a_serve(tmp_path):
         with pytest.raises(sluice.AuthError, match="does not take pushes"):
             sluice.send([src], f"sluice://127.0.0.1:{srv.get_port}/?token=pytok")
     assert list(other.iterdir()) == []
+
+
+def test_push_trust_options(tmp_path):
+    """push_keep_owners / push_keep_privileges (h15o) reach the server (stats' push_metadata
+    says the policy), and need allow_upload with a port."""
+    root = tmp_path / "www"
+    root.mkdir()
+    for kwargs, policy in (({}, "own user and group"), ({"push_keep_owners": True}, "owners and groups kept"),
+                           ({"push_keep_privileges": True}, "as a root sluice recv does")):
+        with sluice.serve(root, http_port=0, port=0, token="pytok", bind_address="127.0.0.1", threads=1,
+                          allow_upload=True, **kwargs) as srv:
+            assert policy in srv.stats()["push_metadata"]
+            assert srv.stats()["push_metadata_not_kept"] == []
+    with pytest.raises(sluice.UsageError, match="need port= and allow_upload"):
+        sluice.serve(root, http_port=0, port=0, token="pytok", push_keep_owners=True)
+    with pytest.raises(sluice.UsageError, match="expected True or False"):
+        sluice.serve(root, http_port=0, port=0, token="pytok", allow_upload=True, push_keep_privileges="yes")

@@ -5,6 +5,8 @@
 
 #include <array>
 
+#include "acl_value.hpp"
+
 #include "core/session/chown_spec.hpp"
 #include "core/wire/acl_ids.hpp"
 #include "core/wire/codec.hpp"
@@ -25,19 +27,6 @@ std::string error_of(auto fn) {
         return e.what();
     }
     return "";
-}
-
-std::string acl(std::initializer_list<std::array<uint32_t, 3>> entries) {
-    std::string v(4, '\0');
-    v[0] = 2;
-    for (auto [tag, perm, id] : entries) {
-        char e[8];
-        for (int i = 0; i < 2; ++i) e[i] = static_cast<char>((tag >> (8 * i)) & 0xFF);
-        for (int i = 0; i < 2; ++i) e[2 + i] = static_cast<char>((perm >> (8 * i)) & 0xFF);
-        for (int i = 0; i < 4; ++i) e[4 + i] = static_cast<char>((id >> (8 * i)) & 0xFF);
-        v.append(e, 8);
-    }
-    return v;
 }
 
 constexpr uint32_t kUndef = 0xFFFFFFFF;

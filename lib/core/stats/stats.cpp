@@ -155,6 +155,13 @@ std::string Stats::to_json() const {
         std::string d = "[";
         for (size_t i = 0; i < deleted.size(); ++i) d += (i ? "," : "") + json_string(deleted[i]);
         field("deleted", d + "]");
+        std::string m = "[";
+        for (size_t i = 0; i < metadata_not_kept.size(); ++i) {
+            const MetadataNotKept& k = metadata_not_kept[i];
+            m += std::string(i ? "," : "") + "{\"kind\":" + json_string(k.kind) + ",\"entries\":" +
+                 std::to_string(k.entries) + ",\"first\":" + json_string(k.first) + ",\"why\":" + json_string(k.why) + "}";
+        }
+        field("metadata_not_kept", m + "]");
     }
     return j + "}";
 }

@@ -29,6 +29,16 @@ void Links::stop() {
     session_cv_.notify_all();
 }
 
+std::shared_ptr<const CertContext> Links::take_certificates() {
+    std::lock_guard lk(mu_);
+    return std::move(certs_);
+}
+
+void Links::verified_by_request(std::string spki) {
+    std::lock_guard lk(mu_);
+    request_spki_ = std::move(spki);
+}
+
 bool Links::certificates() const {
     std::lock_guard lk(mu_);
     return certs_ != nullptr;
@@ -157,11 +167,11 @@ void Links::fill(Stats& s) const {
     s.encryption = path_;
     s.encryption_why = why_;
     s.encryption_streams = streams_;
-    s.tls_mode = certs_ ? "certificate" : "psk";
-    s.tls_full_handshakes = full_;
+    s.tls_mode = certs_ ? "certificate" : request_spki_.empty() ? "psk" : "certificate-request";
+    s.tls_full_handshakes = full_ + (request_spki_.empty() ? 0 : 1);
     s.tls_resumed_handshakes = resumed_;
     s.tls_psk_handshakes = psk_;
-    s.peer_certificate = peer_spki_;
+    s.peer_certificate = peer_spki_.empty() ? request_spki_ : peer_spki_;
     s.tls_cipher = kCipherSuite;
     if (path_ == kPathKernel) {
         s.tls_record_engine = "kernel";

@@ -36,6 +36,13 @@ public:
     void stop();
     // In certificate mode (use_certificates() was called).
     bool certificates() const;
+    // Leaves certificate mode before the first link and returns its context (null when not
+    // in it): a push into a serve verifies the server on its request connection with it, and
+    // the transfer's links then run PSK handshakes keyed by the token bound in that session.
+    std::shared_ptr<const CertContext> take_certificates();
+    // That request connection's full handshake verified the server's key spki: Stats say
+    // tls_mode "certificate-request" and peer_certificate spki, the handshake counted as full.
+    void verified_by_request(std::string spki);
     // Runs the handshake on tcp (which stays the caller's: shutting it down ends the link too)
     // and returns the fd the session reads and writes plain frames on from now on: tcp itself
     // under kTLS, else the session's end of a relay. index: 0 for the control connection,
@@ -82,6 +89,7 @@ private:
     bool stopped_ = false;
     unsigned full_ = 0, resumed_ = 0, psk_ = 0;
     std::string peer_spki_;
+    std::string request_spki_; // verified_by_request
     std::vector<std::unique_ptr<Relay>> relays_;
     std::string path_, why_, streams_;
 };

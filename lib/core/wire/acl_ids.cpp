@@ -37,6 +37,15 @@ void map_acl_ids(std::string& value, const std::function<uint32_t(bool group, ui
     }
 }
 
+bool acl_names_someone(const std::string& value) {
+    if (!whole(value)) return true;
+    for (size_t at = kHeader; at < value.size(); at += kEntry) {
+        const uint32_t tag = le(value, at, 2);
+        if (tag == kTagUser || tag == kTagGroup) return true;
+    }
+    return false;
+}
+
 size_t normalize_acl(std::string& value) {
     if (!whole(value)) return 0;
     std::vector<AclEntry> e;

@@ -21,6 +21,10 @@ inline bool is_acl_name(std::string_view name) { return name == kAclAccessName |
 // it is (the decoder refused such a value from the network; a local one comes from the kernel).
 void map_acl_ids(std::string& value, const std::function<uint32_t(bool group, uint32_t id)>& fn);
 
+// Whether an ACL value has a named-user or named-group entry (grants someone beyond the owner,
+// the owning group and others); a value that is not whole entries counts as one that does.
+bool acl_names_someone(const std::string& value);
+
 // After mapping: the entries in the kernel's order (by tag, then id) as getxattr returns them,
 // so a dry run compares bytes; two entries that mapped to the same id become one with both
 // entries' permissions (what either sender id was allowed). Returns how many were merged.

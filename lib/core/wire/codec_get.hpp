@@ -49,6 +49,10 @@ inline constexpr uint8_t kGetBoundTransfer = 1u << 7;
 // GET_HELLO bit 8 (h15s): the server understands PUSH_REQUEST (whether it takes pushes is its
 // reply's to say). A sender that reads a hello without it refuses before sending anything.
 inline constexpr uint16_t kFeatureGetPush = 1u << 8;
+// GET_HELLO bit 9 (h15o): with bit 6, the server also takes PUSH_REQUEST inside certificate
+// mode's records (a serve from before answered one there with a refusal). A sender that
+// verifies the server (send --ca/--pin) and reads a hello without it refuses before its handshake.
+inline constexpr uint16_t kFeatureGetPushCertificate = 1u << 9;
 
 struct GetHello {
     uint16_t version = kVersion;

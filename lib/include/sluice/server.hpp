@@ -65,6 +65,15 @@ struct ServeOptions {
     // of its own (its threads, not the rings: docs/design.md, "Pushes"), with the same
     // temporary names, checksums, resume and confinement as `sluice recv DIR`.
     unsigned max_pushes = 16;
+    // What a pusher may store (RecvOptions::sender_trust; docs/guarantees.md, "What a pusher
+    // may store"): the token lets a client write files into the directory, not act as this
+    // host's root. none (the default): every entry is the server's own user and group, no
+    // set-id bits, only user.* attributes and ACLs naming no one. owners (--push-keep-owners):
+    // owners and groups kept by name as `sluice recv` keeps them (a backup fleet's), still no
+    // set-id bits, capabilities, security.* or trusted.* attributes. full
+    // (--push-keep-privileges): everything, as a root `sluice recv`. What is not kept is said
+    // per kind to the pusher, in the log and in push_metadata_not_kept.
+    SenderTrust push_trust = SenderTrust::none;
     // HTTPS: with both, the HTTP port speaks TLS 1.3 only (TLS_AES_128_GCM_SHA256, ALPN
     // http/1.1) with this certificate (PEM, leaf first) and key; the handshake is stepped on the
     // ring threads and responses are sealed by the record engine (docs/design.md, "HTTPS").
@@ -120,7 +129,15 @@ struct ServeStats {
     // stored by finished pushes; push_path says how they are received.
     uint64_t pushes = 0, pushes_open = 0, pushes_done = 0, pushes_refused = 0, pushes_failed = 0;
     uint64_t push_bytes = 0;
+    // Of pushes: asked in certificate mode (the request in TLS records after a handshake with
+    // the server's certificate; a handshake that failed is counted under the gets', as the
+    // request that says which came after it).
+    uint64_t pushes_certificate = 0;
     std::string push_path;
+    // What a push may store (ServeOptions::push_trust), and what pushes sent that was not
+    // kept, per kind over every push so far (entries summed; the first push's first entry).
+    std::string push_metadata;
+    std::vector<MetadataNotKept> push_metadata_not_kept;
     unsigned threads = 0;
     // Per client address, the busiest 100 by recent rate (up to 200 ms old: each thread
     // publishes its table every tick). Bounded: 256 addresses per thread; a connection from a

@@ -182,6 +182,24 @@ SLUICE_EXPORT Stats send(const std::vector<FdSource>& files, const Endpoint& to,
 // a Sink. fd is borrowed. Pipe data is moved to the sockets with splice, not copied.
 SLUICE_EXPORT Stats send_pipe(int fd, const Endpoint& to, const SendOptions& options);
 
+// How far a receiver trusts its sender with owners and privileges (docs/guarantees.md, "What a
+// pusher may store"). A sender that can make the receiver chown files to any user, store
+// set-uid files or file capabilities, or write trusted.* / security.* attributes can raise its
+// privileges on the receiving host when the receiver runs as root.
+enum class SenderTrust {
+    // Everything the sender sends is kept where this side can (as rsync -a): `sluice recv`,
+    // whose sender is the one who started it. The default.
+    full,
+    // Owners and groups kept (mapped by name, as full); no set-uid / set-gid bits (sticky only
+    // on directories), no file capabilities, no security.* or trusted.* attributes: user.*
+    // attributes and ACLs only. `sluice serve --push-keep-owners`.
+    owners,
+    // Every entry is this receiver's own user and group (no chown), no set-id bits (sticky only
+    // on directories), only user.* attributes and ACLs that name no user or group beyond
+    // owner, group, other and mask. `sluice serve`'s pushes by default.
+    none,
+};
+
 struct RecvOptions {
     std::string bind_address;   // empty: all addresses
     std::string advertise_host; // host put into url(); empty: this host's primary address
@@ -210,6 +228,10 @@ struct RecvOptions {
     // GROUP (a name this host must know, or a number); fails the constructor otherwise, and
     // with a --usermap (--groupmap) for the same part.
     std::string chown;
+    // What of the sender's owners and privileges is kept (SenderTrust). What is not kept is
+    // warned about once per kind (log, Stats::metadata_not_kept) and, below full, also told to
+    // the sender in FINAL_STATUS (docs/protocol.md), whose log shows it.
+    SenderTrust sender_trust = SenderTrust::full;
     // For a sender this side did not choose (sluice::get() sets it): refuse the transfer, naming
     // the entry, when a symlink's target is absolute or climbs out of the destination (see
     // docs/protocol.md, "Get sessions"), and when an entry is a hard link or a special file.

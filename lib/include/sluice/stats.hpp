@@ -45,6 +45,15 @@ struct ConnectionMptcp {
 };
 
 // Final figures of one side of a transfer; the CLI's --json prints exactly these fields.
+// One kind of the sender's metadata a receiver did not keep (one warning line of its log):
+// owners without the privilege to set them, or what RecvOptions::sender_trust leaves out.
+struct MetadataNotKept {
+    std::string kind;     // "owners", "set-id bits", "file capabilities", "trusted.* extended attributes", ...
+    uint64_t entries = 0; // how many entries lost it
+    std::string first;    // the first such entry's path
+    std::string why;
+};
+
 struct Stats {
     std::string role;           // "send" or "recv"
     uint64_t bytes = 0;         // payload bytes of regular files in the transfer
@@ -124,6 +133,8 @@ struct Stats {
     std::string window_limits_unjudged;
     // Receiver with --delete: what it removed (relative paths, a directory after its contents).
     std::vector<std::string> deleted;
+    // Receiver: what of the sender's tree metadata was not kept, one per kind (also logged).
+    std::vector<MetadataNotKept> metadata_not_kept;
     // Sender with --dry-run: nothing was sent or changed; changes lists what would be, entries
     // in manifest order, then deletions (a directory after its contents).
     bool dry_run = false;

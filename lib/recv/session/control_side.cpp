@@ -145,7 +145,10 @@ void ControlSide::on_manifest(wire::ManifestPage&& page) {
         in_place_.reset();
         register_entry(std::move(page.entries[i]), ack.verified);
         const bool has_meta = next_meta < page.meta.size() && page.meta[next_meta].first == i;
-        if (has_meta) tree_meta_.map_acl_ids(files_.at(id).entry.path, page.meta[next_meta].second);
+        if (has_meta) {
+            tree_meta_.confine(files_.at(id).entry.path, page.meta[next_meta].second); // RecvOptions::sender_trust
+            tree_meta_.map_acl_ids(files_.at(id).entry.path, page.meta[next_meta].second);
+        }
         if (dry_) dry_->add(files_.at(id), has_meta ? &page.meta[next_meta].second : nullptr);
         if (has_meta)
             tree_meta_.add_meta(files_, files_.at(id), std::move(page.meta[next_meta++].second),
@@ -369,10 +372,15 @@ void ControlSide::on_transfer_end(const wire::TransferEnd& end, uint16_t stream_
         // Last: the entries' ctime must be read after every change we make to the files.
         counts_.sums_stored = sums_cache_.flush(target_.tree(), working, sums_note_);
     }
+    // A sender this side does not fully trust is told what it did not keep (docs/protocol.md,
+    // FINAL_STATUS): it cannot read this side's log, and it should not learn it from a restore.
+    std::string message = "complete";
+    if (opts_.sender_trust != SenderTrust::full && writes())
+        if (std::string w = tree_meta_.warnings().text(wire::kMaxMessageBytes - 16); !w.empty()) message += "\n" + w;
     wire::Bytes out;
     wire::encode_final_status(out, wire::FinalStatus{.files_ok = tally_.files_completed.load(),
                                                      .bytes = tally_.bytes_received.load(),
-                                                     .message = "complete"});
+                                                     .message = message});
     if (!latch_.complete()) return;
     try {
         send(out);

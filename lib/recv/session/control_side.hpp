@@ -163,7 +163,7 @@ private:
     std::optional<TreeMirror> mirror_; // --delete, from TREE_OPTIONS
     std::optional<DryRunItems> dry_;   // --dry-run, from TREE_OPTIONS: what would change, page by page
     std::vector<std::string> deleted_;
-    TreeMeta tree_meta_{OwnerMap(opts_.numeric_ids, opts_.usermap, opts_.groupmap, opts_.chown), opts_.max_manifest_bytes ? opts_.max_manifest_bytes : FileTable::default_max_bytes()};
+    TreeMeta tree_meta_{OwnerMap(opts_.numeric_ids, opts_.usermap, opts_.groupmap, opts_.chown), opts_.max_manifest_bytes ? opts_.max_manifest_bytes : FileTable::default_max_bytes(), opts_.sender_trust};
     uint8_t sender_features_ = 0; // set at the start of every transfer (RecvSession::start_transfer)
 };
 

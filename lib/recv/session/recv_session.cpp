@@ -335,6 +335,7 @@ Stats RecvSession::stats() {
     };
     s.congestion_control = acceptor_.congestion_control();
     s.deleted = control_side_.deleted();
+    s.metadata_not_kept = control_side_.tree_meta().warnings().list();
     if (!control_side_.update_fallback().empty()) s.fallbacks.push_back(control_side_.update_fallback());
     if (!control_side_.sums_cache_note().empty()) s.fallbacks.push_back(control_side_.sums_cache_note());
     // Receives left unmarked on a lossy (or reordering: loopback has some) stream are the

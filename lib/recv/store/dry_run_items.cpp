@@ -105,8 +105,9 @@ uint16_t DryRunItems::meta_changes(const wire::ManifestEntry& e, const wire::Ent
     const uint8_t has = m ? m->flags : 0;
     // What the receiver sets: set-id bits only where it keeps both owner and group (tree_apply.cpp).
     const bool both = root_ && (has & wire::EntryMeta::kHasOwner) && (has & wire::EntryMeta::kHasGroup);
-    // Without a trailer the finisher sets the permission bits only (file_finisher.cpp).
-    const mode_t mask = both ? 07777 : m ? 01777 : 0777;
+    // Without a trailer the finisher sets the permission bits only (file_finisher.cpp); from a
+    // sender below full trust, no set-id bits and sticky only on directories (tree_trust.cpp).
+    const mode_t mask = ids_.trust() != SenderTrust::full ? 0777 : both ? 07777 : m ? 01777 : 0777;
     if ((st.st_mode & mask) != (e.mode & mask)) c |= Item::kPerms;
     return c | owner_changes(m, st);
 }

@@ -13,7 +13,9 @@ namespace sluice {
 bool StaleXattrs::covered(std::string_view name) const {
     using T = wire::TreeOptionsFrame;
     if (name == "system.posix_acl_access" || name == "system.posix_acl_default") return exact_ & T::kExactAcls;
-    if (name.starts_with("user.") || name == "security.capability") return exact_ & T::kExactXattrs;
+    if (name.starts_with("user.")) return exact_ & T::kExactXattrs;
+    if (user_only_) return false;
+    if (name == "security.capability") return exact_ & T::kExactXattrs;
     if (name.starts_with("trusted.")) return exact_ & T::kExactTrusted;
     return false;
 }

@@ -14,8 +14,13 @@ namespace sluice {
 
 class StaleXattrs {
 public:
-    // exact: TREE_OPTIONS' kExact* flags (0: remove nothing, list nothing).
-    void set_exact(uint32_t exact) { exact_ = exact; }
+    // exact: TREE_OPTIONS' kExact* flags (0: remove nothing, list nothing). user_only: a
+    // sender below full trust (RecvOptions::sender_trust) may remove only what it may set,
+    // user.* attributes and ACLs: never trusted.* or security.capability.
+    void set_exact(uint32_t exact, bool user_only = false) {
+        exact_ = exact;
+        user_only_ = user_only;
+    }
     bool on() const { return exact_ != 0; }
     // Whether `name` is in a namespace whose list the sender said is complete.
     bool covered(std::string_view name) const;
@@ -28,6 +33,7 @@ public:
 
 private:
     uint32_t exact_ = 0;
+    bool user_only_ = false;
     std::vector<char> names_; // llistxattr's buffer, reused: one per transfer, not per entry
 };
 

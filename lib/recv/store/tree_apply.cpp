@@ -22,13 +22,6 @@ namespace {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-// The kind a failed attribute is reported under.
-std::string xattr_kind(const std::string& name) {
-    if (name == "system.posix_acl_access" || name == "system.posix_acl_default") return "ACLs";
-    if (name == "security.capability") return "file capabilities";
-    return name.substr(0, name.find('.') + 1) + "* extended attributes";
-}
-
 mode_t type_bits(wire::EntryKind k) {
     switch (k) {
     case wire::EntryKind::fifo: return S_IFIFO;
@@ -145,10 +138,9 @@ void TreeMeta::apply_one(const DestTree& tree, const wire::ManifestEntry& e, con
     }
     if (link) return;
     // Set-id bits only where the owner and group are the sender's (a transfer must not mint a
-    // setuid file of the receiver's user); the sticky bit always.
+    // setuid file of the receiver's user) and the sender is fully trusted (sender_trust).
     const mode_t mode = mode_to_set(e, m, owner_kept);
-    if ((e.mode & 06000) && (mode & 06000) != (e.mode & 06000))
-        warnings_.add("set-id bits", path, "kept only where the owner and group are kept");
+    warn_mode_bits(e, mode);
     // Setting an access ACL rewrites the group bits (its mask): the mode goes last.
     if (((st.st_mode & 07777) != mode || !m.xattrs.empty() || removed) && ::chmod(proc.c_str(), mode) != 0)
         throw_errno(ErrorCode::destination, "cannot set the mode of '" + path + "'");

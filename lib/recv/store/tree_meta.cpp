@@ -4,6 +4,12 @@
 
 namespace sluice {
 
+std::string xattr_kind(const std::string& name) {
+    if (wire::is_acl_name(name)) return "ACLs";
+    if (name == "security.capability") return "file capabilities";
+    return name.substr(0, name.find('.') + 1) + "* extended attributes";
+}
+
 void MetaWarnings::add(const std::string& kind, const std::string& path, const std::string& why) {
     Seen& s = kinds_[kind];
     if (s.count++ == 0) {
@@ -12,14 +18,43 @@ void MetaWarnings::add(const std::string& kind, const std::string& path, const s
     }
 }
 
+namespace {
+
+std::string warning_line(const std::string& kind, uint64_t count, const std::string& first, const std::string& why) {
+    return "warning: " + kind + " not kept for " + std::to_string(count) + (count == 1 ? " entry" : " entries") +
+           " (first: '" + first + "': " + why + ")";
+}
+
+} // namespace
+
 uint64_t MetaWarnings::report(SessionLog& log) const {
     uint64_t n = 0;
     for (const auto& [kind, s] : kinds_) {
-        log.line("warning: " + kind + " not kept for " + std::to_string(s.count) + (s.count == 1 ? " entry" : " entries") +
-                 " (first: '" + s.first + "': " + s.why + ")");
+        log.line(warning_line(kind, s.count, s.first, s.why));
         n += s.count;
     }
     return n;
+}
+
+std::vector<MetadataNotKept> MetaWarnings::list() const {
+    std::vector<MetadataNotKept> out;
+    for (const auto& [kind, s] : kinds_) out.push_back({.kind = kind, .entries = s.count, .first = s.first, .why = s.why});
+    return out;
+}
+
+std::string MetaWarnings::text(size_t max_bytes) const {
+    std::string out;
+    size_t left = kinds_.size();
+    for (const auto& [kind, s] : kinds_) {
+        // Escaped here: a newline in a path must not look like the next line at the sender.
+        std::string line = printable(warning_line(kind, s.count, s.first, s.why));
+        // Room kept for the line that says how many were left out.
+        if (out.size() + line.size() + 1 + 80 > max_bytes) break;
+        out += (out.empty() ? "" : "\n") + line;
+        --left;
+    }
+    if (left) out += (out.empty() ? "" : "\n") + std::string("warning: ") + std::to_string(left) + " more kinds not kept (the receiver's log lists them)";
+    return out;
 }
 
 uint64_t MetaWarnings::count(const std::string& kind) const {
@@ -89,18 +124,13 @@ void TreeMeta::add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m
     meta_.emplace(s.id, std::move(s));
 }
 
-bool TreeMeta::already_in_place(const wire::ManifestEntry& e, const Stored& m, const struct stat& st) {
+bool TreeMeta::already_in_place(const wire::ManifestEntry& e, const Stored& m, const struct stat& st) const {
     if (!m.xattrs.empty()) return false; // setting them again is cheaper than reading them to compare
     if ((m.flags & wire::EntryMeta::kHasOwner) && m.uid != st.st_uid) return false;
     if ((m.flags & wire::EntryMeta::kHasGroup) && m.gid != st.st_gid) return false;
     // Set-id bits that would not be kept are warned about by apply_one: left to it.
     const mode_t mode = mode_to_set(e, m, true);
     return (e.mode & 07777) == mode && (st.st_mode & 07777) == mode;
-}
-
-mode_t TreeMeta::mode_to_set(const wire::ManifestEntry& e, const Stored& m, bool owner_kept) {
-    const bool ids_kept = owner_kept && (m.flags & wire::EntryMeta::kHasOwner) && (m.flags & wire::EntryMeta::kHasGroup);
-    return e.mode & (ids_kept ? 07777 : 01777);
 }
 
 // A map node (the Stored, its key and the tree's pointers) and the attributes' strings.

@@ -7,7 +7,8 @@
 //   apply()                    owner and group (mapped by name unless numeric), attributes,
 //                              ACLs, then the mode with its set-id bits where the owner was kept
 // What cannot be kept (no privilege, a file system without user attributes, ...) is said in
-// one warning per kind at the end with a count, never dropped silently.
+// one warning per kind at the end with a count, never dropped silently; so is what the
+// receiver's SenderTrust does not take from this sender (confine(), tree_trust.cpp).
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -28,6 +29,10 @@
 
 namespace sluice {
 
+// The kind an extended attribute is warned about under: "ACLs", "file capabilities",
+// "user.* extended attributes", ...
+std::string xattr_kind(const std::string& name);
+
 // One warning per kind of metadata not kept: how many entries, the first one and why.
 class MetaWarnings {
 public:
@@ -35,6 +40,11 @@ public:
     // Logs one line per kind; returns how many entries lost something.
     uint64_t report(SessionLog& log) const;
     uint64_t count(const std::string& kind) const;
+    // Each kind with its count, first entry and reason (Stats::metadata_not_kept).
+    std::vector<MetadataNotKept> list() const;
+    // The warning lines report() logs, '\n'-separated, cut at whole lines to max_bytes (a line
+    // says how many kinds were left out): what FINAL_STATUS tells a sender (ControlSide).
+    std::string text(size_t max_bytes) const;
 
 private:
     struct Seen {
@@ -47,7 +57,16 @@ private:
 class TreeMeta {
 public:
     // max_bytes: the most memory the metadata of one transfer may hold.
-    TreeMeta(OwnerMap owners, uint64_t max_bytes) : owners_(std::move(owners)), max_bytes_(max_bytes) {}
+    // trust: what of the sender's owners and privileges is taken (RecvOptions::sender_trust).
+    TreeMeta(OwnerMap owners, uint64_t max_bytes, SenderTrust trust = SenderTrust::full)
+        : owners_(std::move(owners)), max_bytes_(max_bytes), trust_(trust) {}
+
+    // Control thread, each entry's metadata as it arrives, before anything else looks at it
+    // (the dry run, map_acl_ids, add_meta): takes out what the trust does not let this sender
+    // store (owners, groups, attributes outside user.*, ACLs naming someone under none) and
+    // warns once per kind. Set-id and sticky bits are dropped when the mode is set (apply_one).
+    void confine(const std::string& path, wire::EntryMeta& m);
+    SenderTrust trust() const { return trust_; }
 
     // Control thread, as each entry is registered. Throws protocol Error for a hard link to
     // anything but an earlier regular file of this transfer, or when the limit is passed.
@@ -60,7 +79,8 @@ public:
     void add_meta(FileTable& files, const RecvFile& f, wire::EntryMeta&& m, const struct stat* in_place = nullptr,
                   int in_place_dir = -1);
     // TREE_OPTIONS' kExact* flags: apply() removes what the sender's lists lack in those namespaces.
-    void set_exact(uint32_t flags) { stale_.set_exact(flags); }
+    // Below full trust only user.* attributes and ACLs, what such a sender may set, are removed.
+    void set_exact(uint32_t flags) { stale_.set_exact(flags, trust_ != SenderTrust::full); }
     bool exact() const { return stale_.on(); }
     // What apply() would remove (--dry-run lists it, dry_run_items.hpp).
     StaleXattrs& stale() { return stale_; }
@@ -105,9 +125,12 @@ private:
     };
     void charge(uint64_t n, const std::string& path);
     void apply_one(const DestTree& tree, const wire::ManifestEntry& e, const Stored& m);
-    // The mode apply_one sets: set-id bits only where the owner and group are the sender's.
-    static mode_t mode_to_set(const wire::ManifestEntry& e, const Stored& m, bool owner_kept);
-    static bool already_in_place(const wire::ManifestEntry& e, const Stored& m, const struct stat& st);
+    // The mode apply_one sets: set-id bits only where the owner and group are the sender's and
+    // the trust is full; below it, sticky only on directories.
+    mode_t mode_to_set(const wire::ManifestEntry& e, const Stored& m, bool owner_kept) const;
+    bool already_in_place(const wire::ManifestEntry& e, const Stored& m, const struct stat& st) const;
+    // apply_one's warnings for the mode bits it did not set (why they were dropped).
+    void warn_mode_bits(const wire::ManifestEntry& e, mode_t mode);
     // Removes the covered attributes the entry (listed by name in dir) has that m lacks (follow: `at` is a /proc/self/fd
     // handle; else a symlink's own name); true if any was removed. Failures are warned about.
     bool remove_stale(int dir, const std::string& at, bool follow, const std::string& path, const Stored& m);
@@ -118,6 +141,7 @@ private:
 
     OwnerMap owners_;
     uint64_t max_bytes_;
+    SenderTrust trust_;
     uint64_t bytes_ = 0;
     static uint64_t cost(const Stored& s);
     std::map<uint64_t, Stored> meta_;               // by file id (in file id order)

@@ -56,7 +56,11 @@ Connections connect_transfer(Endpoint& to, SendOptions& opts, tls::Links& links,
         if (is_serve_port(c.control.get())) {
             // A sluice serve (push_request.hpp): this connection carries the request alone.
             const bool encrypt = tls::wants_encryption(opts.encrypt, c.control.get());
-            PushGrant g = ask_to_push(c.control.get(), to, opts, opts.streams, encrypt, peer);
+            // Certificate mode verifies the serve on the request connection; the transfer is
+            // then keyed by the token bound inside that session (PSK handshakes), as a get's.
+            const std::shared_ptr<const tls::CertContext> certs = links.take_certificates();
+            PushGrant g = ask_to_push(c.control.get(), to, opts, opts.streams, encrypt, peer, certs.get());
+            if (certs) links.verified_by_request(g.server_spki);
             to.token = g.transfer_token;
             opts.connection = std::move(g.connect);
             c.push = true;

@@ -258,6 +258,15 @@ void SendCore::conclude(uint64_t blocks, uint64_t bytes) {
     if (final_->status != 0)
         throw Error(ErrorCode::destination, "receiver " + peer_ + " reported failure: " + final_->message,
                     ErrorCause::peer_aborted);
+    // Lines after the first: what a receiver that does not fully trust this sender did not keep
+    // (docs/protocol.md, FINAL_STATUS), one per kind. The message was escaped as it was decoded
+    // (a line feed is "\x0a" by then); the receiver escaped each line before joining them.
+    constexpr std::string_view kLineFeed = "\\x0a";
+    std::string_view rest(final_->message);
+    for (size_t nl = rest.find(kLineFeed); nl != std::string_view::npos; nl = rest.find(kLineFeed)) {
+        rest.remove_prefix(nl + kLineFeed.size());
+        log_.line("receiver " + peer_ + ": " + std::string(rest.substr(0, rest.find(kLineFeed))));
+    }
 }
 
 void SendCore::abort_peer(uint32_t code) {

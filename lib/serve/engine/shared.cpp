@@ -3,6 +3,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "core/io/sys_error.hpp"
 #include "serve/http/listing.hpp"
 
@@ -84,8 +86,21 @@ ServeStats Shared::snapshot() {
     s.pushes_refused = push_refused.load();
     s.pushes_failed = push_failed.load();
     s.push_bytes = push_bytes.load();
+    s.pushes_certificate = push_certificate.load();
     s.push_path = push_path;
+    s.push_metadata = push_metadata;
+    s.push_metadata_not_kept = push_not_kept;
     return s;
+}
+
+void Shared::add_push_not_kept(const std::vector<MetadataNotKept>& kinds) {
+    std::lock_guard lock(paths_mu);
+    for (const MetadataNotKept& k : kinds) {
+        auto it = std::find_if(push_not_kept.begin(), push_not_kept.end(),
+                               [&](const MetadataNotKept& x) { return x.kind == k.kind; });
+        if (it == push_not_kept.end()) push_not_kept.push_back(k);
+        else it->entries += k.entries;
+    }
 }
 
 } // namespace sluice::serve
@@ -154,7 +169,21 @@ std::string ServeStats::to_json() const {
     num("pushes_refused", pushes_refused);
     num("pushes_failed", pushes_failed);
     num("push_bytes", push_bytes);
+    num("pushes_certificate", pushes_certificate);
     str("push_path", push_path);
+    str("push_metadata", push_metadata);
+    o += "\"push_metadata_not_kept\":[";
+    for (const MetadataNotKept& k : push_metadata_not_kept) {
+        o += "{\"kind\":";
+        http::append_json_string(o, k.kind);
+        o += ",\"entries\":" + std::to_string(k.entries) + ",\"first\":";
+        http::append_json_string(o, k.first);
+        o += ",\"why\":";
+        http::append_json_string(o, k.why);
+        o += "},";
+    }
+    if (o.back() == ',') o.pop_back();
+    o += "],";
     o += std::string("\"https\":") + (https ? "true" : "false") + ",";
     num("tls_handshakes", tls_handshakes);
     num("tls_handshakes_failed", tls_handshakes_failed);

@@ -85,11 +85,16 @@ struct Shared {
     // Pushes (serve/get/push_*.cpp): counted by the rings and the push threads.
     std::atomic<uint64_t> pushes{0}, push_open{0}, push_done{0}, push_refused{0}, push_failed{0}, push_bytes{0};
     std::atomic<unsigned> push_admitted{0}; // pushes holding a --max-pushes place
+    std::atomic<uint64_t> push_certificate{0}; // of pushes: asked in certificate mode
     // Which paths ran, as the first thread found them (the same kernel for all).
     std::mutex paths_mu;
     std::string recv_path, accept_path, cold_check_text, ring_mode;
     std::string get_path; // what the get rings are (their count, pool threads, what they send)
     std::string push_path; // how pushes are received
+    std::string push_metadata; // what a push may store (push_trust_text)
+    std::vector<MetadataNotKept> push_not_kept; // summed per kind by add_push_not_kept
+    // A finished push's Stats::metadata_not_kept, into push_not_kept (push threads).
+    void add_push_not_kept(const std::vector<MetadataNotKept>& kinds);
 
     ServeStats snapshot();
 };

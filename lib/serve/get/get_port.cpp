@@ -47,6 +47,7 @@ GetPort::GetPort(Shared& sh) : sh_(sh) {
                    std::to_string(pool) + " pool threads per ring, as many block reads in flight), certificate mode's handshake "
                    "and request records stepped on the ring too, with no thread per connection or session";
     sh_.push_path = sh.opt.allow_upload ? push_path_text(sh.opt.max_pushes) : "none: pushes need --allow-upload";
+    sh_.push_metadata = sh.opt.allow_upload ? push_trust_text(sh.opt.push_trust) : "none: pushes need --allow-upload";
 }
 
 GetPort::~GetPort() = default;

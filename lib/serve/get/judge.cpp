@@ -33,10 +33,13 @@ bool loopback_host(const std::string& host) {
     return host == "::1";
 }
 
-wire::Bytes encode_reply(const wire::GetReply& r) {
+wire::Bytes encode_reply(const wire::GetReply& r, tls::Sealer* sealer) {
     wire::Bytes out;
     encode_get_reply(out, r);
-    return out;
+    if (!sealer) return out;
+    wire::Bytes sealed;
+    sealer->seal_append(out.data(), out.size(), sealed);
+    return sealed;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/io/unique_fd.hpp"
+#include "core/tls/record.hpp"
 #include "core/wire/codec_get.hpp"
 #include "serve/get/admission.hpp"
 #include "serve/get/attachments.hpp"
@@ -30,6 +31,9 @@ struct Asked {
     bool tls = false;
     std::string client_spki; // certificate mode: "sha256:HEX" of the client's key, if it showed a certificate
     bool push = false;       // a PUSH_REQUEST (h15s): `sluice send` into DIR, for serve/get/push_sessions.hpp
+    // Certificate mode, a push's: seals what the push's thread answers on the request
+    // connection (RingRequest::take_sealer; encode_reply).
+    std::unique_ptr<tls::Sealer> sealer;
 };
 
 struct Judged {
@@ -55,6 +59,7 @@ bool loopback_host(const std::string& host);
 // notify: the eventfd of the ring that will run the get (-1: none).
 Judged judge(Shared& sh, Attachments& att, const Asked& a, bool busy, int notify = -1, bool walk = true);
 
-wire::Bytes encode_reply(const wire::GetReply& r);
+// sealer: certificate mode's request connection, whose reply travels in records.
+wire::Bytes encode_reply(const wire::GetReply& r, tls::Sealer* sealer = nullptr);
 
 } // namespace sluice::serve

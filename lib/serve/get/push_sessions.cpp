@@ -49,7 +49,7 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
         r.status = status;
         r.message = why;
         try {
-            send_all(a.fd.get(), encode_reply(r), "a push reply");
+            send_all(a.fd.get(), encode_reply(r, a.sealer.get()), "a push reply");
         } catch (const Error&) {
         }
     };
@@ -73,6 +73,9 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
     // The streams its request asked for, no more: the attaches are not counted for a push
     // (attachments.hpp), so its receiver holds the hello to them.
     o.max_streams = a.q.streams;
+    // The token lets a client write files here, not act as this host's root (a root serve would
+    // otherwise store its setuid binaries, file capabilities and owners): push_trust_text.
+    o.sender_trust = sh.opt.push_trust;
     // Up to --max-pushes receivers at once share the one manifest budget a `sluice recv` has
     // alone (a quarter of memory): each gets its share, so hostile pushers that all send huge
     // manifests hold at most that together. A larger tree needs a lower --max-pushes.
@@ -96,7 +99,7 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
     wire::GetReply ok;
     ok.mac = reply_mac;
     try {
-        send_all(a.fd.get(), encode_reply(ok), "a push reply");
+        send_all(a.fd.get(), encode_reply(ok, a.sealer.get()), "a push reply");
     } catch (const Error& e) {
         sh.push_failed.fetch_add(1);
         return say(sh, who + ": the sender left before the reply: " + e.what());
@@ -113,6 +116,7 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
         const Stats s = rx->wait();
         sh.push_done.fetch_add(1);
         sh.push_bytes.fetch_add(s.bytes_sent);
+        sh.add_push_not_kept(s.metadata_not_kept);
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         say(sh, who + ": stored " + std::to_string(s.files) + " files, " + std::to_string(s.bytes_sent) + " bytes received (" +
                     std::to_string(s.bytes_skipped) + " already there) in " + std::to_string(secs) +
@@ -159,6 +163,9 @@ void PushSessions::admit(RingRequest& req) {
     taken.q = a.q;
     taken.host = a.host;
     taken.rtt_us = a.rtt_us;
+    taken.tls = a.tls;
+    taken.client_spki = a.client_spki;
+    taken.sealer = req.take_sealer(); // certificate mode: the reply goes in its records
     try {
         raw->thread = std::thread([this, raw, b = std::move(taken), t = std::move(j.transfer_token), m = j.reply.mac, p = std::move(place)]() mutable {
             receive_push(sh_, att_, *raw, std::move(b), std::move(t), m);

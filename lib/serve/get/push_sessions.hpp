@@ -33,6 +33,8 @@ struct PushJudged {
 PushJudged judge_push(Shared& sh, const Asked& a, bool busy);
 // What /_stats and -v say of how pushes are received (push_path).
 std::string push_path_text(unsigned max_pushes);
+// What /_stats (push_metadata) and -v say a push may store (ServeOptions::push_trust).
+std::string push_trust_text(SenderTrust trust);
 // The most memory one push's receiver may hold for its manifest: the quarter of memory a
 // `sluice recv` may use alone, shared by --max-pushes pushes (at least 64 MiB each).
 uint64_t push_manifest_budget(unsigned max_pushes);

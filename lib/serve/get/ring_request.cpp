@@ -34,7 +34,7 @@ RingRequest::RingRequest(UniqueFd fd, Shared& sh, Ring& ring, uint64_t tag_base,
     if (asked_.hello.token_required) asked_.hello.features |= wire::kFeatureGetBoundTransfer;
     asked_.hello.features |= wire::kFeatureGetPush; // understood; the reply says whether allowed
     if (sh.get_certs) {
-        asked_.hello.features |= wire::kFeatureGetCertificate;
+        asked_.hello.features |= wire::kFeatureGetCertificate | wire::kFeatureGetPushCertificate;
         peeked_ = false;
     }
     wire::random_bytes(asked_.hello.nonce);
@@ -211,9 +211,6 @@ void RingRequest::on_frame() {
         return;
     }
     count_session(type);
-    // A push's reply and its receiver speak in clear (push_sessions.cpp): not inside
-    // certificate mode's records, where a get's request connection now lives.
-    if (asked_.push && tls_) return refuse("pushes in certificate mode are not supported yet");
     try {
         asked_.q = wire::decode_get_request(payload);
     } catch (const Error& e) {
@@ -231,6 +228,11 @@ void RingRequest::count_session(uint8_t type) {
     asked_.push = type == wire::kPushRequest; // the same payload as a get's (serve/get/push_sessions.hpp)
     if (asked_.push) sh_.pushes.fetch_add(1);
     else if (!tls_) sh_.get_sessions.fetch_add(1); // certificate mode counted it when TLS began
+    if (asked_.push && tls_) { // counted as a get when TLS began, before its request said which
+        sh_.get_sessions.fetch_sub(1);
+        sh_.get_certificate.fetch_sub(1);
+        sh_.push_certificate.fetch_add(1);
+    }
 }
 
 void RingRequest::refuse(const std::string& why) {

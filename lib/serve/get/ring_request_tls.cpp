@@ -64,7 +64,7 @@ void RingRequest::shake() {
     sealer_ = std::make_unique<tls::Sealer>(r.keys.tx);
     sealed_in_.reserve(tls::kHeaderBytes + tls::kMaxCiphertext);
     if (sh_.opt.verbose && sh_.opt.log)
-        sh_.opt.log("get request from " + asked_.host + " in certificate mode" +
+        sh_.opt.log("request from " + asked_.host + " in certificate mode (a get or a push: its frame says)" +
                     (r.peer_spki.empty() ? std::string() : ", client key " + r.peer_spki));
     st_ = St::reading;
     read_more();
