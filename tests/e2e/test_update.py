@@ -157,3 +157,37 @@ def test_reuse_of_a_version_never_offered_is_refused(tmp_path, receiver_factory)
 def test_overlapping_reuse_ranges_are_refused(tmp_path, receiver_factory):
     rc, err = hostile_update(tmp_path, receiver_factory, [(0, 2 * MiB), (MiB, MiB)])
     assert rc != 0 and "overlaps the one before" in err, err
+
+
+def temp_name(rel):
+    """The receiver's temporary name for rel (DestTree::temp_name: XXH3 of the path, 16 hex)."""
+    import ctypes
+    lib = ctypes.CDLL("libxxhash.so.0")
+    lib.XXH3_64bits.restype = ctypes.c_uint64
+    lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    b = rel.encode()
+    return ".sluice-part.%016x" % lib.XXH3_64bits(b, len(b))
+
+
+@pytest.mark.parametrize("recv_path", ["direct", "recv_write", "splice"])
+def test_files_take_their_place_over_what_an_earlier_run_left_under_their_temporary_names(tmp_path, receiver_factory,
+                                                                                         recv_path):
+    # The receiver links a replaced file under its temporary name straight away (its final name
+    # is known to be taken) and skips the unlink of a journal that is not there: a temporary
+    # file or a journal an earlier run left must still give way, for new files and replaced ones.
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    src.mkdir()
+    (dest / "src").mkdir(parents=True)
+    rng = random.Random(5)
+    for name in ("old1.bin", "old2.bin", "new.bin"):
+        (src / name).write_bytes(rng.randbytes(100_000 + rng.randrange(100_000)))
+        left = dest / "src" / temp_name("src/" + name)
+        (left.parent / (left.name + ".j")).write_bytes(b"not a journal")
+        if name != "new.bin":  # (a new file's unnamed inode is linked under its final name)
+            (dest / "src" / name).write_bytes(rng.randbytes(50_000))  # another version
+            left.write_bytes(b"left by an earlier run")
+    s, _ = send(src, receiver_factory(dest, "--recv-path", recv_path))
+    assert s["bytes_sent"] == sum(p.stat().st_size for p in src.iterdir()), s
+    for name in ("old1.bin", "old2.bin", "new.bin"):
+        assert file_hash(dest / "src" / name) == file_hash(src / name), name
+    assert leftovers(dest) == []

@@ -64,6 +64,7 @@ TEST_CASE("journal: saved blocks load back in order, merged into ranges") {
     Fixture t;
     t.record_three();
     journal::Contents c = t.load();
+    CHECK(c.present);
     REQUIRE(c.blocks.size() == 3);
     CHECK(c.blocks[0].offset == 0);
     CHECK(c.blocks[0].length == 4096);
@@ -143,6 +144,7 @@ TEST_CASE("journal: one of another format is not trusted") {
     b[3] = '1'; // "SLJ1"
     t.rewrite(b);
     CHECK(t.load().blocks.empty());
+    CHECK(t.load().present); // there, not trusted: the receiver removes it
 }
 
 TEST_CASE("journal: blocks whose data is not there are not trusted") {
@@ -170,12 +172,14 @@ TEST_CASE("journal: a symlink, a directory or an oversized file under its name i
     fs::rename(t.journal, t.tmp.path / "elsewhere");
     fs::create_symlink("elsewhere", t.journal);
     CHECK(t.load().blocks.empty());
+    CHECK(t.load().present); // not opened (O_NOFOLLOW), but there: removed, not left
     // create() does not write through the symlink either.
     CHECK_THROWS_AS(journal::create(t.dir.get(), t.temp, kSize, kMtime), Error);
     CHECK(fs::file_size(t.tmp.path / "elsewhere") == kHeaderBytes + 3 * kRecordBytes);
     fs::remove(t.journal);
     fs::create_directory(t.journal);
     CHECK(t.load().blocks.empty());
+    CHECK(t.load().present);
     fs::remove(t.journal);
     fs::rename(t.tmp.path / "elsewhere", t.journal);
     fs::resize_file(t.journal, (64u << 20) + 1); // sparse: past the 64 MiB bound
@@ -192,6 +196,7 @@ TEST_CASE("journal: create starts over, remove deletes, and errors name the jour
     journal::remove(t.dir.get(), t.temp);
     CHECK_FALSE(fs::exists(t.journal));
     CHECK(t.load().blocks.empty());
+    CHECK_FALSE(t.load().present); // nothing there: the receiver has nothing to remove
     CHECK_NOTHROW(journal::remove(t.dir.get(), t.temp)); // already gone: nothing to do
     CHECK(fs::exists(t.tmp.path / t.temp));              // the data file is not touched
 

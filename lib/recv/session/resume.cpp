@@ -33,7 +33,7 @@ Resumed resume_file(int dir, FileTable& files, RecvFile& f, bool verify, std::ve
     if (f.entry.size == 0) return {};
     journal::Contents journal = journal::load(dir, f.temp, f.entry.size, f.entry.mtime_ns);
     if (journal.ranges.empty()) {
-        journal::remove(dir, f.temp); // another version of the file, or nothing verified
+        if (journal.present) journal::remove(dir, f.temp); // another version of the file, or nothing verified
         return {};
     }
     // --verify reads the blocks an earlier run received back from disk as well, against the

@@ -41,7 +41,10 @@ namespace {
 // Gives the verified unnamed (O_TMPFILE) inode of f its final name. linkat never replaces, so
 // an older file already under that name is replaced the way a temporary file is: linked under
 // the temporary name first, then renamed over it (atomic for readers of the final name).
-void link_into_place(int dir, RecvFile& f, int fd, DirReplacer* replacer) {
+// taken: the caller holds the older file (its name is known to be there), so the link under
+// the final name, which would fail with EEXIST, is not tried; an update's replaced files
+// paid that failed linkat and a failed unlinkat of a temporary name no run had left.
+void link_into_place(int dir, RecvFile& f, int fd, DirReplacer* replacer, bool taken) {
     const std::string& path = f.entry.path;
     auto link_as = [&](const std::string& name) {
         if (::linkat(fd, "", dir, name.c_str(), AT_EMPTY_PATH) == 0) return 0;
@@ -50,10 +53,13 @@ void link_into_place(int dir, RecvFile& f, int fd, DirReplacer* replacer) {
         std::string self = "/proc/self/fd/" + std::to_string(fd);
         return ::linkat(AT_FDCWD, self.c_str(), dir, name.c_str(), AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
     };
-    int err = link_as(f.name);
+    int err = taken ? EEXIST : link_as(f.name);
     if (err == EEXIST) {
-        ::unlinkat(dir, f.temp.c_str(), 0); // a temporary file an earlier run left
         err = link_as(f.temp);
+        if (err == EEXIST) { // a temporary file an earlier run left
+            ::unlinkat(dir, f.temp.c_str(), 0);
+            err = link_as(f.temp);
+        }
         if (err == 0) put_in_place(dir, f.temp, f.name, path, "file", replacer);
     }
     if (err != 0) throw_errno(ErrorCode::destination, "cannot link '" + path + "' into place", err);
@@ -86,7 +92,7 @@ void finish_file(ParentDirCache& dirs, RecvFile& f, int fd, bool sync, FileTable
     UniqueFd old;
     if (f.replaces) old.reset(::openat(dir, f.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (f.unnamed) {
-        link_into_place(dir, f, fd, files.dir_replacer());
+        link_into_place(dir, f, fd, files.dir_replacer(), static_cast<bool>(old));
     } else {
         put_in_place(dir, f.temp, f.name, path, "file", files.dir_replacer());
     }

@@ -6,6 +6,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "core/io/sys_error.hpp"
@@ -51,17 +52,19 @@ std::string name_for(const std::string& temp_name) { return temp_name + ".j"; }
 
 Contents load(int dir, const std::string& temp, uint64_t size, int64_t mtime) {
     UniqueFd fd(::openat(dir, name_for(temp).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd) return {};
+    const bool absent = !fd && errno == ENOENT;
+    Contents c;
+    c.present = !absent; // a symlink there (ELOOP) is removed too
+    if (!fd) return c;
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > kMaxJournalBytes) return {};
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > kMaxJournalBytes) return c;
     std::vector<unsigned char> buf(static_cast<size_t>(st.st_size));
-    if (::pread(fd.get(), buf.data(), buf.size(), 0) != static_cast<ssize_t>(buf.size())) return {};
-    if (buf.size() < kHeader || std::memcmp(buf.data(), kMagic, 4) != 0) return {};
-    if (get64(&buf[8]) != size || static_cast<int64_t>(get64(&buf[16])) != mtime) return {};
+    if (::pread(fd.get(), buf.data(), buf.size(), 0) != static_cast<ssize_t>(buf.size())) return c;
+    if (buf.size() < kHeader || std::memcmp(buf.data(), kMagic, 4) != 0) return c;
+    if (get64(&buf[8]) != size || static_cast<int64_t>(get64(&buf[16])) != mtime) return c;
     // The temporary file must still be there and long enough for what the journal claims.
     struct stat data {};
-    if (::fstatat(dir, temp.c_str(), &data, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(data.st_mode)) return {};
-    Contents c;
+    if (::fstatat(dir, temp.c_str(), &data, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(data.st_mode)) return c;
     for (size_t at = kHeader; at + kRecord <= buf.size(); at += kRecord) {
         uint64_t off = get64(&buf[at]), len = get64(&buf[at + 8]), sum = get64(&buf[at + 16]);
         if (get64(&buf[at + 24]) != check(size, mtime, off, len, sum)) break; // torn tail

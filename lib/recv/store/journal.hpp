@@ -29,6 +29,9 @@ struct Block {
 struct Contents {
     std::vector<Block> blocks;
     Ranges ranges;
+    // Something is under the journal's name (openat did not say ENOENT): remove() it when
+    // ranges is empty. Nothing there, the usual case, costs no unlinkat.
+    bool present = false;
 };
 
 std::string name_for(const std::string& temp_name);

@@ -38,7 +38,7 @@ struct SmallFileBatch::Slot {
 };
 
 SmallFileBatch::SmallFileBatch(int sock)
-    : sock_(sock), buf_(kBufferBytes), scratch_(kMaxFileBytes),
+    : sock_(sock), buf_(kBufferBytes, AlignedBuffer::Pages::small_first), scratch_(kMaxFileBytes),
       // Every file takes at least two kAlign units of a chunk (its prefix's, its data's).
       slot_count_(kBufferBytes / (2 * kAlign)) {
     if (probe_ring_features().op_read) {
@@ -183,11 +183,18 @@ unsigned char* SmallFileBatch::place(uint64_t length) {
     // slot for every 2 * kAlign bytes of the buffer.
     if (chunks_open_ == 0 || end_of(chunks_[(chunk_head_ + chunks_open_ - 1) % kChunks].used) > kChunkBytes) {
         if (chunks_open_ == kChunks) send_oldest(true);
+        // Empty (every chunk sent, so no read in flight writes into it): the moment the
+        // buffer can drop its pages and take huge ones (kGrowAfter).
+        if (chunks_open_ == 0 && !grown_ && carried_ >= kGrowAfter) {
+            grown_ = true;
+            buf_.prefer_huge(); // advice: small pages still work
+        }
         chunks_[(chunk_head_ + chunks_open_) % kChunks] = Chunk{0, next_slot_, 0};
         ++chunks_open_;
     }
     const size_t k = (chunk_head_ + chunks_open_ - 1) % kChunks;
     Chunk& c = chunks_[k];
+    carried_ += length;
     const size_t data = round_up(c.used + kPrefix, kAlign);
     c.used = data + round_up(length, kAlign);
     ++c.files;

@@ -57,6 +57,13 @@ public:
     static constexpr size_t kAlign = 4096;
     // Reads (and so source fds) in flight per stream at most.
     static constexpr unsigned kMaxReads = 32;
+    // The buffer is on small pages until the batch has carried this many bytes (then on huge
+    // pages from its next empty moment): a stream carrying an update's few small files
+    // rotates through all four chunks, and on huge pages from the start that zeroed 2 x 2 MiB
+    // per stream, 16 MiB for 4 streams, 17% of the sender's CPU in a 1% update of the minor set
+    // at 1/8 (perf, docs/benchmarks.md, h17s); on small pages only the pages used are zeroed
+    // (the receiver's direct_buffers.hpp does the same, session 14).
+    static constexpr uint64_t kGrowAfter = uint64_t{32} << 20;
 
     explicit SmallFileBatch(int sock);
     ~SmallFileBatch();
@@ -110,6 +117,8 @@ private:
     tls::RecordWriter* records_ = nullptr;
     Xxh3 hash_; // read_into_records()
     AlignedBuffer buf_;     // declared before the ring and the slots: reads land in it
+    uint64_t carried_ = 0;  // bytes placed in buf_ until it grows to huge pages
+    bool grown_ = false;
     AlignedBuffer scratch_; // a cached larger file's bytes, read only for its checksum
     std::optional<Ring> ring_; // none where io_uring reads are unavailable: reads one at a time
     std::unique_ptr<Slot[]> slots_; // its Completions go before the ring
