@@ -1,13 +1,21 @@
 """Where the CPU goes during one wrk run of idle.py (--perf-dir): system-wide `perf record -g`
 and `perf stat` (software events: this VM exposes no hardware counters), /proc/vmstat deltas
 (reclaim: pgscan, pgsteal, kswapd) and per-CPU busy time from /proc/stat, taken over the same
-window in the middle of the run. Each profiler is bounded by its own `sleep`."""
+window in the middle of the run. Each profiler is bounded by its own `sleep`. With --counters
+(no record): perf stat counts tracepoints too (scheduler switches and wake-ups, interrupts,
+timers, softirqs, TLB flushes, io_uring completions) and /proc/softirqs per CPU, cheap enough
+to run in every wrk window of every server."""
 import os
 import subprocess
 import time
 from pathlib import Path
 
 STAT_EVENTS = "task-clock,context-switches,cpu-migrations,page-faults,major-faults"
+TRACE_EVENTS = ("sched:sched_switch,sched:sched_wakeup,sched:sched_migrate_task,irq:irq_handler_entry,"
+                "irq:softirq_entry,irq_vectors:local_timer_entry,irq_vectors:reschedule_entry,"
+                "irq_vectors:call_function_entry,irq_vectors:call_function_single_entry,timer:hrtimer_expire_entry,"
+                "timer:timer_expire_entry,tlb:tlb_flush,io_uring:io_uring_complete,io_uring:io_uring_task_work_run,"
+                "io_uring:io_uring_poll_arm,net:netif_receive_skb,tcp:tcp_retransmit_skb")
 VMSTAT_KEYS = ("pgscan", "pgsteal", "kswapd", "pgfault", "pgmajfault", "compact", "slabs_scanned", "allocstall",
                "pgrefill", "pgactivate", "pgdeactivate", "numa", "thp")
 
@@ -18,6 +26,15 @@ def vmstat():
         k, v = line.split()
         if k.startswith(VMSTAT_KEYS):
             out[k] = int(v)
+    return out
+
+
+def softirqs():
+    # {kind: [count per CPU]}
+    out = {}
+    for line in Path("/proc/softirqs").read_text().splitlines()[1:]:
+        f = line.split()
+        out[f[0].rstrip(":")] = list(map(int, f[1:]))
     return out
 
 
@@ -46,24 +63,28 @@ def proc_cpu(pids):
     return total
 
 
-def profile(directory, tag, delay, seconds, groups=None):
+def profile(directory, tag, delay, seconds, groups=None, record=True):
     """Start the profilers after `delay` seconds; returns a function that waits and reports.
-    groups: name -> pids whose utime + stime over the window is reported (in seconds)."""
+    groups: name -> pids whose utime + stime over the window is reported (in seconds).
+    record=False: no perf record, and perf stat counts the tracepoints too."""
     groups = groups or {}
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     time.sleep(delay)
-    v0, c0, t0 = vmstat(), cpu_times(), time.monotonic()
+    v0, c0, s0, t0 = vmstat(), cpu_times(), softirqs(), time.monotonic()
     g0 = {name: proc_cpu(pids) for name, pids in groups.items()}
-    rec = subprocess.Popen(["perf", "record", "-a", "-g", "-q", "-o", str(d / f"{tag}.data"), "--",
-                            "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    st = subprocess.Popen(["perf", "stat", "-a", "-x,", "-e", STAT_EVENTS, "-o", str(d / f"{tag}.stat"), "--",
-                           "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = []
+    if record:
+        procs.append(subprocess.Popen(["perf", "record", "-a", "-g", "-q", "-o", str(d / f"{tag}.data"), "--",
+                                       "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    events = STAT_EVENTS if record else STAT_EVENTS + "," + TRACE_EVENTS
+    procs.append(subprocess.Popen(["perf", "stat", "-a", "-x,", "-e", events, "-o", str(d / f"{tag}.stat"), "--",
+                                   "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
     def finish():
-        for p in (rec, st):
+        for p in procs:
             p.wait(timeout=seconds + 120)
-        v1, c1, t1 = vmstat(), cpu_times(), time.monotonic()
+        v1, c1, s1, t1 = vmstat(), cpu_times(), softirqs(), time.monotonic()
         hz = os.sysconf("SC_CLK_TCK")
         g1 = {name: proc_cpu(pids) for name, pids in groups.items()}
         stat = {}
@@ -78,7 +99,8 @@ def profile(directory, tag, delay, seconds, groups=None):
         return {"seconds": round(t1 - t0, 2), "perf_stat": stat, "cpu_share": cpus,
                 "cpu_seconds": {name: (g1[name] - g0[name]) / hz for name in groups},
                 "vmstat_delta": {k: v1[k] - v0.get(k, 0) for k in v1 if v1[k] != v0.get(k, 0)},
-                "perf_data": str(d / f"{tag}.data")}
+                "softirqs_delta": {k: [b - a for a, b in zip(s0[k], s1[k])] for k in s1 if k in s0},
+                "perf_data": str(d / f"{tag}.data") if record else None}
     return finish
 
 

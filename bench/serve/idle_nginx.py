@@ -1,0 +1,84 @@
+"""nginx beside `sluice serve` in bench/serve/idle.py (--peer-nginx): the issue's peer, tuned as
+bench/serve/run.py tunes it (sendfile, tcp_nopush, aio threads, open_file_cache, access_log off),
+with K workers on one reuseport port in the same namespace and on the same CPU as sluice's K
+processes. The idle clients may hold their connections on either server (--idle-to): the
+active connections' loss is then measured for the server holding them and for the one that
+holds none, in the same run. Its idle connections get the same long keep-alive as sluice's
+--idle-timeout 3600."""
+import subprocess
+import time
+from pathlib import Path
+
+from idle_proc import socket_inodes
+
+NGINX_PORT = 8081
+
+CONF = """
+worker_processes {workers};
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/nginx.err warn;
+worker_rlimit_nofile {nofile};
+events {{ worker_connections {conns}; use epoll; }}
+thread_pool default threads=2 max_queue=65536;
+http {{
+  sendfile on;
+  tcp_nopush on;
+  tcp_nodelay on;
+  aio threads;
+  open_file_cache max=1000 inactive=60s;
+  open_file_cache_valid 60s;
+  access_log off;
+  keepalive_requests 100000000;
+  keepalive_timeout 3600s;
+  client_body_temp_path {dir}/body;
+  proxy_temp_path {dir}/proxy;
+  fastcgi_temp_path {dir}/fastcgi;
+  uwsgi_temp_path {dir}/uwsgi;
+  scgi_temp_path {dir}/scgi;
+  server {{
+    listen 127.0.0.1:{port} reuseport backlog=65535;
+    root {root};
+    location / {{ }}
+  }}
+}}
+"""
+
+
+def start_nginx(cmd_in_ns, root, workers, conns, nofile, workdir):
+    """The master and its `workers` workers (pids: master first); the workers run as nobody,
+    so the served directory is made readable to them."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    Path(root).chmod(0o755)
+    conf = workdir / "nginx.conf"
+    conf.write_text(CONF.format(workers=workers, dir=workdir, nofile=nofile, conns=conns, port=NGINX_PORT,
+                                root=root))
+    p = subprocess.Popen(cmd_in_ns("0", "nginx", "-c", conf, "-p", workdir), stdout=subprocess.DEVNULL,
+                         stderr=open(workdir / "stderr", "w"))
+    end = time.monotonic() + 60
+    kids = []
+    while len(kids) < workers:
+        if time.monotonic() > end or p.poll() is not None:
+            stop_nginx(p)
+            raise SystemExit(f"nginx did not start its {workers} workers: "
+                             f"{(workdir / 'stderr').read_text()[-400:]!r}")
+        time.sleep(0.1)
+        kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+    # ip netns exec, taskset and setsid exec in place: p.pid is the master; its children are
+    # the workers and (aio threads) nothing else, since thread pools are threads, not processes
+    return p, [int(k) for k in kids]
+
+
+def stop_nginx(p, timeout=90):
+    if p.poll() is None:
+        p.send_signal(3)  # SIGQUIT: graceful, waits for requests in flight
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def held_by_workers(workers):
+    """Sockets each worker holds (connections plus its one listener), from /proc."""
+    return {str(pid): {"sockets_in_proc": len(socket_inodes(pid))} for pid in workers}
