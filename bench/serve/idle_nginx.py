@@ -1,5 +1,7 @@
 """nginx beside `sluice serve` in bench/serve/idle.py (--peer-nginx): the issue's peer, tuned as
-bench/serve/run.py tunes it (sendfile, tcp_nopush, aio threads, open_file_cache, access_log off),
+bench/serve/run.py tunes it (sendfile, tcp_nopush, open_file_cache, access_log off) without aio
+threads (run.py's nginx-noaio: its faster setting for a cached 1 KB file; with them each
+request crosses to a pool thread, ~2.7 context switches and twice sluice's CPU per request),
 with K workers on one reuseport port in the same namespace and on the same CPU as sluice's K
 processes. The idle clients may hold their connections on either server (--idle-to): the
 active connections' loss is then measured for the server holding them and for the one that
@@ -20,12 +22,10 @@ pid {dir}/nginx.pid;
 error_log {dir}/nginx.err warn;
 worker_rlimit_nofile {nofile};
 events {{ worker_connections {conns}; use epoll; }}
-thread_pool default threads=2 max_queue=65536;
 http {{
   sendfile on;
   tcp_nopush on;
   tcp_nodelay on;
-  aio threads;
   open_file_cache max=1000 inactive=60s;
   open_file_cache_valid 60s;
   access_log off;
@@ -64,8 +64,7 @@ def start_nginx(cmd_in_ns, root, workers, conns, nofile, workdir):
                              f"{(workdir / 'stderr').read_text()[-400:]!r}")
         time.sleep(0.1)
         kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
-    # ip netns exec, taskset and setsid exec in place: p.pid is the master; its children are
-    # the workers and (aio threads) nothing else, since thread pools are threads, not processes
+    # ip netns exec, taskset and setsid exec in place: p.pid is the master, its children the workers
     return p, [int(k) for k in kids]
 
 

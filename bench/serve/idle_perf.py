@@ -50,6 +50,19 @@ def cpu_times():
     return out
 
 
+def kernel_threads():
+    """The kernel's own threads (kworkers, ksoftirqd, kswapd, rcu...): children of kthreadd."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "stat").read_text().rsplit(")", 1)[1].split()[1] == "2":
+                    out.append(int(d.name))
+            except (OSError, IndexError):
+                pass
+    return out
+
+
 def proc_cpu(pids):
     # utime + stime in clock ticks, summed over the processes still there (the kernel's own
     # accounting, to set beside the sampler's count)
@@ -67,7 +80,7 @@ def profile(directory, tag, delay, seconds, groups=None, record=True):
     """Start the profilers after `delay` seconds; returns a function that waits and reports.
     groups: name -> pids whose utime + stime over the window is reported (in seconds).
     record=False: no perf record, and perf stat counts the tracepoints too."""
-    groups = groups or {}
+    groups = dict(groups or {}, kthreads=kernel_threads())
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     time.sleep(delay)
@@ -96,6 +109,10 @@ def profile(directory, tag, delay, seconds, groups=None, record=True):
         for cpu in c0:
             dt = c1[cpu]["total"] - c0[cpu]["total"] or 1
             cpus[cpu] = {k: round((c1[cpu][k] - c0[cpu][k]) / dt, 3) for k in ("user", "system", "irq", "softirq", "idle", "steal")}
+            # the ticks the kernel accounted per second of this window (hz when every tick was
+            # accounted): time the vCPU did not run and the guest was not told of (no steal)
+            # shows as fewer
+            cpus[cpu]["accounted_per_s"] = round(dt / (t1 - t0), 1)
         return {"seconds": round(t1 - t0, 2), "perf_stat": stat, "cpu_share": cpus,
                 "cpu_seconds": {name: (g1[name] - g0[name]) / hz for name in groups},
                 "vmstat_delta": {k: v1[k] - v0.get(k, 0) for k in v1 if v1[k] != v0.get(k, 0)},
