@@ -63,6 +63,19 @@ def kernel_threads():
     return out
 
 
+def kernel_threads_cpu():
+    """{pid: (name, utime + stime in ticks)} of the kernel's threads, to name the ones busy in a window."""
+    out = {}
+    for pid in kernel_threads():
+        try:
+            head, tail = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
+            f = tail.split()
+            out[pid] = (head.split("(", 1)[1], int(f[11]) + int(f[12]))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
 def proc_cpu(pids):
     # utime + stime in clock ticks, summed over the processes still there (the kernel's own
     # accounting, to set beside the sampler's count)
@@ -86,6 +99,7 @@ def profile(directory, tag, delay, seconds, groups=None, record=True):
     time.sleep(delay)
     v0, c0, s0, t0 = vmstat(), cpu_times(), softirqs(), time.monotonic()
     g0 = {name: proc_cpu(pids) for name, pids in groups.items()}
+    k0 = kernel_threads_cpu()
     procs = []
     if record:
         procs.append(subprocess.Popen(["perf", "record", "-a", "-g", "-q", "-o", str(d / f"{tag}.data"), "--",
@@ -100,6 +114,12 @@ def profile(directory, tag, delay, seconds, groups=None, record=True):
         v1, c1, s1, t1 = vmstat(), cpu_times(), softirqs(), time.monotonic()
         hz = os.sysconf("SC_CLK_TCK")
         g1 = {name: proc_cpu(pids) for name, pids in groups.items()}
+        k1 = kernel_threads_cpu()
+        busy = {}  # kernel threads by name, CPU seconds in the window; a kworker by the workqueue
+        for pid, (name, t) in k1.items():  # it last ran ("kworker/0:1-events" -> "kworker-events")
+            if pid in k0 and t > k0[pid][1]:
+                key = "kworker" + ("-" + name.split("-", 1)[1] if "-" in name else "") if name.startswith("kworker") else name
+                busy[key] = round(busy.get(key, 0) + (t - k0[pid][1]) / hz, 2)
         stat = {}
         for line in (d / f"{tag}.stat").read_text().splitlines():
             f = line.split(",")
@@ -115,6 +135,7 @@ def profile(directory, tag, delay, seconds, groups=None, record=True):
             cpus[cpu]["accounted_per_s"] = round(dt / (t1 - t0), 1)
         return {"seconds": round(t1 - t0, 2), "perf_stat": stat, "cpu_share": cpus,
                 "cpu_seconds": {name: (g1[name] - g0[name]) / hz for name in groups},
+                "kernel_threads_busy": dict(sorted(busy.items(), key=lambda kv: -kv[1])[:8]),
                 "vmstat_delta": {k: v1[k] - v0.get(k, 0) for k in v1 if v1[k] != v0.get(k, 0)},
                 "softirqs_delta": {k: [b - a for a, b in zip(s0[k], s1[k])] for k in s1 if k in s0},
                 "perf_data": str(d / f"{tag}.data") if record else None}
