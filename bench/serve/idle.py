@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from idle_client import PER_SOURCE, PORT  # noqa: E402
 from idle_nginx import NGINX_PORT, held_by_workers, start_nginx, stop_nginx  # noqa: E402
 from idle_proc import loadavg, meminfo, rollup_sum  # noqa: E402
-from idle_wrk import NS, in_ns, run_wrk, wrk_step  # noqa: E402
+from idle_wrk import NS, boost, in_ns, run_wrk, wrk_step  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MEM_KEYS = ("MemAvailable", "MemFree", "Slab", "SUnreclaim", "SReclaimable")
@@ -86,7 +86,7 @@ def sysctl_restore(name, old):
     (Path("/proc/sys") / name.replace(".", "/")).write_text(old)
 
 
-def start_servers(sluice, root, k, threads, max_conns, logs):
+def start_servers(sluice, root, k, threads, max_conns, logs, boosted=False):
     """K servers on one port; their output goes to files (a pipe nobody reads would stall one)."""
     procs = []
     try:
@@ -104,6 +104,8 @@ def start_servers(sluice, root, k, threads, max_conns, logs):
                     raise SystemExit(f"serve did not start: {p.out.read_text()[:200]!r} "
                                      f"{p.out.with_suffix('.err').read_text()[:400]!r}")
                 time.sleep(0.05)
+            if boosted and not boost(p.pid):
+                raise SystemExit(f"serve {p.pid}: its autogroup could not be set (--boost)")
     except BaseException:
         stop_all(procs)
         raise
@@ -212,15 +214,18 @@ def measure(a, sluice, root, logs, result):
         result["server_mem_min_slots"], _ = rollup_sum([p.pid for p in small])
     finally:
         stop_all(small)
-    servers = start_servers(sluice, root, k, a.threads, result["max_connections_per_server"], logs)
+    servers = start_servers(sluice, root, k, a.threads, result["max_connections_per_server"], logs, a.boost)
     children, nginx, ngx = [], None, []
     try:
         pids = [p.pid for p in servers]
         if a.peer_nginx:
             slots = result["max_connections_per_server"]
             nginx, ngx = start_nginx(in_ns, root, k, slots, slots + 200, logs / "nginx")
+            if a.boost and not boost(nginx.pid):  # its workers are in its session: one autogroup
+                raise SystemExit("nginx: its autogroup could not be set (--boost)")
             result["nginx_workers"] = len(ngx)
         time.sleep(1)
+        result["autogroups"] = [Path(f"/proc/{q}/autogroup").read_text().strip() for q in pids[:1] + ngx[:1]]
         result["server_mem_start"], _ = rollup_sum(pids)
         run_wrk(a.active, 2)  # warm the page cache and each server's buffer pools
         if ngx:
@@ -323,6 +328,8 @@ def main():
                          " two; 0: it shares the host's, tcp_ehash_entries, 262,144 here)")
     ap.add_argument("--perf-dir", help="during both wrk runs: perf record -a -g, perf stat, /proc/vmstat and"
                     " per-CPU deltas (idle_perf.py); perf data written here")
+    ap.add_argument("--boost", action="store_true", help="the servers', nginx's and wrk's autogroups at nice -20"
+                    " (idle_wrk.boost): on a machine others share, as if it were quiet; the idle clients stay at 0")
     ap.add_argument("--counters", action="store_true", help="with --perf-dir: no perf record; perf stat counts"
                     " tracepoints too (idle_perf.TRACE_EVENTS)")
     ap.add_argument("--wrk-after", action="store_true", help="wrk a third time after the idle clients are killed")
@@ -342,7 +349,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("idle.py: stopped by SIGTERM"))
     sluice = str(Path(a.sluice).resolve())
     result = {"count_asked": a.count, "server_procs": a.server_procs, "threads": a.threads, "active": a.active,
-              "peer_nginx": a.peer_nginx, "idle_to": a.idle_to, "rounds": a.rounds,
+              "peer_nginx": a.peer_nginx, "idle_to": a.idle_to, "rounds": a.rounds, "boost": a.boost,
               "seconds": a.seconds, "min_free_gib": a.min_free_gib, "client_cpus": a.client_cpus,
               "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "loadavg_start": loadavg()}
     # Every process here inherits this one's RLIMIT_NOFILE; it can rise past the hard limit
