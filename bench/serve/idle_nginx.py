@@ -12,37 +12,27 @@ import time
 from pathlib import Path
 
 from idle_proc import socket_inodes
+from run import NGINX_CONF
 
 NGINX_PORT = 8081
 
-CONF = """
-worker_processes {workers};
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/nginx.err warn;
-worker_rlimit_nofile {nofile};
-events {{ worker_connections {conns}; use epoll; }}
-http {{
-  sendfile on;
-  tcp_nopush on;
-  tcp_nodelay on;
-  open_file_cache max=1000 inactive=60s;
-  open_file_cache_valid 60s;
-  access_log off;
-  keepalive_requests 100000000;
-  keepalive_timeout 3600s;
-  client_body_temp_path {dir}/body;
-  proxy_temp_path {dir}/proxy;
-  fastcgi_temp_path {dir}/fastcgi;
-  uwsgi_temp_path {dir}/uwsgi;
-  scgi_temp_path {dir}/scgi;
-  server {{
-    listen 127.0.0.1:{port} reuseport backlog=65535;
-    root {root};
-    location / {{ }}
-  }}
-}}
-"""
+# run.py's configuration, changed where this bench differs: K workers with room for K x N
+# connections, a keep-alive as long as sluice's --idle-timeout 3600, no aio threads (above)
+CHANGES = (("worker_processes 1;", "worker_processes {workers};"),
+           ("worker_rlimit_nofile 20000;", "worker_rlimit_nofile {nofile};"),
+           ("worker_connections 19000;", "worker_connections {conns};"),
+           ("thread_pool default threads=2 max_queue=65536;", ""),
+           ("keepalive_timeout 65;", "keepalive_timeout 3600s;"),
+           ("backlog=4096", "backlog=65535"))
+
+
+def config(workdir, root, workers, conns, nofile):
+    text = NGINX_CONF.format(dir=workdir, ip="127.0.0.1", port=NGINX_PORT, root=root, aio="")
+    for old, new in CHANGES:
+        if old not in text:  # run.py's configuration changed under this bench: say so, do not run another
+            raise SystemExit(f"idle_nginx: {old!r} is no longer in run.py's NGINX_CONF")
+        text = text.replace(old, new.format(workers=workers, conns=conns, nofile=nofile))
+    return text
 
 
 def start_nginx(cmd_in_ns, root, workers, conns, nofile, workdir):
@@ -51,8 +41,7 @@ def start_nginx(cmd_in_ns, root, workers, conns, nofile, workdir):
     workdir.mkdir(parents=True, exist_ok=True)
     Path(root).chmod(0o755)
     conf = workdir / "nginx.conf"
-    conf.write_text(CONF.format(workers=workers, dir=workdir, nofile=nofile, conns=conns, port=NGINX_PORT,
-                                root=root))
+    conf.write_text(config(workdir, root, workers, conns, nofile))
     p = subprocess.Popen(cmd_in_ns("0", "nginx", "-c", conf, "-p", workdir), stdout=subprocess.DEVNULL,
                          stderr=open(workdir / "stderr", "w"))
     end = time.monotonic() + 60
