@@ -13,6 +13,9 @@ all pinned to CPU 0, each in a session of its own) and:
   3. each server process's own /_stats (idle_client.py probe): connections_open per process;
   4. the same wrk run while the idle connections are held;
   5. with --wrk-after, the same wrk run again once the idle clients are killed.
+With --peer-nginx, nginx runs beside them (idle_nginx.py: K workers, same CPU, its own port)
+and every wrk step runs against both, alternated --rounds times; --idle-to says which of the
+two holds the idle connections, so the loss is measured for the holder and for the other.
 With --perf-dir, each wrk run is profiled (idle_perf.py: perf record/stat, /proc/vmstat and
 per-CPU deltas, the servers' and wrk's CPU); `python3 idle_perf.py RESULT.json` splits it.
 Why K processes: every process here has RLIMIT_NOFILE 20,000 (hard) and the container lacks
@@ -43,37 +46,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from idle_client import PER_SOURCE, PORT  # noqa: E402
-from idle_perf import profile  # noqa: E402
+from idle_nginx import NGINX_PORT, held_by_workers, start_nginx, stop_nginx  # noqa: E402
 from idle_proc import loadavg, meminfo, rollup_sum  # noqa: E402
-from run import parse_wrk  # noqa: E402 (the same wrk output as the serve bench)
+from idle_wrk import NS, boost, in_ns, run_wrk, wrk_step  # noqa: E402
 
-NS = "h15d-idle"
 HERE = Path(__file__).resolve().parent
 MEM_KEYS = ("MemAvailable", "MemFree", "Slab", "SUnreclaim", "SReclaimable")
-
-
-def in_ns(cpu, *cmd):
-    # setsid execs in place (the pid stays): a side's CPU share is not weighted by autogroups.
-    return ["ip", "netns", "exec", NS, "taskset", "-c", cpu, "setsid", *map(str, cmd)]
-
-
-def run_wrk(conns, seconds, perf_dir=None, tag=None, result=None, servers=()):
-    cmd = in_ns("1", "wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s",
-                f"http://127.0.0.1:{PORT}/1k.bin")
-    if not perf_dir:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60).stdout
-        return parse_wrk(out)
-    # profile the middle of the run: from 1 s in, for all but the last second
-    w = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        finish = profile(perf_dir, tag, 1, max(1, seconds - 2), {"servers": servers, "wrk": [w.pid]})
-        result[f"perf_{tag}"] = finish()  # before wrk ends: its CPU is read while it runs
-        out, _ = w.communicate(timeout=seconds + 60)
-    finally:
-        if w.poll() is None:
-            w.kill()
-            w.wait()
-    return parse_wrk(out)
 
 
 def raise_nofile(want):
@@ -108,7 +86,7 @@ def sysctl_restore(name, old):
     (Path("/proc/sys") / name.replace(".", "/")).write_text(old)
 
 
-def start_servers(sluice, root, k, threads, max_conns, logs):
+def start_servers(sluice, root, k, threads, max_conns, logs, boosted=False):
     """K servers on one port; their output goes to files (a pipe nobody reads would stall one)."""
     procs = []
     try:
@@ -126,6 +104,8 @@ def start_servers(sluice, root, k, threads, max_conns, logs):
                     raise SystemExit(f"serve did not start: {p.out.read_text()[:200]!r} "
                                      f"{p.out.with_suffix('.err').read_text()[:400]!r}")
                 time.sleep(0.05)
+            if boosted and not boost(p.pid):
+                raise SystemExit(f"serve {p.pid}: its autogroup could not be set (--boost)")
     except BaseException:
         stop_all(procs)
         raise
@@ -169,7 +149,7 @@ def open_idle(a, deadline):
             break
         # time.monotonic is system-wide: the children compare against the same clock.
         cmd = in_ns(a.client_cpus, sys.executable, HERE / "idle_client.py", "hold", i * sources_per, n,
-                    int(a.min_free_gib * 2**30), deadline)
+                    int(a.min_free_gib * 2**30), deadline, NGINX_PORT if a.idle_to == "nginx" else PORT)
         children.append(subprocess.Popen(cmd, stdout=subprocess.PIPE))
     done = {}
     pending = {}  # the raw fd is read (a buffered readline could hide a line select cannot see)
@@ -234,20 +214,32 @@ def measure(a, sluice, root, logs, result):
         result["server_mem_min_slots"], _ = rollup_sum([p.pid for p in small])
     finally:
         stop_all(small)
-    servers = start_servers(sluice, root, k, a.threads, result["max_connections_per_server"], logs)
-    children = []
+    servers = start_servers(sluice, root, k, a.threads, result["max_connections_per_server"], logs, a.boost)
+    children, nginx, ngx = [], None, []
     try:
         pids = [p.pid for p in servers]
+        if a.peer_nginx:
+            slots = result["max_connections_per_server"]
+            nginx, ngx = start_nginx(in_ns, root, k, slots, slots + 200, logs / "nginx")
+            if a.boost and not boost(nginx.pid):  # its workers are in its session: one autogroup
+                raise SystemExit("nginx: its autogroup could not be set (--boost)")
+            result["nginx_workers"] = len(ngx)
         time.sleep(1)
+        result["autogroups"] = [Path(f"/proc/{q}/autogroup").read_text().strip() for q in pids[:1] + ngx[:1]]
         result["server_mem_start"], _ = rollup_sum(pids)
         run_wrk(a.active, 2)  # warm the page cache and each server's buffer pools
-        result["wrk_no_idle"] = run_wrk(a.active, a.seconds, a.perf_dir, "no_idle", result, pids)
+        if ngx:
+            run_wrk(a.active, 2, port=NGINX_PORT)
+            result["nginx_mem_start"], _ = rollup_sum(ngx)
+        groups = {"servers": pids, "nginx": ngx}
+        wrk_step(a, result, "wrk_no_idle", groups)
         result["server_mem_after_wrk"], _ = rollup_sum(pids)
         result["meminfo_before"], result["sockstat_before"] = kernel_state()
         result["loadavg_before"] = loadavg()
         t0 = time.monotonic()
         children, done = open_idle(a, t0 + a.connect_seconds)
         result["client_procs"] = len(children)
+        groups["holders"] = [c.pid for c in children]
         result["connect_seconds"] = time.monotonic() - t0
         held = sum(n for n, _ in done.values())
         result["held"] = held
@@ -257,11 +249,15 @@ def measure(a, sluice, root, logs, result):
         result["loadavg_held"] = loadavg()
         result["server_mem_held"], each = rollup_sum(pids)
         result["client_mem_held"], _ = rollup_sum([c.pid for c in children if c.poll() is None])
-        result["per_server"] = per_server(pids)
-        for pid, e in result["per_server"].get("per_process", {}).items():
-            e["pss"], e["rss"] = each[int(pid)]["Pss"], each[int(pid)]["Rss"]
-        result["idle_held_by_stats"] = sum(e.get("idle_held", 0) for e in result["per_server"].get("per_process", {}).values())
-        result["wrk_with_idle"] = run_wrk(a.active, a.seconds, a.perf_dir, "idle_held", result, pids)
+        if a.idle_to == "sluice":
+            result["per_server"] = per_server(pids)
+            for pid, e in result["per_server"].get("per_process", {}).items():
+                e["pss"], e["rss"] = each[int(pid)]["Pss"], each[int(pid)]["Rss"]
+            result["idle_held_by_stats"] = sum(e.get("idle_held", 0) for e in result["per_server"].get("per_process", {}).values())
+        else:  # nginx has no /_stats: its workers' sockets from /proc (each also holds a listener)
+            result["nginx_mem_held"], _ = rollup_sum(ngx)
+            result["nginx_held_by_proc"] = held_by_workers(ngx)
+        wrk_step(a, result, "wrk_with_idle", groups)
         result["server_mem_after_wrk_idle"], _ = rollup_sum(pids)
     finally:
         t_end = time.monotonic()
@@ -274,7 +270,9 @@ def measure(a, sluice, root, logs, result):
             # drift in the shared machine's load over the run is not read as their cost
             time.sleep(5)
             result["sockstat_after_idle"] = kernel_state()[1]
-            result["wrk_after_idle"] = run_wrk(a.active, a.seconds, a.perf_dir, "after_idle", result, pids)
+            wrk_step(a, result, "wrk_after_idle", groups)
+        if nginx:
+            stop_nginx(nginx)
         stop_all(servers)
         result["teardown_seconds"] = time.monotonic() - t_end
         errs = [e.read_text()[-300:] for e in sorted(logs.glob("serve-*.err")) if e.stat().st_size]
@@ -294,9 +292,16 @@ def derive(result):
     result["kernel_sunreclaim_per_conn"] = (m1["SUnreclaim"] - m0["SUnreclaim"]) / held
     result["mem_available_used_per_conn"] = (m0["MemAvailable"] - m1["MemAvailable"]) / held
     result["client_pss_per_conn"] = result["client_mem_held"]["Pss"] / held
-    b, w = result["wrk_no_idle"], result["wrk_with_idle"]
-    result["rps_ratio"] = w["rps"] / b["rps"]
-    result["p99_ratio"] = w["p99_ms"] / b["p99_ms"] if b["p99_ms"] else None
+    for who in ("", "nginx_"):
+        if f"{who}wrk_with_idle" not in result:
+            continue
+        b, w = result[f"{who}wrk_no_idle"], result[f"{who}wrk_with_idle"]
+        result[f"{who}rps_ratio"] = w["rps"] / b["rps"]
+        result[f"{who}p99_ratio"] = w["p99_ms"] / b["p99_ms"] if b["p99_ms"] else None
+        if f"{who}wrk_after_idle" in result:
+            result[f"{who}rps_ratio_after"] = w["rps"] / result[f"{who}wrk_after_idle"]["rps"]
+    if "nginx_mem_held" in result:
+        result["nginx_pss_per_conn_grown"] = (result["nginx_mem_held"]["Pss"] - result["nginx_mem_start"]["Pss"]) / held
     # the old keys (one process: RSS), kept for the h15d runs' readers
     result["server_rss_min_slots"] = lo["Rss"]
     result["server_rss_held"] = hi["Rss"]
@@ -323,13 +328,28 @@ def main():
                          " two; 0: it shares the host's, tcp_ehash_entries, 262,144 here)")
     ap.add_argument("--perf-dir", help="during both wrk runs: perf record -a -g, perf stat, /proc/vmstat and"
                     " per-CPU deltas (idle_perf.py); perf data written here")
+    ap.add_argument("--boost", action="store_true", help="the servers', nginx's and wrk's autogroups at nice -20"
+                    " (idle_wrk.boost): on a machine others share, as if it were quiet; the idle clients stay at 0")
+    ap.add_argument("--counters", action="store_true", help="with --perf-dir: no perf record; perf stat counts"
+                    " tracepoints too (idle_perf.TRACE_EVENTS)")
     ap.add_argument("--wrk-after", action="store_true", help="wrk a third time after the idle clients are killed")
+    ap.add_argument("--peer-nginx", action="store_true", help="nginx beside sluice (idle_nginx.py); each wrk step"
+                    " runs against both")
+    ap.add_argument("--idle-to", choices=("sluice", "nginx"), default="sluice",
+                    help="the server the idle connections are held on (nginx needs --peer-nginx)")
+    ap.add_argument("--rounds", type=int, default=1, help="with --peer-nginx: wrk runs per server in each step,"
+                    " the servers alternated")
     ap.add_argument("--out")
     a = ap.parse_args()
+    if a.idle_to == "nginx" and not a.peer_nginx:
+        ap.error("--idle-to nginx needs --peer-nginx")
+    if a.counters and not a.perf_dir:
+        ap.error("--counters needs --perf-dir")
     # timeout(1) and bench-lock stop with SIGTERM: tear down (finally) rather than die in place
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("idle.py: stopped by SIGTERM"))
     sluice = str(Path(a.sluice).resolve())
     result = {"count_asked": a.count, "server_procs": a.server_procs, "threads": a.threads, "active": a.active,
+              "peer_nginx": a.peer_nginx, "idle_to": a.idle_to, "rounds": a.rounds, "boost": a.boost,
               "seconds": a.seconds, "min_free_gib": a.min_free_gib, "client_cpus": a.client_cpus,
               "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "loadavg_start": loadavg()}
     # Every process here inherits this one's RLIMIT_NOFILE; it can rise past the hard limit

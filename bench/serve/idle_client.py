@@ -32,16 +32,16 @@ def source_address(k):
     return f"127.{1 + k // 62500}.{(k // 250) % 250}.{1 + k % 250}"
 
 
-def connect_from(src, timeout=30):
+def connect_from(src, timeout=30, port=PORT):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1)
     s.settimeout(timeout)
     s.bind((src, 0))
-    s.connect(("127.0.0.1", PORT))
+    s.connect(("127.0.0.1", port))
     return s
 
 
-def hold(first_source, count, min_free, deadline):
+def hold(first_source, count, min_free, deadline, port=PORT):
     """Print `done N WHY` once it stops opening; then sleep until SIGTERM/SIGKILL (bounded)."""
     req = b"GET /idle.txt HTTP/1.1\r\nHost: x\r\n\r\n"
     # A reset on close: when the bench kills this process its connections go at once, with no
@@ -63,7 +63,7 @@ def hold(first_source, count, min_free, deadline):
                 last_report = i
         s = None
         try:
-            s = connect_from(source_address(first_source + i // PER_SOURCE))
+            s = connect_from(source_address(first_source + i // PER_SOURCE), port=port)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger0)
             s.sendall(req)
             got = b""
@@ -188,6 +188,7 @@ def probe(pids, per_pid, max_rounds=6):
 
 if __name__ == "__main__":
     if sys.argv[1] == "hold":
-        hold(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
+        hold(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]),
+             int(sys.argv[6]) if len(sys.argv) > 6 else PORT)
     elif sys.argv[1] == "probe":
         probe([int(p) for p in sys.argv[3].split(",")], int(sys.argv[2]))
