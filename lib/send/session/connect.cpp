@@ -99,7 +99,11 @@ void open_data_streams(const Connections& c, const Endpoint& to, const SendOptio
     opener.start(c.streams, kParallelOpens, [=, &links](unsigned i) {
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
         SendOptions o = opts; // a stream that starts after the gate opened connects under the scaled deadlines
-        if (auto p = gate->ready()) o.connect_timeout_ms = p->connect_ms, o.idle_timeout_ms = p->idle_ms;
+        if (auto p = gate->ready()) {
+            o.connect_timeout_ms = p->connect_ms;
+            o.idle_timeout_ms = p->idle_ms;
+            o.connection = p->connection; // a serve's push: through its port
+        }
         const int slot = out.data[i - 1].get();
         UniqueFd fd = open_connection(to, o);
         set_congestion_control(fd.get(), o.congestion_control);
@@ -112,16 +116,32 @@ void open_data_streams(const Connections& c, const Endpoint& to, const SendOptio
         // number), and the relay's plain end the data slot's.
         const int tcp_slot = relay ? out.tcp[i - 1].get() : slot;
         take_number(std::move(fd), tcp_slot);
+        std::optional<HelloGate::Pass> pass;
+        auto await_pass = [&] {
+            if (!pass) pass = gate->wait(gate_ms, gate_stopped);
+            if (!pass)
+                throw Error(ErrorCode::cancelled, "data stream " + std::to_string(i) + " to " + peer +
+                                                      " not opened: the control connection did not open");
+        };
+        // Connected before the control connection knew what the port is: a sluice serve's
+        // (its GET_HELLO first) takes this stream through the push's own connections instead.
+        if (!o.connection && is_serve_port(tcp_slot)) {
+            await_pass();
+            SendOptions via = o;
+            via.connection = pass->connection;
+            via.connect_timeout_ms = pass->connect_ms;
+            UniqueFd attached = open_connection(to, via);
+            set_congestion_control(attached.get(), o.congestion_control);
+            set_nodelay(attached.get());
+            take_number(std::move(attached), tcp_slot); // the serve's first connection closes
+        }
         const wire::ServerHello server = read_server_hello(tcp_slot, peer);
-        std::optional<HelloGate::Pass> pass = gate->wait(gate_ms, gate_stopped);
-        if (!pass)
-            throw Error(ErrorCode::cancelled, "data stream " + std::to_string(i) + " to " + peer +
-                                                  " not opened: the control connection did not open");
+        await_pass();
         set_io_timeout(tcp_slot, pass->idle_ms);
         wire::ClientHello h = pass->hello; // each thread its own copy: the handshake fills in the nonce
         h.role = wire::Role::data;
         h.stream_index = static_cast<uint16_t>(i);
-        HelloResult hr = answer_server_hello(tcp_slot, to.token, h, server, peer);
+        HelloResult hr = answer_server_hello(tcp_slot, pass->token, h, server, peer);
         if (relay) {
             UniqueFd plain = links.secure(tcp_slot, tls::Side::client, hr.psk, peer, i, on_fail);
             take_number(std::move(plain), slot);
@@ -132,16 +152,10 @@ void open_data_streams(const Connections& c, const Endpoint& to, const SendOptio
     }, std::move(stopped));
 }
 
-} // namespace
-
-Connections connect_transfer(Endpoint& to, SendOptions& opts, tls::Links& links,
-                             std::function<void(const Error&)> on_fail, bool records, DataStreams out,
-                             StreamOpener& opener, std::function<bool()> stopped) {
-    const std::string peer = to.host + ":" + std::to_string(to.port);
-    Connections c;
-    wire::ClientHello hello;
-    wire::random_bytes(hello.transfer_id);
-    c.control = open_connection(to, opts);
+// The control connection from its TCP connect on: a sluice serve's port asked for a push first
+// (then `to` and `opts` attach through it), its hello, TLS handshake and the verdict.
+void open_control(Connections& c, Endpoint& to, SendOptions& opts, tls::Links& links, wire::ClientHello hello,
+                  const std::string& peer, const std::function<void(const Error&)>& on_fail) {
     if (!opts.connection) {
         set_io_timeout(c.control.get(), opts.idle_timeout_ms);
         if (is_serve_port(c.control.get())) {
@@ -154,24 +168,11 @@ Connections connect_transfer(Endpoint& to, SendOptions& opts, tls::Links& links,
             c.control = open_connection(to, opts);
         }
     }
-    // --streams auto on a LAN or loopback: the default count, no search (StreamGovernor::kMinRttUs).
-    // The connect's SYN and SYN-ACK gave the path's first round trip, before the hello names
-    // the stream count.
-    const uint32_t path_us = min_rtt_us(c.control.get());
-    c.path_us = path_us;
-    c.streams = opts.streams;
-    if (opts.streams_auto && path_us < StreamGovernor::kMinRttUs) {
-        c.streams = std::min(opts.streams, kDefaultStreams);
-        c.auto_fixed = "auto: " + std::to_string(c.streams) + " streams, no search: a path of " + std::to_string(path_us) +
-                       " us round trip (under 2 ms, a LAN, where more streams only cost CPU)";
-    }
-    hello.stream_count = static_cast<uint16_t>(c.streams);
     c.control_mptcp = mptcp_of(c.control.get(), 0, opts.mptcp, false);
     set_nodelay(c.control.get());
     // Set before our first byte is written: the handshake frames already go under the chosen algorithm.
     set_congestion_control(c.control.get(), opts.congestion_control);
     set_io_timeout(c.control.get(), opts.idle_timeout_ms);
-    c.encrypted = tls::wants_encryption(opts.encrypt, c.control.get());
     if (c.encrypted) hello.features |= wire::kFeatureEncryption;
     // A reopened stream starts over in clear (send/session/stream_recovery.hpp), so with
     // encryption a broken stream fails the transfer instead: never a byte of it in clear.
@@ -183,17 +184,47 @@ Connections connect_transfer(Endpoint& to, SendOptions& opts, tls::Links& links,
     if (opts.announce_window > 0) hello.features |= wire::kFeatureAnnounceWindow;
     if (links.certificates()) hello.features |= wire::kFeatureCertificateVerdict;
     hello.role = wire::Role::control;
+    finish_control(c, to, opts, links, hello, peer, on_fail);
+}
+
+} // namespace
+
+Connections connect_transfer(Endpoint& to, SendOptions& opts, tls::Links& links,
+                             std::function<void(const Error&)> on_fail, bool records, DataStreams out,
+                             StreamOpener& opener, std::function<bool()> stopped) {
+    const std::string peer = to.host + ":" + std::to_string(to.port);
+    Connections c;
+    wire::ClientHello hello;
+    wire::random_bytes(hello.transfer_id);
+    c.control = open_connection(to, opts);
+    // --streams auto on a LAN or loopback: the default count, no search (StreamGovernor::kMinRttUs).
+    // The connect's SYN and SYN-ACK gave the path's first round trip, before the hello names
+    // the stream count (a serve's push connects again to the same host: the same path).
+    const uint32_t path_us = min_rtt_us(c.control.get());
+    c.path_us = path_us;
+    c.streams = opts.streams;
+    if (opts.streams_auto && path_us < StreamGovernor::kMinRttUs) {
+        c.streams = std::min(opts.streams, kDefaultStreams);
+        c.auto_fixed = "auto: " + std::to_string(c.streams) + " streams, no search: a path of " + std::to_string(path_us) +
+                       " us round trip (under 2 ms, a LAN, where more streams only cost CPU)";
+    }
+    hello.stream_count = static_cast<uint16_t>(c.streams);
+    c.encrypted = tls::wants_encryption(opts.encrypt, c.control.get());
     // The data streams connect now, side by side with the control connection's handshake
     // (hello_gate.hpp): their hellos wait at the gate until it and its TLS are done.
     auto gate = std::make_shared<HelloGate>();
     open_data_streams(c, to, opts, links, on_fail, records, out, opener, std::move(stopped), gate, peer);
     try {
-        finish_control(c, to, opts, links, hello, peer, on_fail);
+        open_control(c, to, opts, links, hello, peer, on_fail);
     } catch (...) {
         gate->close(); // the streams opening give up (and the session's stop() ends their sockets)
         throw;
     }
-    gate->open({.hello = c.hello, .connect_ms = c.deadlines.connect_ms, .idle_ms = c.deadlines.idle_ms});
+    gate->open({.hello = c.hello,
+                .connect_ms = c.deadlines.connect_ms,
+                .idle_ms = c.deadlines.idle_ms,
+                .token = to.token,
+                .connection = opts.connection});
     return c;
 }
 
