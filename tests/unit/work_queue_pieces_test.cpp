@@ -110,11 +110,3 @@ TEST_CASE("splitting() says the piece once the first was handed out: the streams
     CHECK(q.try_pop(0)->segments[0].length == kPiece);
     CHECK(q.splitting() == kPiece);
 }
-
-TEST_CASE("the piece: a 32nd of the block, never under 64 KiB, whole 4 KiB pages for the direct receive path") {
-    CHECK(tail_piece(8 << 20) == 256 * 1024);   // the default block
-    CHECK(tail_piece(64 << 20) == 2 << 20);     // the largest block
-    CHECK(tail_piece(1 << 20) == 64 * 1024);    // encrypted in user space: 1 MiB blocks
-    CHECK(tail_piece(64 * 1024) == 64 * 1024);  // the smallest block: not split (a piece must be shorter)
-    for (uint64_t block = 64 * 1024; block <= (64ull << 20); block += 4096) CHECK(tail_piece(block) % 4096 == 0);
-}

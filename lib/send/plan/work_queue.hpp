@@ -26,19 +26,10 @@
 
 namespace sluice {
 
-// split_tail()'s pieces per block: 256 KiB of the default 8 MiB, each still over a hundred
-// segments (its frame and checksum cost nothing next to its bytes). A stream in loss recovery
-// by timeouts (5-14% random loss at 80 ms: a lost retransmission waits for the RTO, doubling)
-// holds up to a piece unsent in its socket (TCP_NOTSENT_LOWAT, stream_work.cpp) that no other
-// stream can take: with 16 streams and 1 MiB pieces (h16s) 12 MB of the end sat in such sockets
-// for 5 s at 14% (h16t). Never under kMinTailPiece (a block of 64 KiB to 2 MiB is split less).
-inline constexpr uint64_t kTailPieces = 32;
-inline constexpr uint64_t kMinTailPiece = 64 * 1024;
-// Whole 4 KiB pages (a --block-size is a multiple of 4 KiB; the direct receive path writes pages).
-inline constexpr uint64_t tail_piece(uint64_t block) {
-    const uint64_t piece = block / kTailPieces & ~uint64_t{4095};
-    return piece > kMinTailPiece ? piece : kMinTailPiece;
-}
+// split_tail()'s pieces per block: 1 MiB of the default 8 MiB, so a stream at 10 Mbit/s holds
+// the end for under a second, yet each piece is still over a hundred segments (its frame and
+// checksum cost nothing next to its bytes).
+inline constexpr uint64_t kTailPieces = 8;
 
 struct Segment {
     const SourceFile* file = nullptr;

@@ -30,8 +30,8 @@ Stats SendSession::transfer() {
     connect("", false);
     planner_.set_block_size(block_size());
     // On a long path the last blocks go out in pieces (work_queue.hpp, split_tail): as many
-    // items as there are streams, in pieces of tail_piece().
-    if (path_us_ >= StreamGovernor::kMinRttUs) queue_.split_tail(data_.size(), tail_piece(block_size()));
+    // items as there are streams, in eighths of a block.
+    if (path_us_ >= StreamGovernor::kMinRttUs) queue_.split_tail(data_.size(), block_size() / kTailPieces);
     fit_.emplace(features_, log_, opts_.progress);
     if (fd_sources_.empty()) fit_->fit_tree(tree_, opts_.delete_extraneous, to_.host + ":" + std::to_string(to_.port));
     if (push_ && (tree_.hard_links || tree_.specials)) {
@@ -92,7 +92,7 @@ Stats SendSession::transfer() {
                           "stays for resends)");
     if (queue_.pieces())
         log_.verbose_line("the end in pieces: " + std::to_string(queue_.pieces()) + " pieces of " +
-                          std::to_string(tail_piece(block_size()) >> 10) +
+                          std::to_string((block_size() / kTailPieces) >> 10) +
                           " KiB taken by the free streams from the last blocks (a path of 2 ms or more: a slow stream holds less of the end)");
 
     // Known once the streams are open: kTLS may take the records over (connect.cpp).
