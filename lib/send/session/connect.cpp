@@ -42,7 +42,6 @@ void take_number(UniqueFd fd, int slot) {
     if (::dup2(fd.get(), slot) < 0) throw_errno(ErrorCode::internal, "dup2 opening a data stream");
 }
 
-
 // The control connection's hello, then its TLS handshake and the certificate verdict where
 // asked: what the data streams' hellos wait for (hello_gate.hpp). Fills c's features and
 // deadlines.
@@ -132,6 +131,7 @@ void open_data_streams(const Connections& c, const Endpoint& to, const SendOptio
             via.connect_timeout_ms = pass->connect_ms;
             UniqueFd attached = open_connection(to, via);
             set_congestion_control(attached.get(), o.congestion_control);
+            set_io_timeout(attached.get(), pass->idle_ms);
             set_nodelay(attached.get());
             take_number(std::move(attached), tcp_slot); // the serve's first connection closes
         }
