@@ -195,7 +195,7 @@ TEST_CASE("the hello gate: a pass once opened, none once closed, none when stopp
     CHECK_FALSE(open_gate.ready());
     wire::ClientHello h;
     h.stream_count = 7;
-    open_gate.open({.hello = h, .connect_ms = 1, .idle_ms = 2, .token = "t", .connection = {}});
+    open_gate.open({.hello = h, .connect_ms = 1, .idle_ms = 2});
     auto p = open_gate.wait(kWaitMs, [] { return false; });
     REQUIRE(p);
     CHECK(p->hello.stream_count == 7);

@@ -46,8 +46,9 @@ void take_number(UniqueFd fd, int slot) {
 // asked: what the data streams' hellos wait for (hello_gate.hpp). Fills c's features and
 // deadlines.
 void finish_control(Connections& c, const Endpoint& to, const SendOptions& opts, tls::Links& links, wire::ClientHello hello,
-                    const std::string& peer, const std::function<void(const Error&)>& on_fail) {
-    HelloResult r = client_handshake(c.control.get(), to.token, hello, peer);
+                    const std::string& peer, const std::function<void(const Error&)>& on_fail,
+                    const std::function<void()>& hello_sent) {
+    HelloResult r = client_handshake(c.control.get(), to.token, hello, peer, hello_sent);
     hello.features = r.features;
     c.features = r.features;
     c.offered = r.offered;
@@ -98,11 +99,7 @@ void open_data_streams(const Connections& c, const Endpoint& to, const SendOptio
     opener.start(c.streams, kParallelOpens, [=, &links](unsigned i) {
         if (opts.progress) opts.progress->streams[i - 1].state = StreamState::connecting;
         SendOptions o = opts; // a stream that starts after the gate opened connects under the scaled deadlines
-        if (auto p = gate->ready()) {
-            o.connect_timeout_ms = p->connect_ms;
-            o.idle_timeout_ms = p->idle_ms;
-            o.connection = p->connection; // a serve's push: through its port
-        }
+        if (auto p = gate->ready()) o.connect_timeout_ms = p->connect_ms, o.idle_timeout_ms = p->idle_ms;
         const int slot = out.data[i - 1].get();
         UniqueFd fd = open_connection(to, o);
         set_congestion_control(fd.get(), o.congestion_control);
@@ -115,33 +112,16 @@ void open_data_streams(const Connections& c, const Endpoint& to, const SendOptio
         // number), and the relay's plain end the data slot's.
         const int tcp_slot = relay ? out.tcp[i - 1].get() : slot;
         take_number(std::move(fd), tcp_slot);
-        std::optional<HelloGate::Pass> pass;
-        auto await_pass = [&] {
-            if (!pass) pass = gate->wait(gate_ms, gate_stopped);
-            if (!pass)
-                throw Error(ErrorCode::cancelled, "data stream " + std::to_string(i) + " to " + peer +
-                                                      " not opened: the control connection did not open");
-        };
-        // Connected before the control connection knew what the port is: a sluice serve's
-        // (its GET_HELLO first) takes this stream through the push's own connections instead.
-        if (!o.connection && is_serve_port(tcp_slot)) {
-            await_pass();
-            SendOptions via = o;
-            via.connection = pass->connection;
-            via.connect_timeout_ms = pass->connect_ms;
-            UniqueFd attached = open_connection(to, via);
-            set_congestion_control(attached.get(), o.congestion_control);
-            set_io_timeout(attached.get(), pass->idle_ms);
-            set_nodelay(attached.get());
-            take_number(std::move(attached), tcp_slot); // the serve's first connection closes
-        }
         const wire::ServerHello server = read_server_hello(tcp_slot, peer);
-        await_pass();
+        std::optional<HelloGate::Pass> pass = gate->wait(gate_ms, gate_stopped);
+        if (!pass)
+            throw Error(ErrorCode::cancelled, "data stream " + std::to_string(i) + " to " + peer +
+                                                  " not opened: the control connection did not open");
         set_io_timeout(tcp_slot, pass->idle_ms);
         wire::ClientHello h = pass->hello; // each thread its own copy: the handshake fills in the nonce
         h.role = wire::Role::data;
         h.stream_index = static_cast<uint16_t>(i);
-        HelloResult hr = answer_server_hello(tcp_slot, pass->token, h, server, peer);
+        HelloResult hr = answer_server_hello(tcp_slot, to.token, h, server, peer);
         if (relay) {
             UniqueFd plain = links.secure(tcp_slot, tls::Side::client, hr.psk, peer, i, on_fail);
             take_number(std::move(plain), slot);
@@ -155,7 +135,8 @@ void open_data_streams(const Connections& c, const Endpoint& to, const SendOptio
 // The control connection from its TCP connect on: a sluice serve's port asked for a push first
 // (then `to` and `opts` attach through it), its hello, TLS handshake and the verdict.
 void open_control(Connections& c, Endpoint& to, SendOptions& opts, tls::Links& links, wire::ClientHello hello,
-                  const std::string& peer, const std::function<void(const Error&)>& on_fail) {
+                  const std::string& peer, const std::function<void(const Error&)>& on_fail,
+                  const std::function<void()>& hello_sent) {
     if (!opts.connection) {
         set_io_timeout(c.control.get(), opts.idle_timeout_ms);
         if (is_serve_port(c.control.get())) {
@@ -184,7 +165,7 @@ void open_control(Connections& c, Endpoint& to, SendOptions& opts, tls::Links& l
     if (opts.announce_window > 0) hello.features |= wire::kFeatureAnnounceWindow;
     if (links.certificates()) hello.features |= wire::kFeatureCertificateVerdict;
     hello.role = wire::Role::control;
-    finish_control(c, to, opts, links, hello, peer, on_fail);
+    finish_control(c, to, opts, links, hello, peer, on_fail, hello_sent);
 }
 
 } // namespace
@@ -210,21 +191,22 @@ Connections connect_transfer(Endpoint& to, SendOptions& opts, tls::Links& links,
     }
     hello.stream_count = static_cast<uint16_t>(c.streams);
     c.encrypted = tls::wants_encryption(opts.encrypt, c.control.get());
-    // The data streams connect now, side by side with the control connection's handshake
-    // (hello_gate.hpp): their hellos wait at the gate until it and its TLS are done.
+    // The data streams connect once the control connection's hello is on its way, side by side
+    // with the rest of its handshake (hello_gate.hpp); their hellos wait at the gate until it
+    // and its TLS are done. Not before: the receiver reads a pending connection's hello before it
+    // accepts more, and a data connection accepted while the control connection is still
+    // pending may evict it where one address holds 16 pending (recv/session/acceptor.cpp).
+    // By then a serve's port has granted the push: `to` and `opts` are the push's.
     auto gate = std::make_shared<HelloGate>();
-    open_data_streams(c, to, opts, links, on_fail, records, out, opener, std::move(stopped), gate, peer);
     try {
-        open_control(c, to, opts, links, hello, peer, on_fail);
+        open_control(c, to, opts, links, hello, peer, on_fail, [&] {
+            open_data_streams(c, to, opts, links, on_fail, records, out, opener, std::move(stopped), gate, peer);
+        });
     } catch (...) {
         gate->close(); // the streams opening give up (and the session's stop() ends their sockets)
         throw;
     }
-    gate->open({.hello = c.hello,
-                .connect_ms = c.deadlines.connect_ms,
-                .idle_ms = c.deadlines.idle_ms,
-                .token = to.token,
-                .connection = opts.connection});
+    gate->open({.hello = c.hello, .connect_ms = c.deadlines.connect_ms, .idle_ms = c.deadlines.idle_ms});
     return c;
 }
 

@@ -30,12 +30,13 @@ wire::ServerHello read_server_hello(int fd, const std::string& peer) {
     return server;
 }
 
-HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer) {
-    return answer_server_hello(fd, token, std::move(hello), read_server_hello(fd, peer), peer);
+HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer,
+                             const std::function<void()>& sent) {
+    return answer_server_hello(fd, token, std::move(hello), read_server_hello(fd, peer), peer, sent);
 }
 
 HelloResult answer_server_hello(int fd, const std::string& token, wire::ClientHello hello, const wire::ServerHello& server,
-                                const std::string& peer) {
+                                const std::string& peer, const std::function<void()>& sent) {
     // Offered features the receiver lacks are dropped; the encryption bit stays, so a receiver
     // that does not encrypt can name the mismatch instead of finding garbage.
     hello.features = static_cast<uint8_t>((hello.features & server.features) | (hello.features & wire::kFeatureEncryption));
@@ -45,6 +46,7 @@ HelloResult answer_server_hello(int fd, const std::string& token, wire::ClientHe
     auto mac = wire::client_hello_mac(token, server.nonce, wire::client_hello_signed_part(out));
     std::copy(mac.begin(), mac.end(), out.end() - wire::kMacBytes);
     send_all(fd, out, ("handshake with " + peer).c_str());
+    if (sent) sent();
 
     std::array<unsigned char, wire::kServerAuthBytes> sa{};
     recv_exact(fd, sa, ("handshake with " + peer).c_str());

@@ -13,7 +13,6 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <string>
 
 #include "core/wire/protocol.hpp"
 
@@ -25,10 +24,6 @@ public:
         wire::ClientHello hello; // the control connection's, features as both sides use them
         int connect_ms = 0;      // the deadlines scaled by its round trip (core/io/rtt_deadlines.hpp)
         int idle_ms = 0;
-        // What the data streams authenticate with and connect through: a sluice serve's push
-        // changes both (push_request.hpp), found only on the control connection.
-        std::string token;
-        std::function<int()> connection;
     };
 
     void open(Pass p) {
