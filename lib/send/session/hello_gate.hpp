@@ -1,7 +1,7 @@
 #pragma once
 // Where the data streams' hellos wait for the control connection's (connect.cpp, issue 16).
-// A data stream connects and reads the receiver's hello while the control connection's
-// handshake still runs (on an 80 ms path that handshake took 2.5 round trips, and the data
+// A data stream connects (once the control connection's hello is written) and reads the
+// receiver's hello while the control connection's handshake still runs (on an 80 ms path that handshake took 2.5 round trips, and the data
 // streams' own 2.5 came after it: ~0.2 s before the first byte). Its own hello must not reach
 // the receiver before the control connection's: the receiver admits a data stream only into
 // a transfer its control connection has started (recv_session.cpp, admit()), and with TLS or
