@@ -27,14 +27,18 @@ def first_at(trace, nbytes):
 
 
 def budget(r, rate):
-    total = r.get("file_bytes") or 1 << 30
+    # The file's size: a complete row's bytes (run.py --size), else the 1 GiB default.
+    total = r["bytes"] if r.get("complete") else r.get("file_bytes") or 1 << 30
     trace = r.get("trace") or []
     opened = next((t for t, line in r.get("log", []) if "data stream 1 open" in line), None)
-    ramp = first_at(trace, 25e6)
-    tail = first_at(trace, total - 85e6)
+    # The ramp's 25 MB and the end's 85 MB are at 1 Gbit/s; a slower line scales them (h16t:
+    # 2.5 and 8.5 MB at 100 Mbit/s), so each stays ~0.2 s and ~0.7 s at the ceiling.
+    scale = rate / 1000
+    ramp = first_at(trace, 25e6 * scale)
+    tail = first_at(trace, total - 85e6 * scale)
     end = r["seconds"] if r.get("complete") else None
     ideal = total * 8 / ceiling_mbit(rate, r["loss_pct"]) / 1e6
-    steady = (total - 85e6 - 25e6) * 8 / (tail - ramp) / 1e6 if ramp and tail and tail > ramp else None
+    steady = (total - (85e6 + 25e6) * scale) * 8 / (tail - ramp) / 1e6 if ramp and tail and tail > ramp else None
     return {"tool": r["tool"], "streams": r["streams"], "loss": r["loss_pct"], "mbit": r.get("goodput_mbit"),
             "open_s": opened if opened is not None else r.get("connect_s"), "ramp_s": ramp, "steady_mbit": steady,
             "tail_s": end - tail if end and tail else None, "seconds": end, "ideal_s": ideal}
@@ -50,6 +54,7 @@ def main():
     ap.add_argument("--rate", type=float, default=1000.0)
     ap.add_argument("--plot")
     ap.add_argument("--title", default="")
+    ap.add_argument("--xmax", type=float, help="with --plot: only the first XMAX seconds (the start-up)")
     a = ap.parse_args()
     rows = [json.loads(l) for f in a.files for l in open(f) if l.strip()]
     rows = [r for r in rows if r.get("trace")]
@@ -71,10 +76,14 @@ def main():
             mb = [s["acked"] / 1e6 for s in r["trace"]]
             ax.plot(t, mb, label=f"{r['tool']} {r['streams']} @ {r['loss_pct']:g}% ({fmt(r.get('goodput_mbit'), 0)} Mbit/s)")
         rate = ceiling_mbit(a.rate, 0) / 8
-        ax.plot([0, 1074 / rate], [0, 1074], "k:", label="the ceiling from t = 0")
+        top = max(r["bytes"] for r in rows) / 1e6
+        ax.plot([0, top / rate], [0, top], "k:", label="the ceiling from t = 0")
+        if a.xmax:
+            ax.set_xlim(0, a.xmax)
+            ax.set_ylim(0, rate * a.xmax)
         ax.set_xlabel("seconds from the sender's start")
         ax.set_ylabel("MB acknowledged")
-        ax.set_title(f"1 GiB at 80 ms, {a.rate:g} Mbit/s{a.title}")
+        ax.set_title(f"{top:.0f} MB at {rows[0]['rtt_ms']:g} ms, {a.rate:g} Mbit/s{a.title}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
         fig.tight_layout()

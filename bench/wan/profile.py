@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run  # noqa: E402
+import wan_movers  # noqa: E402
 import wan  # noqa: E402
 
 EVENTS = ["raw_syscalls:sys_enter", "context-switches", "io_uring:io_uring_submit_req",
@@ -96,16 +96,16 @@ def measure(w, a, tool, binary, token_file, rtt, recv_path):
         time.sleep(a.warm)
         pids = f"{send.pid},{recv.pid}"
         l0 = w.counters()["ab"]
-        c0 = [run.cpu_seconds(p.pid) for p in (send, recv)]
-        b0 = run.ss_totals(w, "a", port)
+        c0 = [wan_movers.cpu_seconds(p.pid) for p in (send, recv)]
+        b0 = wan_movers.ss_totals(w, "a", port)
         stats = [subprocess.Popen(["perf", "stat", "-x", " ", "-e", ",".join(EVENTS), "-p", str(p.pid), "--", "sleep",
                                    str(a.seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                  for p in (send, recv)]
         t0 = time.monotonic()
         errs = [st.communicate(timeout=a.seconds + 30)[1] for st in stats]
         dt = time.monotonic() - t0
-        c1 = [run.cpu_seconds(p.pid) for p in (send, recv)]
-        b1 = run.ss_totals(w, "a", port)
+        c1 = [wan_movers.cpu_seconds(p.pid) for p in (send, recv)]
+        b1 = wan_movers.ss_totals(w, "a", port)
         l1 = w.counters()["ab"]
         threads = {n: len(list(Path(f"/proc/{p.pid}/task").iterdir())) for n, p in (("send", send), ("recv", recv))}
         data = Path(a.out_dir) / f"{tool}-{recv_path or 'x'}-{rtt}ms-{a.streams}.data"

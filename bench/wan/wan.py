@@ -55,7 +55,7 @@ def mathis_bps(rtt_ms, loss):
 class Wan:
     def __init__(self, prefix="slwan", delay_ab=10.0, delay_ba=10.0, jitter=0.0, loss_ab=0.0, loss_ba=0.0,
                  ge_ab=None, rate_mbit=1000.0, buffer_bytes=None, sockbuf=None, delayline=None, log=print,
-                 bottleneck="line"):
+                 bottleneck="line", own_sessions=False):
         if len(prefix) > 12 or not re.fullmatch(r"[a-z0-9]+", prefix):
             raise ValueError(f"prefix '{prefix}': 1-12 lower-case letters or digits (interface names are 15 at most)")
         self.p = prefix
@@ -79,6 +79,12 @@ class Wan:
         self.log = log
         self.line = None
         self.stats_path = f"/tmp/{prefix}-delayline.json"
+        # Every command in an end (A, B) started in a session of its own (setsid), as
+        # bench/serve/get.py does (h15k): with autogroups on (this machine's default), ends
+        # started from the bench's one session shared its autogroup, each end's CPU weighted by
+        # its thread count against the other's and against other load. setsid execs in place
+        # (a child of Popen leads no group), so the pid stays the mover's (/proc CPU times).
+        self.own_sessions = own_sessions
 
     # names
     def ns(self, side):
@@ -93,11 +99,15 @@ class Wan:
     def rtt_ms(self):
         return self.delay_ab + self.delay_ba + self.jitter  # jitter is uniform 0..J each way: J/2 + J/2
 
+    def _in(self, side, args):
+        session = ["setsid"] if self.own_sessions and side in ("a", "b") else []
+        return ["ip", "netns", "exec", self.ns(side), *session] + [str(a) for a in args]
+
     def ex(self, side, args, **kw):
-        return sh(["ip", "netns", "exec", self.ns(side)] + [str(a) for a in args], **kw)
+        return sh(self._in(side, args), **kw)
 
     def popen(self, side, args, **kw):
-        return subprocess.Popen(["ip", "netns", "exec", self.ns(side)] + [str(a) for a in args], **kw)
+        return subprocess.Popen(self._in(side, args), **kw)
 
     # set-up and tear-down
     def down(self):

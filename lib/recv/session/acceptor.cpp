@@ -26,9 +26,10 @@ namespace sluice {
 namespace {
 
 // Why these numbers (docs/guarantees.md, "A flood of connections"): 256 pending sockets are
-// far below the fd limit, a sender has one pending at a time (it connects its streams one
-// after another), and 16 per source leaves room for several senders behind one NAT while a
-// single flooding address can never hold more than 1/16 of the table.
+// far below the fd limit, a sender has at most 9 pending at a time (its control connection and
+// 8 data streams opening side by side, which connect during the control's handshake:
+// send/session/connect.cpp), and 16 per source leaves room for that while a single flooding
+// address can never hold more than 1/16 of the table.
 constexpr size_t kMaxPendingHandshakes = 256;
 constexpr size_t kMaxPendingPerSource = 16;
 constexpr int kHandshakeDeadlineMs = 10000;

@@ -15,7 +15,7 @@
 
 namespace sluice {
 
-HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer) {
+wire::ServerHello read_server_hello(int fd, const std::string& peer) {
     std::array<unsigned char, wire::kServerHelloBytes> sh{};
     recv_exact(fd, sh, ("handshake with " + peer).c_str());
     wire::ServerHello server;
@@ -27,6 +27,16 @@ HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello
     if (server.version != wire::kVersion)
         throw Error(ErrorCode::protocol, peer + " speaks sluice protocol version " + std::to_string(server.version) +
                                              ", this sender speaks " + std::to_string(wire::kVersion));
+    return server;
+}
+
+HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer,
+                             const std::function<void()>& sent) {
+    return answer_server_hello(fd, token, std::move(hello), read_server_hello(fd, peer), peer, sent);
+}
+
+HelloResult answer_server_hello(int fd, const std::string& token, wire::ClientHello hello, const wire::ServerHello& server,
+                                const std::string& peer, const std::function<void()>& sent) {
     // Offered features the receiver lacks are dropped; the encryption bit stays, so a receiver
     // that does not encrypt can name the mismatch instead of finding garbage.
     hello.features = static_cast<uint8_t>((hello.features & server.features) | (hello.features & wire::kFeatureEncryption));
@@ -36,6 +46,7 @@ HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello
     auto mac = wire::client_hello_mac(token, server.nonce, wire::client_hello_signed_part(out));
     std::copy(mac.begin(), mac.end(), out.end() - wire::kMacBytes);
     send_all(fd, out, ("handshake with " + peer).c_str());
+    if (sent) sent();
 
     std::array<unsigned char, wire::kServerAuthBytes> sa{};
     recv_exact(fd, sa, ("handshake with " + peer).c_str());

@@ -23,7 +23,17 @@ struct HelloResult {
     uint8_t features = 0;
     uint16_t offered = 0; // the receiver's ServerHello features (bits past ClientHello's u8 included)
 };
-HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer);
+// sent(), if given, runs once our hello is written, before the receiver's answer is read.
+HelloResult client_handshake(int fd, const std::string& token, wire::ClientHello hello, const std::string& peer,
+                             const std::function<void()>& sent = {});
+
+// client_handshake in its two halves, for a data stream that connects while the control
+// connection's handshake still runs (connect.cpp): the receiver's hello is read as soon as it
+// comes, ours is sent only once the control connection is authenticated (the receiver admits
+// a data stream only into a transfer its control connection has started).
+wire::ServerHello read_server_hello(int fd, const std::string& peer);
+HelloResult answer_server_hello(int fd, const std::string& token, wire::ClientHello hello, const wire::ServerHello& server,
+                                const std::string& peer, const std::function<void()>& sent = {});
 
 // Certificate mode, on the control connection's plain fd once its TLS handshake has ended:
 // waits at most wait_ms for the receiver's CERTIFICATE_ACCEPTED. In TLS 1.3 a receiver judges

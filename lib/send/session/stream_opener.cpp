@@ -110,8 +110,11 @@ std::string StreamOpener::timeline() const {
         return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(t - t0_).count()) + " ms";
     };
     if (opened_ == 0) return "no data stream opened";
+    // start() runs once the control connection's TCP connect is done, before its hello
+    // (connect.cpp): the times count from there.
     return "data streams opened side by side: the first after " + ms(first_) + ", " + std::to_string(opened_) + " of " +
-           std::to_string(state_.size()) + " after " + ms(last_) + " (each sent as soon as it was open)";
+           std::to_string(state_.size()) + " after " + ms(last_) +
+           " from the control connection's connect (each sent as soon as it was open)";
 }
 
 } // namespace sluice
