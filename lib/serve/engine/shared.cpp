@@ -84,6 +84,7 @@ ServeStats Shared::snapshot() {
     s.pushes_refused = push_refused.load();
     s.pushes_failed = push_failed.load();
     s.push_bytes = push_bytes.load();
+    s.push_streams_ring = push_streams_ring.load();
     s.push_path = push_path;
     return s;
 }
@@ -154,6 +155,7 @@ std::string ServeStats::to_json() const {
     num("pushes_refused", pushes_refused);
     num("pushes_failed", pushes_failed);
     num("push_bytes", push_bytes);
+    num("push_streams_ring", push_streams_ring);
     str("push_path", push_path);
     o += std::string("\"https\":") + (https ? "true" : "false") + ",";
     num("tls_handshakes", tls_handshakes);

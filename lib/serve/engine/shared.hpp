@@ -85,6 +85,7 @@ struct Shared {
     // Pushes (serve/get/push_*.cpp): counted by the rings and the push threads.
     std::atomic<uint64_t> pushes{0}, push_open{0}, push_done{0}, push_refused{0}, push_failed{0}, push_bytes{0};
     std::atomic<unsigned> push_admitted{0}; // pushes holding a --max-pushes place
+    std::atomic<uint64_t> push_streams_ring{0}; // pushes' data streams received on the get rings (PushStreams)
     // Which paths ran, as the first thread found them (the same kernel for all).
     std::mutex paths_mu;
     std::string recv_path, accept_path, cold_check_text, ring_mode;

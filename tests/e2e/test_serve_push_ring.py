@@ -1,0 +1,126 @@
+"""Pushes' data streams on the serve's rings (issue 15, h15p). Before, each admitted push was
+received by `sluice recv`'s engine on threads of its own: 2 + streams per push. Now its data
+streams are received by the ring that admitted it (receives on the ring, each stream's parse,
+writes and checksums on the ring's pool) and only the push's own two threads remain (admitting
+its connections; its control). What must hold: four pushes of eight streams each, held
+mid-transfer at once, add at most 2 threads per push to the server (the count cannot depend on
+timing: no thread is ever made for a data stream; main's binary adds 10 per push); an
+encrypted push's records are opened on the pool; a server told to stop during a push ends it
+(nothing incomplete under a final name) instead of hanging on the streams it hosts. No timed
+assertions: every wait_for is a hang guard."""
+import json
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from conftest import SLUICE, file_hash, kill_process, leftovers, run_sluice, tree_digest, wait_for, write_random
+from serve_client import Server
+
+TOKEN = "testtoken"
+
+
+def stats(server):
+    return json.loads(urllib.request.urlopen(server.url("/_stats"), timeout=30).read())
+
+
+def threads(server):
+    return len(os.listdir(f"/proc/{server.proc.pid}/task"))
+
+
+def tree(root, seed, big):
+    root.mkdir(parents=True)
+    write_random(root / "big.bin", big, seed)
+    for i in range(20):
+        (root / f"f{i:02d}").write_bytes(os.urandom(100 + i * 37))
+    return root
+
+
+def journaled(root):
+    return list(Path(root).rglob(".sluice-part.*.j"))
+
+
+def test_held_pushes_add_no_thread_per_stream(tmp_path):
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "page.txt").write_text("still served\n")
+    srcs = [tree(tmp_path / f"src{i}" / f"host{i}", 20 + i, 48 << 20) for i in range(4)]
+    s = Server(served, "--port", "0", "--allow-upload", "--threads", "1", "-v")
+    url = s.sluice_base + f"?token={TOKEN}"
+    procs = []
+    try:
+        # Warm: a push end to end, so every thread the server makes at all is made.
+        warm = tree(tmp_path / "warm" / "w", 1, 1 << 20)
+        r = run_sluice("send", warm, url, "--streams", "8", timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert wait_for(lambda: stats(s)["pushes_open"] == 0, 60)
+        base = threads(s)
+        # Four pushes of eight streams, slow enough (2 MB/s each) to be held mid-transfer while
+        # the threads are counted: each has verified and journaled a block of its large file.
+        procs = [subprocess.Popen([SLUICE, "send", str(p), url, "--streams", "8", "--block-size", "256K", "--rate-limit", "2M"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for p in srcs]
+        assert wait_for(lambda: stats(s)["pushes_open"] == 4, 120), stats(s)
+        assert wait_for(lambda: all(journaled(served / f"host{i}") for i in range(4)), 120), stats(s)
+        # Every stream joined (a binary without the count, as main's before h15p: at once).
+        assert wait_for(lambda: stats(s).get("push_streams_ring", -1) in (-1, 8 + 4 * 8), 120), stats(s)
+        held = threads(s)
+        print("threads: base", base, "with 4 pushes of 8 streams held", held)
+        # Before h15p each push held 2 + 8 threads (sluice recv's engine); now its 2 alone.
+        assert held <= base + 2 * 4, (held, base)
+        assert stats(s)["push_streams_ring"] == 8 + 4 * 8
+        # The ring still serves others meanwhile.
+        assert urllib.request.urlopen(s.url("/page.txt"), timeout=60).read() == b"still served\n"
+        for p in procs:
+            kill_process(p)
+        procs = []
+        assert wait_for(lambda: stats(s)["pushes_open"] == 0, 120), stats(s)
+        assert threads(s) <= base
+        rc, _, err = s.stop()
+        assert rc == 0, err
+        assert "8 data streams on the ring (hosted)" in err, err
+    finally:
+        for p in procs:
+            kill_process(p)
+        s.kill()
+
+
+def test_an_encrypted_push_on_the_ring(tmp_path):
+    src = tree(tmp_path / "src" / "enc", 3, 20 << 20)
+    served = tmp_path / "served"
+    served.mkdir()
+    s = Server(served, "--port", "0", "--allow-upload", "-v")
+    try:
+        r = run_sluice("send", src, s.sluice_base + f"?token={TOKEN}", "--encrypt", "--streams", "3", "--block-size", "1M",
+                       "--json", timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert tree_digest(served / "enc") == tree_digest(src)
+        assert leftovers(served) == []
+        st = stats(s)
+        assert st["pushes_done"] == 1 and st["push_streams_ring"] == 3, st
+        rc, _, err = s.stop()
+        assert rc == 0, err
+        assert "3 data streams on the ring (tls_hosted)" in err, err
+    finally:
+        s.kill()
+
+
+def test_a_server_stopped_during_a_push_ends_it(tmp_path):
+    src = tree(tmp_path / "src" / "h", 4, 48 << 20)
+    served = tmp_path / "served"
+    served.mkdir()
+    s = Server(served, "--port", "0", "--allow-upload", "-v")
+    tx = subprocess.Popen([SLUICE, "send", str(src), s.sluice_base + f"?token={TOKEN}", "--streams", "4", "--block-size", "1M",
+                           "--rate-limit", "4M"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: journaled(served), 120), stats(s)
+        rc, _, err = s.stop(timeout=120)  # the drain ends the push: the server does not hang on its streams
+        assert rc == 0, err
+        assert "push from 127.0.0.1: failed" in err, err
+        _, terr = tx.communicate(timeout=120)
+        assert tx.returncode != 0, terr
+        # Nothing incomplete under its final name; what was verified stays journaled for a resume.
+        assert not (served / "h" / "big.bin").exists()
+        assert journaled(served)
+    finally:
+        kill_process(tx)
+        s.kill()
