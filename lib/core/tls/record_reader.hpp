@@ -34,6 +34,8 @@ public:
     size_t open(size_t n, unsigned char* out);
     // Part of a record is held: an end of the connection now cut it short.
     bool mid_record() const { return have_ > off_; }
+    // Bytes received and not opened yet (part of a record).
+    size_t unopened() const { return have_ - off_; }
     // Anything is held: part of a record, whole records or opened bytes not read yet.
     bool holding() const { return have_ > off_ || rest_n_ > 0; }
 

@@ -8,27 +8,40 @@
 
 #include <cstring>
 
+#include <fcntl.h>
+
+#include <algorithm>
+
 #include "core/io/sys_error.hpp"
+#include "recv/paths/allocate_ahead.hpp"
+#include "recv/paths/small_direct_files.hpp"
 
 namespace sluice {
 
 namespace {
 
 constexpr size_t kBufferBytes = 2 << 20;
+constexpr size_t kStageBytes = 2 << 20; // a multiple of direct_layout::kAlign
+constexpr uint64_t kDirectMinBytes = SmallDirectFiles::kMaxBytes;
 
 } // namespace
 
 HostedReceiver::HostedReceiver(int sock, unsigned index, RecvContext& ctx, const tls::LinkKeys* keys)
     : sock_(sock), index_(index), ctx_(ctx), buf_(kBufferBytes), dirs_(ctx.tree), wait_(sock, ctx.idle_timeout_ms, ctx.marks),
-      parser_("data stream " + std::to_string(index)), hold_(ctx.files.hold(index)) {
+      parser_("data stream " + std::to_string(index)), hold_(ctx.files.hold(index)), stage_(kStageBytes) {
     if (keys) records_.emplace(keys->rx, "data stream " + std::to_string(index), kBufferBytes);
 }
 
 HostedStream::Read HostedReceiver::next_read() {
-    // Marked for the rest of the frame begun; not when encrypted (part of a record held
-    // undecrypted is received but not parsed, so the plain bytes owed overstate what is to come).
-    plan_ = wait_.arm(records_ ? 0 : static_cast<size_t>(parser_.owed()));
-    if (records_) return {records_->room(), records_->room_bytes(), false, plan_.timeout};
+    // Marked for the rest of the frame begun. Encrypted, less the part of a record held
+    // unopened (received but not parsed yet): every plain byte owed beyond it comes as at least
+    // one byte on the wire, so the mark never asks for more than the sender is bound to send.
+    // Without a mark an encrypted stream's receives brought a few records each, and each costs
+    // a step on the pool.
+    const size_t owed = static_cast<size_t>(parser_.owed());
+    const size_t held = records_ ? records_->unopened() : 0;
+    plan_ = wait_.arm(owed > held ? owed - held : 0);
+    if (records_) return {records_->room(), records_->room_bytes(), plan_.marked, plan_.timeout};
     return {buf_.data(), kBufferBytes, plan_.marked, plan_.timeout};
 }
 
@@ -70,30 +83,68 @@ void HostedReceiver::block_begin(const wire::BlockPrefix& p, uint32_t len) {
     block_off_ = write_pos_ = p.offset;
     block_len_ = len;
     block_sum_ = p.checksum;
+    block_end_ = p.offset + len;
+    chunk_ = {};
+    staged_ = 0;
     xxh_.reset();
-    if (open_file_ != &f) {
-        // The file this stream moved past is written: its pages go through the window
-        // instead of staying cached (writeback_window.hpp).
-        if (open_file_) written_.add(std::move(open_fd_), open_file_->entry.size);
-        open_fd_ = open_temp_file(dirs_, f);
-        open_file_ = &f;
-    }
+    if (open_file_ != &f) switch_file(f);
     hold_.settle();
+}
+
+void HostedReceiver::switch_file(RecvFile& f) {
+    // A file written through the page cache that this stream moved past: its pages go through
+    // the window instead of staying cached (writeback_window.hpp); O_DIRECT files left none.
+    if (open_file_ && !direct_fd_) written_.add(std::move(open_fd_), open_file_->entry.size);
+    open_fd_.reset();
+    direct_fd_.reset();
+    open_fd_ = open_temp_file(dirs_, f);
+    open_file_ = &f;
+    if (f.entry.size < kDirectMinBytes || fb_.direct_refused) return;
+    direct_fd_.reset(::openat(dirs_.get(f.parent), f.temp.c_str(), O_WRONLY | O_DIRECT | O_NOFOLLOW | O_CLOEXEC));
+    if (direct_fd_) return;
+    if (errno != EINVAL) throw_errno(ErrorCode::destination, "cannot open '" + f.entry.path + "' for O_DIRECT writes");
+    fb_.direct_refused = true; // e.g. tmpfs: said in the stats as a fallback
 }
 
 void HostedReceiver::block_data(std::span<const unsigned char> d) {
     xxh_.update(d.data(), d.size());
-    size_t done = 0;
-    while (done < d.size()) {
-        const ssize_t w = ::pwrite(open_fd_.get(), d.data() + done, d.size() - done, static_cast<off_t>(write_pos_ + done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) throw_errno(ErrorCode::destination, "cannot write '" + block_file_->entry.path + "'");
-        if (w == 0) throw Error(ErrorCode::destination, "cannot write '" + block_file_->entry.path + "': no progress");
-        done += static_cast<size_t>(w);
-    }
-    write_pos_ += d.size();
     ctx_.bytes_received.fetch_add(d.size(), std::memory_order_relaxed);
     if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(d.size(), std::memory_order_relaxed);
+    if (!direct_fd_) {
+        pwrite_whole(open_fd_.get(), d.data(), d.size(), write_pos_, block_file_->entry.path);
+        write_pos_ += d.size();
+        return;
+    }
+    while (!d.empty()) {
+        if (staged_ == chunk_.length) {
+            chunk_ = direct_layout::next_chunk(write_pos_, block_end_, kStageBytes);
+            staged_ = 0;
+        }
+        const size_t take = std::min(d.size(), chunk_.length - staged_);
+        std::memcpy(stage_.data() + chunk_.skew + staged_, d.data(), take);
+        staged_ += take;
+        write_pos_ += take;
+        d = d.subspan(take);
+        if (staged_ == chunk_.length) write_chunk(*block_file_);
+    }
+}
+
+void HostedReceiver::write_chunk(const RecvFile& f) {
+    unsigned char* buf = stage_.data();
+    const direct_layout::Plan plan = direct_layout::plan_chunk(chunk_, f.entry.size);
+    // Pages shared with a neighbouring block (which another stream may be writing now):
+    // through the page cache, which merges the two parts; O_DIRECT only covers pages no other
+    // block has bytes in (direct_layout.hpp).
+    for (const direct_layout::Run* r : {&plan.head, &plan.tail}) {
+        if (!r->length) continue;
+        pwrite_whole(open_fd_.get(), buf + r->at, r->length, r->offset, f.entry.path);
+        ++fb_.shared_page_writes;
+    }
+    if (!plan.direct.length) return;
+    allocate_ahead(*block_file_, direct_fd_.get(), plan.direct.offset, plan.direct.offset + plan.direct.length, allocate_refused_);
+    if (plan.direct_padded != plan.direct.length)
+        std::memset(buf + plan.direct.at + plan.direct.length, 0, plan.direct_padded - plan.direct.length);
+    pwrite_whole(direct_fd_.get(), buf + plan.direct.at, plan.direct_padded, plan.direct.offset, f.entry.path);
 }
 
 void HostedReceiver::block_end() {

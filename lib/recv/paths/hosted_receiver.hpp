@@ -2,11 +2,16 @@
 // Receive path "hosted": one data stream whose socket another loop reads (a `sluice serve`
 // ring: core/session/hosted_streams.hpp). Each receive lands in the stream's buffer (or, when
 // encrypted, its record buffer, opened into that buffer: AES-GCM is the copy); the blocks parsed
-// from it are written at their offsets with pwrite, summed while hot, and verified, journaled and
-// finished by the same steps as every path (file_finisher.cpp). One receive in flight, and the
-// next only once the last one's bytes are written: the socket's own buffer keeps the sender
-// going meanwhile, and the stream holds one buffer whatever the sender does. Within a block the
-// receive waits under a low-water mark (marked_wait.hpp), as recv_write's does.
+// from it are summed while hot and written at their offsets, then verified, journaled and
+// finished by the same steps as every path (file_finisher.cpp). A file of 1 MiB or more is
+// written as the direct path writes it (direct_layout.hpp): its whole pages with O_DIRECT from
+// a page-aligned staging buffer the block's bytes are copied into (a copy in user space, where
+// buffered writes into fresh page-cache pages ran at a fifth of O_DIRECT's rate on this
+// project's VM: docs/benchmarks.md), the pages it shares with a neighbouring block through the
+// page cache; smaller files with pwrite, through the writeback window. One receive in flight,
+// and the next only once the last one's bytes are written: the socket's own buffer keeps the
+// sender going meanwhile, and the stream holds its buffers whatever the sender does. Within a
+// block the receive waits under a low-water mark (marked_wait.hpp), as recv_write's does.
 #include <optional>
 #include <vector>
 
@@ -15,6 +20,8 @@
 #include "core/session/hosted_streams.hpp"
 #include "core/tls/record_reader.hpp"
 #include "core/wire/data_parser.hpp"
+#include "recv/paths/direct_fallbacks.hpp"
+#include "recv/paths/direct_layout.hpp"
 #include "recv/paths/marked_wait.hpp"
 #include "recv/paths/stream_receiver.hpp"
 #include "recv/paths/writeback_window.hpp"
@@ -37,12 +44,16 @@ public:
     // (the sender sends it again, on any stream) and the blocks that arrived whole are counted.
     StreamReceipt settle_after_break();
     StreamReceipt receipt() const { return {parser_.counts().blocks, parser_.counts().bytes}; }
+    // Why a slower way was used, if it was (StreamReceiver::fallback).
+    std::string fallback() const { return fb_.text(); }
 
 private:
     void block_begin(const wire::BlockPrefix& p, uint32_t len) override;
     void block_data(std::span<const unsigned char> d) override;
     void block_end() override;
     void stream_end(const wire::StreamCounts&) override {}
+    void switch_file(RecvFile& f);
+    void write_chunk(const RecvFile& f); // the staged chunk, complete: its pages to the file
 
     int sock_;
     unsigned index_;
@@ -59,7 +70,14 @@ private:
     uint64_t block_off_ = 0, block_len_ = 0, block_sum_ = 0, write_pos_ = 0;
     StreamReceipt whole_; // blocks that arrived whole (a reconnect's STREAM_RESUME)
     RecvFile* open_file_ = nullptr;
-    UniqueFd open_fd_;
+    UniqueFd open_fd_;   // buffered: small files, shared pages, and finishing
+    UniqueFd direct_fd_; // O_DIRECT, for a file of 1 MiB or more (else closed)
+    AlignedBuffer stage_;          // the chunk of the block being staged for O_DIRECT
+    direct_layout::Chunk chunk_{}; // and which bytes of the file it holds
+    size_t staged_ = 0;            // of chunk_.length, copied so far
+    uint64_t block_end_ = 0;
+    bool allocate_refused_ = false;
+    DirectFallbacks fb_;
     WritebackWindow written_;
 };
 

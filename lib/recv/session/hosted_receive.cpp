@@ -81,6 +81,7 @@ void RecvSession::hosted_ended(unsigned index, std::unique_ptr<HostedReceiver> r
     try {
         if (!e) {
             const StreamReceipt r = rx->receipt();
+            if (std::string fb = rx->fallback(); tally_.note_fallback(fb)) log_.verbose_line("slower path: " + fb);
             rx.reset(); // its counts (tally_.marks) are in before the stream counts as ended
             if (sp) {
                 sp->bytes = r.bytes;
