@@ -5,17 +5,24 @@ writes and checksums on the ring's pool) and only the push's own two threads rem
 its connections; its control). What must hold: four pushes of eight streams each, held
 mid-transfer at once, add at most 2 threads per push to the server (the count cannot depend on
 timing: no thread is ever made for a data stream; main's binary adds 10 per push); an
-encrypted push's records are opened on the pool; a server told to stop during a push ends it
+encrypted push's records are opened on the pool; blocks cut off page edges, in awkward orders
+over several streams (test_hostile_blocks.py's scenarios, played by a hand-written pusher) are
+written exactly by the ring's O_DIRECT plan; a server told to stop during a push ends it
 (nothing incomplete under a final name) instead of hanging on the streams it hosts. No timed
 assertions: every wait_for is a hang guard."""
 import json
 import os
+import random
+import socket
 import subprocess
 import urllib.request
 from pathlib import Path
 
 from conftest import SLUICE, file_hash, kill_process, leftovers, run_sluice, tree_digest, wait_for, write_random
 from serve_client import Server
+import sluice_wire as w
+import test_hostile_blocks as hb
+import pytest
 
 TOKEN = "testtoken"
 
@@ -127,3 +134,46 @@ def test_a_server_stopped_during_a_push_ends_it(tmp_path):
     finally:
         kill_process(tx)
         s.kill()
+
+
+@pytest.fixture(scope="module")
+def block_server(tmp_path_factory):
+    served = tmp_path_factory.mktemp("blocks")
+    s = Server(served, "--port", "0", "--allow-upload", "--threads", "1")
+    yield s, served
+    s.kill()
+
+
+@pytest.mark.parametrize("name", sorted(hb.SCENARIOS))
+def test_blocks_off_page_edges_pushed_are_written_exactly(block_server, name):
+    s, served = block_server
+    for old in served.iterdir():
+        old.unlink()
+    sizes, blocks, streams = hb.SCENARIOS[name]
+    rng = random.Random(name)
+    files = [rng.randbytes(size) for size in sizes]
+    port = int(s.sluice_base.rsplit(":", 1)[1].rstrip("/"))
+    req = socket.create_connection(("127.0.0.1", port), timeout=60)
+    hello = w.read_get_frame(req, w.GET_HELLO)
+    nonce, rtok = os.urandom(16), os.urandom(16).hex()
+    req.sendall(w.push_request(TOKEN, hello[-16:], streams, nonce, rtok))
+    assert w.read_get_frame(req, w.GET_REPLY)[0] == 0
+    token = w.push_transfer_token(TOKEN, nonce, rtok)
+
+    def connect(role, index, count, tid):
+        c = socket.create_connection(("127.0.0.1", port), timeout=120)
+        w.read_get_frame(c, w.GET_HELLO)
+        c.sendall(w.get_attach(nonce))
+        return c, w.sender_hello(c, token, role, index, count, tid)
+
+    try:
+        assert hb.transfer(None, files, blocks, streams, served if "in-turn" in name else None, connect) == 0
+    finally:
+        req.close()
+    for i, data in enumerate(files):
+        got = (served / f"f{i}").read_bytes()
+        assert len(got) == len(data)
+        if got != data:
+            first = next(k for k in range(len(data)) if got[k] != data[k])
+            pytest.fail(f"f{i}: first wrong byte at offset {first} ({name}, pushed)")
+    assert leftovers(served) == []
