@@ -87,16 +87,35 @@ void HostedReceiver::block_begin(const wire::BlockPrefix& p, uint32_t len) {
     chunk_ = {};
     staged_ = 0;
     xxh_.reset();
-    if (open_file_ != &f) switch_file(f);
+    // A small file's one block takes a new unnamed inode each time (a resend too).
+    const bool whole = p.offset == 0 && len == f.entry.size;
+    if (open_file_ != &f || small_open_) switch_file(f, whole);
     hold_.settle();
 }
 
-void HostedReceiver::switch_file(RecvFile& f) {
+void HostedReceiver::switch_file(RecvFile& f, bool whole) {
     // A file written through the page cache that this stream moved past: its pages go through
     // the window instead of staying cached (writeback_window.hpp); O_DIRECT files left none.
-    if (open_file_ && !direct_fd_) written_.add(std::move(open_fd_), open_file_->entry.size);
+    if (open_file_ && !direct_fd_ && !small_open_) written_.add(std::move(open_fd_), open_file_->entry.size);
     open_fd_.reset();
     direct_fd_.reset();
+    small_open_ = false;
+    open_file_ = nullptr;
+    // --verify reads the file back by its temporary name, so it keeps one.
+    if (whole && f.entry.size > 0 && f.entry.size < kDirectMinBytes && small_.enabled() && !ctx_.verify && !fb_.tmpfile_refused) {
+        open_fd_ = open_unnamed_file(dirs_, f);
+        if (open_fd_) {
+            f.unnamed = true;
+            small_open_ = true;
+            open_file_ = &f;
+            return;
+        }
+        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+            throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
+        fb_.tmpfile_refused = true; // the file system has no O_TMPFILE: said in the stats
+    }
+    // Written only when set: the streams that share a file of several blocks all come here.
+    if (f.unnamed) f.unnamed = false;
     open_fd_ = open_temp_file(dirs_, f);
     open_file_ = &f;
     if (f.entry.size < kDirectMinBytes || fb_.direct_refused) return;
@@ -110,6 +129,11 @@ void HostedReceiver::block_data(std::span<const unsigned char> d) {
     xxh_.update(d.data(), d.size());
     ctx_.bytes_received.fetch_add(d.size(), std::memory_order_relaxed);
     if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(d.size(), std::memory_order_relaxed);
+    if (small_open_) { // staged whole, written at the block's end
+        std::memcpy(stage_.data() + write_pos_, d.data(), d.size());
+        write_pos_ += d.size();
+        return;
+    }
     if (!direct_fd_) {
         pwrite_whole(open_fd_.get(), d.data(), d.size(), write_pos_, block_file_->entry.path);
         write_pos_ += d.size();
@@ -149,6 +173,11 @@ void HostedReceiver::write_chunk(const RecvFile& f) {
 
 void HostedReceiver::block_end() {
     RecvFile& f = *block_file_;
+    if (small_open_) {
+        const size_t size = static_cast<size_t>(f.entry.size);
+        if (const size_t pages = small_.write_tail(f, open_fd_.get(), stage_.data(), size))
+            pwrite_whole(open_fd_.get(), stage_.data(), pages, 0, f.entry.path);
+    }
     block_file_ = nullptr;
     ++whole_.blocks;
     whole_.bytes += block_len_;

@@ -8,7 +8,9 @@
 // a page-aligned staging buffer the block's bytes are copied into (a copy in user space, where
 // buffered writes into fresh page-cache pages ran at a fifth of O_DIRECT's rate on this
 // project's VM: docs/benchmarks.md), the pages it shares with a neighbouring block through the
-// page cache; smaller files with pwrite, through the writeback window. One receive in flight,
+// page cache; a smaller file that arrives whole in one block into an unnamed inode, its whole
+// pages with O_DIRECT from the stage too (small_direct_files.hpp), linked in place once
+// verified; any other with pwrite, through the writeback window. One receive in flight,
 // and the next only once the last one's bytes are written: the socket's own buffer keeps the
 // sender going meanwhile, and the stream holds its buffers whatever the sender does. Within a
 // block the receive waits under a low-water mark (marked_wait.hpp), as recv_write's does.
@@ -23,6 +25,7 @@
 #include "recv/paths/direct_fallbacks.hpp"
 #include "recv/paths/direct_layout.hpp"
 #include "recv/paths/marked_wait.hpp"
+#include "recv/paths/small_direct_files.hpp"
 #include "recv/paths/stream_receiver.hpp"
 #include "recv/paths/writeback_window.hpp"
 
@@ -45,14 +48,18 @@ public:
     StreamReceipt settle_after_break();
     StreamReceipt receipt() const { return {parser_.counts().blocks, parser_.counts().bytes}; }
     // Why a slower way was used, if it was (StreamReceiver::fallback).
-    std::string fallback() const { return fb_.text(); }
+    std::string fallback() const {
+        DirectFallbacks fb = fb_;
+        fb.small = small_.fallback();
+        return fb.text();
+    }
 
 private:
     void block_begin(const wire::BlockPrefix& p, uint32_t len) override;
     void block_data(std::span<const unsigned char> d) override;
     void block_end() override;
     void stream_end(const wire::StreamCounts&) override {}
-    void switch_file(RecvFile& f);
+    void switch_file(RecvFile& f, bool whole);
     void write_chunk(const RecvFile& f); // the staged chunk, complete: its pages to the file
 
     int sock_;
@@ -72,6 +79,8 @@ private:
     RecvFile* open_file_ = nullptr;
     UniqueFd open_fd_;   // buffered: small files, shared pages, and finishing
     UniqueFd direct_fd_; // O_DIRECT, for a file of 1 MiB or more (else closed)
+    bool small_open_ = false; // open_fd_ is an unnamed small file staged whole, written at its block's end
+    SmallDirectFiles small_;
     AlignedBuffer stage_;          // the chunk of the block being staged for O_DIRECT
     direct_layout::Chunk chunk_{}; // and which bytes of the file it holds
     size_t staged_ = 0;            // of chunk_.length, copied so far
