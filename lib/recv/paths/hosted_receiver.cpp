@@ -60,12 +60,35 @@ bool HostedReceiver::received(size_t n) {
         if (parser_.ended() && !(records_ && records_->mid_record())) return false;
         throw stream_cut_short(index_);
     }
-    if (records_) n = records_->open(n, buf_.data());
-    parser_.feed(std::span<const unsigned char>(buf_.data(), n), *this);
+    if (!records_) {
+        parser_.feed(std::span<const unsigned char>(buf_.data(), n), *this);
+    } else {
+        // A record at a time: one whose content is all data of the block begun is opened
+        // straight where block_data() would copy it (the stage), the others into buf_.
+        records_->arrived(n);
+        while (const size_t size = records_->next_record()) {
+            unsigned char* at = place(size - tls::kHeaderBytes - tls::kTagBytes);
+            unsigned char* out = at ? at : buf_.data();
+            const size_t plain = records_->open_next(out);
+            parser_.feed(std::span<const unsigned char>(out, plain), *this);
+        }
+        records_->settle();
+    }
     if (!parser_.ended()) return true;
     if (records_ && records_->mid_record()) parser_.reader().data_after_end(); // part of a record after STREAM_END
     wire::refuse_data_after_end(parser_.reader(), sock_);
     return false;
+}
+
+unsigned char* HostedReceiver::place(size_t room) {
+    if (!block_file_ || block_end_ - write_pos_ < room) return nullptr;
+    if (small_open_) return stage_.data() + write_pos_; // the whole file fits (under 1 MiB of 2)
+    if (!direct_fd_) return nullptr;
+    if (staged_ == chunk_.length) {
+        chunk_ = direct_layout::next_chunk(write_pos_, block_end_, kStageBytes);
+        staged_ = 0;
+    }
+    return chunk_.length - staged_ >= room ? stage_.data() + chunk_.skew + staged_ : nullptr;
 }
 
 StreamReceipt HostedReceiver::settle_after_break() {
@@ -130,7 +153,7 @@ void HostedReceiver::block_data(std::span<const unsigned char> d) {
     ctx_.bytes_received.fetch_add(d.size(), std::memory_order_relaxed);
     if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(d.size(), std::memory_order_relaxed);
     if (small_open_) { // staged whole, written at the block's end
-        std::memcpy(stage_.data() + write_pos_, d.data(), d.size());
+        if (d.data() != stage_.data() + write_pos_) std::memcpy(stage_.data() + write_pos_, d.data(), d.size());
         write_pos_ += d.size();
         return;
     }
@@ -145,7 +168,8 @@ void HostedReceiver::block_data(std::span<const unsigned char> d) {
             staged_ = 0;
         }
         const size_t take = std::min(d.size(), chunk_.length - staged_);
-        std::memcpy(stage_.data() + chunk_.skew + staged_, d.data(), take);
+        unsigned char* at = stage_.data() + chunk_.skew + staged_;
+        if (d.data() != at) std::memcpy(at, d.data(), take); // else opened there (place())
         staged_ += take;
         write_pos_ += take;
         d = d.subspan(take);

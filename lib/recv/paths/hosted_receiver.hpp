@@ -5,7 +5,9 @@
 // from it are summed while hot and written at their offsets, then verified, journaled and
 // finished by the same steps as every path (file_finisher.cpp). A file of 1 MiB or more is
 // written as the direct path writes it (direct_layout.hpp): its whole pages with O_DIRECT from
-// a page-aligned staging buffer the block's bytes are copied into (a copy in user space, where
+// a page-aligned staging buffer the block's bytes are copied into (encrypted, a record whose
+// content is all block data is opened straight into it instead: AES-GCM is then the one copy;
+// in clear a copy in user space, where
 // buffered writes into fresh page-cache pages ran at a fifth of O_DIRECT's rate on this
 // project's VM: docs/benchmarks.md), the pages it shares with a neighbouring block through the
 // page cache; a smaller file that arrives whole in one block into an unnamed inode, its whole
@@ -60,6 +62,9 @@ private:
     void block_end() override;
     void stream_end(const wire::StreamCounts&) override {}
     void switch_file(RecvFile& f, bool whole);
+    // Where the next `room` bytes of the block begun go in the stage, when they are all its data
+    // and fit the chunk staged (begun here if the last one is full); else null.
+    unsigned char* place(size_t room);
     void write_chunk(const RecvFile& f); // the staged chunk, complete: its pages to the file
 
     int sock_;
