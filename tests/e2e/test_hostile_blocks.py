@@ -186,12 +186,17 @@ def check_scenario(tmp_path, receiver_factory, name, *args):
     assert transfer(rx, files, blocks, streams, dest if "in-turn" in name else None) == 0
     rc, out, err = rx.wait()
     assert rc == 0, err
+    assert_written(dest, files, f"{name}, {path}")
+
+
+def assert_written(dest, files, label):
+    """Each of files is dest/f0, f1, ... byte for byte, and nothing temporary is left."""
     for i, data in enumerate(files):
         got = (dest / f"f{i}").read_bytes()
         assert len(got) == len(data)
         if got != data:
             first = next(k for k in range(len(data)) if got[k] != data[k])
-            pytest.fail(f"f{i}: first wrong byte at offset {first} ({name}, {path})")
+            pytest.fail(f"f{i}: first wrong byte at offset {first} ({label})")
     assert leftovers(dest) == []
 
 

@@ -170,10 +170,4 @@ def test_blocks_off_page_edges_pushed_are_written_exactly(block_server, name):
         assert hb.transfer(None, files, blocks, streams, served if "in-turn" in name else None, connect) == 0
     finally:
         req.close()
-    for i, data in enumerate(files):
-        got = (served / f"f{i}").read_bytes()
-        assert len(got) == len(data)
-        if got != data:
-            first = next(k for k in range(len(data)) if got[k] != data[k])
-            pytest.fail(f"f{i}: first wrong byte at offset {first} ({name}, pushed)")
-    assert leftovers(served) == []
+    hb.assert_written(served, files, f"{name}, pushed")

@@ -126,16 +126,12 @@ void HostedReceiver::switch_file(RecvFile& f, bool whole) {
     open_file_ = nullptr;
     // --verify reads the file back by its temporary name, so it keeps one.
     if (whole && f.entry.size > 0 && f.entry.size < kDirectMinBytes && small_.enabled() && !ctx_.verify && !fb_.tmpfile_refused) {
-        open_fd_ = open_unnamed_file(dirs_, f);
+        open_fd_ = open_unnamed_file(dirs_, f, fb_.tmpfile_refused);
         if (open_fd_) {
-            f.unnamed = true;
             small_open_ = true;
             open_file_ = &f;
             return;
         }
-        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
-            throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
-        fb_.tmpfile_refused = true; // the file system has no O_TMPFILE: said in the stats
     }
     // Written only when set: the streams that share a file of several blocks all come here.
     if (f.unnamed) f.unnamed = false;
