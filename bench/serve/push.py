@@ -74,10 +74,41 @@ def threads(pid):
         return 0
 
 
+def cpu_seconds(pid):
+    """utime + stime of the process (its exited threads included), seconds."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def cpu_busy_ticks(cpu):
+    """(busy, total) jiffies of one CPU (/proc/stat): busy is all but idle and iowait."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        f = line.split()
+        if f[0] == f"cpu{cpu}":
+            v = list(map(int, f[1:]))
+            return sum(v) - v[3] - v[4], sum(v)
+    return 0, 1
+
+
+def disk_ms():
+    """Milliseconds the busiest disk was busy so far (/proc/diskstats io_ticks)."""
+    best = 0
+    for line in Path("/proc/diskstats").read_text().splitlines():
+        f = line.split()
+        if f[2].startswith(("vd", "sd", "nvme")) and not f[2][-1].isdigit():
+            best = max(best, int(f[12]))
+    return best
+
+
 def run_push(binary, src, dest, streams, port=SERVE_PORT, server_pid=None):
-    """A push; with server_pid, the server's thread count at rest and its peak during the push."""
+    """A push; with server_pid, the server's thread count at rest and its peak during the push,
+    its CPU seconds, the server CPU's busy share and the disk's busy share over the push."""
     empty(dest)
     rest, peak, done = threads(server_pid) if server_pid else 0, [0], threading.Event()
+    cpu0, busy0, disk0, t0 = cpu_seconds(server_pid) if server_pid else 0.0, cpu_busy_ticks(SRV_CPU), disk_ms(), time.monotonic()
 
     def sample():
         while not done.wait(0.02):
@@ -92,6 +123,11 @@ def run_push(binary, src, dest, streams, port=SERVE_PORT, server_pid=None):
         done.set()
         if sampler:
             sampler.join()
+    busy1, wall = cpu_busy_ticks(SRV_CPU), time.monotonic() - t0
+    r["server_cpu_busy"] = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
+    r["disk_busy"] = (disk_ms() - disk0) / 1000 / wall
+    if server_pid:
+        r["server_cpu_s"] = cpu_seconds(server_pid) - cpu0
     empty(dest)
     if server_pid:
         r["server_threads_rest"], r["server_threads_peak"] = rest, peak[0]
@@ -104,7 +140,11 @@ def run_send_recv(binary, src, dest, streams):
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     rx.stdout.readline()
     try:
+        busy0, disk0, t0 = cpu_busy_ticks(SRV_CPU), disk_ms(), time.monotonic()
         r = run_send(binary, src, RECV_PORT, streams)
+        busy1, wall = cpu_busy_ticks(SRV_CPU), time.monotonic() - t0
+        r["server_cpu_busy"] = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
+        r["disk_busy"] = (disk_ms() - disk0) / 1000 / wall
         _, err = rx.communicate(timeout=120)
         if rx.returncode != 0:
             raise RuntimeError(f"recv: {err}")
@@ -190,6 +230,9 @@ def main():
                 line.append(f"push/before {med['push'] / med['push (before)']:.3f}")
             for k, v in rows.items():
                 line += [f"runs {k}", [round(r["mb_s"]) for r in v]]
+                line += ["server cpu busy / disk busy", [(round(r["server_cpu_busy"], 2), round(r["disk_busy"], 2)) for r in v]]
+                if "server_cpu_s" in v[0]:
+                    line += ["server cpu s", [round(r["server_cpu_s"], 2) for r in v]]
                 if "server_threads_peak" in v[0]:
                     line += ["threads rest/peak", [(r["server_threads_rest"], r["server_threads_peak"]) for r in v]]
             print(*line, flush=True)

@@ -9,6 +9,7 @@
 #include <linux/time_types.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 
@@ -27,6 +28,14 @@ public:
         bool poll_first = false;
         const __kernel_timespec* timeout = nullptr;
     };
+    // A disk write the stream leaves to the loop (len 0: none): the loop writes it on its ring
+    // while the stream's next receive is in flight, and the buffer stays untouched until wrote().
+    struct Write {
+        int fd = -1;
+        const unsigned char* buf = nullptr;
+        unsigned len = 0;
+        uint64_t offset = 0;
+    };
     virtual ~HostedStream() = default;
     virtual int fd() const = 0;
     // On the loop's thread, before each receive.
@@ -39,9 +48,15 @@ public:
     // brought n bytes (0: the sender closed). True: receive more; false: the stream ended
     // (STREAM_END). Throws Error naming the file or the rule broken.
     virtual bool received(size_t n) = 0;
+    // On the loop's thread, after each step: the write that step left (see Write), at most one
+    // in flight per stream.
+    virtual Write next_write() = 0;
+    // Off the loop, before any received() after it: that write ended (res: bytes, or -errno).
+    // Throws Error naming the file.
+    virtual void wrote(int res) = 0;
     // The receive failed with errno err: the Error that ends the stream.
     virtual Error broke(int err) const = 0;
-    // Off the loop, once, last: the stream is over (e null: it ended well). The host destroys
+    // Off the loop, once, last, with nothing of the stream in flight: the stream is over (e null: it ended well). The host destroys
     // the stream after it returns.
     virtual void end(const Error* e) noexcept = 0;
 };

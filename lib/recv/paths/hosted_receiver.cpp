@@ -28,7 +28,7 @@ constexpr uint64_t kDirectMinBytes = SmallDirectFiles::kMaxBytes;
 
 HostedReceiver::HostedReceiver(int sock, unsigned index, RecvContext& ctx, const tls::LinkKeys* keys)
     : sock_(sock), index_(index), ctx_(ctx), buf_(kBufferBytes), dirs_(ctx.tree), wait_(sock, ctx.idle_timeout_ms, ctx.marks),
-      parser_("data stream " + std::to_string(index)), hold_(ctx.files.hold(index)), stage_(kStageBytes) {
+      parser_("data stream " + std::to_string(index)), hold_(ctx.files.hold(index)), stages_{AlignedBuffer(kStageBytes), AlignedBuffer(kStageBytes)} {
     if (keys) records_.emplace(keys->rx, "data stream " + std::to_string(index), kBufferBytes);
 }
 
@@ -82,19 +82,65 @@ bool HostedReceiver::received(size_t n) {
 
 unsigned char* HostedReceiver::place(size_t room) {
     if (!block_file_ || block_end_ - write_pos_ < room) return nullptr;
-    if (small_open_) return stage_.data() + write_pos_; // the whole file fits (under 1 MiB of 2)
+    if (small_open_) return stage().data() + write_pos_; // the whole file fits (under 1 MiB of 2)
     if (!direct_fd_) return nullptr;
     if (staged_ == chunk_.length) {
         chunk_ = direct_layout::next_chunk(write_pos_, block_end_, kStageBytes);
         staged_ = 0;
     }
-    return chunk_.length - staged_ >= room ? stage_.data() + chunk_.skew + staged_ : nullptr;
+    return chunk_.length - staged_ >= room ? stage().data() + chunk_.skew + staged_ : nullptr;
 }
 
 StreamReceipt HostedReceiver::settle_after_break() {
     if (block_file_) ctx_.files.disown(*block_file_, block_off_, block_len_);
     block_file_ = nullptr;
+    // A block whose last write did not land (the write failed): not whole, the sender's again.
+    if (deferred_.file) {
+        ctx_.files.disown(*deferred_.file, deferred_.off, deferred_.len);
+        --whole_.blocks;
+        whole_.bytes -= deferred_.len;
+        deferred_ = {};
+    }
     return whole_;
+}
+
+HostedStream::Write HostedReceiver::next_write() {
+    if (!async_.len || async_out_) return {};
+    async_out_ = true;
+    return async_;
+}
+
+void HostedReceiver::wrote(int res) {
+    const HostedStream::Write w = async_;
+    async_ = {};
+    async_out_ = false;
+    async_current_ = false;
+    if (res < 0) throw_errno(ErrorCode::destination, "cannot write '" + async_file_->entry.path + "'", -res);
+    if (static_cast<unsigned>(res) < w.len)
+        throw Error(ErrorCode::destination, "cannot write '" + async_file_->entry.path + "': short write (no space left?)");
+    if (deferred_.file) {
+        const Verdict v = deferred_;
+        deferred_ = {};
+        const int fd = held_open_ ? held_open_.get() : open_fd_.get();
+        if (!v.ok)
+            block_failed(ctx_, *v.file, v.off, v.len);
+        else
+            block_verified(ctx_, dirs_, *v.file, fd, v.off, v.len, v.sum);
+    }
+    held_direct_.reset();
+    held_open_.reset();
+}
+
+void HostedReceiver::verdict(RecvFile& f, uint64_t off, uint64_t len, uint64_t sum, bool ok, int fd) {
+    if (async_current_) { // asked for once its bytes are on disk: a resend must not meet them
+        deferred_ = {&f, off, len, sum, ok};
+        async_current_ = false;
+        return;
+    }
+    if (!ok)
+        block_failed(ctx_, f, off, len);
+    else
+        block_verified(ctx_, dirs_, f, fd, off, len, sum);
 }
 
 void HostedReceiver::block_begin(const wire::BlockPrefix& p, uint32_t len) {
@@ -120,6 +166,11 @@ void HostedReceiver::switch_file(RecvFile& f, bool whole) {
     // A file written through the page cache that this stream moved past: its pages go through
     // the window instead of staying cached (writeback_window.hpp); O_DIRECT files left none.
     if (open_file_ && !direct_fd_ && !small_open_) written_.add(std::move(open_fd_), open_file_->entry.size);
+    // The loop may still be writing a chunk of the file left: its fds stay until that lands.
+    if (async_.len && direct_fd_ && async_.fd == direct_fd_.get()) {
+        held_direct_ = std::move(direct_fd_);
+        held_open_ = std::move(open_fd_);
+    }
     open_fd_.reset();
     direct_fd_.reset();
     small_open_ = false;
@@ -149,7 +200,7 @@ void HostedReceiver::block_data(std::span<const unsigned char> d) {
     ctx_.bytes_received.fetch_add(d.size(), std::memory_order_relaxed);
     if (ctx_.progress) ctx_.progress->bytes_done.fetch_add(d.size(), std::memory_order_relaxed);
     if (small_open_) { // staged whole, written at the block's end
-        if (d.data() != stage_.data() + write_pos_) std::memcpy(stage_.data() + write_pos_, d.data(), d.size());
+        if (d.data() != stage().data() + write_pos_) std::memcpy(stage().data() + write_pos_, d.data(), d.size());
         write_pos_ += d.size();
         return;
     }
@@ -164,7 +215,7 @@ void HostedReceiver::block_data(std::span<const unsigned char> d) {
             staged_ = 0;
         }
         const size_t take = std::min(d.size(), chunk_.length - staged_);
-        unsigned char* at = stage_.data() + chunk_.skew + staged_;
+        unsigned char* at = stage().data() + chunk_.skew + staged_;
         if (d.data() != at) std::memcpy(at, d.data(), take); // else opened there (place())
         staged_ += take;
         write_pos_ += take;
@@ -174,7 +225,7 @@ void HostedReceiver::block_data(std::span<const unsigned char> d) {
 }
 
 void HostedReceiver::write_chunk(const RecvFile& f) {
-    unsigned char* buf = stage_.data();
+    unsigned char* buf = stage().data();
     const direct_layout::Plan plan = direct_layout::plan_chunk(chunk_, f.entry.size);
     // Pages shared with a neighbouring block (which another stream may be writing now):
     // through the page cache, which merges the two parts; O_DIRECT only covers pages no other
@@ -188,6 +239,13 @@ void HostedReceiver::write_chunk(const RecvFile& f) {
     allocate_ahead(*block_file_, direct_fd_.get(), plan.direct.offset, plan.direct.offset + plan.direct.length, allocate_refused_);
     if (plan.direct_padded != plan.direct.length)
         std::memset(buf + plan.direct.at + plan.direct.length, 0, plan.direct_padded - plan.direct.length);
+    if (!async_.len) { // the loop writes it while the next receive is in flight
+        async_ = {direct_fd_.get(), buf + plan.direct.at, static_cast<unsigned>(plan.direct_padded), plan.direct.offset};
+        async_file_ = &f;
+        async_current_ = true;
+        cur_ ^= 1;
+        return;
+    }
     pwrite_whole(direct_fd_.get(), buf + plan.direct.at, plan.direct_padded, plan.direct.offset, f.entry.path);
 }
 
@@ -195,16 +253,13 @@ void HostedReceiver::block_end() {
     RecvFile& f = *block_file_;
     if (small_open_) {
         const size_t size = static_cast<size_t>(f.entry.size);
-        if (const size_t pages = small_.write_tail(f, open_fd_.get(), stage_.data(), size))
-            pwrite_whole(open_fd_.get(), stage_.data(), pages, 0, f.entry.path);
+        if (const size_t pages = small_.write_tail(f, open_fd_.get(), stage().data(), size))
+            pwrite_whole(open_fd_.get(), stage().data(), pages, 0, f.entry.path);
     }
     block_file_ = nullptr;
     ++whole_.blocks;
     whole_.bytes += block_len_;
-    if (xxh_.digest() != block_sum_)
-        block_failed(ctx_, f, block_off_, block_len_);
-    else
-        block_verified(ctx_, dirs_, f, open_fd_.get(), block_off_, block_len_, block_sum_);
+    verdict(f, block_off_, block_len_, block_sum_, xxh_.digest() == block_sum_, open_fd_.get());
 }
 
 } // namespace sluice

@@ -44,6 +44,8 @@ public:
     HostedStream::Read next_read();
     bool timed_out();
     bool received(size_t n);
+    HostedStream::Write next_write();
+    void wrote(int res);
     Error broke(int err) const;
     // After a break (nothing is in flight between receives): the block cut short is disowned
     // (the sender sends it again, on any stream) and the blocks that arrived whole are counted.
@@ -66,6 +68,9 @@ private:
     // and fit the chunk staged (begun here if the last one is full); else null.
     unsigned char* place(size_t room);
     void write_chunk(const RecvFile& f); // the staged chunk, complete: its pages to the file
+    // The verdict of the block begun, now or (a chunk of it still being written by the loop)
+    // once that write lands.
+    void verdict(RecvFile& f, uint64_t off, uint64_t len, uint64_t sum, bool ok, int fd);
 
     int sock_;
     unsigned index_;
@@ -86,7 +91,22 @@ private:
     UniqueFd direct_fd_; // O_DIRECT, for a file of 1 MiB or more (else closed)
     bool small_open_ = false; // open_fd_ is an unnamed small file staged whole, written at its block's end
     SmallDirectFiles small_;
-    AlignedBuffer stage_;          // the chunk of the block being staged for O_DIRECT
+    // Two stages: the chunk of the block being staged for O_DIRECT, and at most one whole chunk
+    // the loop writes meanwhile (async_); a chunk completed while that write is out is written
+    // here at once, so one write per stream is ever out and one block's verdict waits for it.
+    AlignedBuffer stages_[2];
+    unsigned cur_ = 0;                 // the stage being filled
+    AlignedBuffer& stage() { return stages_[cur_]; }
+    HostedStream::Write async_{};      // the write left to the loop (len 0: none)
+    bool async_out_ = false;           // the loop has it (next_write() gave it)
+    bool async_current_ = false;       // it holds bytes of the block begun
+    const RecvFile* async_file_ = nullptr; // its file, for an error
+    struct Verdict {
+        RecvFile* file = nullptr; // null: none
+        uint64_t off = 0, len = 0, sum = 0;
+        bool ok = false;
+    } deferred_;                       // the block whose last async write is out
+    UniqueFd held_direct_, held_open_; // the async write's file, after the stream moved on
     direct_layout::Chunk chunk_{}; // and which bytes of the file it holds
     size_t staged_ = 0;            // of chunk_.length, copied so far
     uint64_t block_end_ = 0;

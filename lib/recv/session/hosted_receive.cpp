@@ -23,6 +23,8 @@ public:
     Read next_read() override { return rx_->next_read(); }
     bool timed_out() override { return rx_->timed_out(); }
     bool received(size_t n) override { return rx_->received(n); }
+    Write next_write() override { return rx_->next_write(); }
+    void wrote(int res) override { rx_->wrote(res); }
     Error broke(int err) const override { return rx_->broke(err); }
     void end(const Error* e) noexcept override { ended_(index_, std::move(rx_), e); }
 

@@ -24,7 +24,8 @@ struct Shared;
 
 class PushStreams final : public StreamHost {
 public:
-    // Completion and pool-task tags: this bit, the slot, then receive (0) or its timeout (1).
+    // Completion and pool-task tags: this bit, the slot, then receive (0), its timeout (1) or
+    // the stream's disk write (2).
     static constexpr uint64_t kTagBit = 1ull << 61;
 
     // notify: the ring's eventfd, written when a stream is handed over.
@@ -48,19 +49,33 @@ public:
 
 private:
     struct One {
-        explicit One(uint64_t tag) : rd(tag), to(tag + 1) {}
+        explicit One(uint64_t tag) : rd(tag), to(tag + 1), wr(tag + 2) {}
         std::unique_ptr<HostedStream> s;
-        Completion rd, to;
-        size_t got = 0;            // the receive's bytes, for the step
-        int err = 0;               // the receive's errno, for the step
-        std::optional<Error> ends; // the step ends the stream with this (it went silent)
+        Completion rd, to, wr;
+        HostedStream::Write w{};   // the write on the ring (wr)
+        bool reading = false;      // rd/to submitted, their outcome not taken yet
+        bool writing = false;      // wr submitted, its outcome not taken yet
+        bool cancelling = false;   // rd cancelled: the stream is ending
+        bool rd_done = false;      // a receive's outcome waits for its step (got, err)
+        bool wr_done = false;      // the write's outcome waits for its step (wr_res)
+        size_t got = 0;
+        int err = 0;
+        int wr_res = 0;
+        bool more = true;          // the stream wants more receives
+        std::optional<Error> ends; // the stream ends with this (it went silent, or a step failed)
         bool stepping = false;     // on the pool
-        bool over = false;         // the step ended it (s is gone)
+        bool over = false;         // the last step ended it (s is gone)
     };
+    static constexpr unsigned kSlotShift = 2;
     bool waiting() const;
     void arm(One& o);
-    void post(uint32_t slot, One& o);
+    void drive(uint32_t slot, One& o); // on the loop, whenever o may move on
+    void take_receive(One& o);
+    void take_write(One& o);
+    void submit_write(One& o);
+    void post(uint32_t slot, One& o, bool last);
     static void step(One& o) noexcept;
+    static void last_step(One& o) noexcept;
 
     Shared& sh_;
     SumPool& pool_;
