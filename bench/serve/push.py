@@ -12,7 +12,9 @@ the receiving side verified and renamed everything (FINAL_STATUS). Cases: one 2 
 minor set (bench/datasets/gen.py --scale 1/64 --sets minor). With --before BINARY (main's build,
 copied outside the tree), a second server of that binary on its own port takes the same pushes
 in the same rounds ("push (before)"); the servers' thread counts are sampled every 20 ms during
-each push (the peak, beside the count at rest). Each receiving directory is emptied after its
+each push (the peak, beside the count at rest), and per run the server CPU's busy share
+(/proc/stat, all but idle and iowait: other processes on that CPU count too), the disk's
+(/proc/diskstats io_ticks of the busiest disk) and, for a serve, its own CPU seconds. Each receiving directory is emptied after its
 run too, so that at most one copy of a case is on disk beside the source.
 Run it under the bench lock (data made first, outside it, with --prepare-only):
   python3 bench/serve/push.py --prepare-only

@@ -13,8 +13,10 @@
 // page cache; a smaller file that arrives whole in one block into an unnamed inode, its whole
 // pages with O_DIRECT from the stage too (small_direct_files.hpp), linked in place once
 // verified; any other with pwrite, through the writeback window. One receive in flight,
-// and the next only once the last one's bytes are written: the socket's own buffer keeps the
-// sender going meanwhile, and the stream holds its buffers whatever the sender does. Within a
+// the next armed once the last one's bytes are parsed; the O_DIRECT chunk it completed is
+// written by the loop meanwhile (next_write/wrote: one such write at a time, from the stage
+// not being filled; its block's verdict waits for it). The stream holds its buffers whatever
+// the sender does. Within a
 // block the receive waits under a low-water mark (marked_wait.hpp), as recv_write's does.
 #include <optional>
 #include <vector>

@@ -6,8 +6,11 @@
 // receive has a deadline: the idle timeout, or a low-water mark's second); a receive that
 // ends goes to the ring's pool (SumPool::post), where its bytes are parsed, written at their
 // offsets, summed and verified, and its files finished (all of which may wait for the disk),
-// and the next receive is armed once that step is back. A slow or silent pusher holds its own
-// stream's buffer and nothing of the ring's: its receive waits in the kernel.
+// and the next receive is armed once that step is back. The one disk write a step may leave
+// (HostedStream::next_write) is written on the ring meanwhile, beside that receive; its result
+// goes to the stream in its next step, and a stream ends only with nothing of it in flight.
+// A slow or silent pusher holds its own stream's buffers and nothing of the ring's: its
+// receive waits in the kernel.
 #include <cstdint>
 #include <memory>
 #include <mutex>
