@@ -34,11 +34,12 @@ With --port and --allow-upload, `sluice send PATH... sluice://HOST:PORT/?token=T
 and trees into DIR (a directory sent lands as DIR/NAME) with the guarantees of `sluice recv
 DIR`: temporary names renamed once verified, resume, N streams, TLS off loopback, nothing
 written outside DIR or through a symlink in it. The port reads the request on a ring; each
-push is then received by a receiver of its own (its own threads, not the rings: said with -v
-and in /_stats), at most --max-pushes at once. The token lets a pusher write files, not act as
-this host's root: by default a push is stored as the server's own user and group, without
-set-uid/set-gid bits, file capabilities, security.* or trusted.* attributes, or ACLs naming
-users or groups; what was not kept is said to the pusher, here and in /_stats.
+push's data streams are then received on that ring (no thread per stream), its control on 2
+threads of its own (said with -v and in /_stats), at most --max-pushes at once. The token
+lets a pusher write files, not act as this host's root: by default a push is stored as the
+server's own user and group, without set-uid/set-gid bits, file capabilities, security.* or
+trusted.* attributes, or ACLs naming users or groups; what was not kept is said to the
+pusher, here and in /_stats.
 With --cert and --key the HTTP port speaks HTTPS only (TLS 1.3, TLS_AES_128_GCM_SHA256, ALPN
 http/1.1; the same rings: handshakes stepped on them, responses sealed from the page cache by
 the record engine -v and /_stats name) and the URL printed is https://. With --port too, the

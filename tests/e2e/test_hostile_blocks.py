@@ -98,12 +98,17 @@ def scenarios():
 SCENARIOS = scenarios()
 
 
-def transfer(rx, files, blocks, streams, in_turn_dest=None):
+def transfer(rx, files, blocks, streams, in_turn_dest=None, connect=None):
     """Plays a whole transfer: manifest, the blocks (each stream in its own thread, all at
     once), STREAM_END, TRANSFER_END. Returns the FINAL_STATUS status. in_turn_dest: one
-    stream, one file: each block but the last is sent once the ones before are journaled."""
+    stream, one file: each block but the last is sent once the ones before are journaled.
+    connect(role, index, count, transfer_id) -> (socket, ServerAuth status): how each
+    connection is opened and through its hello (default: to rx.port, as w.handshake)."""
+    if connect is None:
+        def connect(role, index, count, tid):
+            return w.handshake("127.0.0.1", rx.port, "testtoken", role, index, count, tid)
     tid = os.urandom(16)
-    c, status = w.handshake("127.0.0.1", rx.port, "testtoken", 0, 0, streams, tid)
+    c, status = connect(0, 0, streams, tid)
     assert status == 0
     c.settimeout(120)
     entries = [(i, w.FILE, f"f{i}", len(data), "") for i, data in enumerate(files)]
@@ -113,7 +118,7 @@ def transfer(rx, files, blocks, streams, in_turn_dest=None):
     c.sendall(w.frame(w.MANIFEST_END, struct.pack("<IIQQ", 1, 0, len(files), total)))
     socks = []
     for i in range(1, streams + 1):
-        d, status = w.handshake("127.0.0.1", rx.port, "testtoken", 1, i, streams, tid)
+        d, status = connect(1, i, streams, tid)
         assert status == 0
         socks.append(d)
     per_stream = {i: [b for b in blocks if b[0] == i] for i in range(1, streams + 1)}
@@ -181,12 +186,17 @@ def check_scenario(tmp_path, receiver_factory, name, *args):
     assert transfer(rx, files, blocks, streams, dest if "in-turn" in name else None) == 0
     rc, out, err = rx.wait()
     assert rc == 0, err
+    assert_written(dest, files, f"{name}, {path}")
+
+
+def assert_written(dest, files, label):
+    """Each of files is dest/f0, f1, ... byte for byte, and nothing temporary is left."""
     for i, data in enumerate(files):
         got = (dest / f"f{i}").read_bytes()
         assert len(got) == len(data)
         if got != data:
             first = next(k for k in range(len(data)) if got[k] != data[k])
-            pytest.fail(f"f{i}: first wrong byte at offset {first} ({name}, {path})")
+            pytest.fail(f"f{i}: first wrong byte at offset {first} ({label})")
     assert leftovers(dest) == []
 
 

@@ -81,7 +81,8 @@ def test_push_a_tree_and_a_file(tmp_path):
         st = stats(s)
         assert st["pushes"] == 1 and st["pushes_done"] == 1 and st["pushes_open"] == 0 and st["pushes_failed"] == 0
         assert st["push_bytes"] == sent["bytes"]
-        assert "receiver of its own" in st["push_path"]
+        assert "data streams received on the ring" in st["push_path"]
+        assert st["push_streams_ring"] == 3  # every data stream on a ring, none on a thread of its own
         # What was pushed is served at once, over HTTP and to sluice get.
         body = urllib.request.urlopen(s.url("/single.bin"), timeout=30).read()
         assert body == single.read_bytes()
@@ -93,6 +94,7 @@ def test_push_a_tree_and_a_file(tmp_path):
         rc, _, err = s.stop()
         assert rc == 0, err
         assert "push from 127.0.0.1: stored" in err
+        assert "3 data streams on the ring (hosted)" in err, err
     finally:
         s.kill()
 

@@ -25,6 +25,26 @@ size_t RecordReader::open(size_t n, unsigned char* out) {
     return plain;
 }
 
+size_t RecordReader::next_record() const {
+    if (have_ - off_ < kHeaderBytes) return 0;
+    const size_t size = opener_.record_size(buf_.get() + off_);
+    return have_ - off_ >= size ? size : 0;
+}
+
+size_t RecordReader::open_next(unsigned char* out) {
+    const size_t size = next_record();
+    const size_t plain = opener_.open_to(buf_.get() + off_, size, out);
+    off_ += size;
+    return plain;
+}
+
+void RecordReader::settle() {
+    if (off_ == 0) return;
+    std::memmove(buf_.get(), buf_.get() + off_, have_ - off_);
+    have_ -= off_;
+    off_ = 0;
+}
+
 size_t RecordReader::take(unsigned char* out, size_t n, bool spare) {
     size_t got = std::min(n, rest_n_);
     if (got) {

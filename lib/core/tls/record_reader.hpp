@@ -32,8 +32,20 @@ public:
     // n bytes arrived at room(): opens every whole record into out (room for n + what was
     // held), returns the plain bytes put there. Throws what Opener::open throws.
     size_t open(size_t n, unsigned char* out);
+    // open(), a record at a time, for a caller that picks where each record's content goes (the
+    // hosted path opens block data straight into its O_DIRECT stage): arrived(n) counts n bytes
+    // received at room(); next_record() is the size on the wire of the next whole record held
+    // (0: none), whose content and type byte need that less kHeaderBytes and kTagBytes at out;
+    // open_next(out) opens it there and returns its content's bytes; settle() moves the cut
+    // record to the front before the next receive. Throws what Opener::open throws.
+    void arrived(size_t n) { have_ += n; }
+    size_t next_record() const;
+    size_t open_next(unsigned char* out);
+    void settle();
     // Part of a record is held: an end of the connection now cut it short.
     bool mid_record() const { return have_ > off_; }
+    // Bytes received and not opened yet (part of a record).
+    size_t unopened() const { return have_ - off_; }
     // Anything is held: part of a record, whole records or opened bytes not read yet.
     bool holding() const { return have_ > off_ || rest_n_ > 0; }
 

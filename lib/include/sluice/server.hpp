@@ -126,9 +126,10 @@ struct ServeStats {
     // Pushes (sluice send into the directory): asked for, being received now, stored (every
     // file verified and in place), refused (uploads off, wrong token, busy, a bad request),
     // failed after they began (the sender gone, a deadline, a checksum given up on), file bytes
-    // stored by finished pushes; push_path says how they are received.
+    // stored by finished pushes, their data streams received on the sluice port's rings;
+    // push_path says how they are received.
     uint64_t pushes = 0, pushes_open = 0, pushes_done = 0, pushes_refused = 0, pushes_failed = 0;
-    uint64_t push_bytes = 0;
+    uint64_t push_bytes = 0, push_streams_ring = 0;
     // Of pushes: asked in certificate mode (the request in TLS records after a handshake with
     // the server's certificate; a handshake that failed is counted under the gets', as the
     // request that says which came after it).

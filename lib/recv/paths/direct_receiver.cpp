@@ -192,16 +192,12 @@ private:
         direct_ = f.entry.size >= kDirectMinBytes && !fb_.direct_refused;
         // --verify reads the file back by its temporary name, so it keeps one.
         if (whole && !direct_ && !ctx_.verify && !fb_.tmpfile_refused) {
-            fd_ = open_unnamed_file(dirs_, f);
+            fd_ = open_unnamed_file(dirs_, f, fb_.tmpfile_refused);
             if (fd_) {
-                f.unnamed = true;
                 small_open_ = small_.enabled(); // its pages go with O_DIRECT (small_direct_files.hpp)
                 open_file_ = &f;
                 return;
             }
-            if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
-                throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
-            fb_.tmpfile_refused = true; // the file system has no O_TMPFILE: said in the stats
         }
         // Written only when set: the streams that share a file of several blocks all come here,
         // and a plain store of the same false by each was a data race (scripts/test-tsan).

@@ -141,8 +141,9 @@ RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t 
 // Opens (creating) the temporary file of f for writing at offsets.
 UniqueFd open_temp_file(ParentDirCache& dirs, const RecvFile& f);
 // Opens an unnamed file (O_TMPFILE) in f's directory, for a file that arrives whole in one
-// block: no temporary name to create and rename. Invalid fd when the file system refuses.
-UniqueFd open_unnamed_file(ParentDirCache& dirs, const RecvFile& f);
+// block: no temporary name to create and rename; f.unnamed is set. Invalid fd, and refused set,
+// when the file system has no O_TMPFILE; throws on any other failure.
+UniqueFd open_unnamed_file(ParentDirCache& dirs, RecvFile& f, bool& refused);
 // Sets size, mode and mtime, optionally fsyncs, and renames f into place (links it, when
 // f.unnamed). With f.replaces, the old version's inode goes to the table's reaper to be closed
 // there; a directory in the way gives way through the table's replacer (--delete) or is refused.

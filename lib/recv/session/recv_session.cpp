@@ -42,7 +42,7 @@ RecvOptions certified(RecvOptions o) {
 
 } // namespace
 
-RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
+RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts, StreamHost* host)
     : opts_(certified(std::move(opts))), log_(opts_.log, opts_.verbose), target_(std::move(target)),
       files_(opts_.max_files, opts_.max_manifest_bytes), control_side_(opts_, *target_, files_, tally_, control_, log_, latch_),
       ctx_{.files = files_,
@@ -61,7 +61,7 @@ RecvSession::RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts)
            .bytes_written_direct = &tally_.bytes_written_direct,
            .sums_cache = &control_side_.sums_cache(),
            .marks = &tally_.marks},
-      acceptor_(opts_, log_), host_(advertised_host(opts_)) {
+      acceptor_(opts_, log_), host_(advertised_host(opts_)), stream_host_(host) {
     if (opts_.certificates.any()) {
         auto certs = std::make_shared<const tls::CertContext>(opts_.certificates, tls::Side::server);
         log_.verbose_line("certificate mode: this receiver's key is " + certs->own_spki() + " (the sender's --pin)");
@@ -170,6 +170,7 @@ void RecvSession::start_data_stream(uint16_t index, UniqueFd fd) {
         // fail() shut the others down before this one was here: its thread must not wait.
         if (latch_.stopped()) shutdown_all(std::span(data_).subspan(index, 1));
     }
+    if (stream_host_) return host_data_stream(index, sock, resumed);
     data_threads_.emplace_back([this, index, sock, resumed] { data_main(index, sock, resumed); });
 }
 
@@ -215,7 +216,7 @@ void RecvSession::control_main() {
 }
 
 void RecvSession::data_main(unsigned index, int sock, std::optional<StreamReceipt> resumed) {
-    StreamProgress* sp = opts_.progress ? &opts_.progress->streams[index - 1] : nullptr;
+    StreamProgress* sp = progress_of(index);
     UniqueFd plain; // encrypted: the relay's end, which rx reads (so it outlives rx)
     std::unique_ptr<StreamReceiver> rx;
     try {
@@ -274,6 +275,8 @@ void RecvSession::join_threads() {
     if (control_thread_.joinable()) control_thread_.join();
     for (auto& t : data_threads_) t.join();
     data_threads_.clear();
+    std::unique_lock lk(hosted_mu_);
+    hosted_cv_.wait(lk, [this] { return hosted_live_ == 0; }); // the host ends each (fail() shut their sockets)
 }
 
 // ---------------- the end ----------------
@@ -329,7 +332,7 @@ Stats RecvSession::stats() {
         .receives_unmarked_for_loss = tally_.marks.unmarked_for_loss.load(),
         .seconds = seconds_since(t0_),
         .streams = stream_count_,
-        .data_path = target_->data_path(),
+        .data_path = stream_host_ ? kHostedRecvPath : target_->data_path(),
         .fallbacks = tally_.fallbacks(),
         .ring_mode = probe_ring_features().setup_mode(),
     };
@@ -349,7 +352,9 @@ Stats RecvSession::stats() {
     links_.fill(s);
     if (!links_.path().empty()) {
         log_.verbose_line(links_.handshakes_line());
-        if (s.encryption_streams == tls::kStreamsRecords)
+        if (s.encryption_streams == tls::kStreamsRecords && stream_host_)
+            s.data_path = kRecordsHostedRecvPath;
+        else if (s.encryption_streams == tls::kStreamsRecords)
             s.data_path = s.data_path == recv_path_name(RecvPath::direct) ? kRecordsDirectRecvPath : kRecordsRecvPath;
     }
     {

@@ -1,11 +1,14 @@
 #pragma once
 // One Receiver's transfer (docs/design.md, "Receiver"). Threads: the one in wait() runs the
 // Acceptor and starts the others; the control thread runs the ControlSide; one thread per
-// data stream runs the target's receive path. The first failure wins (FailureLatch): the
+// data stream runs the target's receive path, or, given a StreamHost (a push into `sluice
+// serve`: core/session/hosted_streams.hpp), each data stream is received on the host's loop
+// (recv/paths/hosted_receiver.hpp) and no thread is made for it. The first failure wins (FailureLatch): the
 // sender is told (ABORT), every connection is shut down so that blocked threads return, and
 // wait() removes what is incomplete and throws it.
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,9 +19,11 @@
 #include "core/io/rtt_deadlines.hpp"
 #include "core/session/control_channel.hpp"
 #include "core/session/failure_latch.hpp"
+#include "core/session/hosted_streams.hpp"
 #include "core/session/session_log.hpp"
 #include "core/tls/links.hpp"
 #include "core/stats/process_usage.hpp"
+#include "recv/paths/hosted_receiver.hpp"
 #include "recv/session/acceptor.hpp"
 #include "recv/session/control_side.hpp"
 #include "recv/session/recv_tally.hpp"
@@ -30,7 +35,8 @@ namespace sluice {
 
 class RecvSession final : Acceptor::Admission {
 public:
-    RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts);
+    // host: where the data streams are received (a directory target only); null: a thread each.
+    RecvSession(std::unique_ptr<RecvTarget> target, RecvOptions opts, StreamHost* host = nullptr);
     // Stops the transfer if it runs and joins its threads (wait() must have returned).
     ~RecvSession();
 
@@ -57,6 +63,11 @@ private:
     // --mptcp: what an accepted connection became, kept for Stats and said with -v.
     void note_mptcp(const ConnectionMptcp& c);
     void start_data_stream(uint16_t index, UniqueFd fd);
+    // hosted_receive.cpp: a data stream given to stream_host_ (its resume and TLS handshake on this
+    // thread first), and its end, on whichever thread the host ends it.
+    void host_data_stream(unsigned index, int sock, std::optional<StreamReceipt> resumed);
+    void hosted_ended(unsigned index, std::unique_ptr<HostedReceiver> rx, const Error* e);
+    StreamProgress* progress_of(unsigned index) { return opts_.progress ? &opts_.progress->streams[index - 1] : nullptr; }
     void check_streams_connected();
     void control_main();
     // Encrypted: runs connection index's TLS handshake on tcp; returns the fd to use.
@@ -101,6 +112,10 @@ private:
     Clock::time_point t0_;
     std::thread control_thread_;
     std::vector<std::thread> data_threads_;
+    StreamHost* stream_host_ = nullptr;
+    std::mutex hosted_mu_; // join_threads() waits until no stream is hosted
+    std::condition_variable hosted_cv_;
+    unsigned hosted_live_ = 0;
 
     std::mutex data_mu_;         // data_ is filled on the wait() thread and shut down by fail() on any
     std::vector<UniqueFd> data_; // by stream index (from 1)

@@ -31,9 +31,17 @@ RecvFile& file_for_block(FileTable& files, const wire::BlockPrefix& p, uint64_t 
     return *f;
 }
 
-UniqueFd open_unnamed_file(ParentDirCache& dirs, const RecvFile& f) {
+UniqueFd open_unnamed_file(ParentDirCache& dirs, RecvFile& f, bool& refused) {
     int dir = dirs.get(f.parent);
-    return UniqueFd(::openat(dir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    UniqueFd fd(::openat(dir, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    if (fd) {
+        f.unnamed = true;
+        return fd;
+    }
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+        throw_errno(ErrorCode::destination, "cannot create '" + f.entry.path + "'");
+    refused = true; // the file system has no O_TMPFILE: said in the stats
+    return fd;
 }
 
 namespace {

@@ -87,6 +87,7 @@ ServeStats Shared::snapshot() {
     s.pushes_failed = push_failed.load();
     s.push_bytes = push_bytes.load();
     s.pushes_certificate = push_certificate.load();
+    s.push_streams_ring = push_streams_ring.load();
     s.push_path = push_path;
     s.push_metadata = push_metadata;
     s.push_metadata_not_kept = push_not_kept;
@@ -170,6 +171,7 @@ std::string ServeStats::to_json() const {
     num("pushes_failed", pushes_failed);
     num("push_bytes", push_bytes);
     num("pushes_certificate", pushes_certificate);
+    num("push_streams_ring", push_streams_ring);
     str("push_path", push_path);
     str("push_metadata", push_metadata);
     o += "\"push_metadata_not_kept\":[";

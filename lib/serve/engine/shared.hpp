@@ -86,6 +86,7 @@ struct Shared {
     std::atomic<uint64_t> pushes{0}, push_open{0}, push_done{0}, push_refused{0}, push_failed{0}, push_bytes{0};
     std::atomic<unsigned> push_admitted{0}; // pushes holding a --max-pushes place
     std::atomic<uint64_t> push_certificate{0}; // of pushes: asked in certificate mode
+    std::atomic<uint64_t> push_streams_ring{0}; // pushes' data streams received on the get rings (PushStreams)
     // Which paths ran, as the first thread found them (the same kernel for all).
     std::mutex paths_mu;
     std::string recv_path, accept_path, cold_check_text, ring_mode;

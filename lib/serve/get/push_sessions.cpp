@@ -1,6 +1,6 @@
-// Pushes (push_sessions.hpp): admitted on the ring, received on a thread each by the public
-// Receiver, handed the sender's connections as they reach the sluice port's rings
-// (Attachments); its own listener is on loopback and never announced.
+// Pushes (push_sessions.hpp): admitted on the ring, received by a receiver each (its data
+// streams on the ring: PushStreams), handed the sender's connections as they reach the sluice
+// port's rings (Attachments); its own listener is on loopback and never announced.
 #include "serve/get/push_sessions.hpp"
 
 #include <sys/socket.h>
@@ -39,7 +39,8 @@ void say(Shared& sh, const std::string& line) {
 
 // The push itself, on its thread: the receiver, the slot its connections arrive through, the
 // reply, then the transfer. Never throws; counts the push.
-void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a, std::string token, wire::Mac reply_mac) {
+void receive_push(Shared& sh, Attachments& att, StreamHost& streams, PushSessions::One& one, Asked a, std::string token,
+                  wire::Mac reply_mac) {
     const std::string& who = one.who;
     const std::string peer = a.host;
     auto refuse = [&](wire::GetStatus status, const std::string& why) {
@@ -84,17 +85,17 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
     o.verbose = sh.opt.verbose;
     if (sh.opt.log) o.log = [&sh, who](std::string_view line) { sh.opt.log(who + ": " + std::string(line)); };
     o.progress = &one.progress;
-    std::unique_ptr<Receiver> rx;
+    std::unique_ptr<HostedReceive> rx;
     try {
-        rx = std::make_unique<Receiver>(sh.root_display, o);
+        rx = receive_hosted(sh.root_display, o, streams);
     } catch (const Error& e) {
         return refuse(wire::GetStatus::bad_request, std::string("the server cannot receive into its directory: ") + e.what());
     }
-    Receiver* r = rx.get();
+    HostedReceive* r = rx.get();
     // Declared after rx: the slot goes first, and with it every hand-over to rx. 1 + 2 x streams:
     // the control, each data stream, and as many reopened streams (stream reconnect).
     std::unique_ptr<Attachments::Slot> slot =
-        att.open_to(a.q.nonce, 1u + 2u * a.q.streams, peer, [r](UniqueFd fd) { r->adopt(fd.release()); });
+        att.open_to(a.q.nonce, 1u + 2u * a.q.streams, peer, [r](UniqueFd fd) { r->adopt(std::move(fd)); });
     if (!slot) return refuse(wire::GetStatus::bad_request, "a push with this request's nonce is already running");
     wire::GetReply ok;
     ok.mac = reply_mac;
@@ -120,7 +121,7 @@ void receive_push(Shared& sh, Attachments& att, PushSessions::One& one, Asked a,
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         say(sh, who + ": stored " + std::to_string(s.files) + " files, " + std::to_string(s.bytes_sent) + " bytes received (" +
                     std::to_string(s.bytes_skipped) + " already there) in " + std::to_string(secs) +
-                    " s, by a receiver of its own (its threads, not the rings)");
+                    " s, its " + std::to_string(s.streams) + " data streams on the ring (" + s.data_path + ")");
     } catch (const Error& e) {
         sh.push_failed.fetch_add(1);
         say(sh, who + ": failed: " + e.what());
@@ -138,8 +139,10 @@ uint64_t push_manifest_budget(unsigned max_pushes) {
 }
 
 std::string push_path_text(unsigned max_pushes) {
-    return "requests read and judged on the get rings; each push received by a receiver of its own (sluice recv's engine on "
-           "threads of its own, 2 + streams per push, not on the rings), at most " + std::to_string(max_pushes) +
+    return "requests read and judged on the get rings; each push's data streams received on the ring that admitted it "
+           "(its receives on the ring, each stream's parse, writes, checksums and file finishing on the ring's pool), its "
+           "control (manifest, RESENDs, verdicts, renames) and connection admission on 2 threads of its own, at most " +
+           std::to_string(max_pushes) +
            " at once (--max-pushes), the sender's connections attached through the rings; each push's manifest held to " +
            std::to_string(push_manifest_budget(max_pushes) >> 20) + " MiB (a quarter of memory shared by --max-pushes)";
 }
@@ -168,7 +171,7 @@ void PushSessions::admit(RingRequest& req) {
     taken.sealer = req.take_sealer(); // certificate mode: the reply goes in its records
     try {
         raw->thread = std::thread([this, raw, b = std::move(taken), t = std::move(j.transfer_token), m = j.reply.mac, p = std::move(place)]() mutable {
-            receive_push(sh_, att_, *raw, std::move(b), std::move(t), m);
+            receive_push(sh_, att_, streams_, *raw, std::move(b), std::move(t), m);
             p = Admission();
             raw->done.store(true);
         });
@@ -199,12 +202,16 @@ void PushSessions::tick(int64_t now_ms) {
     }
 }
 
-void PushSessions::stop() {
+void PushSessions::cancel_all() {
     for (auto& o : list_) {
         std::lock_guard lock(o->mu);
         o->cancelled = true;
         if (o->rx) o->rx->cancel();
     }
+}
+
+void PushSessions::stop() {
+    cancel_all();
     for (auto& o : list_)
         if (o->thread.joinable()) o->thread.join();
     list_.clear();

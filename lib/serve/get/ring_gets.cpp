@@ -29,12 +29,15 @@ constexpr size_t kMaxWaiting = 1024;
 } // namespace
 
 RingGets::RingGets(Shared& sh, Attachments& att, UniqueFd listen, unsigned pool_threads)
-    : sh_(sh), att_(att), listen_(std::move(listen)), efd_(::eventfd(0, EFD_CLOEXEC)), pool_(pool_threads), pushes_(sh, att),
+    : sh_(sh), att_(att), listen_(std::move(listen)), efd_(::eventfd(0, EFD_CLOEXEC)), pool_(pool_threads), push_streams_(sh, pool_, efd_.get()),
+      pushes_(sh, att, push_streams_),
       accept_c_(kAcceptTag) {
     if (!efd_) throw_errno(ErrorCode::internal, "eventfd for a get ring");
 }
 
-RingGets::~RingGets() = default;
+// The pushes' streams end before the pushes are joined (their receivers wait for them), while
+// the pool that may still hold a step of one runs.
+RingGets::~RingGets() { push_streams_.abandon(); }
 
 void RingGets::arm_accept() {
     if (stopping_) return;
@@ -221,6 +224,7 @@ void RingGets::run() {
     std::unique_ptr<Ring> made = std::make_unique<Ring>(256); // made on this thread: SINGLE_ISSUER ties it here
     Ring& ring = *made;
     ring_ = &ring;
+    push_streams_.attach(ring);
     Completion sum_c(kSumTag), wake_c(kWakeTag);
     uint64_t sum_v = 0, wake_v = 0;
     arm_accept();
@@ -235,6 +239,7 @@ void RingGets::run() {
         if (c == &accept_c_) {
             on_accept(*c, now);
         } else if (c == &wake_c) {
+            push_streams_.on_wake();
             for (auto& s : sessions_)
                 if (s) s->on_attach(now);
             ring.read(wake_c, efd_.get(), &wake_v, sizeof wake_v, 0);
@@ -245,10 +250,16 @@ void RingGets::run() {
                     sessions_[j.session]->on_sum(j, now);
             pool_.take_tasks(walks);
             for (const uint64_t slot : walks) {
+                if (slot & PushStreams::kTagBit) {
+                    push_streams_.on_step(slot);
+                    continue;
+                }
                 on_walked(static_cast<uint32_t>(slot));
                 if (slot < requests_.size() && requests_[slot]) after(static_cast<uint32_t>(slot), now);
             }
             ring.read(sum_c, pool_.wake_fd(), &sum_v, sizeof sum_v, 0);
+        } else if (c && (c->tag & PushStreams::kTagBit)) {
+            push_streams_.on_completion(c->tag, *c);
         } else if (c && (c->tag & kRequestBit)) {
             const uint64_t slot = (c->tag & ~kRequestBit) >> 1;
             if (slot < requests_.size() && requests_[slot]) {
@@ -282,9 +293,11 @@ void RingGets::run() {
                 if (stopping_) s->cancel();
                 s->tick(now);
             }
-            if (stopping_) pushes_.stop(); // cancels their transfers: they end within a tick of their own
+            // Cancels their transfers (their streams, on this ring, end as their sockets are shut
+            // down): the loop runs until they have.
+            if (stopping_) pushes_.cancel_all();
         }
-        bool any = accept_c_.busy() || waiting_ > 0;
+        bool any = accept_c_.busy() || waiting_ > 0 || pushes_.running() || push_streams_.any();
         for (auto& s : sessions_) {
             if (s && s->finished()) s.reset();
             any = any || s;
@@ -293,6 +306,7 @@ void RingGets::run() {
     }
     sessions_.clear(); // before the ring: their completions are reaped while it lives
     requests_.clear();
+    pushes_.stop(); // all ended: joins their threads
     ring_ = nullptr;
 }
 

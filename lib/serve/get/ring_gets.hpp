@@ -5,7 +5,8 @@
 // connection), hands attached connections to the get waiting for them (on whichever ring:
 // Attachments wakes that ring's eventfd), answers requests, and runs the transfers of the gets
 // it sends (RingSession: files and trees, attached or connected back, in clear, encrypted or in
-// certificate mode), all at once, with no thread per connection or per session. A tree is
+// certificate mode), all at once, with no thread per connection or per session, and receives
+// the data streams of the pushes it admitted (PushStreams). A tree is
 // walked on the ring's pool (it may wait for the disk). A finished checksum or walk wakes the
 // ring through its pool's eventfd.
 #include <memory>
@@ -17,6 +18,7 @@
 #include "serve/get/attachments.hpp"
 #include "serve/get/ring_request.hpp"
 #include "serve/get/push_sessions.hpp"
+#include "serve/get/push_streams.hpp"
 #include "serve/get/ring_session.hpp"
 #include "serve/get/sum_pool.hpp"
 
@@ -44,7 +46,8 @@ private:
     UniqueFd listen_;
     UniqueFd efd_; // written by Attachments when a connection for one of this ring's gets came in
     SumPool pool_;
-    PushSessions pushes_; // pushes admitted on this ring (h15s), each received on a thread of its own
+    PushStreams push_streams_; // the data streams of pushes admitted on this ring, received on it
+    PushSessions pushes_; // pushes admitted on this ring (h15s): their control on two threads each
     std::vector<std::unique_ptr<RingSession>> sessions_; // by slot; null: free
     std::vector<uint32_t> gens_;
     std::vector<std::unique_ptr<RingRequest>> requests_; // by slot; null: free
