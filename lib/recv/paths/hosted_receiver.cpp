@@ -27,7 +27,7 @@ constexpr uint64_t kDirectMinBytes = SmallDirectFiles::kMaxBytes;
 } // namespace
 
 HostedReceiver::HostedReceiver(int sock, unsigned index, RecvContext& ctx, const tls::LinkKeys* keys)
-    : sock_(sock), index_(index), ctx_(ctx), buf_(kBufferBytes), dirs_(ctx.tree), wait_(sock, ctx.idle_timeout_ms, ctx.marks),
+    : sock_(sock), index_(index), ctx_(ctx), buf_(kBufferBytes), dirs_(ctx.tree), wait_(sock, ctx),
       parser_("data stream " + std::to_string(index)), hold_(ctx.files.hold(index)), stages_{AlignedBuffer(kStageBytes), AlignedBuffer(kStageBytes)} {
     if (keys) records_.emplace(keys->rx, "data stream " + std::to_string(index), kBufferBytes);
 }
@@ -46,7 +46,7 @@ HostedStream::Read HostedReceiver::next_read() {
 }
 
 bool HostedReceiver::timed_out() {
-    if (wait_.fell_back(plan_) || silence_excused(ctx_)) return true;
+    if (wait_.wait_again(plan_)) return true; // the mark's deadline, or a slice of silence (hs3)
     throw stream_went_silent(index_, ctx_);
 }
 

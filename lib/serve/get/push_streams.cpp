@@ -82,8 +82,9 @@ void PushStreams::take_receive(One& o) {
     case Completion::Outcome::failed: o.err = o.rd.error(); break;
     case Completion::Outcome::cancelled:
         if (ending) return;
-        // Its deadline: a mark's (receive again at once) or the idle timeout's, which the
-        // rest of the transfer may excuse; else the stream went silent.
+        // Its deadline: a mark's (receive again at once) or one slice of the idle timeout
+        // (again, until the slices add up to it and the rest of the transfer does not excuse
+        // the silence); else the stream went silent.
         try {
             if (o.s->timed_out()) return arm(o);
         } catch (const Error& e) {
